@@ -1,0 +1,3 @@
+from ckheur.cli import main
+
+main()

@@ -1,0 +1,221 @@
+"""Dataclass schemas for every config group, registered with Hydra's ConfigStore.
+
+Each YAML option starts with ``defaults: [/schema/<group>@_here_: <name>, _self_]`` so a
+typo in a key or a value of the wrong type fails at composition, naming the key.
+Enum fields make OmegaConf reject unknown values with the list of allowed ones.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from enum import Enum
+from typing import Any, Dict, List, Optional
+
+from omegaconf import MISSING
+
+
+class _Choice(Enum):
+    """Enum whose str() is its value, so ``${op.dtype}`` interpolates as ``bf16``."""
+
+    def __str__(self) -> str:
+        return str(self.value)
+
+
+class Direction(_Choice):
+    fwd = "fwd"
+    bwd_data = "bwd_data"
+    bwd_weight = "bwd_weight"
+
+
+class DType(_Choice):
+    fp16 = "fp16"
+    bf16 = "bf16"
+    fp8 = "fp8"
+    fp32 = "fp32"
+
+
+class Pipeline(_Choice):
+    mem = "mem"
+    compv3 = "compv3"
+    compv4 = "compv4"
+    compv5 = "compv5"
+    compv6 = "compv6"
+    comp_async = "comp_async"
+
+
+class Scheduler(_Choice):
+    intrawave = "intrawave"
+    interwave = "interwave"
+
+
+class TileSpace(_Choice):
+    production = "production"  # the op's curated tile list (CK's production set)
+    generated = "generated"  # cartesian product of generated_tiles, for exploration
+
+
+class SourceKind(_Choice):
+    inline = "inline"
+    generate = "generate"
+    miopen = "miopen"
+    csv = "csv"
+    set = "set"
+
+
+# ---------------------------------------------------------------- arch
+@dataclass
+class ArchCodegenSchema:
+    """Code-generation constraints of an architecture."""
+
+    wave_layouts: List[List[int]] = MISSING  # allowed [wave_m, wave_n, wave_k]
+    warp_tiles: Dict[str, List[List[int]]] = MISSING  # dtype -> allowed [m, n, k] MFMA warp tiles
+    lds_budget_fraction: Dict[str, float] = field(default_factory=dict)  # pipeline -> fraction of LDS
+    default_lds_budget_fraction: float = 1.0
+    intrawave_only_pipelines: List[str] = field(default_factory=list)
+    max_waves_per_block: int = 16
+
+
+@dataclass
+class ArchSchema:
+    """Hardware profile of one GPU architecture (single source of truth)."""
+
+    name: str = MISSING
+    product: str = MISSING
+    num_cus: int = MISSING
+    simds_per_cu: int = 4
+    shader_engines: int = MISSING
+    max_clock_mhz: int = MISSING
+    max_waves_per_cu: int = 32
+    wavefront_size: int = 64
+    lds_bytes: int = MISSING
+    l1_bytes: int = MISSING
+    l2_bytes: int = MISSING
+    l3_bytes: int = 0
+    num_xcds: int = 1
+    peak_tflops: Dict[str, float] = MISSING  # dense matrix peak per dtype
+    hbm_bandwidth_gbps: float = MISSING
+    codegen: ArchCodegenSchema = field(default_factory=ArchCodegenSchema)
+
+
+# ---------------------------------------------------------------- op
+@dataclass
+class TileSchema:
+    tile_m: int = MISSING
+    tile_n: int = MISSING
+    tile_k: int = MISSING
+    wave: List[int] = MISSING  # [wave_m, wave_n, wave_k]
+    warp_tile: List[int] = MISSING  # [m, n, k]
+
+
+@dataclass
+class GeneratedTilesSchema:
+    tile_m: List[int] = field(default_factory=lambda: [16, 32, 64, 128, 256])
+    tile_n: List[int] = field(default_factory=lambda: [16, 32, 64, 128, 256])
+    tile_k: List[int] = field(default_factory=lambda: [32, 64, 128])
+
+
+@dataclass
+class GroupedConvOpSchema:
+    """Grouped convolution: one direction, dtype, and the kernel trait allow-lists."""
+
+    family: str = "grouped_conv"
+    direction: Direction = MISSING
+    dtype: DType = DType.bf16
+    ndims: List[int] = field(default_factory=lambda: [2, 3])
+    tile_space: TileSpace = TileSpace.production
+    tiles: List[TileSchema] = MISSING
+    generated_tiles: GeneratedTilesSchema = field(default_factory=GeneratedTilesSchema)
+    pipelines: List[Pipeline] = MISSING
+    schedulers: List[Scheduler] = field(default_factory=lambda: [Scheduler.intrawave])
+    dsb: List[bool] = field(default_factory=lambda: [False])
+    si: List[bool] = field(default_factory=lambda: [False])
+    # Trait combinations CK does not build, e.g. {pipeline: mem, dsb: true}.
+    unsupported: List[Dict[str, Any]] = field(default_factory=list)
+    default_problems: str = MISSING
+    model_name: str = MISSING
+
+
+# ---------------------------------------------------------------- problems
+@dataclass
+class ProblemSourceSchema:
+    """One source of problems; which fields matter depends on ``kind``."""
+
+    kind: SourceKind = MISSING
+    problems: List[Dict[str, Any]] = field(default_factory=list)  # inline
+    path: Optional[str] = None  # miopen / csv: absolute, or relative to conf/ then the cwd
+    name: Optional[str] = None  # set: another shipped problem set
+    batch: List[int] = field(default_factory=list)  # non-empty: one copy per batch size (replaces N)
+    # generate:
+    seed: int = 0
+    count: int = 0
+    ndim: int = 2
+    families: Dict[str, float] = field(default_factory=dict)  # family -> sampling weight
+    max_gflop: float = 20000.0
+
+
+@dataclass
+class ShardSchema:
+    index: int = 0
+    count: int = 1
+
+
+@dataclass
+class ProblemSetSchema:
+    name: str = MISSING
+    description: str = ""
+    sources: List[ProblemSourceSchema] = MISSING
+    exclude: List[str] = field(default_factory=list)  # shipped sets whose problems are removed
+    dedupe: bool = True
+    shard: ShardSchema = field(default_factory=ShardSchema)
+
+
+# ---------------------------------------------------------------- stages, paths, kernels
+@dataclass
+class ListStageSchema:
+    name: str = "list"
+    count_only: bool = False
+    max_rows: int = 40  # rows printed per table; -1 prints all
+
+
+@dataclass
+class PathsSchema:
+    data: str = "data"
+    models: str = "models"
+
+
+@dataclass
+class KernelsSchema:
+    filter: Optional[str] = None  # e.g. "tile_n >= 128 and pipeline == 'compv5'"
+    explain: bool = False  # print rejected trait combinations with the reason
+
+
+@dataclass
+class Config:
+    """Top level: the group nodes are validated by their own schemas."""
+
+    stage: Any = MISSING
+    arch: Any = MISSING
+    op: Any = MISSING
+    problems: Any = MISSING
+    paths: Any = MISSING
+    kernels: KernelsSchema = field(default_factory=KernelsSchema)
+    seed: int = 0
+
+
+SCHEMAS = {
+    "arch": {"arch": ArchSchema},
+    "op": {"grouped_conv": GroupedConvOpSchema},
+    "problems": {"problems": ProblemSetSchema},
+    "stage": {"list": ListStageSchema},
+    "paths": {"paths": PathsSchema},
+}
+
+
+def register_configs() -> None:
+    """Register the schemas with Hydra's ConfigStore (idempotent)."""
+    from hydra.core.config_store import ConfigStore
+
+    cs = ConfigStore.instance()
+    cs.store(name="config_schema", node=Config)
+    for group, options in SCHEMAS.items():
+        for name, node in options.items():
+            cs.store(group=f"schema/{group}", name=name, node=node)
