@@ -1,0 +1,72 @@
+"""The command line end to end, in subprocesses writing to temporary folders."""
+
+from __future__ import annotations
+
+import csv
+
+from conftest import run_cli
+
+
+def test_list_stage_prints_pool_and_problems(tmp_path):
+    r = run_cli("stage=list", "op=grouped_conv/fwd", "arch=gfx950", "problems=smoke",
+                "stage.max_rows=-1", f"hydra.run.dir={tmp_path}")
+    assert r.returncode == 0, r.stderr
+    assert "Kernel pool: 60 legal (2d: 30, 3d: 30)" in r.stdout
+    assert "grouped_conv_forward_bf16_2d_128x64x128_compv5_intrawave" in r.stdout
+    assert "Problem set smoke: 20 problems (2d: 16, 3d: 4)" in r.stdout
+    with open(tmp_path / "kernels.csv") as f:
+        assert len(list(csv.DictReader(f))) == 60
+    with open(tmp_path / "problems.csv") as f:
+        assert len(list(csv.DictReader(f))) == 20
+
+
+def test_list_with_filter_as_written_in_the_issue(tmp_path):
+    r = run_cli("stage=list", "kernels.filter=tile_n >= 128 and pipeline == 'compv5'", "problems=smoke",
+                "stage.count_only=true", f"hydra.run.dir={tmp_path}")
+    assert r.returncode == 0, r.stderr
+    assert "Kernel pool: 6 legal (2d: 3, 3d: 3)" in r.stdout
+    assert "54 removed by kernels.filter" in r.stdout
+
+
+def test_explain_on_gfx942(tmp_path):
+    r = run_cli("arch=gfx942", "kernels.explain=true", "problems=smoke", "stage.count_only=true",
+                f"hydra.run.dir={tmp_path}")
+    assert r.returncode == 0, r.stderr
+    assert "LDS 49152 B > compv4 budget 32768 B on gfx942" in r.stdout
+
+
+def test_bad_filter_is_a_clear_error(tmp_path):
+    r = run_cli("kernels.filter=__import__('os')", "problems=smoke", f"hydra.run.dir={tmp_path}")
+    assert r.returncode == 2
+    assert "error: kernels.filter" in r.stderr and "Call not allowed" in r.stderr
+    assert "Traceback" not in r.stderr
+
+
+def test_typo_fails_at_composition(tmp_path):
+    r = run_cli("arch.num_cu=3", f"hydra.run.dir={tmp_path}")
+    assert r.returncode != 0
+    assert "Key 'num_cu' not in 'ArchSchema'" in r.stderr
+
+
+def test_multirun_over_ops(tmp_path):
+    r = run_cli("-m", "op=fwd,bwd_data,bwd_weight", "problems=smoke", "stage.count_only=true",
+                f"hydra.sweep.dir={tmp_path}")
+    assert r.returncode == 0, r.stderr
+    jobs = sorted(p.name for p in tmp_path.iterdir() if p.is_dir())
+    assert jobs == ["0", "1", "2"]
+    assert r.stdout.count("Kernel pool: 40 legal") == 2 and r.stdout.count("Kernel pool: 60 legal") == 1
+
+
+def test_multirun_over_nested_ops(tmp_path):
+    r = run_cli("-m", "op=grouped_conv/fwd,grouped_conv/bwd_data", "problems=smoke",
+                "stage.count_only=true", f"hydra.sweep.dir={tmp_path}")
+    assert r.returncode == 0, r.stderr
+    assert sorted(p.name for p in tmp_path.iterdir() if p.is_dir()) == ["0", "1"]
+
+
+def test_cfg_job_and_info_defaults():
+    r = run_cli("--cfg", "job", "op=bwd_data")
+    assert r.returncode == 0, r.stderr
+    assert "direction: bwd_data" in r.stdout and "name: train_bwd_data" in r.stdout
+    r = run_cli("--info", "defaults")
+    assert r.returncode == 0 and "op/grouped_conv/fwd" in r.stdout

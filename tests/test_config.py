@@ -1,0 +1,98 @@
+"""Composition: every YAML option composes; typos and bad values fail naming the key."""
+
+from __future__ import annotations
+
+import pytest
+from hydra.errors import ConfigCompositionException
+from omegaconf import OmegaConf
+from omegaconf.errors import ConfigKeyError, ValidationError
+
+from ckheur.problems import shipped_sets
+from ckheur.problems.sources import CONF_DIR
+from ckheur.stages import STAGES, plain
+
+ARCHS = sorted(p.stem for p in (CONF_DIR / "arch").glob("*.yaml"))
+OPS = sorted(str(p.relative_to(CONF_DIR / "op").with_suffix("")) for p in (CONF_DIR / "op").rglob("*.yaml"))
+STAGE_FILES = sorted(p.stem for p in (CONF_DIR / "stage").glob("*.yaml"))
+
+
+def test_every_group_has_options():
+    assert ARCHS == ["gfx90a", "gfx942", "gfx950"]
+    assert set(OPS) >= {"fwd", "bwd_data", "bwd_weight", "grouped_conv/fwd",
+                        "grouped_conv/bwd_data", "grouped_conv/bwd_weight"}
+    assert set(STAGE_FILES) == set(STAGES)
+
+
+@pytest.mark.parametrize("stage", STAGE_FILES)
+@pytest.mark.parametrize("op", OPS)
+@pytest.mark.parametrize("arch", ARCHS)
+def test_compose_arch_op_stage(compose, arch, op, stage):
+    cfg = compose([f"arch={arch}", f"op={op}", f"stage={stage}"])
+    assert not OmegaConf.missing_keys(cfg)
+    resolved = plain(cfg)
+    direction = op.split("/")[-1]
+    assert resolved["op"]["direction"] == direction
+    assert resolved["arch"]["name"] == arch
+    assert resolved["op"]["model_name"] == f"grouped_conv_{direction}_bf16_{arch}"
+    # Each op selects its own default problem set.
+    assert resolved["problems"]["name"] == resolved["op"]["default_problems"] == f"train_{direction}"
+
+
+def test_alias_equals_nested_option(compose):
+    for d in ("fwd", "bwd_data", "bwd_weight"):
+        assert plain(compose([f"op={d}"]).op) == plain(compose([f"op=grouped_conv/{d}"]).op)
+
+
+@pytest.mark.parametrize("name", shipped_sets())
+def test_every_problem_set_composes(compose, name):
+    cfg = compose([f"problems={name}"])
+    assert cfg.problems.name == name
+
+
+def test_backward_ops_allow_only_compv3_and_mem(compose):
+    for d in ("bwd_data", "bwd_weight"):
+        assert plain(compose([f"op={d}"]).op)["pipelines"] == ["compv3", "mem"]
+    assert plain(compose(["op=fwd"]).op)["pipelines"] == ["compv3", "compv4", "compv5"]
+
+
+@pytest.mark.parametrize("override, needle", [
+    ("arch.num_cu=3", "num_cu"),
+    ("op.tile_sizes=[1]", "tile_sizes"),
+    ("kernels.filtr=x", "filtr"),
+    ("problems.shard.idx=1", "idx"),
+    ("stage.max_row=3", "max_row"),
+])
+def test_typo_in_key_fails_at_composition(compose, override, needle):
+    with pytest.raises((ConfigCompositionException, ConfigKeyError)) as e:
+        compose([override])
+    assert needle in str(e.value) + str(e.value.__cause__)
+
+
+@pytest.mark.parametrize("override, allowed", [
+    ("op.direction=fwdx", "fwd, bwd_data, bwd_weight"),
+    ("op.pipelines=[compv3,compv9]", "compv3"),
+    ("op.schedulers=[sometimes]", "intrawave"),
+])
+def test_bad_enum_value_lists_allowed_values(compose, override, allowed):
+    with pytest.raises((ConfigCompositionException, ValidationError)) as e:
+        compose([override])
+    assert allowed in str(e.value) + str(e.value.__cause__)
+
+
+def test_unknown_option_fails(compose):
+    with pytest.raises(Exception) as e:
+        compose(["arch=gfx9999"])
+    assert "gfx9999" in str(e.value) and "gfx950" in str(e.value)
+
+
+def test_wrong_type_fails(compose):
+    with pytest.raises((ConfigCompositionException, ValidationError)) as e:
+        compose(["arch.num_cus=many"])
+    assert "num_cus" in str(e.value) + str(e.value.__cause__)
+
+
+def test_lds_budget_fractions(compose):
+    for arch in ARCHS:
+        cg = plain(compose([f"arch={arch}"]).arch)["codegen"]
+        assert cg["lds_budget_fraction"] == {"compv4": 0.5, "compv6": 0.5, "comp_async": 0.5}
+        assert cg["default_lds_budget_fraction"] == 1.0
