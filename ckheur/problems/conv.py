@@ -110,6 +110,14 @@ class ConvProblem:
         out = self.N * self.Do * self.Ho * self.Wo * self.K
         return (inp + wei + out) * dtype_bytes
 
+    def output_elems(self, direction: str) -> int:
+        """Elements of the tensor a direction writes (what a correct run fills)."""
+        if direction == "fwd":
+            return self.N * self.Do * self.Ho * self.Wo * self.K
+        if direction == "bwd_data":
+            return self.N * self.Di * self.Hi * self.Wi * self.C
+        return self.K * (self.C // self.G) * self.Z * self.Y * self.X
+
     def gemm(self, direction: str) -> tuple[int, int, int, int]:
         """Implicit-GEMM (batch=G, M, N, K) for a direction (table in the module docstring)."""
         cg, kg = self.C // self.G, self.K // self.G

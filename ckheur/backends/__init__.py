@@ -1,0 +1,55 @@
+"""Backends measure (problem, kernel) pairs. Each module has ``make(backend_cfg, op, arch)``
+returning a :class:`Measurer`; heavy or optional imports stay inside the backend module.
+
+A measurer returns, for a list of pairs, parallel lists: latency_ms, latency_spread_ms,
+status (one of ckheur.dataset.STATUSES) and error (the reason, empty when ok).
+"""
+
+from __future__ import annotations
+
+import importlib
+from dataclasses import dataclass, field
+from typing import Any, Callable, Mapping, Sequence
+
+BACKENDS = {
+    "sim": "ckheur.backends.sim",
+    "replay": "ckheur.backends.replay",
+    "hip": "ckheur.backends.hip",
+    "command": "ckheur.backends.command",
+}
+
+
+@dataclass
+class Results:
+    """Measurements of a list of pairs, in the same order."""
+
+    latency_ms: list[float] = field(default_factory=list)
+    latency_spread_ms: list[float] = field(default_factory=list)
+    status: list[str] = field(default_factory=list)
+    error: list[str] = field(default_factory=list)
+
+    def add(self, latency_ms: float, status: str = "ok", error: str = "", spread: float = float("nan")) -> None:
+        self.latency_ms.append(latency_ms)
+        self.latency_spread_ms.append(spread)
+        self.status.append(status)
+        self.error.append(error)
+
+
+@dataclass
+class Measurer:
+    """A ready backend: ``measure(pairs)`` plus provenance and a cleanup hook."""
+
+    name: str
+    measure: Callable[[Sequence[tuple[Any, Any]]], Results]
+    warmup: int = 0
+    repeat: int = 1
+    batch_pairs: int = 20  # pairs per measure() call (and per dataset part file)
+    close: Callable[[], None] = lambda: None
+
+
+def make_backend(cfg: Mapping[str, Any], op: Mapping[str, Any], arch: Mapping[str, Any]) -> Measurer:
+    """The configured backend, ready to measure."""
+    name = cfg["name"]
+    if name not in BACKENDS:
+        raise ValueError(f"backend.name={name!r}: allowed values are {', '.join(BACKENDS)}")
+    return importlib.import_module(BACKENDS[name]).make(cfg, op, arch)
