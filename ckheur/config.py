@@ -177,6 +177,69 @@ class ListStageSchema:
 
 
 @dataclass
+class SweepStageSchema:
+    name: str = "sweep"
+    overwrite: bool = False  # start fresh: the old dataset folder is kept aside, never deleted
+    retry_failed: bool = False  # measure again pairs whose earlier attempt did not succeed
+    output: Optional[str] = None  # dataset folder; default {paths.data}/{op}_{dtype}_{arch}/{problems}.parquet
+    progress: str = "auto"  # auto (bar on a terminal, log lines otherwise), bar, log, none
+    log_every_s: float = 10.0
+
+
+@dataclass
+class ImportStageSchema:
+    name: str = "import"
+    path: str = MISSING  # a CK tile_engine CSV
+    dataset: Optional[str] = None  # dataset name; default: the CSV's file stem
+
+
+# ---------------------------------------------------------------- backends
+@dataclass
+class SimBackendSchema:
+    name: str = "sim"
+    seed: int = 0
+    batch_pairs: int = 20000
+    params: Dict[str, Any] = MISSING
+
+
+@dataclass
+class ReplayBackendSchema:
+    name: str = "replay"
+    paths: List[str] = field(default_factory=list)  # datasets or CK CSVs to serve
+    batch_pairs: int = 5000
+
+
+@dataclass
+class HipBackendSchema:
+    name: str = "hip"
+    # Builds one kernel's shared library; fields: {kernel}, {out} (the .so path), {arch},
+    # {dtype}, {direction}, {ndim}, {tile_m}.., {pipeline}, {scheduler}, {src}.
+    build_command: str = MISSING
+    lib_dir: str = "build/kernels"  # cache: one <kernel>.so per kernel name
+    library: Optional[str] = None  # one prebuilt library exporting every kernel (skips building)
+    batch_pairs: int = 20  # kernels per worker batch
+    timeout_s: float = 30.0  # per kernel; a hang is killed and recorded as timeout
+    warmup: int = 5
+    warmup_ms: float = 0.0  # also warm up until this much time has passed
+    repeat: int = 20
+    flush_l2: bool = True  # rotate input buffers between runs so L2 is cold
+    check: bool = True  # compare against a reference on small problems; non-zero fraction on all
+    check_max_gflop: float = 0.05
+    memory: str = "hip"  # hip (device memory through hip-python) or host (tests, no GPU)
+
+
+@dataclass
+class CommandBackendSchema:
+    name: str = "command"
+    # Shell-free argv template with {problem fields}, {kernel}, {miopen} (MIOpenDriver line), ...
+    template: str = MISSING
+    regex: str = MISSING  # first group: the time
+    time_unit: str = "ms"  # ms or us or s
+    timeout_s: float = 60.0
+    batch_pairs: int = 20
+
+
+@dataclass
 class PathsSchema:
     data: str = "data"
     models: str = "models"
@@ -196,6 +259,7 @@ class Config:
     arch: Any = MISSING
     op: Any = MISSING
     problems: Any = MISSING
+    backend: Any = MISSING
     paths: Any = MISSING
     kernels: KernelsSchema = field(default_factory=KernelsSchema)
     seed: int = 0
@@ -205,7 +269,9 @@ SCHEMAS = {
     "arch": {"arch": ArchSchema},
     "op": {"grouped_conv": GroupedConvOpSchema},
     "problems": {"problems": ProblemSetSchema},
-    "stage": {"list": ListStageSchema},
+    "stage": {"list": ListStageSchema, "sweep": SweepStageSchema, "import": ImportStageSchema},
+    "backend": {"sim": SimBackendSchema, "replay": ReplayBackendSchema, "hip": HipBackendSchema,
+                "command": CommandBackendSchema},
     "paths": {"paths": PathsSchema},
 }
 

@@ -10,7 +10,7 @@ from typing import Any
 
 from omegaconf import DictConfig, OmegaConf
 
-STAGES = {"list": "ckheur.stages.list_stage"}
+STAGES = {"list": "ckheur.stages.list_stage", "sweep": "ckheur.stages.sweep", "import": "ckheur.stages.import_stage"}
 
 
 class StageError(RuntimeError):

@@ -1,0 +1,36 @@
+"""stage=import: bring a CK tile_engine CSV into a dataset (same schema as a sweep's)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from ckheur.stages import Context, StageError, plain
+
+
+def run(cfg: Any, ctx: Context) -> dict:
+    """Import stage.path for arch into {paths.data}/{op}_{dtype}_{arch}/{dataset}.parquet."""
+    from ckheur.dataset import DatasetError, dataset_dir, read_ck_csv, read_dataset, write_part
+
+    op, arch = plain(cfg.op), plain(cfg.arch)
+    src = Path(cfg.stage.path)
+    try:
+        df = read_ck_csv(src, arch=arch["name"], tiles=op["tiles"])
+    except DatasetError as e:
+        raise StageError(str(e)) from None
+    out = {}
+    for direction, part in df.groupby("direction"):
+        dtype = part.dtype.iloc[0]
+        target = dataset_dir(cfg.paths.data, {**op, "direction": direction, "dtype": dtype}, arch["name"],
+                             cfg.stage.dataset or src.stem)
+        if target.exists():
+            have = read_dataset(target)
+            if len(have) and set(have.host) == {f"import:{src.name}"} and len(have) >= len(part):
+                print(f"import: {target} already holds this file's {len(part)} rows; nothing to do")
+                out[direction] = str(target)
+                continue
+        write_part(target, part)
+        counts = part.status.value_counts().to_dict()
+        print(f"import: {len(part)} rows ({counts}) from {src} -> {target}")
+        out[direction] = str(target)
+    return out

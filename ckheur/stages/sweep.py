@@ -1,0 +1,139 @@
+"""stage=sweep: measure every legal kernel on every problem; append, resume, lose nothing."""
+
+from __future__ import annotations
+
+import json
+import socket
+import sys
+import time
+from collections import Counter
+from pathlib import Path
+from typing import Any, Sequence
+
+from ckheur.stages import Context, StageError, plain
+
+
+class Progress:
+    """A bar with rate and ETA on a terminal; plain periodic log lines otherwise."""
+
+    def __init__(self, total: int, mode: str = "auto", every_s: float = 10.0, stream: Any = None) -> None:
+        self.stream = stream or sys.stderr
+        if mode == "auto":
+            mode = "bar" if self.stream.isatty() else "log"
+        self.mode, self.total, self.every_s = mode, total, every_s
+        self.done, self.t0, self.last = 0, time.perf_counter(), 0.0
+
+    def update(self, n: int, note: str = "") -> None:
+        self.done += n
+        now = time.perf_counter()
+        if self.mode == "none" or (self.mode == "log" and now - self.last < self.every_s and self.done < self.total):
+            return
+        self.last = now
+        el = now - self.t0
+        rate = self.done / el if el > 0 else 0.0
+        eta = (self.total - self.done) / rate if rate > 0 else float("inf")
+        frac = self.done / self.total if self.total else 1.0
+        msg = f"{self.done}/{self.total} pairs ({100 * frac:.0f}%) {rate:,.0f}/s ETA {eta:,.0f}s {note}"
+        if self.mode == "bar":
+            bar = "#" * int(30 * frac)
+            self.stream.write(f"\r[{bar:<30}] {msg}")
+            if self.done >= self.total:
+                self.stream.write("\n")
+        else:
+            self.stream.write(f"sweep: {msg}\n")
+        self.stream.flush()
+
+
+def _chunks(seq: Sequence[Any], size: int):
+    for i in range(0, len(seq), max(1, size)):
+        yield seq[i:i + size]
+
+
+def run(cfg: Any, ctx: Context) -> dict:
+    """Measure the pool on the problem set through the backend and append to the dataset."""
+    from ckheur import __version__
+    from ckheur.backends import make_backend
+    from ckheur.dataset import SCHEMA_VERSION, dataset_dir, kernel_columns, read_dataset, write_part
+    from ckheur.kernels import enumerate_pool
+    from ckheur.problems import CONV_FIELDS, load_problem_set
+
+    op, arch, bcfg, st = plain(cfg.op), plain(cfg.arch), plain(cfg.backend), cfg.stage
+    pool = enumerate_pool(op, arch, cfg.kernels.filter)
+    if not pool.kernels:
+        raise StageError("the kernel pool is empty (check kernels.filter and the op's allow-lists)")
+    problems = load_problem_set(plain(cfg.problems))
+    out = Path(st.output) if st.output else dataset_dir(cfg.paths.data, op, arch["name"], cfg.problems.name)
+    if st.overwrite and out.exists():
+        aside = out.with_name(f"{out.name}.replaced-{time.strftime('%Y%m%d-%H%M%S')}")
+        out.rename(aside)
+        print(f"sweep.overwrite: previous dataset kept aside as {aside}")
+    done: set[tuple] = set()
+    if out.exists():
+        old = read_dataset(out)
+        old = old[(old.arch == arch["name"]) & (old.direction == op["direction"]) & (old.dtype == op["dtype"])]
+        if st.retry_failed:
+            old = old[old.status == "ok"]
+        done = set(old[[*CONV_FIELDS, "kernel"]].itertuples(index=False, name=None))
+    by_ndim = {d: pool.by_ndim(d) for d in op["ndims"]}
+    unsupported = [p for p in problems if not by_ndim.get(p.ndim)]
+    todo = [(p, k) for p in problems for k in by_ndim.get(p.ndim, []) if (*p.key(), k.name) not in done]
+    total_pairs = sum(len(by_ndim.get(p.ndim, [])) for p in problems)
+    print(f"sweep: {op['family']}/{op['direction']} {op['dtype']} on {arch['name']} via backend={bcfg['name']}: "
+          f"{len(problems)} problems x pool {len(pool.kernels)} -> {total_pairs} pairs; "
+          f"{total_pairs - len(todo)} already in {out}, {len(todo)} to measure")
+    if unsupported:
+        print(f"sweep: {len(unsupported)} problems skipped: no kernel of their spatial dimensionality "
+              f"in op.ndims={op['ndims']}")
+
+    measurer = make_backend(bcfg, op, arch)
+    common = {"op": f"{op['family']}/{op['direction']}", "direction": op["direction"], "dtype": op["dtype"],
+              "arch": arch["name"], "backend": measurer.name, "warmup": measurer.warmup,
+              "repeat": measurer.repeat, "host": socket.gethostname(), "ckheur_version": __version__,
+              "schema_version": SCHEMA_VERSION}
+    kcols = {k.name: kernel_columns(k) for k in pool.kernels}
+    statuses: Counter = Counter()
+    progress = Progress(len(todo), st.progress, st.log_every_s)
+    t0 = time.perf_counter()
+    interrupted = False
+    try:
+        for batch in _chunks(todo, measurer.batch_pairs):
+            res = measurer.measure(batch)
+            stamp = time.strftime("%Y-%m-%dT%H:%M:%S%z")
+            rows = []
+            for i, (p, k) in enumerate(batch):
+                lat = res.latency_ms[i]
+                ok = res.status[i] == "ok" and lat > 0
+                rows.append({**common, **p.to_dict(), **kcols[k.name], "latency_ms": lat,
+                             "latency_spread_ms": res.latency_spread_ms[i],
+                             "tflops": p.flops / (lat * 1e-3) / 1e12 if ok else float("nan"),
+                             "status": res.status[i], "error": res.error[i], "timestamp": stamp})
+            write_part(out, rows)
+            statuses.update(res.status)
+            progress.update(len(batch), f"(last batch: {dict(Counter(res.status))})")
+    except KeyboardInterrupt:
+        interrupted = True
+    finally:
+        measurer.close()
+    wall = time.perf_counter() - t0
+    measured = sum(statuses.values())
+    summary = {"dataset": str(out), "backend": measurer.name, "problems": len(problems),
+               "pool": len(pool.kernels), "pairs_total": total_pairs, "pairs_skipped_existing": total_pairs - len(todo),
+               "attempts": measured, "by_status": dict(statuses), "wall_s": round(wall, 3),
+               "measurements_per_s": round(measured / wall, 1) if wall > 0 else None,
+               "interrupted": interrupted}
+    _print_summary(summary)
+    ctx.output_dir.mkdir(parents=True, exist_ok=True)
+    (ctx.output_dir / "sweep_summary.json").write_text(json.dumps(summary, indent=2))
+    if interrupted:
+        print(f"sweep interrupted: {measured} attempts saved; run the same command again to resume", file=sys.stderr)
+        raise SystemExit(130)
+    return summary
+
+
+def _print_summary(s: dict) -> None:
+    from ckheur.display import format_table
+
+    rows = [(k, v) for k, v in sorted(s["by_status"].items())] or [("(nothing to measure)", 0)]
+    print(format_table(["status", "attempts"], rows))
+    print(f"measured {s['attempts']} pairs in {s['wall_s']:.2f}s ({s['measurements_per_s'] or 0:,.0f}/s); "
+          f"skipped {s['pairs_skipped_existing']} already measured; data: {s['dataset']}")
