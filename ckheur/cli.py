@@ -23,7 +23,8 @@ def _hydra_main(cfg: DictConfig) -> None:
 
 
 # Free-text values that Hydra's override grammar cannot take unquoted (operators, quotes).
-_FREE_TEXT_KEYS = ("kernels.filter=", "problem=")
+_FREE_TEXT_KEYS = ("kernels.filter=", "problem=", "backend.template=", "backend.regex=",
+                   "backend.build_command=")
 
 
 def quote_free_text(args: list[str]) -> list[str]:

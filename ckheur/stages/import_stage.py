@@ -24,7 +24,7 @@ def run(cfg: Any, ctx: Context) -> dict:
         target = dataset_dir(cfg.paths.data, {**op, "direction": direction, "dtype": dtype}, arch["name"],
                              cfg.stage.dataset or src.stem)
         if target.exists():
-            have = read_dataset(target)
+            have = read_dataset(target, dedupe=False)
             if len(have) and set(have.host) == {f"import:{src.name}"} and len(have) >= len(part):
                 print(f"import: {target} already holds this file's {len(part)} rows; nothing to do")
                 out[direction] = str(target)

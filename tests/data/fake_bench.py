@@ -1,0 +1,9 @@
+"""A stand-in benchmark binary for backend=command tests: sleeps, then prints a time."""
+import sys
+import time
+
+kernel, n = sys.argv[1], int(sys.argv[2])
+time.sleep(float(sys.argv[3]) if len(sys.argv) > 3 else 0.0)
+if "compv4" in kernel:
+    sys.exit("compv4: launch failed")
+print(f"Elapsed: {0.001 * n + 0.01 * len(kernel) % 7:.4f} us")
