@@ -22,7 +22,7 @@ STATUSES = ("ok", "failed", "timeout", "unsupported", "wrong_result", "missing")
 KERNEL_COLUMNS = ("kernel", "ndim", "tile_m", "tile_n", "tile_k", "wave_m", "wave_n", "wave_k",
                   "warp_tile_m", "warp_tile_n", "warp_tile_k", "pipeline", "scheduler", "dsb", "si")
 MEASURE_COLUMNS = ("latency_ms", "latency_spread_ms", "tflops", "status", "error")
-PROVENANCE_COLUMNS = ("warmup", "repeat", "timestamp", "host", "ckheur_version", "schema_version")
+PROVENANCE_COLUMNS = ("warmup", "repeat", "clock_mhz", "timestamp", "host", "ckheur_version", "schema_version")
 COLUMNS = ("op", "direction", "dtype", "arch", "backend", *CONV_FIELDS, *KERNEL_COLUMNS,
            *MEASURE_COLUMNS, *PROVENANCE_COLUMNS)
 IDENTITY = ("arch", "direction", "dtype", *CONV_FIELDS, "kernel")
@@ -39,7 +39,7 @@ def arrow_schema():
     types = {c: pa.int64() for c in (*CONV_FIELDS, "ndim", "tile_m", "tile_n", "tile_k", "wave_m", "wave_n",
                                      "wave_k", "warp_tile_m", "warp_tile_n", "warp_tile_k", "warmup",
                                      "repeat", "schema_version")}
-    types.update({c: pa.float64() for c in ("latency_ms", "latency_spread_ms", "tflops")})
+    types.update({c: pa.float64() for c in ("latency_ms", "latency_spread_ms", "tflops", "clock_mhz")})
     types.update({c: pa.bool_() for c in ("dsb", "si")})
     fields = [pa.field(c, types.get(c, pa.string())) for c in COLUMNS]
     return pa.schema(fields, metadata={"ckheur_schema_version": str(SCHEMA_VERSION)})
@@ -158,7 +158,7 @@ def read_ck_csv(path: str | Path, arch: str = "gfx950", tiles: Sequence[Mapping]
             "latency_ms": lat, "latency_spread_ms": float("nan"),
             "tflops": p.flops / (lat * 1e-3) / 1e12 if lat > 0 else float("nan"),
             "status": status, "error": error,
-            "warmup": 3, "repeat": 10,  # CK tile_engine defaults (shared/data/README.md)
+            "warmup": 3, "repeat": 10, "clock_mhz": float("nan"),  # CK tile_engine defaults (data README)
             "timestamp": pd.Timestamp(stat.st_mtime, unit="s", tz="UTC").isoformat(),
             "host": f"import:{path.name}", "ckheur_version": _version(), "schema_version": SCHEMA_VERSION,
         })

@@ -13,6 +13,8 @@ from ckheur.stages import STAGES, plain
 
 ARCHS = sorted(p.stem for p in (CONF_DIR / "arch").glob("*.yaml"))
 OPS = sorted(str(p.relative_to(CONF_DIR / "op").with_suffix("")) for p in (CONF_DIR / "op").rglob("*.yaml"))
+BACKENDS = sorted(p.stem for p in (CONF_DIR / "backend").glob("*.yaml"))
+MANDATORY = {"import": {"stage.path"}}  # values a user must give for that stage
 STAGE_FILES = sorted(p.stem for p in (CONF_DIR / "stage").glob("*.yaml"))
 
 
@@ -28,7 +30,7 @@ def test_every_group_has_options():
 @pytest.mark.parametrize("arch", ARCHS)
 def test_compose_arch_op_stage(compose, arch, op, stage):
     cfg = compose([f"arch={arch}", f"op={op}", f"stage={stage}"])
-    assert not OmegaConf.missing_keys(cfg)
+    assert OmegaConf.missing_keys(cfg) == MANDATORY.get(stage, set())
     resolved = plain(cfg)
     direction = op.split("/")[-1]
     assert resolved["op"]["direction"] == direction
@@ -36,6 +38,19 @@ def test_compose_arch_op_stage(compose, arch, op, stage):
     assert resolved["op"]["model_name"] == f"grouped_conv_{direction}_bf16_{arch}"
     # Each op selects its own default problem set.
     assert resolved["problems"]["name"] == resolved["op"]["default_problems"] == f"train_{direction}"
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_every_backend_composes(compose, backend):
+    cfg = compose([f"backend={backend}"])
+    assert cfg.backend.name == backend and not OmegaConf.missing_keys(cfg)
+
+
+def test_mandatory_value_missing_is_reported(tmp_path):
+    from conftest import run_cli
+
+    r = run_cli("stage=import", f"hydra.run.dir={tmp_path}")
+    assert r.returncode != 0 and "stage.path" in r.stderr
 
 
 def test_alias_equals_nested_option(compose):

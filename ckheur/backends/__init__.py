@@ -45,6 +45,7 @@ class Measurer:
     repeat: int = 1
     batch_pairs: int = 20  # pairs per measure() call (and per dataset part file)
     close: Callable[[], None] = lambda: None
+    clock_mhz: Callable[[], float] = lambda: float("nan")  # GPU clock at batch time, when exposed
 
 
 def make_backend(cfg: Mapping[str, Any], op: Mapping[str, Any], arch: Mapping[str, Any]) -> Measurer:

@@ -122,7 +122,8 @@ def make(cfg: Mapping[str, Any], op: Mapping[str, Any], arch: Mapping[str, Any])
             job = {"lib": lib, "kernel": k.name, "problem": p.to_dict(), "direction": op["direction"],
                    "dtype": op["dtype"], "warmup": int(cfg["warmup"]), "warmup_ms": float(cfg["warmup_ms"]),
                    "repeat": int(cfg["repeat"]), "flush_l2": bool(cfg["flush_l2"]), "check": bool(cfg["check"]),
-                   "small": p.flops <= float(cfg["check_max_gflop"]) * 1e9, "memory": cfg["memory"]}
+                   "small": p.flops <= float(cfg["check_max_gflop"]) * 1e9, "memory": cfg["memory"],
+                   "flush_bytes": arch["l2_bytes"] * arch["num_xcds"] + arch["l3_bytes"]}
             res = state["worker"].run(job, timeout)
             if not state["worker"].alive:
                 state["worker"].kill()
@@ -131,9 +132,24 @@ def make(cfg: Mapping[str, Any], op: Mapping[str, Any], arch: Mapping[str, Any])
                     float(res.get("spread_ms", float("nan"))))
         return out
 
+    def clock() -> float:
+        return gpu_clock_mhz() if cfg["memory"] == "hip" else float("nan")
+
     def close() -> None:
         if state["worker"] is not None:
             state["worker"].kill()
 
     return Measurer(name="hip", measure=measure, warmup=int(cfg["warmup"]), repeat=int(cfg["repeat"]),
-                    batch_pairs=int(cfg["batch_pairs"]), close=close)
+                    batch_pairs=int(cfg["batch_pairs"]), close=close, clock_mhz=clock)
+
+
+def gpu_clock_mhz() -> float:
+    """Current shader clock of GPU 0 from rocm-smi, or NaN when the driver does not expose it."""
+    import re
+
+    try:
+        r = subprocess.run(["rocm-smi", "--showgpuclocks", "--json"], capture_output=True, text=True, timeout=10)
+        m = re.search(r'"sclk[^"]*":\s*"\(?(\d+)\s*Mhz', r.stdout, re.IGNORECASE)
+        return float(m.group(1)) if m else float("nan")
+    except (OSError, subprocess.TimeoutExpired):
+        return float("nan")

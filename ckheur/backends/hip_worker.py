@@ -129,7 +129,9 @@ def run_job(job: dict, libs: dict) -> dict:
                       dtype=DTYPE_CODES[job["dtype"]])
     shapes = _shapes(p)
     written = {"fwd": "out", "bwd_data": "in", "bwd_weight": "wei"}[job["direction"]]
-    sets = 4 if job.get("flush_l2") else 1
+    # Rotate through enough buffer sets that each run finds its operands out of cache.
+    nbytes = 4 * sum(int(np.prod(v)) for v in shapes.values())
+    sets = min(64, max(2, -(-int(job.get("flush_bytes", 0)) // max(nbytes, 1)) + 1)) if job.get("flush_l2") else 1
     mem = (HostMemory if job.get("memory") == "host" else HipMemory)(shapes, sets, np.random.default_rng(0))
     name = job["kernel"].encode()
     try:

@@ -98,7 +98,7 @@ def run(cfg: Any, ctx: Context) -> dict:
     try:
         for batch in _chunks(todo, measurer.batch_pairs):
             res = measurer.measure(batch)
-            stamp = time.strftime("%Y-%m-%dT%H:%M:%S%z")
+            stamp, clock = time.strftime("%Y-%m-%dT%H:%M:%S%z"), measurer.clock_mhz()
             rows = []
             for i, (p, k) in enumerate(batch):
                 lat = res.latency_ms[i]
@@ -106,7 +106,8 @@ def run(cfg: Any, ctx: Context) -> dict:
                 rows.append({**common, **p.to_dict(), **kcols[k.name], "latency_ms": lat,
                              "latency_spread_ms": res.latency_spread_ms[i],
                              "tflops": p.flops / (lat * 1e-3) / 1e12 if ok else float("nan"),
-                             "status": res.status[i], "error": res.error[i], "timestamp": stamp})
+                             "status": res.status[i], "error": res.error[i], "timestamp": stamp,
+                             "clock_mhz": clock})
             write_part(out, rows)
             statuses.update(res.status)
             progress.update(len(batch), f"(last batch: {dict(Counter(res.status))})")
