@@ -170,15 +170,18 @@ class ProblemSetSchema:
 
 # ---------------------------------------------------------------- stages, paths, kernels
 @dataclass
-class ListStageSchema:
-    name: str = "list"
+class StageSchema:
+    name: str = MISSING  # which stage runs; its options live in the top-level node of that name
+
+
+@dataclass
+class ListSchema:
     count_only: bool = False
     max_rows: int = 40  # rows printed per table; -1 prints all
 
 
 @dataclass
-class SweepStageSchema:
-    name: str = "sweep"
+class SweepSchema:
     overwrite: bool = False  # start fresh: the old dataset folder is kept aside, never deleted
     retry_failed: bool = False  # measure again pairs whose earlier attempt did not succeed
     output: Optional[str] = None  # dataset folder; default {paths.data}/{op}_{dtype}_{arch}/{problems}.parquet
@@ -187,9 +190,8 @@ class SweepStageSchema:
 
 
 @dataclass
-class ImportStageSchema:
-    name: str = "import"
-    path: str = MISSING  # a CK tile_engine CSV
+class ImportSchema:
+    path: Optional[str] = None  # a CK tile_engine CSV
     dataset: Optional[str] = None  # dataset name; default: the CSV's file stem
 
 
@@ -199,6 +201,7 @@ class SimBackendSchema:
     name: str = "sim"
     seed: int = 0
     batch_pairs: int = 20000
+    calibration_sha256: List[str] = field(default_factory=list)
     params: Dict[str, Any] = MISSING
 
 
@@ -262,14 +265,22 @@ class Config:
     backend: Any = MISSING
     paths: Any = MISSING
     kernels: KernelsSchema = field(default_factory=KernelsSchema)
+    list: ListSchema = field(default_factory=ListSchema)
+    sweep: SweepSchema = field(default_factory=SweepSchema)
     seed: int = 0
+
+
+# `import` is a Python keyword: that node is added by name, without the generated __init__,
+# __repr__ and __eq__ (OmegaConf reads only the fields).
+Config = dataclass(init=False, repr=False, eq=False)(type("Config", (Config,), {"__annotations__": {"import": ImportSchema},
+                                                                                     "import": field(default_factory=ImportSchema)}))
 
 
 SCHEMAS = {
     "arch": {"arch": ArchSchema},
     "op": {"grouped_conv": GroupedConvOpSchema},
     "problems": {"problems": ProblemSetSchema},
-    "stage": {"list": ListStageSchema, "sweep": SweepStageSchema, "import": ImportStageSchema},
+    "stage": {"stage": StageSchema},
     "backend": {"sim": SimBackendSchema, "replay": ReplayBackendSchema, "hip": HipBackendSchema,
                 "command": CommandBackendSchema},
     "paths": {"paths": PathsSchema},

@@ -13,5 +13,5 @@ def format_table(headers: Sequence[str], rows: Sequence[Sequence[Any]], max_rows
     lines = ["  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip() for r in cells]
     lines.insert(1, "  ".join("-" * w for w in widths))
     if len(shown) < len(rows):
-        lines.append(f"... {len(rows) - len(shown)} more (stage.max_rows=-1 shows all)")
+        lines.append(f"... {len(rows) - len(shown)} more (list.max_rows=-1 shows all)")
     return "\n".join(lines)

@@ -9,7 +9,7 @@ from conftest import run_cli
 
 def test_list_stage_prints_pool_and_problems(tmp_path):
     r = run_cli("stage=list", "op=grouped_conv/fwd", "arch=gfx950", "problems=smoke",
-                "stage.max_rows=-1", f"hydra.run.dir={tmp_path}")
+                "list.max_rows=-1", f"hydra.run.dir={tmp_path}")
     assert r.returncode == 0, r.stderr
     assert "Kernel pool: 60 legal (2d: 30, 3d: 30)" in r.stdout
     assert "grouped_conv_forward_bf16_2d_128x64x128_compv5_intrawave" in r.stdout
@@ -22,14 +22,14 @@ def test_list_stage_prints_pool_and_problems(tmp_path):
 
 def test_list_with_filter_as_written_in_the_issue(tmp_path):
     r = run_cli("stage=list", "kernels.filter=tile_n >= 128 and pipeline == 'compv5'", "problems=smoke",
-                "stage.count_only=true", f"hydra.run.dir={tmp_path}")
+                "list.count_only=true", f"hydra.run.dir={tmp_path}")
     assert r.returncode == 0, r.stderr
     assert "Kernel pool: 6 legal (2d: 3, 3d: 3)" in r.stdout
     assert "54 removed by kernels.filter" in r.stdout
 
 
 def test_explain_on_gfx942(tmp_path):
-    r = run_cli("arch=gfx942", "kernels.explain=true", "problems=smoke", "stage.count_only=true",
+    r = run_cli("arch=gfx942", "kernels.explain=true", "problems=smoke", "list.count_only=true",
                 f"hydra.run.dir={tmp_path}")
     assert r.returncode == 0, r.stderr
     assert "LDS 49152 B > compv4 budget 32768 B on gfx942" in r.stdout
@@ -49,7 +49,7 @@ def test_typo_fails_at_composition(tmp_path):
 
 
 def test_multirun_over_ops(tmp_path):
-    r = run_cli("-m", "op=fwd,bwd_data,bwd_weight", "problems=smoke", "stage.count_only=true",
+    r = run_cli("-m", "op=fwd,bwd_data,bwd_weight", "problems=smoke", "list.count_only=true",
                 f"hydra.sweep.dir={tmp_path}")
     assert r.returncode == 0, r.stderr
     jobs = sorted(p.name for p in tmp_path.iterdir() if p.is_dir())
@@ -59,7 +59,7 @@ def test_multirun_over_ops(tmp_path):
 
 def test_multirun_over_nested_ops(tmp_path):
     r = run_cli("-m", "op=grouped_conv/fwd,grouped_conv/bwd_data", "problems=smoke",
-                "stage.count_only=true", f"hydra.sweep.dir={tmp_path}")
+                "list.count_only=true", f"hydra.sweep.dir={tmp_path}")
     assert r.returncode == 0, r.stderr
     assert sorted(p.name for p in tmp_path.iterdir() if p.is_dir()) == ["0", "1"]
 

@@ -72,7 +72,7 @@ def test_resume_measures_only_what_is_missing(tmp_path):
     df = read_dataset(_ds(tmp_path / "data", "smoke"), dedupe=False)
     assert len(df) == 600 and not df.duplicated([*CONV_FIELDS, "kernel"]).any()
     # overwrite keeps the old data aside instead of deleting it
-    r = run_cli(*args, "stage.overwrite=true", "problems.shard.count=5", f"hydra.run.dir={tmp_path}/c")
+    r = run_cli(*args, "sweep.overwrite=true", "problems.shard.count=5", f"hydra.run.dir={tmp_path}/c")
     assert r.returncode == 0, r.stderr
     kept = list((tmp_path / "data" / "grouped_conv_fwd_bf16_gfx950").glob("smoke.parquet.replaced-*"))
     assert len(kept) == 1 and len(read_dataset(kept[0])) == 600
@@ -134,7 +134,7 @@ def test_ck_csv_import_equals_source_rows(tmp_path, ck_fwd_csv):
     import pandas as pd
 
     src = pd.read_csv(ck_fwd_csv)
-    r = run_cli("stage=import", f"stage.path={ck_fwd_csv}", "arch=gfx950", f"paths.data={tmp_path}/data",
+    r = run_cli("stage=import", f"import.path={ck_fwd_csv}", "arch=gfx950", f"paths.data={tmp_path}/data",
                 f"hydra.run.dir={tmp_path}/run")
     assert r.returncode == 0, r.stderr
     ds = _ds(tmp_path / "data", ck_fwd_csv.stem)
@@ -147,7 +147,7 @@ def test_ck_csv_import_equals_source_rows(tmp_path, ck_fwd_csv):
     for c in ("N", "C", "K", "Hi", "Wi", "Y", "X", "stride_h", "pad_w"):
         assert (df[c].to_numpy() == src[c].to_numpy()).all()
     # Importing again adds nothing.
-    r = run_cli("stage=import", f"stage.path={ck_fwd_csv}", f"paths.data={tmp_path}/data", f"hydra.run.dir={tmp_path}/r2")
+    r = run_cli("stage=import", f"import.path={ck_fwd_csv}", f"paths.data={tmp_path}/data", f"hydra.run.dir={tmp_path}/r2")
     assert r.returncode == 0 and len(read_dataset(ds, dedupe=False)) == 3760
 
 

@@ -21,6 +21,7 @@ from pathlib import Path
 import numpy as np
 
 ROOT = Path(__file__).resolve().parents[1]
+CSV_USED = None
 DEFAULT_CSV = ROOT.parent / "shared" / "data" / "ck_gfx950" / "fwd_bf16_2d_miopen200.csv"
 
 
@@ -148,6 +149,8 @@ def main() -> int:
     if args.search:
         params, r = search(params, args.search, problems, kernels, real, arch, args.seed)
         print("after search:", _fmt(r))
+        global CSV_USED
+        CSV_USED = args.csv
         _write_params(params)
     ok = r["median_spearman"] >= 0.5 and r["mean_eff_sim_pick"] >= 0.88
     print(f"targets (median Spearman >= 0.50, sim-pick efficiency >= 88%): {'MET' if ok else 'NOT MET'}")
@@ -168,6 +171,10 @@ def _write_params(params: dict) -> None:
 
     path = ROOT / "conf" / "backend" / "sim.yaml"
     head = path.read_text().split("\nparams:\n")[0]
+    import hashlib
+    digest = hashlib.sha256(Path(CSV_USED).read_bytes()).hexdigest()
+    head = "\n".join(f"calibration_sha256: [{digest}]" if l.startswith("calibration_sha256:") else l
+                     for l in head.splitlines())
     rounded = {k: (round(v, 4) if isinstance(v, float) else v) for k, v in params.items() if k != "pipelines"}
     rounded["pipelines"] = {p: {f: round(v, 4) for f, v in d.items()} for p, d in params["pipelines"].items()}
     rounded["pipelines"]["mem"] = load_params(path)["pipelines"]["mem"]  # the prior stays as written

@@ -9,11 +9,14 @@ from ckheur.stages import Context, StageError, plain
 
 
 def run(cfg: Any, ctx: Context) -> dict:
-    """Import stage.path for arch into {paths.data}/{op}_{dtype}_{arch}/{dataset}.parquet."""
+    """Import import.path for arch into {paths.data}/{op}_{dtype}_{arch}/{dataset}.parquet."""
     from ckheur.dataset import DatasetError, dataset_dir, read_ck_csv, read_dataset, write_part
 
     op, arch = plain(cfg.op), plain(cfg.arch)
-    src = Path(cfg.stage.path)
+    opts = cfg["import"]
+    if not opts.path:
+        raise StageError("stage=import needs import.path=<CK tile_engine CSV>")
+    src = Path(opts.path)
     try:
         df = read_ck_csv(src, arch=arch["name"], tiles=op["tiles"])
     except DatasetError as e:
@@ -22,7 +25,7 @@ def run(cfg: Any, ctx: Context) -> dict:
     for direction, part in df.groupby("direction"):
         dtype = part.dtype.iloc[0]
         target = dataset_dir(cfg.paths.data, {**op, "direction": direction, "dtype": dtype}, arch["name"],
-                             cfg.stage.dataset or src.stem)
+                             opts.dataset or src.stem)
         if target.exists():
             have = read_dataset(target, dedupe=False)
             if len(have) and set(have.host) == {f"import:{src.name}"} and len(have) >= len(part):

@@ -19,7 +19,7 @@ def _by_ndim(items: Any) -> str:
 
 def run(cfg: Any, ctx: Context) -> dict:
     """Print pool and problems; write kernels.csv and problems.csv to the run's output dir."""
-    op, arch, st = plain(cfg.op), plain(cfg.arch), cfg.stage
+    op, arch, st = plain(cfg.op), plain(cfg.arch), cfg.list
     pool = enumerate_pool(op, arch, cfg.kernels.filter)
     problems = load_problem_set(plain(cfg.problems))
     op_choice = ctx.choices.get("op", op["direction"])

@@ -57,7 +57,7 @@ def run(cfg: Any, ctx: Context) -> dict:
     from ckheur.kernels import enumerate_pool
     from ckheur.problems import CONV_FIELDS, load_problem_set
 
-    op, arch, bcfg, st = plain(cfg.op), plain(cfg.arch), plain(cfg.backend), cfg.stage
+    op, arch, bcfg, st = plain(cfg.op), plain(cfg.arch), plain(cfg.backend), cfg.sweep
     pool = enumerate_pool(op, arch, cfg.kernels.filter)
     if not pool.kernels:
         raise StageError("the kernel pool is empty (check kernels.filter and the op's allow-lists)")

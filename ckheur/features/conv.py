@@ -1,0 +1,124 @@
+"""Grouped-convolution features (2D/3D, all directions), vectorized over problems x kernels.
+
+The problem is seen through the implicit GEMM of its direction (table in
+ckheur.problems.conv) with the kernel's true tile_m/tile_n/tile_k: tile and wave
+quantization per dimension, tiles per CU, LDS use against the pipeline budget, arithmetic
+intensity, group/depthwise traits, pipeline/scheduler/dsb/si, and the arch's profile.
+With ``analytic`` the noise-free simulator's log TFLOPS is a feature too.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Mapping, Sequence
+
+import numpy as np
+
+from ckheur.sim import PIPELINES
+from ckheur.sim import kernel_arrays as _sim_kernel_arrays
+from ckheur.sim import predict_latency_ms
+from ckheur.sim import problem_arrays as _sim_problem_arrays
+
+ENCODING_VERSION = 1
+SCHEDULERS = ("intrawave", "interwave")
+
+PROBLEM_FEATURES = (
+    "log_M", "log_N", "log_K", "G", "log_G", "log_flops", "log_bytes", "intensity", "filter_size",
+    "c_per_group", "k_per_group", "is_grouped", "is_depthwise", "ndim", "batch", "max_stride",
+    "max_dilation", "log_out_pixels",
+)
+KERNEL_FEATURES = (
+    "tile_m", "tile_n", "tile_k", "num_waves", "warp_tile_m", "warp_tile_n", "warp_tile_k",
+    "pipeline", "scheduler", "dsb", "si", "lds_bytes", "lds_budget_frac", "tile_intensity",
+)
+INTERACTION_FEATURES = (
+    "tiles_m", "tiles_n", "k_iters", "eff_m", "eff_n", "eff_k", "eff_mnk", "log_wgs", "occupancy",
+    "wave_rounds", "wave_eff", "wgs_per_cu", "log_padded_flops", "cu_util", "m_over_tm", "n_over_tn",
+)
+HARDWARE_FEATURES = ("num_cus", "peak_tflops", "hbm_tbps", "lds_kib")
+ANALYTIC_FEATURES = ("analytic_log_tflops", "analytic_rel")
+CATEGORICAL = ("pipeline", "scheduler")
+
+
+def feature_names(analytic: bool = False) -> list[str]:
+    """Column names of ``features`` output, in order."""
+    names = [*PROBLEM_FEATURES, *KERNEL_FEATURES, *INTERACTION_FEATURES, *HARDWARE_FEATURES]
+    return names + list(ANALYTIC_FEATURES) if analytic else names
+
+
+def problem_arrays(problems: Sequence[Any], direction: str) -> dict[str, np.ndarray]:
+    """Per-problem arrays the features need (computed once per problem)."""
+    base = _sim_problem_arrays(problems, direction)
+    extra = {
+        "N_batch": [p.N for p in problems], "ndim": [p.ndim for p in problems],
+        "kpg": [p.K // p.G for p in problems], "depthwise": [p.is_depthwise for p in problems],
+        "stride": [max(p.stride_d, p.stride_h, p.stride_w) for p in problems],
+        "dilation": [max(p.dilation_d, p.dilation_h, p.dilation_w) for p in problems],
+        "out_pixels": [p.Do * p.Ho * p.Wo for p in problems],
+    }
+    base.update({k: np.asarray(v, dtype=np.float64) for k, v in extra.items()})
+    return base
+
+
+def kernel_arrays(kernels: Sequence[Any]) -> dict[str, np.ndarray]:
+    """Per-kernel arrays (computed once per pool)."""
+    k = _sim_kernel_arrays(kernels)
+    k["warp_n"] = np.array([x.warp_tile_n for x in kernels], dtype=np.float64)
+    k["warp_k"] = np.array([x.warp_tile_k for x in kernels], dtype=np.float64)
+    k["sched"] = np.array([SCHEDULERS.index(x.scheduler) for x in kernels], dtype=np.float64)
+    return k
+
+
+def select_problems(prob: Mapping[str, np.ndarray], idx: Any) -> dict[str, np.ndarray]:
+    """Problem arrays restricted to some problems (rows)."""
+    return {k: v[idx] for k, v in prob.items()}
+
+
+def features(prob: Mapping[str, np.ndarray], kern: Mapping[str, np.ndarray], arch: Mapping[str, Any],
+             direction: str, analytic_params: Mapping[str, Any] | None = None) -> np.ndarray:
+    """Feature matrix [P*K, F] (problem-major: row p*K + k), float32."""
+    nP, nK = len(prob["M"]), len(kern["tm"])
+    P = {k: v[:, None] for k, v in prob.items()}
+    Kn = {k: v[None, :] for k, v in kern.items()}
+    cus = float(arch["num_cus"])
+    cg = arch["codegen"]
+    budget = np.array([float(arch["lds_bytes"]) * cg.get("lds_budget_fraction", {}).get(
+        p, cg.get("default_lds_budget_fraction", 1.0)) for p in PIPELINES])[kern["pipe"]]
+    M, N, K = P["M"], P["N"], P["K"]
+    tiles_m, tiles_n, k_iters = np.ceil(M / Kn["tm"]), np.ceil(N / Kn["tn"]), np.ceil(K / Kn["tk"])
+    eff_m, eff_n, eff_k = M / (tiles_m * Kn["tm"]), N / (tiles_n * Kn["tn"]), K / (k_iters * Kn["tk"])
+    wgs = P["G"] * tiles_m * tiles_n
+    occ = np.maximum(1.0, np.minimum(np.floor(float(arch["lds_bytes"]) / Kn["lds"]),
+                                     np.floor(float(arch["max_waves_per_cu"]) / Kn["waves"])))
+    slots = cus * occ
+    rounds = np.ceil(wgs / slots)
+    eb = Kn["dtype_bytes"]
+    cols = {
+        "log_M": np.log2(M), "log_N": np.log2(N), "log_K": np.log2(K), "G": P["G"], "log_G": np.log2(P["G"]),
+        "log_flops": np.log2(P["flops"]), "log_bytes": np.log2(P["elems"] * eb),
+        "intensity": P["flops"] / (P["elems"] * eb), "filter_size": P["filt"], "c_per_group": P["cpg"],
+        "k_per_group": P["kpg"], "is_grouped": (P["G"] > 1).astype(np.float64), "is_depthwise": P["depthwise"],
+        "ndim": P["ndim"], "batch": P["N_batch"], "max_stride": P["stride"], "max_dilation": P["dilation"],
+        "log_out_pixels": np.log2(P["out_pixels"]),
+        "tile_m": Kn["tm"], "tile_n": Kn["tn"], "tile_k": Kn["tk"], "num_waves": Kn["waves"],
+        "warp_tile_m": Kn["warp_m"], "warp_tile_n": Kn["warp_n"], "warp_tile_k": Kn["warp_k"],
+        "pipeline": Kn["pipe"].astype(np.float64), "scheduler": Kn["sched"], "dsb": Kn["dsb"], "si": Kn["si"],
+        "lds_bytes": Kn["lds"], "lds_budget_frac": Kn["lds"] / budget[None, :],
+        "tile_intensity": Kn["tm"] * Kn["tn"] / (Kn["tm"] + Kn["tn"]),
+        "tiles_m": tiles_m, "tiles_n": tiles_n, "k_iters": k_iters, "eff_m": eff_m, "eff_n": eff_n, "eff_k": eff_k,
+        "eff_mnk": eff_m * eff_n * eff_k, "log_wgs": np.log2(wgs), "occupancy": occ, "wave_rounds": rounds,
+        "wave_eff": wgs / (rounds * slots), "wgs_per_cu": wgs / cus,
+        "log_padded_flops": np.log2(2.0 * P["G"] * tiles_m * Kn["tm"] * tiles_n * Kn["tn"] * k_iters * Kn["tk"]),
+        "cu_util": np.minimum(1.0, wgs / cus), "m_over_tm": M / Kn["tm"], "n_over_tn": N / Kn["tn"],
+        "num_cus": cus, "peak_tflops": float(max(arch["peak_tflops"].values())),
+        "hbm_tbps": float(arch["hbm_bandwidth_gbps"]) / 1e3, "lds_kib": float(arch["lds_bytes"]) / 1024,
+    }
+    if analytic_params is not None:
+        lat = predict_latency_ms(prob, kern, arch, analytic_params, direction)
+        tf = np.log(prob["flops"][:, None] / (lat * 1e-3) / 1e12)
+        cols["analytic_log_tflops"] = tf
+        cols["analytic_rel"] = tf - tf.max(axis=1, keepdims=True)
+    names = feature_names(analytic_params is not None)
+    out = np.empty((nP, nK, len(names)), dtype=np.float32)
+    for i, n in enumerate(names):
+        out[:, :, i] = cols[n]
+    return out.reshape(nP * nK, len(names))

@@ -1,0 +1,53 @@
+"""Selection metrics: how good is the kernel a model picks, per problem, against the oracle."""
+
+from __future__ import annotations
+
+from typing import Sequence
+
+import numpy as np
+
+
+def pick_efficiency(scores: np.ndarray, measured: np.ndarray, ok: np.ndarray | None = None) -> dict[str, float]:
+    """Metrics for one problem.
+
+    ``scores``: model scores of the candidates (higher is better); ``measured``: measured
+    TFLOPS (NaN or anything where ``ok`` is False counts as a failed run, efficiency 0).
+    Returns efficiency of the top pick, exact top-1, top-1 within 1% of the oracle, and
+    whether the oracle is in the predicted top-5.
+    """
+    measured = np.asarray(measured, dtype=float)
+    ok = np.isfinite(measured) & (measured > 0) if ok is None else (np.asarray(ok, bool) & np.isfinite(measured))
+    if not ok.any():
+        raise ValueError("no successful measurement for this problem: cannot define the oracle")
+    best = measured[ok].max()
+    order = np.argsort(-np.asarray(scores, dtype=float), kind="stable")
+    pick = order[0]
+    eff = float(measured[pick] / best) if ok[pick] else 0.0
+    oracle = np.flatnonzero(ok & (measured == best))
+    return {"efficiency": eff, "top1": float(pick in oracle), "within_1pct": float(eff >= 0.99),
+            "oracle_in_top5": float(bool(np.isin(order[:5], oracle).any())), "pick_failed": float(not ok[pick])}
+
+
+def summarize(effs: Sequence[float]) -> dict[str, float]:
+    """Mean, median, P10 and min of per-problem efficiencies."""
+    e = np.asarray(effs, dtype=float)
+    if not len(e):
+        return {"mean": float("nan"), "median": float("nan"), "p10": float("nan"), "min": float("nan"), "n": 0}
+    return {"mean": float(e.mean()), "median": float(np.median(e)), "p10": float(np.percentile(e, 10)),
+            "min": float(e.min()), "n": int(len(e))}
+
+
+def selection_report(problem_ids: np.ndarray, scores: np.ndarray, measured: np.ndarray) -> dict:
+    """Per-problem metrics over a long table (one row per problem x candidate), summarized."""
+    rows = []
+    order = np.argsort(problem_ids, kind="stable")
+    pid, sc, me = problem_ids[order], scores[order], measured[order]
+    bounds = np.flatnonzero(np.diff(pid)) + 1
+    for s, m in zip(np.split(sc, bounds), np.split(me, bounds)):
+        if np.isfinite(m).any() and (m[np.isfinite(m)] > 0).any():
+            rows.append(pick_efficiency(s, m))
+    effs = [r["efficiency"] for r in rows]
+    out = {"efficiency": summarize(effs)}
+    for key in ("top1", "within_1pct", "oracle_in_top5", "pick_failed"):
+        out[key] = float(np.mean([r[key] for r in rows])) if rows else float("nan")
+    return out
