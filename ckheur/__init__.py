@@ -1,3 +1,14 @@
 """ckheur: learn which GPU kernel to run, from config-driven sweeps of kernel libraries."""
 
 __version__ = "0.1.0"
+
+__all__ = ["Selector", "__version__"]
+
+
+def __getattr__(name: str):
+    # Lazy: `import ckheur` stays light; `from ckheur import Selector` loads the model code.
+    if name == "Selector":
+        from ckheur.models.selector import Selector
+
+        return Selector
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -53,6 +53,12 @@ class TileSpace(_Choice):
     generated = "generated"  # cartesian product of generated_tiles, for exploration
 
 
+class Objective(_Choice):
+    regression_log = "regression_log"  # log1p(TFLOPS) regression (CK's method)
+    relative = "relative"  # TFLOPS / best TFLOPS of the problem, regression
+    lambdarank = "lambdarank"  # rank each problem's kernels
+
+
 class SourceKind(_Choice):
     inline = "inline"
     generate = "generate"
@@ -242,10 +248,97 @@ class CommandBackendSchema:
     batch_pairs: int = 20
 
 
+# ---------------------------------------------------------------- learning
+@dataclass
+class ModelSchema:
+    """LightGBM objective and hyperparameters (conf/model/*.yaml)."""
+
+    objective: Objective = MISSING
+    num_leaves: int = 15
+    learning_rate: float = 0.05
+    max_trees: int = 1000  # upper bound; CV early stopping chooses the count
+    early_stopping_rounds: int = 50
+    min_data_in_leaf: int = 10
+    feature_fraction: float = 0.9
+    subsample: float = 0.8  # bagging: really on, with subsample_freq
+    subsample_freq: int = 1
+    lambda_l2: float = 0.0
+    rank_label_power: float = 8.0  # lambdarank relevance = round(30 * relative_tflops ** power)
+    companion_trees: int = 300  # log-TFLOPS regressor that gives ranking models their TFLOPS estimate
+    threads: int = 0  # training threads (0: all cores); prediction always uses one
+
+
+@dataclass
+class FeaturesSchema:
+    analytic: bool = False  # add the simulator's predicted TFLOPS as features
+
+
+@dataclass
+class DataSchema:
+    paths: List[str] = field(default_factory=list)  # train: datasets / CK CSVs; default: this op's sweep
+    eval_paths: List[str] = field(default_factory=list)  # evaluate: default: the sweep of evaluate.problems
+
+
+@dataclass
+class TrainSchema:
+    folds: int = 5
+    inner_valid_fraction: float = 0.15  # groups of the training folds held out for early stopping
+    compare: List[str] = field(default_factory=list)  # candidates "objective" or "objective+analytic"
+    warm_start: Optional[str] = None  # model dir to add trees to
+    warm_start_trees: int = 100
+    output: Optional[str] = None  # default: {paths.models}/{model_name}; sim data: {paths.sim_models}/...
+
+
+@dataclass
+class EvaluateSchema:
+    model_dir: Optional[str] = None  # default: the bundle train writes for this op/dtype/arch and data kind
+    problems: str = "holdout"  # default evaluation set (its sweep dataset) when data.eval_paths is empty
+    baseline: Optional[str] = None  # model dir: acceptance gate against it
+    gate_mean_pts: float = 0.5
+    gate_median_pts: float = 0.5
+    gate_p10_pts: float = 2.0
+    gate_max_loss_pts: float = 10.0
+    plots: bool = True
+
+
+@dataclass
+class PredictSchema:
+    k: int = 5  # top-k kernels printed
+    model_dir: Optional[str] = None  # default: {paths.models}/{model_name}; none: analytic fallback
+    output: Optional[str] = None  # problems=<set>: CSV or JSON path; default predictions.csv in the run dir
+
+
+@dataclass
+class ProblemSchema:
+    """A single problem for stage=predict: CK field names, or a MIOpenDriver line."""
+
+    miopen: Optional[str] = None
+    N: Optional[int] = None
+    C: Optional[int] = None
+    K: Optional[int] = None
+    G: Optional[int] = None
+    Di: Optional[int] = None
+    Hi: Optional[int] = None
+    Wi: Optional[int] = None
+    Z: Optional[int] = None
+    Y: Optional[int] = None
+    X: Optional[int] = None
+    stride_d: Optional[int] = None
+    stride_h: Optional[int] = None
+    stride_w: Optional[int] = None
+    pad_d: Optional[int] = None
+    pad_h: Optional[int] = None
+    pad_w: Optional[int] = None
+    dilation_d: Optional[int] = None
+    dilation_h: Optional[int] = None
+    dilation_w: Optional[int] = None
+
+
 @dataclass
 class PathsSchema:
     data: str = "data"
-    models: str = "models"
+    models: str = "models"  # bundles trained on real measurements (shipped)
+    sim_models: str = "outputs/sim_models"  # bundles trained on simulated data (never in models/)
 
 
 @dataclass
@@ -263,10 +356,17 @@ class Config:
     op: Any = MISSING
     problems: Any = MISSING
     backend: Any = MISSING
+    model: Any = MISSING
     paths: Any = MISSING
     kernels: KernelsSchema = field(default_factory=KernelsSchema)
     list: ListSchema = field(default_factory=ListSchema)
     sweep: SweepSchema = field(default_factory=SweepSchema)
+    features: FeaturesSchema = field(default_factory=FeaturesSchema)
+    data: DataSchema = field(default_factory=DataSchema)
+    train: TrainSchema = field(default_factory=TrainSchema)
+    evaluate: EvaluateSchema = field(default_factory=EvaluateSchema)
+    predict: PredictSchema = field(default_factory=PredictSchema)
+    problem: ProblemSchema = field(default_factory=ProblemSchema)
     seed: int = 0
 
 
@@ -284,6 +384,7 @@ SCHEMAS = {
     "backend": {"sim": SimBackendSchema, "replay": ReplayBackendSchema, "hip": HipBackendSchema,
                 "command": CommandBackendSchema},
     "paths": {"paths": PathsSchema},
+    "model": {"model": ModelSchema},
 }
 
 

@@ -10,7 +10,8 @@ from typing import Any
 
 from omegaconf import DictConfig, OmegaConf
 
-STAGES = {"list": "ckheur.stages.list_stage", "sweep": "ckheur.stages.sweep", "import": "ckheur.stages.import_stage"}
+STAGES = {"list": "ckheur.stages.list_stage", "sweep": "ckheur.stages.sweep", "import": "ckheur.stages.import_stage",
+          "train": "ckheur.stages.train", "evaluate": "ckheur.stages.evaluate", "predict": "ckheur.stages.predict"}
 
 
 class StageError(RuntimeError):
@@ -27,7 +28,9 @@ class Context:
 
 def run_stage(cfg: DictConfig, output_dir: str | Path, choices: dict[str, Any] | None = None) -> Any:
     """Validate the composed config and run its stage; user errors exit with a clear message."""
+    from ckheur.dataset import DatasetError
     from ckheur.kernels import FilterError, KernelError
+    from ckheur.models.bundle import BundleError
     from ckheur.problems import ProblemError
 
     missing = sorted(OmegaConf.missing_keys(cfg))
@@ -40,7 +43,7 @@ def run_stage(cfg: DictConfig, output_dir: str | Path, choices: dict[str, Any] |
     ctx = Context(output_dir=Path(output_dir), choices=dict(choices or {}))
     try:
         return module.run(cfg, ctx)
-    except (StageError, ProblemError, KernelError, FilterError) as e:
+    except (StageError, ProblemError, KernelError, FilterError, DatasetError, BundleError) as e:
         print(f"error: {e}", file=sys.stderr)
         raise SystemExit(2) from None
 

@@ -1,0 +1,1 @@
+"""Models: training, bundles, and the Selector."""

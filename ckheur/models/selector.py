@@ -1,0 +1,139 @@
+"""Selector: ranked kernels for a problem from a model bundle, fast and without Hydra.
+
+    from ckheur import Selector
+    sel = Selector.load("models/grouped_conv_fwd_bf16_gfx950")
+    sel.best({"N": 16, "C": 256, "K": 128, "Hi": 28, "Wi": 28, "Y": 3, "X": 3, "pad_h": 1, "pad_w": 1})
+    sel.rank(problem, k=5)   # [(kernel name, predicted TFLOPS), ...] best first
+
+Hot path: kernel features are precomputed per spatial dimensionality; a problem's features are
+one vectorized numpy call; LightGBM scores a float32 matrix on one thread; no pandas; results
+are cached by problem (LRU). Pools larger than ``cascade_threshold`` are pre-ranked by the
+analytic model and only its top ``cascade_top`` are scored by the learned model.
+"""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+from pathlib import Path
+from typing import Any, Mapping
+
+import numpy as np
+
+
+def as_problem(problem: Any) -> Any:
+    """A problem object from a problem, a dict with CK field names, or a MIOpenDriver line."""
+    from ckheur.problems import ConvProblem, parse_miopen, problem_from_dict
+
+    if isinstance(problem, ConvProblem):
+        return problem
+    if isinstance(problem, str):
+        return parse_miopen(problem)[0]
+    if isinstance(problem, Mapping):
+        return problem_from_dict({k: v for k, v in problem.items() if v is not None})
+    raise TypeError(f"problem must be a ConvProblem, a dict of CK fields or a MIOpenDriver line, not {type(problem).__name__}")
+
+
+class Selector:
+    """Ranks an op's kernel pool for problems with a trained model (or the analytic model)."""
+
+    def __init__(self, kernels: list, arch: Mapping[str, Any], direction: str, dtype: str, engine: Any = None,
+                 booster: Any = None, tflops_booster: Any = None, analytic_params: Mapping[str, Any] | None = None,
+                 sim_params: Mapping[str, Any] | None = None, objective: str = "regression_log",
+                 cascade_threshold: int = 512, cascade_top: int = 256, cache_size: int = 4096, label: str = "") -> None:
+        from ckheur.sim import kernel_arrays as sim_kernel_arrays
+
+        self.arch, self.direction, self.dtype, self.engine = dict(arch), direction, dtype, engine
+        self.booster, self.tflops_booster, self.objective = booster, tflops_booster, objective
+        self.analytic_params = analytic_params
+        self.sim_params = {**(sim_params or analytic_params or {}), "dtype": dtype}
+        self.cascade_threshold, self.cascade_top = cascade_threshold, cascade_top
+        self.label = label
+        self._cache: OrderedDict = OrderedDict()
+        self._cache_size = cache_size
+        self._pools: dict[int, tuple[list, dict, dict]] = {}
+        for ndim in sorted({k.ndim for k in kernels}):
+            ks = [k for k in kernels if k.ndim == ndim]
+            feats = engine.kernel_arrays(ks) if engine is not None else None
+            self._pools[ndim] = (ks, feats, sim_kernel_arrays(ks))
+
+    @classmethod
+    def load(cls, model_dir: str | Path, **kw: Any) -> "Selector":
+        """A selector from a model bundle folder (verified on load)."""
+        from ckheur.features import get_engine
+        from ckheur.models.bundle import load_bundle
+
+        b = load_bundle(model_dir)
+        spec = b.spec
+        from ckheur.sim import load_params
+
+        return cls(b.kernels, spec["arch"], spec["op"]["direction"], spec["op"]["dtype"], get_engine(spec["engine"]),
+                   b.booster, b.tflops_booster, spec.get("analytic_params"), load_params(),
+                   spec["objective"], label=f"model {b.path}", **kw)
+
+    @classmethod
+    def analytic(cls, kernels: list, arch: Mapping[str, Any], direction: str, dtype: str,
+                 sim_params: Mapping[str, Any] | None = None) -> "Selector":
+        """A selector that ranks with the calibrated analytic model alone (no learned model)."""
+        from ckheur.sim import load_params
+
+        return cls(kernels, arch, direction, dtype, sim_params=sim_params or load_params(), label="analytic model")
+
+    @property
+    def kernels(self) -> list:
+        return [k for ks, _, _ in self._pools.values() for k in ks]
+
+    def _analytic_tflops(self, p: Any, sim_kern: Mapping[str, np.ndarray]) -> np.ndarray:
+        from ckheur.sim import predict_latency_ms, problem_arrays
+
+        prob = problem_arrays([p], self.direction)
+        lat = predict_latency_ms(prob, sim_kern, self.arch, self.sim_params, self.direction)[0]
+        return p.flops / (lat * 1e-3) / 1e12
+
+    def _score(self, p: Any) -> tuple[list, np.ndarray, np.ndarray]:
+        """(candidate kernels, scores, predicted TFLOPS) for one problem, uncached."""
+        if p.ndim not in self._pools:
+            raise ValueError(f"no kernel for {p.ndim}D problems in this pool (dims: {sorted(self._pools)})")
+        ks, feats, sim_kern = self._pools[p.ndim]
+        if self.booster is None:
+            tf = self._analytic_tflops(p, sim_kern)
+            return ks, tf, tf
+        idx = None
+        if len(ks) > self.cascade_threshold:
+            # Cascade: the analytic model pre-ranks, the learned model scores its top candidates.
+            idx = np.argsort(-self._analytic_tflops(p, sim_kern), kind="stable")[: self.cascade_top]
+            ks = [ks[i] for i in idx]
+            feats = {k: v[idx] for k, v in feats.items()}
+        prob = self.engine.problem_arrays([p], self.direction)
+        analytic = {**self.analytic_params, "dtype": self.dtype} if self.analytic_params else None
+        X = self.engine.features(prob, feats, self.arch, self.direction, analytic)
+        scores = self.booster.predict(X, num_threads=1)
+        if self.tflops_booster is None:
+            tflops = np.expm1(scores)
+        else:
+            tflops = np.expm1(self.tflops_booster.predict(X, num_threads=1))
+        return ks, scores, tflops
+
+    def scores(self, problem: Any) -> tuple[list, np.ndarray, np.ndarray]:
+        """(kernels, scores, predicted TFLOPS) over the pool for a problem (cached)."""
+        p = as_problem(problem)
+        key = p.key()
+        hit = self._cache.get(key)
+        if hit is None:
+            hit = self._score(p)
+            self._cache[key] = hit
+            if len(self._cache) > self._cache_size:
+                self._cache.popitem(last=False)
+        else:
+            self._cache.move_to_end(key)
+        return hit
+
+    def rank(self, problem: Any, k: int | None = 5) -> list[tuple[str, float]]:
+        """(kernel name, predicted TFLOPS) pairs, best first; ``k=None``: the whole pool."""
+        ks, scores, tflops = self.scores(problem)
+        order = np.argsort(-scores, kind="stable")[: (len(ks) if k is None else k)]
+        return [(ks[i].name, float(tflops[i])) for i in order]
+
+    def best(self, problem: Any) -> str:
+        """Name of the kernel predicted fastest."""
+        ks, scores, _ = self.scores(problem)
+        return ks[int(np.argmax(scores))].name
