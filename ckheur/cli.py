@@ -34,6 +34,8 @@ def quote_free_text(args: list[str]) -> list[str]:
         key = next((k for k in _FREE_TEXT_KEYS if a.lstrip("+~").startswith(k)), None)
         if key:
             head, val = a.split("=", 1)
+            if key == "problem=":  # problem="convbfp16 -n ..." is the MIOpenDriver form
+                head = head.replace("problem", "problem.miopen", 1)
             if val and val[0] not in "'\"" and val != "null":
                 q = '"' if '"' not in val else "'"
                 if q not in val:

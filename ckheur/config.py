@@ -255,7 +255,7 @@ class ModelSchema:
 
     objective: Objective = MISSING
     num_leaves: int = 15
-    learning_rate: float = 0.05
+    learning_rate: float = 0.15
     max_trees: int = 1000  # upper bound; CV early stopping chooses the count
     early_stopping_rounds: int = 50
     min_data_in_leaf: int = 10
@@ -264,7 +264,7 @@ class ModelSchema:
     subsample_freq: int = 1
     lambda_l2: float = 0.0
     rank_label_power: float = 8.0  # lambdarank relevance = round(30 * relative_tflops ** power)
-    companion_trees: int = 300  # log-TFLOPS regressor that gives ranking models their TFLOPS estimate
+    companion_trees: int = 100  # log-TFLOPS regressor that gives ranking models their TFLOPS estimate
     threads: int = 0  # training threads (0: all cores); prediction always uses one
 
 

@@ -111,6 +111,10 @@ class Selector:
             tflops = np.expm1(scores)
         else:
             tflops = np.expm1(self.tflops_booster.predict(X, num_threads=1))
+            if self.objective == "relative":
+                # Scores are predicted fractions of the best: scale by the best TFLOPS estimate so
+                # the TFLOPS shown agree with the ranking.
+                tflops = np.clip(scores, 1e-3, None) / max(scores.max(), 1e-3) * tflops.max()
         return ks, scores, tflops
 
     def scores(self, problem: Any) -> tuple[list, np.ndarray, np.ndarray]:

@@ -1,0 +1,105 @@
+#!/usr/bin/env python
+"""Selection latency of Selector.rank, beside a pandas-DataFrame path with the same model.
+
+Pools: the shipped forward model's 20-30 kernel pool, and a ~5,000-kernel generated pool
+(the same model scoring unseen kernels: a latency measurement only), with and without the
+analytic cascade. The DataFrame path mirrors CK's approach: per query, build a DataFrame of
+candidate features with pandas, then call the model on it. Targets on 2 cores: p50 <= 0.5 ms
+(30 kernels), <= 20 ms (5,000), and >= 10x faster than the DataFrame path.
+Each query is a new problem (the LRU cache is bypassed).
+"""
+
+from __future__ import annotations
+
+import os
+import statistics
+import sys
+import time
+from pathlib import Path
+
+os.environ.setdefault("OMP_NUM_THREADS", "1")
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def _pct(xs: list[float], q: float) -> float:
+    return sorted(xs)[min(len(xs) - 1, int(q * len(xs)))]
+
+
+def time_queries(fn, problems) -> list[float]:
+    out = []
+    for p in problems:
+        t = time.perf_counter()
+        fn(p)
+        out.append((time.perf_counter() - t) * 1e3)
+    return out
+
+
+def dataframe_path(sel):
+    """CK's approach with the same features and model: per query, one feature row (a dict) per
+    candidate kernel, a pandas DataFrame of those rows, then the model on the DataFrame."""
+    import numpy as np
+    import pandas as pd
+
+    eng, names = sel.engine, sel.engine.feature_names(False)
+    singles = {nd: [(k, eng.kernel_arrays([k])) for k in ks] for nd, (ks, _, _) in sel._pools.items()}
+
+    def rank(p):
+        prob = eng.problem_arrays([p], sel.direction)
+        rows = []
+        for k, karr in singles[p.ndim]:
+            row = dict(zip(names, eng.features(prob, karr, sel.arch, sel.direction, None)[0]))
+            row["kernel"] = k.name
+            rows.append(row)
+        df = pd.DataFrame(rows)
+        df["score"] = sel.booster.predict(df[names])
+        return df.nlargest(5, "score")[["kernel", "score"]].to_records(index=False).tolist()
+
+    return rank
+
+
+def main() -> int:
+    from omegaconf import OmegaConf
+
+    from ckheur import Selector
+    from ckheur.kernels import enumerate_pool
+    from ckheur.problems import load_named_set
+    from ckheur.problems.sources import CONF_DIR
+
+    model = ROOT / "models" / "grouped_conv_fwd_bf16_gfx950"
+    if not model.is_dir():
+        print(f"shipped model {model} not found", file=sys.stderr)
+        return 2
+    problems = [p for p in load_named_set("holdout") if p.ndim == 2][:200]
+    sel = Selector.load(model, cache_size=0)
+    small = time_queries(lambda p: sel.rank(p, k=5), problems)
+    df_rank = dataframe_path(sel)
+    df_times = time_queries(df_rank, problems[:100])
+    n_small = len(sel.kernels)
+    print(f"{n_small}-kernel pool, {len(problems)} distinct problems, 1 thread:")
+    print(f"  Selector.rank      p50 {statistics.median(small):.3f} ms  p99 {_pct(small, 0.99):.3f} ms "
+          f"(target p50 <= 0.5 ms: {'MET' if statistics.median(small) <= 0.5 else 'NOT MET'})")
+    print(f"  DataFrame path     p50 {statistics.median(df_times):.3f} ms  p99 {_pct(df_times, 0.99):.3f} ms")
+    ratio = statistics.median(df_times) / statistics.median(small)
+    print(f"  speed-up {ratio:.1f}x (target >= 10x: {'MET' if ratio >= 10 else 'NOT MET'})")
+
+    op = OmegaConf.to_container(OmegaConf.load(CONF_DIR / "op/grouped_conv/fwd.yaml"))
+    op.update(tile_space="generated", pipelines=["compv3", "compv4", "compv5", "mem"],
+              schedulers=["intrawave", "interwave"], dsb=[False, True], si=[False, True], ndims=[2],
+              generated_tiles={"tile_m": [16, 32, 48, 64, 80, 96, 128, 160, 192, 224, 256],
+                               "tile_n": [16, 32, 48, 64, 80, 96, 128, 160, 192, 224, 256],
+                               "tile_k": [16, 32, 64, 128, 256]})
+    arch = sel.arch
+    big_pool = enumerate_pool(op, arch).kernels
+    b = Selector.load(model, cache_size=0)
+    for label, kw in (("full model on every kernel", {"cascade_threshold": 10**9}),
+                      ("cascade: analytic top-256, then the model", {"cascade_threshold": 512, "cascade_top": 256})):
+        big = Selector(big_pool, arch, b.direction, b.dtype, b.engine, b.booster, b.tflops_booster,
+                       None, b.sim_params, b.objective, cache_size=0, **kw)
+        t = time_queries(lambda p: big.rank(p, k=5), problems[:40])
+        print(f"{len(big_pool)}-kernel generated pool, {label}: p50 {statistics.median(t):.2f} ms "
+              f"p99 {_pct(t, 0.99):.2f} ms (target p50 <= 20 ms: {'MET' if statistics.median(t) <= 20 else 'NOT MET'})")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

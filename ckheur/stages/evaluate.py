@@ -1,0 +1,274 @@
+"""stage=evaluate: efficiency of a model's picks against the measured oracle on unseen problems,
+with slices, baselines, an optional acceptance gate, and a report (markdown, JSON, CSV, PNG)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from ckheur.stages import Context, StageError, plain
+
+SLICES = {
+    "1x1": lambda p, g: p.Z * p.Y * p.X == 1,
+    "3x3": lambda p, g: (p.Y, p.X) == (3, 3) and p.Z in (1, 3),
+    "larger filters": lambda p, g: max(p.Y, p.X) >= 5,
+    "strided": lambda p, g: max(p.stride_d, p.stride_h, p.stride_w) > 1,
+    "grouped": lambda p, g: 1 < p.G and not p.is_depthwise,
+    "depthwise": lambda p, g: p.is_depthwise,
+    "3D": lambda p, g: p.ndim == 3,
+    "small batch (N<=2)": lambda p, g: p.N <= 2,
+    "tiny GEMM (M<128 or N<32)": lambda p, g: g[1] < 128 or g[2] < 32,
+}
+
+
+def _eval_data(cfg: Any, ctx: Context, op: dict, arch: dict) -> list[Path]:
+    """Datasets to evaluate on; the default set is swept first when the backend is the simulator."""
+    from ckheur.dataset import dataset_dir
+
+    if cfg.data.eval_paths:
+        paths = [Path(p) for p in cfg.data.eval_paths]
+    else:
+        name = cfg.evaluate.problems
+        paths = [dataset_dir(cfg.paths.data, op, arch["name"], name)]
+        if not paths[0].exists() and cfg.backend.name == "sim":
+            from omegaconf import OmegaConf, open_dict
+
+            from ckheur.problems import _set_node
+            from ckheur.stages import sweep
+
+            print(f"evaluate: no dataset for problems={name}; measuring it through backend=sim first")
+            sub = cfg.copy()
+            with open_dict(sub):
+                sub.problems = _set_node(name)
+            OmegaConf.set_readonly(sub, False)
+            sweep.run(sub, Context(output_dir=ctx.output_dir / "sweep_eval", choices=ctx.choices))
+    missing = [str(p) for p in paths if not p.exists()]
+    if missing:
+        raise StageError(f"evaluation data not found: {', '.join(missing)}; sweep the problems first "
+                         f"(stage=sweep problems={cfg.evaluate.problems}) or set data.eval_paths=[...]")
+    return paths
+
+
+def per_problem(df: Any, selector: Any, direction: str) -> tuple[list[dict], list[dict], dict]:
+    """Per-problem pick efficiency; skipped problems with reasons; kernel-level tables for plots."""
+    from ckheur.metrics import pick_efficiency
+    from ckheur.problems import CONV_FIELDS, problem_from_dict
+
+    rows, skipped, pairs = [], [], {"pred": [], "meas": [], "kernel": []}
+    for key, g in df.groupby(list(CONV_FIELDS), sort=True):
+        p = problem_from_dict(dict(zip(CONV_FIELDS, key)))
+        ok = g[(g.status == "ok") & (g.tflops > 0)]
+        if ok.empty:
+            skipped.append({"problem": p.describe(), "reason": "no successful measurement (no oracle)"})
+            continue
+        try:
+            ks, scores, tflops = selector.scores(p)
+        except ValueError as e:
+            skipped.append({"problem": p.describe(), "reason": str(e)})
+            continue
+        measured = dict(zip(g.kernel, np.where((g.status == "ok") & (g.tflops > 0), g.tflops, np.nan)))
+        cand = [i for i, k in enumerate(ks) if k.name in measured]
+        if not cand:
+            skipped.append({"problem": p.describe(), "reason": "none of the model's candidates was measured"})
+            continue
+        meas = np.array([measured[ks[i].name] for i in cand])
+        best = float(ok.tflops.max())
+        m = pick_efficiency(scores[cand], meas)
+        pick = cand[int(np.argmax(scores[cand]))]
+        m["efficiency"] = float(measured[ks[pick].name] / best) if np.isfinite(measured[ks[pick].name]) else 0.0
+        rows.append({"problem": p.describe(), "problem_obj": p, **{f: getattr(p, f) for f in CONV_FIELDS},
+                     "pick": ks[pick].name, "pick_pipeline": ks[pick].pipeline,
+                     "oracle": ok.loc[ok.tflops.idxmax(), "kernel"], "oracle_tflops": best,
+                     "pick_tflops": float(measured[ks[pick].name]), "candidates": len(cand),
+                     "pool_not_measured": len(ks) - len(cand), "gemm": p.gemm(direction), **m,
+                     "kernel_eff": {ks[i].name: (measured[ks[i].name] / best if np.isfinite(measured[ks[i].name]) else 0.0)
+                                    for i in cand}})
+        okc = np.isfinite(meas)
+        pairs["pred"] += list(tflops[cand][okc])
+        pairs["meas"] += list(meas[okc])
+        pairs["kernel"] += [ks[i].name for i, o in zip(cand, okc) if o]
+    return rows, skipped, pairs
+
+
+def _baselines(rows: list[dict], analytic_rows: list[dict]) -> dict:
+    """Per-problem efficiencies of the baselines, on the same problems as the model."""
+    names = sorted({k for r in rows for k in r["kernel_eff"]})
+    fixed_means = {k: np.mean([r["kernel_eff"].get(k, 0.0) for r in rows]) for k in names}
+    fixed = max(fixed_means, key=fixed_means.get)
+    return {
+        "best fixed kernel": {"kernel": fixed, "per_problem": [r["kernel_eff"].get(fixed, 0.0) for r in rows],
+                              "note": "chosen on this evaluation data (optimistic for the baseline)"},
+        "analytic model": {"per_problem": [r["efficiency"] for r in analytic_rows]},
+        "random legal kernel": {"per_problem": [float(np.mean(list(r["kernel_eff"].values()))) for r in rows],
+                                "note": "expected efficiency of a uniformly random measured candidate"},
+    }
+
+
+def run(cfg: Any, ctx: Context) -> dict:
+    """Evaluate the model for op/dtype/arch on held-out measurements; write the report."""
+    from ckheur.dataset import read_dataset
+    from ckheur.metrics import summarize
+    from ckheur.models.selector import Selector
+
+    op, arch = plain(cfg.op), plain(cfg.arch)
+    paths = _eval_data(cfg, ctx, op, arch)
+    df = read_dataset(paths)
+    df = df[(df.arch == arch["name"]) & (df.direction == op["direction"]) & (df.dtype == op["dtype"])]
+    if df.empty:
+        raise StageError(f"no rows for {op['direction']} {op['dtype']} on {arch['name']} in {', '.join(map(str, paths))}")
+    simulated = "sim" in set(df.backend)
+    model_dir = Path(cfg.evaluate.model_dir) if cfg.evaluate.model_dir else \
+        Path(cfg.paths.sim_models if simulated else cfg.paths.models) / op["model_name"]
+    selector = Selector.load(model_dir)
+    rows, skipped, pairs = per_problem(df, selector, op["direction"])
+    if not rows:
+        raise StageError(f"no problem could be evaluated: {skipped[:3]}")
+    analytic = Selector.analytic(selector.kernels, arch, op["direction"], op["dtype"])
+    a_rows, _, _ = per_problem(df, analytic, op["direction"])
+    a_by = {r["problem"]: r for r in a_rows}
+    a_rows = [a_by[r["problem"]] for r in rows]
+    effs = [r["efficiency"] for r in rows]
+    metrics = {
+        "model_dir": str(model_dir), "data": [str(p) for p in paths], "data_kind": "simulated" if simulated else "real",
+        "problems_evaluated": len(rows), "problems_skipped": len(skipped), "skipped": skipped,
+        "efficiency": summarize(effs),
+        **{k: float(np.mean([r[k] for r in rows])) for k in ("top1", "within_1pct", "oracle_in_top5", "pick_failed")},
+        "pool_pairs_not_measured": int(sum(r["pool_not_measured"] for r in rows)),
+        "slices": {}, "by_pick_pipeline": {}, "baselines": {},
+    }
+    for name, pred in SLICES.items():
+        sel = [r["efficiency"] for r in rows if pred(r["problem_obj"], r["gemm"])]
+        if sel:
+            metrics["slices"][name] = summarize(sel)
+    for pl in sorted({r["pick_pipeline"] for r in rows}):
+        metrics["by_pick_pipeline"][pl] = summarize([r["efficiency"] for r in rows if r["pick_pipeline"] == pl])
+    for name, b in _baselines(rows, a_rows).items():
+        metrics["baselines"][name] = {**{k: v for k, v in b.items() if k != "per_problem"}, **summarize(b["per_problem"])}
+        for r, e in zip(rows, b["per_problem"]):
+            r[f"baseline: {name}"] = e
+    gate = None
+    if cfg.evaluate.baseline:
+        gate = _gate(cfg, df, rows, op["direction"])
+        metrics["gate"] = gate
+    out = ctx.output_dir
+    out.mkdir(parents=True, exist_ok=True)
+    _write(out, rows, metrics, pairs, cfg.evaluate.plots)
+    _print(metrics)
+    if gate is not None and not gate["passed"]:
+        print(f"evaluate: acceptance gate FAILED against {cfg.evaluate.baseline}: {'; '.join(gate['failures'])}")
+        raise SystemExit(1)
+    return metrics
+
+
+def _gate(cfg: Any, df: Any, rows: list[dict], direction: str) -> dict:
+    from ckheur.metrics import summarize
+    from ckheur.models.selector import Selector
+
+    base_rows, _, _ = per_problem(df, Selector.load(cfg.evaluate.baseline), direction)
+    base = {r["problem"]: r["efficiency"] for r in base_rows}
+    common = [r for r in rows if r["problem"] in base]
+    new, old = summarize([r["efficiency"] for r in common]), summarize([base[r["problem"]] for r in common])
+    ev = cfg.evaluate
+    failures = []
+    for key, limit in (("mean", ev.gate_mean_pts), ("median", ev.gate_median_pts), ("p10", ev.gate_p10_pts)):
+        drop = 100 * (old[key] - new[key])
+        if drop > limit:
+            failures.append(f"{key} {100 * new[key]:.2f}% is {drop:.2f} points below the baseline's {100 * old[key]:.2f}% (limit {limit})")
+    worst = max(((100 * (base[r["problem"]] - r["efficiency"]), r["problem"]) for r in common), default=(0.0, ""))
+    if worst[0] > ev.gate_max_loss_pts:
+        failures.append(f"problem {worst[1]} loses {worst[0]:.1f} points (limit {ev.gate_max_loss_pts})")
+    return {"baseline": str(cfg.evaluate.baseline), "problems": len(common), "model": new, "baseline_metrics": old,
+            "worst_loss_pts": worst[0], "failures": failures, "passed": not failures}
+
+
+def _write(out: Path, rows: list[dict], metrics: dict, pairs: dict, plots: bool) -> None:
+    import pandas as pd
+
+    table = pd.DataFrame([{k: v for k, v in r.items() if k not in ("problem_obj", "kernel_eff", "gemm")} for r in rows])
+    table.to_csv(out / "per_problem.csv", index=False)
+    (out / "metrics.json").write_text(json.dumps(metrics, indent=2, default=str))
+    (out / "report.md").write_text(_markdown(metrics))
+    if plots:
+        _plots(out, rows, metrics, pairs)
+
+
+def _pct(x: float) -> str:
+    return f"{100 * x:.2f}%"
+
+
+def _markdown(m: dict) -> str:
+    e = m["efficiency"]
+    lines = [f"# ckheur evaluation ({m['data_kind']} data)", "",
+             f"Model: `{m['model_dir']}`  ", f"Data: {', '.join(f'`{d}`' for d in m['data'])}  ",
+             f"Problems evaluated: {m['problems_evaluated']}, skipped: {m['problems_skipped']}", "",
+             "| | mean | median | P10 | min |", "|---|---|---|---|---|",
+             f"| **model** | {_pct(e['mean'])} | {_pct(e['median'])} | {_pct(e['p10'])} | {_pct(e['min'])} |"]
+    for name, b in m["baselines"].items():
+        lines.append(f"| {name} | {_pct(b['mean'])} | {_pct(b['median'])} | {_pct(b['p10'])} | {_pct(b['min'])} |")
+    lines += ["", f"Exact top-1: {_pct(m['top1'])}; top-1 within 1% of the oracle: {_pct(m['within_1pct'])}; "
+              f"oracle in predicted top-5: {_pct(m['oracle_in_top5'])}; failed picks (counted as 0): {_pct(m['pick_failed'])}.",
+              "", "## Slices", "", "| slice | problems | mean | P10 |", "|---|---|---|---|"]
+    for name, s in {**m["slices"], **{f"pick pipeline {k}": v for k, v in m["by_pick_pipeline"].items()}}.items():
+        lines.append(f"| {name} | {s['n']} | {_pct(s['mean'])} | {_pct(s['p10'])} |")
+    if m["skipped"]:
+        lines += ["", "## Skipped problems", ""] + [f"- {s['problem']}: {s['reason']}" for s in m["skipped"][:50]]
+    if "gate" in m:
+        g = m["gate"]
+        lines += ["", f"## Acceptance gate against `{g['baseline']}`: {'PASSED' if g['passed'] else 'FAILED'}", ""]
+        lines += [f"- {f}" for f in g["failures"]]
+    return "\n".join(lines) + "\n"
+
+
+def _plots(out: Path, rows: list[dict], m: dict, pairs: dict) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(6, 4))
+    for name, vals in [("model", [r["efficiency"] for r in rows])] + \
+            [(n, [r[f"baseline: {n}"] for r in rows]) for n in m["baselines"]]:
+        v = np.sort(vals)
+        ax.step(100 * v, np.arange(1, len(v) + 1) / len(v), where="post", label=name)
+    ax.set_xlabel("efficiency (% of the measured oracle)")
+    ax.set_ylabel("fraction of problems")
+    ax.set_title(f"Efficiency CDF ({m['data_kind']} data)")
+    ax.legend(loc="upper left", fontsize=8)
+    fig.tight_layout()
+    fig.savefig(out / "efficiency_cdf.png", dpi=120)
+    plt.close(fig)
+    fig, ax = plt.subplots(figsize=(5, 5))
+    ax.loglog(pairs["meas"], pairs["pred"], ".", alpha=0.3, markersize=3)
+    lim = [max(1e-3, min(pairs["meas"] + pairs["pred"])), max(pairs["meas"] + pairs["pred"])]
+    ax.plot(lim, lim, "k--", linewidth=0.8)
+    ax.set_xlabel("measured TFLOPS")
+    ax.set_ylabel("predicted TFLOPS")
+    ax.set_title("Predicted vs measured")
+    fig.tight_layout()
+    fig.savefig(out / "predicted_vs_measured.png", dpi=120)
+    plt.close(fig)
+    names = list(m["slices"])
+    fig, ax = plt.subplots(figsize=(7, 4))
+    ax.barh(names, [100 * m["slices"][n]["mean"] for n in names])
+    ax.set_xlabel("mean efficiency (%)")
+    ax.set_xlim(min(50, min(100 * m["slices"][n]["mean"] for n in names) - 5), 100)
+    ax.set_title("Efficiency by slice")
+    fig.tight_layout()
+    fig.savefig(out / "slices.png", dpi=120)
+    plt.close(fig)
+
+
+def _print(m: dict) -> None:
+    from ckheur.display import format_table
+
+    e = m["efficiency"]
+    rows = [("model", _pct(e["mean"]), _pct(e["median"]), _pct(e["p10"]), _pct(e["min"]))]
+    rows += [(n, _pct(b["mean"]), _pct(b["median"]), _pct(b["p10"]), _pct(b["min"])) for n, b in m["baselines"].items()]
+    print(f"evaluate: {m['problems_evaluated']} problems ({m['problems_skipped']} skipped), {m['data_kind']} data, "
+          f"model {m['model_dir']}")
+    print(format_table(["", "mean", "median", "P10", "min"], rows))
+    print(f"top-1 exact {_pct(m['top1'])}, within 1% {_pct(m['within_1pct'])}, oracle in top-5 "
+          f"{_pct(m['oracle_in_top5'])}, failed picks {_pct(m['pick_failed'])}")

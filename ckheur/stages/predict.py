@@ -1,0 +1,79 @@
+"""stage=predict: ranked kernels for a problem (fields or a MIOpenDriver line) or a whole set."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from ckheur.stages import Context, StageError, plain
+
+
+def load_selector(cfg: Any, op: dict, arch: dict) -> tuple[Any, str]:
+    """The trained model for op/dtype/arch, or the analytic model when there is none (labeled)."""
+    from ckheur.kernels import enumerate_pool
+    from ckheur.models.selector import Selector
+
+    model_dir = Path(cfg.predict.model_dir) if cfg.predict.model_dir else Path(cfg.paths.models) / op["model_name"]
+    if model_dir.is_dir():
+        sel = Selector.load(model_dir)
+        kind = json.loads((model_dir / "train_manifest.json").read_text()).get("data_kind", "unknown")
+        return sel, f"model {model_dir} (trained on {kind} data)"
+    if cfg.predict.model_dir:
+        raise StageError(f"predict.model_dir={model_dir} not found")
+    pool = enumerate_pool(op, arch, cfg.kernels.filter).kernels
+    return (Selector.analytic(pool, arch, op["direction"], op["dtype"]),
+            f"ANALYTIC MODEL (fallback: no trained model {model_dir} for {op['model_name']})")
+
+
+def _problem(cfg: Any) -> Any:
+    from ckheur.models.selector import as_problem
+
+    node = plain(cfg.problem)
+    line = node.pop("miopen", None)
+    fields = {k: v for k, v in node.items() if v is not None}
+    if line and fields:
+        raise StageError("give the problem either as problem=\"<MIOpenDriver line>\" or as problem.<field>=..., not both")
+    if line:
+        return as_problem(str(line))
+    return as_problem(fields) if fields else None
+
+
+def run(cfg: Any, ctx: Context) -> dict:
+    """Print the top-k kernels for one problem, or write predictions for a problem set."""
+    from ckheur.display import format_table
+    from ckheur.problems import load_problem_set
+
+    op, arch = plain(cfg.op), plain(cfg.arch)
+    selector, label = load_selector(cfg, op, arch)
+    k = int(cfg.predict.k)
+    single = _problem(cfg)
+    if single is not None:
+        ranked = selector.rank(single, k=k)
+        rows = [(i + 1, name, f"{tf:.2f}", f"{single.flops / (tf * 1e12) * 1e3:.4f}" if tf > 0 else "-")
+                for i, (name, tf) in enumerate(ranked)]
+        print(f"{op['direction']} {op['dtype']} on {arch['name']}: {single.describe()} ({single.flops / 1e9:.3f} GFLOP)")
+        print(f"ranked by: {label}")
+        print(format_table(["rank", "kernel", "pred TFLOPS", "pred latency ms"], rows))
+        return {"problem": single.to_dict(), "ranking": ranked, "ranked_by": label}
+    problems = load_problem_set(plain(cfg.problems))
+    out = Path(cfg.predict.output) if cfg.predict.output else ctx.output_dir / "predictions.csv"
+    records = []
+    for p in problems:
+        try:
+            ranked = selector.rank(p, k=k)
+        except ValueError as e:
+            records.append({**p.to_dict(), "rank": None, "kernel": None, "pred_tflops": None, "note": str(e)})
+            continue
+        records += [{**p.to_dict(), "rank": i + 1, "kernel": n, "pred_tflops": tf,
+                     "pred_latency_ms": p.flops / (tf * 1e12) * 1e3 if tf > 0 else None, "ranked_by": label}
+                    for i, (n, tf) in enumerate(ranked)]
+    out.parent.mkdir(parents=True, exist_ok=True)
+    if out.suffix == ".json":
+        out.write_text(json.dumps(records, indent=1))
+    else:
+        import pandas as pd
+
+        pd.DataFrame(records).to_csv(out, index=False)
+    print(f"predict: top-{k} kernels for {len(problems)} problems of {cfg.problems.name} (ranked by {label}) -> {out}")
+    return {"output": str(out), "problems": len(problems), "ranked_by": label}
