@@ -16,6 +16,22 @@ REQUIRED = ("model.txt.gz", "feature_spec.json", "kernels.json", "train_manifest
 SPEC_KEYS = ("engine", "encoding_version", "feature_names", "categorical", "analytic", "objective", "arch", "op")
 
 
+def shipped_models_dir() -> Path:
+    """Where the shipped bundles are: ckheur/bundles in a wheel, models/ in a source checkout."""
+    here = Path(__file__).resolve().parent.parent
+    return here / "bundles" if (here / "bundles").is_dir() else here.parent / "models"
+
+
+def resolve_model_dir(path: str | Path) -> Path:
+    """A model folder as given; a missing ``models/<name>`` is looked up among the shipped bundles
+    (so an installed wheel finds them from any directory). Other paths are never redirected."""
+    path = Path(path)
+    if path.is_dir() or path.is_absolute() or path.parent != Path("models"):
+        return path
+    shipped = shipped_models_dir() / path.name
+    return shipped if shipped.is_dir() else path
+
+
 class BundleError(ValueError):
     """A model bundle is missing, corrupted, or incompatible; the message says precisely how."""
 
@@ -79,7 +95,7 @@ def load_bundle(path: str | Path) -> Bundle:
     from ckheur.features import get_engine
     from ckheur.kernels import ConvKernel
 
-    path = Path(path)
+    path = resolve_model_dir(path)
     if not path.is_dir():
         raise BundleError(f"model bundle {path} not found")
     missing = [f for f in REQUIRED if not (path / f).exists()]

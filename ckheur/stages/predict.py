@@ -12,9 +12,10 @@ from ckheur.stages import Context, StageError, plain
 def load_selector(cfg: Any, op: dict, arch: dict) -> tuple[Any, str]:
     """The trained model for op/dtype/arch, or the analytic model when there is none (labeled)."""
     from ckheur.kernels import enumerate_pool
+    from ckheur.models.bundle import resolve_model_dir
     from ckheur.models.selector import Selector
 
-    model_dir = Path(cfg.predict.model_dir) if cfg.predict.model_dir else Path(cfg.paths.models) / op["model_name"]
+    model_dir = resolve_model_dir(cfg.predict.model_dir or Path(cfg.paths.models) / op["model_name"])
     if model_dir.is_dir():
         sel = Selector.load(model_dir)
         kind = json.loads((model_dir / "train_manifest.json").read_text()).get("data_kind", "unknown")

@@ -1,0 +1,296 @@
+"""Features, metrics, CV, bundles, warm start, Selector, and the train/evaluate/predict stages."""
+
+from __future__ import annotations
+
+import gzip
+import json
+import shutil
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from ckheur.features import get_engine
+from ckheur.kernels import enumerate_pool, parse_name
+from ckheur.metrics import pick_efficiency, selection_report, summarize
+from ckheur.problems import ConvProblem, load_named_set
+from ckheur.stages import plain
+from conftest import ROOT, run_cli
+
+SHIPPED = ROOT / "models" / "grouped_conv_fwd_bf16_gfx950"
+ENGINE = get_engine("grouped_conv")
+
+
+@pytest.fixture
+def fwd(compose):
+    cfg = compose(["op=fwd", "arch=gfx950"])
+    return plain(cfg.op), plain(cfg.arch)
+
+
+# ---------------------------------------------------------------- features
+@pytest.mark.parametrize("analytic", [False, True])
+@pytest.mark.parametrize("direction", ["fwd", "bwd_data", "bwd_weight"])
+def test_single_and_batch_features_agree_exactly(fwd, direction, analytic):
+    from ckheur.sim import load_params
+
+    op, arch = fwd
+    kernels = enumerate_pool(op, arch).by_ndim(2)
+    probs = [p for p in load_named_set("smoke") if p.ndim == 2]
+    params = {**load_params(), "dtype": "bf16"} if analytic else None
+    kern = ENGINE.kernel_arrays(kernels)
+    batch = ENGINE.features(ENGINE.problem_arrays(probs, direction), kern, arch, direction, params)
+    assert batch.shape == (len(probs) * len(kernels), len(ENGINE.feature_names(analytic)))
+    for i, p in enumerate(probs):
+        single = ENGINE.features(ENGINE.problem_arrays([p], direction), kern, arch, direction, params)
+        assert np.array_equal(single, batch[i * len(kernels):(i + 1) * len(kernels)])
+    assert np.isfinite(batch).all()
+
+
+def test_features_of_parsed_and_enumerated_kernels_are_equal(fwd, ck_fwd_csv):
+    import csv
+
+    op, arch = fwd
+    enumerated = {k.name: k for k in enumerate_pool(op, arch).kernels}
+    with open(ck_fwd_csv) as f:
+        names = sorted({r["kernel"] for r in csv.DictReader(f)})
+    parsed = [parse_name(n, op["tiles"]) for n in names]
+    probs = load_named_set("smoke")[:5]
+    prob = ENGINE.problem_arrays(probs, "fwd")
+    a = ENGINE.features(prob, ENGINE.kernel_arrays(parsed), arch, "fwd")
+    b = ENGINE.features(prob, ENGINE.kernel_arrays([enumerated[k.name] for k in parsed]), arch, "fwd")
+    assert np.array_equal(a, b)
+
+
+def test_features_use_the_directions_gemm_and_true_tiles(fwd):
+    op, arch = fwd
+    p = ConvProblem(N=2, C=64, K=256, Hi=10, Wi=10, Y=3, X=3, pad_h=1, pad_w=1)
+    k = next(k for k in enumerate_pool(op, arch).kernels if k.name.endswith("_2d_32x128x64_compv3_intrawave"))
+    names = ENGINE.feature_names()
+    for direction in ("fwd", "bwd_data", "bwd_weight"):
+        row = dict(zip(names, ENGINE.features(ENGINE.problem_arrays([p], direction), ENGINE.kernel_arrays([k]),
+                                              arch, direction)[0]))
+        g, m, n, kk = p.gemm(direction)
+        assert row["tiles_m"] == np.ceil(m / 32) and row["tiles_n"] == np.ceil(n / 128)
+        assert row["k_iters"] == np.ceil(kk / 64)
+        assert row["eff_m"] == pytest.approx(m / (np.ceil(m / 32) * 32))
+    assert row["lds_budget_frac"] == pytest.approx((32 + 128) * 64 * 2 / 163840)
+
+
+# ---------------------------------------------------------------- metrics
+def test_pick_efficiency_hand_computed():
+    m = pick_efficiency(np.array([0.1, 0.9, 0.5]), np.array([100.0, 80.0, 90.0]))
+    assert m == {"efficiency": 0.8, "top1": 0.0, "within_1pct": 0.0, "oracle_in_top5": 1.0, "pick_failed": 0.0}
+    # Ties: either tied oracle counts as exact top-1.
+    m = pick_efficiency(np.array([0.0, 1.0]), np.array([50.0, 50.0]))
+    assert m["efficiency"] == 1.0 and m["top1"] == 1.0
+    # A failed pick counts as 0.
+    m = pick_efficiency(np.array([5.0, 1.0]), np.array([np.nan, 40.0]))
+    assert m["efficiency"] == 0.0 and m["pick_failed"] == 1.0
+    # Within 1%: 99.5 of 100.
+    assert pick_efficiency(np.array([1.0, 0.0]), np.array([99.5, 100.0]))["within_1pct"] == 1.0
+    with pytest.raises(ValueError, match="no successful measurement"):
+        pick_efficiency(np.array([1.0]), np.array([np.nan]))
+
+
+def test_selection_report_and_summary():
+    pid = np.array([0, 0, 1, 1, 1])
+    scores = np.array([1.0, 0.0, 0.0, 2.0, 1.0])
+    meas = np.array([10.0, 20.0, 5.0, 4.0, 1.0])
+    r = selection_report(pid, scores, meas)
+    assert r["efficiency"]["mean"] == pytest.approx((0.5 + 0.8) / 2)
+    assert r["top1"] == 0.0 and r["oracle_in_top5"] == 1.0
+    s = summarize([1.0, 0.5, 0.9, 0.8])
+    assert s["min"] == 0.5 and s["median"] == pytest.approx(0.85) and s["n"] == 4
+
+
+# ---------------------------------------------------------------- CV groups
+def test_cv_groups_never_split_a_problem_and_key_includes_stride_pad_dilation(fwd, tmp_path):
+    import pandas as pd
+
+    from ckheur.models.training import build_table, cross_validate
+
+    op, arch = fwd
+    pool = enumerate_pool(op, arch).by_ndim(2)
+    base = dict(N=4, C=64, K=64, Hi=14, Wi=14, Y=3, X=3, pad_h=1, pad_w=1)
+    variants = [base, {**base, "stride_h": 2, "stride_w": 2}, {**base, "pad_h": 0, "pad_w": 0},
+                {**base, "dilation_h": 2, "dilation_w": 2, "pad_h": 2, "pad_w": 2}]
+    probs = [ConvProblem(**v) for v in variants] + [p for p in load_named_set("smoke") if p.ndim == 2]
+    rng = np.random.default_rng(0)
+    rows = [{"arch": "gfx950", "direction": "fwd", "dtype": "bf16", "status": "ok", "kernel": k.name,
+             "tflops": float(rng.uniform(1, 100)), **p.to_dict()} for p in probs for k in pool]
+    tb = build_table(pd.DataFrame(rows), op, arch, pool, ENGINE, None)
+    assert len(tb.problems) == len(probs)  # stride/pad/dilation variants are distinct groups
+    model = plain_model()
+    cv = cross_validate(tb, model, "relative", [tb.feature_names.index("pipeline")], 4, 0.2, 0)
+    for p in np.unique(tb.pid):
+        assert len(np.unique(cv["fold"][tb.pid == p])) == 1
+    assert np.isfinite(cv["oof"]).all()
+
+
+def plain_model(**kw):
+    from omegaconf import OmegaConf
+
+    from ckheur.config import ModelSchema
+
+    node = OmegaConf.merge(OmegaConf.structured(ModelSchema), {"objective": "relative", "max_trees": 20,
+                                                               "early_stopping_rounds": 5, **kw})
+    return plain(node)
+
+
+# ---------------------------------------------------------------- stages and bundles
+@pytest.fixture(scope="module")
+def small_model(tmp_path_factory, ck_fwd_csv):
+    out = tmp_path_factory.mktemp("model")
+    r = run_cli("stage=train", "op=fwd", f"data.paths=[{ck_fwd_csv}]", "model.max_trees=60", "train.folds=3",
+                f"train.output={out / 'bundle'}", f"hydra.run.dir={out / 'run'}")
+    assert r.returncode == 0, r.stderr
+    return out / "bundle"
+
+
+def test_bundle_has_every_file_and_round_trips(small_model):
+    from ckheur.models.bundle import load_bundle
+
+    files = {p.name for p in small_model.iterdir()}
+    assert files == {"model.txt.gz", "tflops_model.txt.gz", "feature_spec.json", "kernels.json", "cv_metrics.json",
+                     "feature_importances.json", "train_manifest.json"}
+    b = load_bundle(small_model)
+    man = json.loads((small_model / "train_manifest.json").read_text())
+    assert man["data_kind"] == "real" and man["data_backend"] == ["ck_csv"]
+    assert man["datasets"][0]["sha256"] == "5dd4d711115c082d5f748354161f989f4f592a47d0f6cfc37551880b34f5c09b"
+    assert man["rows"] == 3700 and man["problems"] == 185 and len(b.kernels) == 20
+    assert {"lightgbm", "numpy", "pandas", "python"} <= set(man["versions"])
+    assert b.spec["feature_names"] == ENGINE.feature_names(False)
+
+
+def test_bundle_errors_are_precise(small_model, tmp_path):
+    from ckheur.models.bundle import BundleError, load_bundle
+
+    broken = tmp_path / "b"
+    shutil.copytree(small_model, broken)
+    (broken / "kernels.json").unlink()
+    with pytest.raises(BundleError, match="incomplete: missing kernels.json"):
+        load_bundle(broken)
+    shutil.copy(small_model / "kernels.json", broken / "kernels.json")
+    (broken / "feature_spec.json").write_text("{not json")
+    with pytest.raises(BundleError, match="feature_spec.json: corrupted JSON"):
+        load_bundle(broken)
+    spec = json.loads((small_model / "feature_spec.json").read_text())
+    (broken / "feature_spec.json").write_text(json.dumps({**spec, "encoding_version": 0}))
+    with pytest.raises(BundleError, match="encoded with version 0.*retrain"):
+        load_bundle(broken)
+    (broken / "feature_spec.json").write_text(json.dumps(spec))
+    with gzip.open(broken / "model.txt.gz", "wt") as f:
+        f.write("garbage")
+    with pytest.raises(BundleError, match="model.txt.gz: corrupted model file"):
+        load_bundle(broken)
+    with pytest.raises(BundleError, match="not found"):
+        load_bundle(tmp_path / "nothing")
+
+
+def test_warm_start_adds_trees_and_refuses_mismatches(small_model, tmp_path, ck_fwd_csv):
+    from ckheur.models.bundle import load_bundle
+
+    before = load_bundle(small_model).booster.current_iteration()
+    r = run_cli("stage=train", "op=fwd", f"data.paths=[{ck_fwd_csv}]", f"train.warm_start={small_model}",
+                "train.warm_start_trees=7", f"train.output={tmp_path / 'warm'}", f"hydra.run.dir={tmp_path / 'r1'}")
+    assert r.returncode == 0, r.stderr
+    assert load_bundle(tmp_path / "warm").booster.current_iteration() == before + 7
+    r = run_cli("stage=train", "op=fwd", f"data.paths=[{ck_fwd_csv}]", f"train.warm_start={small_model}",
+                "model=lambdarank", f"train.output={tmp_path / 'w2'}", f"hydra.run.dir={tmp_path / 'r2'}")
+    assert r.returncode == 2 and "objective: bundle has relative, this run has lambdarank" in r.stderr
+    r = run_cli("stage=train", "op=fwd", f"data.paths=[{ck_fwd_csv}]", f"train.warm_start={small_model}",
+                "features.analytic=true", f"train.output={tmp_path / 'w3'}", f"hydra.run.dir={tmp_path / 'r3'}")
+    assert r.returncode == 2 and "analytic: bundle has False, this run has True" in r.stderr
+
+
+def test_selector_api_without_hydra(small_model):
+    from ckheur import Selector
+
+    sel = Selector.load(small_model)
+    prob = {"N": 16, "C": 256, "K": 128, "Hi": 28, "Wi": 28, "Y": 3, "X": 3, "pad_h": 1, "pad_w": 1}
+    ranked = sel.rank(prob, k=5)
+    assert len(ranked) == 5 and all(tf > 0 for _, tf in ranked)
+    assert [tf for _, tf in ranked] == sorted([tf for _, tf in ranked], reverse=True)
+    assert sel.best(ConvProblem(**prob)) == ranked[0][0]
+    assert len(sel.rank(prob, k=None)) == 20
+    assert sel.rank("convbfp16 -n 16 -c 256 -H 28 -W 28 -k 128 -y 3 -x 3 -p 1 -q 1", k=5) == ranked
+    with pytest.raises(ValueError, match="no kernel for 3D problems"):
+        sel.rank({"N": 1, "C": 8, "K": 8, "Di": 4, "Hi": 4, "Wi": 4})
+
+
+def test_shipped_model_reproduces_its_cv_metrics(tmp_path, ck_fwd_csv):
+    recorded = json.loads((SHIPPED / "cv_metrics.json").read_text())
+    chosen = recorded["chosen"]
+    rec = next(c for c in recorded["candidates"] if (c["objective"], c["analytic"]) == (chosen["objective"], chosen["analytic"]))
+    assert rec["efficiency"]["mean"] >= 0.985 and rec["efficiency"]["p10"] >= 0.96
+    r = run_cli("stage=train", "op=fwd", "arch=gfx950", f"data.paths=[{ck_fwd_csv}]", f"model={chosen['objective']}",
+                f"features.analytic={str(chosen['analytic']).lower()}", f"train.output={tmp_path / 'm'}",
+                f"hydra.run.dir={tmp_path / 'run'}")
+    assert r.returncode == 0, r.stderr
+    now = json.loads((tmp_path / "m" / "cv_metrics.json").read_text())["candidates"][0]
+    for key in ("mean", "median", "p10"):
+        assert abs(now["efficiency"][key] - rec["efficiency"][key]) <= 0.005, key
+    assert json.loads((SHIPPED / "train_manifest.json").read_text())["data_kind"] == "real"
+
+
+def test_evaluate_writes_report_and_gate_fails_on_a_worse_model(small_model, tmp_path, ck_fwd_csv):
+    weak = tmp_path / "weak"
+    r = run_cli("stage=train", "op=fwd", f"data.paths=[{ck_fwd_csv}]", "model.max_trees=1", "train.folds=2",
+                f"train.output={weak}", f"hydra.run.dir={tmp_path / 'tw'}")
+    assert r.returncode == 0, r.stderr
+    out = tmp_path / "ev"
+    r = run_cli("stage=evaluate", "op=fwd", f"evaluate.model_dir={small_model}", f"data.eval_paths=[{ck_fwd_csv}]",
+                f"evaluate.baseline={small_model}", f"hydra.run.dir={out}")
+    assert r.returncode == 0, r.stderr
+    m = json.loads((out / "metrics.json").read_text())
+    assert m["problems_evaluated"] == 185 and m["gate"]["passed"]
+    assert set(m["baselines"]) == {"best fixed kernel", "analytic model", "random legal kernel"}
+    assert abs(m["baselines"]["best fixed kernel"]["mean"] - 0.818) < 0.01  # data README: about 82%
+    assert {"1x1", "strided", "small batch (N<=2)"} <= set(m["slices"])
+    for f in ("report.md", "per_problem.csv", "efficiency_cdf.png", "predicted_vs_measured.png", "slices.png"):
+        assert (out / f).stat().st_size > 0
+    r = run_cli("stage=evaluate", "op=fwd", f"evaluate.model_dir={weak}", f"data.eval_paths=[{ck_fwd_csv}]",
+                f"evaluate.baseline={small_model}", "evaluate.plots=false", f"hydra.run.dir={tmp_path / 'ev2'}")
+    assert r.returncode == 1 and "acceptance gate FAILED" in r.stdout
+
+
+def test_predict_cli_with_model_and_analytic_fallback(tmp_path):
+    r = run_cli("stage=predict", "op=fwd", "arch=gfx950", "problem.N=16", "problem.C=256", "problem.K=128",
+                "problem.Hi=28", "problem.Wi=28", "problem.Y=3", "problem.X=3", "problem.pad_h=1", "problem.pad_w=1",
+                f"hydra.run.dir={tmp_path / 'a'}")
+    assert r.returncode == 0, r.stderr
+    assert "ranked by: model models/grouped_conv_fwd_bf16_gfx950 (trained on real data)" in r.stdout
+    assert r.stdout.count("grouped_conv_forward_bf16_2d_") == 5
+    r2 = run_cli("stage=predict", "op=fwd", "arch=gfx950",
+                 "problem=convbfp16 -n 16 -c 256 -H 28 -W 28 -k 128 -y 3 -x 3 -p 1 -q 1", f"hydra.run.dir={tmp_path / 'b'}")
+    assert r2.returncode == 0 and r2.stdout.splitlines()[3:] == r.stdout.splitlines()[3:]
+    r = run_cli("stage=predict", "op=fwd", "arch=gfx942", "problem=convbfp16 -n 1 -c 64 -H 56 -W 56 -k 64 -y 1 -x 1",
+                f"hydra.run.dir={tmp_path / 'c'}")
+    assert r.returncode == 0 and "ANALYTIC MODEL (fallback: no trained model" in r.stdout
+    r = run_cli("stage=predict", "problems=smoke", "predict.k=2", f"predict.output={tmp_path / 'p.csv'}",
+                f"hydra.run.dir={tmp_path / 'd'}")
+    assert r.returncode == 0, r.stderr
+    import pandas as pd
+
+    df = pd.read_csv(tmp_path / "p.csv")
+    assert len(df[df["rank"].notna()]) == 16 * 2 and df["note"].notna().sum() == 4  # 3D: no 3D kernel in the model
+
+
+def test_train_without_data_says_what_to_do(tmp_path):
+    r = run_cli("stage=train", "problems=smoke", f"paths.data={tmp_path}", f"hydra.run.dir={tmp_path / 'r'}")
+    assert r.returncode == 2 and "run stage=sweep (problems=smoke) first" in r.stderr
+
+
+def test_simulated_pipeline_end_to_end(tmp_path):
+    r = run_cli("-m", "stage=sweep,train,evaluate", "op=bwd_weight", "problems=smoke", "evaluate.problems=holdout",
+                "train.folds=3", "model.max_trees=80", f"paths.data={tmp_path / 'data'}",
+                f"paths.sim_models={tmp_path / 'sim_models'}", f"paths.models={tmp_path / 'no_models'}",
+                "evaluate.plots=false", f"hydra.sweep.dir={tmp_path / 'multi'}", timeout=600)
+    assert r.returncode == 0, r.stderr
+    bundle = tmp_path / "sim_models" / "grouped_conv_bwd_weight_bf16_gfx950"
+    man = json.loads((bundle / "train_manifest.json").read_text())
+    assert man["data_kind"] == "simulated" and man["data_backend"] == ["sim"]
+    assert not (tmp_path / "no_models").exists()  # simulated models never land in models/
+    m = json.loads((tmp_path / "multi" / "2" / "metrics.json").read_text())
+    assert m["data_kind"] == "simulated" and m["problems_evaluated"] > 250
+    assert m["efficiency"]["mean"] > m["baselines"]["random legal kernel"]["mean"]
