@@ -41,12 +41,12 @@ def dataframe_path(sel):
     import pandas as pd
 
     eng, names = sel.engine, sel.engine.feature_names(False)
-    singles = {nd: [(k, eng.kernel_arrays([k])) for k in ks] for nd, (ks, _, _) in sel._pools.items()}
+    singles = {g: [(k, eng.kernel_arrays([k])) for k in ks] for g, (ks, *_) in sel._pools.items()}
 
     def rank(p):
         prob = eng.problem_arrays([p], sel.direction)
         rows = []
-        for k, karr in singles[p.ndim]:
+        for k, karr in singles[p.group]:
             row = dict(zip(names, eng.features(prob, karr, sel.arch, sel.direction, None)[0]))
             row["kernel"] = k.name
             rows.append(row)

@@ -48,6 +48,18 @@ class Scheduler(_Choice):
     interwave = "interwave"
 
 
+class Epilogue(_Choice):
+    default = "default"
+    cshuffle = "cshuffle"
+
+
+class Layout(_Choice):
+    rcr = "rcr"
+    rrr = "rrr"
+    crr = "crr"
+    ccr = "ccr"
+
+
 class TileSpace(_Choice):
     production = "production"  # the op's curated tile list (CK's production set)
     generated = "generated"  # cartesian product of generated_tiles, for exploration
@@ -140,16 +152,41 @@ class GroupedConvOpSchema:
     model_name: str = MISSING
 
 
+@dataclass
+class GemmOpSchema:
+    """CK gemm_universal: dtype, layouts and trait allow-lists (the arch rules decide legality)."""
+
+    family: str = "gemm"
+    direction: Direction = Direction.fwd  # GEMM has one direction
+    dtype: DType = DType.fp16
+    layouts: List[Layout] = field(default_factory=lambda: [Layout.rcr])
+    tile_m: List[int] = MISSING
+    tile_n: List[int] = MISSING
+    tile_k: List[int] = MISSING
+    wave_layouts: List[List[int]] = field(default_factory=list)  # empty: the arch's allowed layouts
+    warp_tiles: List[List[int]] = field(default_factory=list)  # empty: the arch's warp tiles for the dtype
+    pipelines: List[Pipeline] = MISSING
+    schedulers: List[Scheduler] = field(default_factory=lambda: [Scheduler.intrawave])
+    epilogues: List[Epilogue] = field(default_factory=lambda: [Epilogue.cshuffle])
+    pads: List[List[bool]] = field(default_factory=lambda: [[False, False, False]])  # [pad_m, pad_n, pad_k]
+    persistent: List[bool] = field(default_factory=lambda: [False])
+    unsupported: List[Dict[str, Any]] = field(default_factory=list)
+    min_contiguous_elems: int = 2  # vector loads/stores need this many contiguous elements
+    default_problems: str = MISSING
+    model_name: str = MISSING
+
+
 # ---------------------------------------------------------------- problems
 @dataclass
 class ProblemSourceSchema:
     """One source of problems; which fields matter depends on ``kind``."""
 
     kind: SourceKind = MISSING
+    family: str = "grouped_conv"  # operator family of these problems (grouped_conv, gemm)
     problems: List[Dict[str, Any]] = field(default_factory=list)  # inline
     path: Optional[str] = None  # miopen / csv: absolute, or relative to conf/ then the cwd
     name: Optional[str] = None  # set: another shipped problem set
-    batch: List[int] = field(default_factory=list)  # non-empty: one copy per batch size (replaces N)
+    batch: List[int] = field(default_factory=list)  # one copy per batch size (conv: N; GEMM: M, tokens)
     # generate:
     seed: int = 0
     count: int = 0
@@ -310,9 +347,12 @@ class PredictSchema:
 
 @dataclass
 class ProblemSchema:
-    """A single problem for stage=predict: CK field names, or a MIOpenDriver line."""
+    """A single problem for stage=predict: the op family's field names, or a MIOpenDriver line."""
 
     miopen: Optional[str] = None
+    M: Optional[int] = None  # GEMM fields: M, N, K, split_k, layout
+    split_k: Optional[int] = None
+    layout: Optional[str] = None
     N: Optional[int] = None
     C: Optional[int] = None
     K: Optional[int] = None
@@ -378,7 +418,7 @@ Config = dataclass(init=False, repr=False, eq=False)(type("Config", (Config,), {
 
 SCHEMAS = {
     "arch": {"arch": ArchSchema},
-    "op": {"grouped_conv": GroupedConvOpSchema},
+    "op": {"grouped_conv": GroupedConvOpSchema, "gemm": GemmOpSchema},
     "problems": {"problems": ProblemSetSchema},
     "stage": {"stage": StageSchema},
     "backend": {"sim": SimBackendSchema, "replay": ReplayBackendSchema, "hip": HipBackendSchema,

@@ -15,34 +15,58 @@ import uuid
 from pathlib import Path
 from typing import Any, Iterable, Mapping, Sequence
 
+from ckheur.ops import get_family
 from ckheur.problems.conv import CONV_FIELDS
 
 SCHEMA_VERSION = 1
 STATUSES = ("ok", "failed", "timeout", "unsupported", "wrong_result", "missing")
-KERNEL_COLUMNS = ("kernel", "ndim", "tile_m", "tile_n", "tile_k", "wave_m", "wave_n", "wave_k",
-                  "warp_tile_m", "warp_tile_n", "warp_tile_k", "pipeline", "scheduler", "dsb", "si")
 MEASURE_COLUMNS = ("latency_ms", "latency_spread_ms", "tflops", "status", "error")
 PROVENANCE_COLUMNS = ("warmup", "repeat", "clock_mhz", "timestamp", "host", "ckheur_version", "schema_version")
-COLUMNS = ("op", "direction", "dtype", "arch", "backend", *CONV_FIELDS, *KERNEL_COLUMNS,
-           *MEASURE_COLUMNS, *PROVENANCE_COLUMNS)
-IDENTITY = ("arch", "direction", "dtype", *CONV_FIELDS, "kernel")
+_STRINGS = {"layout", "pipeline", "scheduler", "epilogue", "kernel"}
+_BOOLS = {"dsb", "si", "pad_m", "pad_n", "pad_k", "persistent"}
+
+
+def columns(family: str = "grouped_conv") -> tuple[str, ...]:
+    """Dataset columns of an operator family: op, problem fields, kernel and traits, results."""
+    fam = get_family(family)
+    return ("op", "direction", "dtype", "arch", "backend", *fam.problems.FIELDS, "kernel", *fam.kernels.COLUMNS,
+            *MEASURE_COLUMNS, *PROVENANCE_COLUMNS)
+
+
+def identity(family: str = "grouped_conv") -> tuple[str, ...]:
+    """Columns identifying one (problem, kernel) pair."""
+    return ("arch", "direction", "dtype", *get_family(family).problems.FIELDS, "kernel")
+
+
+COLUMNS = columns("grouped_conv")
 
 
 class DatasetError(ValueError):
     """A dataset or import file is missing, malformed or of another schema version."""
 
 
-def arrow_schema():
-    """The versioned Arrow schema of a dataset."""
+def arrow_schema(family: str = "grouped_conv"):
+    """The versioned Arrow schema of a family's dataset."""
     import pyarrow as pa
 
-    types = {c: pa.int64() for c in (*CONV_FIELDS, "ndim", "tile_m", "tile_n", "tile_k", "wave_m", "wave_n",
-                                     "wave_k", "warp_tile_m", "warp_tile_n", "warp_tile_k", "warmup",
-                                     "repeat", "schema_version")}
+    fam = get_family(family)
+    ints = {*fam.problems.FIELDS, *fam.kernels.COLUMNS, "warmup", "repeat", "schema_version"} - _STRINGS - _BOOLS
+    types = {c: pa.int64() for c in ints}
     types.update({c: pa.float64() for c in ("latency_ms", "latency_spread_ms", "tflops", "clock_mhz")})
-    types.update({c: pa.bool_() for c in ("dsb", "si")})
-    fields = [pa.field(c, types.get(c, pa.string())) for c in COLUMNS]
-    return pa.schema(fields, metadata={"ckheur_schema_version": str(SCHEMA_VERSION)})
+    types.update({c: pa.bool_() for c in _BOOLS})
+    fields = [pa.field(c, types.get(c, pa.string())) for c in columns(family)]
+    return pa.schema(fields, metadata={"ckheur_schema_version": str(SCHEMA_VERSION), "ckheur_family": family})
+
+
+def _family_of(df: Any) -> str:
+    families = sorted({str(op).split("/")[0] for op in df["op"].unique()}) if len(df) else ["grouped_conv"]
+    if len(families) != 1:
+        raise DatasetError(f"rows of several operator families ({', '.join(families)}) in one dataset")
+    from ckheur.ops import FAMILIES
+
+    if families[0] not in FAMILIES:
+        raise DatasetError(f"op {families[0]!r} in rows: the op column must start with one of {', '.join(FAMILIES)}")
+    return families[0]
 
 
 def dataset_dir(data_root: str | Path, op: Mapping[str, Any], arch: str, problems: str) -> Path:
@@ -59,13 +83,17 @@ def write_part(folder: str | Path, rows: Sequence[Mapping[str, Any]] | Any) -> P
     folder = Path(folder)
     folder.mkdir(parents=True, exist_ok=True)
     df = rows if isinstance(rows, pd.DataFrame) else pd.DataFrame(list(rows))
-    missing = [c for c in COLUMNS if c not in df.columns]
+    if "op" not in df.columns:
+        raise DatasetError("rows lack dataset columns: op")
+    family = _family_of(df)
+    cols = columns(family)
+    missing = [c for c in cols if c not in df.columns]
     if missing:
         raise DatasetError(f"rows lack dataset columns: {', '.join(missing)}")
     bad = sorted(set(df["status"]) - set(STATUSES))
     if bad:
         raise DatasetError(f"status {bad}: allowed values are {', '.join(STATUSES)}")
-    table = pa.Table.from_pandas(df[list(COLUMNS)], schema=arrow_schema(), preserve_index=False)
+    table = pa.Table.from_pandas(df[list(cols)], schema=arrow_schema(family), preserve_index=False)
     name = f"part-{pd.Timestamp.now('UTC').strftime('%Y%m%dT%H%M%S%f')}-{uuid.uuid4().hex[:8]}.parquet"
     tmp = folder / f".tmp-{name}"
     pq.write_table(table, tmp)
@@ -82,7 +110,7 @@ def _read_one(path: Path):
     if path.is_dir():
         parts = sorted(path.glob("part-*.parquet"))
         if not parts:
-            return pd.DataFrame(columns=list(COLUMNS))
+            return pd.DataFrame(columns=["op"])
         return pd.concat([_read_one(p) for p in parts], ignore_index=True)
     if path.suffix == ".csv":
         return read_ck_csv(path)
@@ -106,9 +134,10 @@ def read_dataset(paths: str | Path | Iterable[str | Path], dedupe: bool = True):
         if not p.exists():
             raise DatasetError(f"dataset {p} not found")
         frames.append(_read_one(p))
+    frames = [f for f in frames if len(f)]
     df = pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(columns=list(COLUMNS))
     if dedupe and len(df):
-        df = df.sort_values("timestamp", kind="stable").drop_duplicates(list(IDENTITY), keep="last")
+        df = df.sort_values("timestamp", kind="stable").drop_duplicates(list(identity(_family_of(df))), keep="last")
         df = df.reset_index(drop=True)
     return df
 
@@ -165,12 +194,10 @@ def read_ck_csv(path: str | Path, arch: str = "gfx950", tiles: Sequence[Mapping]
     return pd.DataFrame(rows, columns=list(COLUMNS))
 
 
-def kernel_columns(k: Any) -> dict[str, Any]:
+def kernel_columns(k: Any, family: str = "grouped_conv") -> dict[str, Any]:
     """The dataset's kernel columns for a kernel."""
-    return {"kernel": k.name, "ndim": k.ndim, "tile_m": k.tile_m, "tile_n": k.tile_n, "tile_k": k.tile_k,
-            "wave_m": k.wave_m, "wave_n": k.wave_n, "wave_k": k.wave_k, "warp_tile_m": k.warp_tile_m,
-            "warp_tile_n": k.warp_tile_n, "warp_tile_k": k.warp_tile_k, "pipeline": k.pipeline,
-            "scheduler": k.scheduler, "dsb": k.dsb, "si": k.si}
+    traits = k.traits()
+    return {"kernel": k.name, **{c: traits[c] for c in get_family(family).kernels.COLUMNS}}
 
 
 def _shipped_tiles() -> list:

@@ -53,8 +53,10 @@ def problem_arrays(problems: Sequence[Any], direction: str) -> dict[str, np.ndar
         "G": gemm[:, 0], "M": gemm[:, 1], "N": gemm[:, 2], "K": gemm[:, 3],
         "flops": np.array([p.flops for p in problems], dtype=np.float64),
         "elems": np.array([p.bytes_moved(1) for p in problems], dtype=np.float64),
-        "filt": np.array([p.Z * p.Y * p.X for p in problems], dtype=np.float64),
-        "cpg": np.array([p.C // p.G for p in problems], dtype=np.float64),
+        "filt": np.array([p.filter_size for p in problems], dtype=np.float64),
+        "cpg": np.array([p.channels_per_group for p in problems], dtype=np.float64),
+        "split_k": np.array([p.split_k for p in problems], dtype=np.float64),
+        "transposed": np.array([getattr(p, "transposed_operands", 0) for p in problems], dtype=np.float64),
         "hash": np.array([_stable_hash(repr(p.key())) for p in problems], dtype=np.uint64),
     }
 
@@ -71,6 +73,10 @@ def kernel_arrays(kernels: Sequence[Any]) -> dict[str, np.ndarray]:
         "pipe": np.array([PIPELINES.index(k.pipeline) for k in kernels]),
         "inter": np.array([k.scheduler == "interwave" for k in kernels], dtype=np.float64),
         "dsb": col("dsb"), "si": col("si"),
+        "epi_default": np.array([getattr(k, "epilogue", "cshuffle") == "default" for k in kernels], dtype=np.float64),
+        "persistent": np.array([getattr(k, "persistent", False) for k in kernels], dtype=np.float64),
+        "padded": np.array([any(getattr(k, f, False) for f in ("pad_m", "pad_n", "pad_k")) for k in kernels],
+                           dtype=np.float64),
         "dtype_bytes": np.array([_DTYPE_BYTES[k.dtype] for k in kernels], dtype=np.float64),
         "hash": np.array([_stable_hash(k.name) for k in kernels], dtype=np.uint64),
     }
@@ -118,19 +124,26 @@ def predict_latency_ms(prob: Mapping[str, np.ndarray], kern: Mapping[str, np.nda
         wgs = wgs * k_batch
         k_iters = np.ceil(k_iters / k_batch)
     else:
-        k_batch = 1.0
+        k_batch = P["split_k"]  # GEMM: the problem's split-K; conv fwd/bwd_data: 1
+        wgs = wgs * k_batch
+        k_iters = np.ceil(k_iters / k_batch)
     rounds = np.ceil(wgs / slots)
     # Per k-iteration: MFMA cycles on a CU shared by `occ` workgroups, and operand loads.
     warp_eff = np.where(Kn["warp_m"] >= 32, 1.0, float(params["warp16_eff"]))
     sched = 1.0 - float(params["interwave_penalty"]) * Kn["inter"]
     mfma_cycles = 2.0 * Kn["tm"] * Kn["tn"] * Kn["tk"] / (flop_per_cycle_cu * pp["mfma_eff"] * warp_eff * sched)
     load_cycles = (Kn["tm"] + Kn["tn"]) * Kn["tk"] * Kn["dtype_bytes"] / float(params["l2_bytes_per_cycle_cu"])
+    # GEMM traits (zero for conv kernels): transposed operand loads, padded tiles.
+    load_cycles = load_cycles * (1.0 + float(params.get("layout_penalty", 0.0)) * P["transposed"])
+    mfma_cycles = mfma_cycles * (1.0 + float(params.get("pad_overhead", 0.0)) * Kn["padded"])
     # Implicit-GEMM gather: small channel runs (C/G) break vector loads of the A operand.
     gather = 1.0 + float(params["gather_penalty"]) * (P["filt"] > 1) / np.minimum(P["cpg"] / 8.0, 8.0).clip(1.0)
     iter_cycles = np.maximum(mfma_cycles, load_cycles * gather) + float(params["overlap_loss"]) * np.minimum(
         mfma_cycles, load_cycles * gather)
     epilogue_cycles = Kn["tm"] * Kn["tn"] * Kn["dtype_bytes"] / float(params["store_bytes_per_cycle_cu"])
-    wg_cycles = (k_iters + pp["prologue_iters"]) * iter_cycles + epilogue_cycles + float(params["wg_overhead_cycles"])
+    epilogue_cycles = epilogue_cycles * (1.0 + float(params.get("default_epilogue_penalty", 0.0)) * Kn["epi_default"])
+    overhead = float(params["wg_overhead_cycles"]) * (1.0 - float(params.get("persistent_saving", 0.0)) * Kn["persistent"])
+    wg_cycles = (k_iters + pp["prologue_iters"]) * iter_cycles + epilogue_cycles + overhead
     # A round runs `occ` workgroups per CU concurrently; they share the MFMA units.
     compute_s = rounds * wg_cycles * np.minimum(occ, np.ceil(wgs / cus)) / clock_hz
     # HBM: A re-read per tile column, B per tile row (L2 absorbs part), C written once.

@@ -21,7 +21,7 @@ STAGE_FILES = sorted(p.stem for p in (CONF_DIR / "stage").glob("*.yaml"))
 def test_every_group_has_options():
     assert ARCHS == ["gfx90a", "gfx942", "gfx950"]
     assert set(OPS) >= {"fwd", "bwd_data", "bwd_weight", "grouped_conv/fwd",
-                        "grouped_conv/bwd_data", "grouped_conv/bwd_weight"}
+                        "grouped_conv/bwd_data", "grouped_conv/bwd_weight", "gemm", "gemm/universal"}
     assert set(STAGE_FILES) == set(STAGES)
 
 
@@ -32,12 +32,17 @@ def test_compose_arch_op_stage(compose, arch, op, stage):
     cfg = compose([f"arch={arch}", f"op={op}", f"stage={stage}"])
     assert OmegaConf.missing_keys(cfg) == MANDATORY.get(stage, set())
     resolved = plain(cfg)
+    assert resolved["arch"]["name"] == arch
+    # Each op selects its own default problem set.
+    assert resolved["problems"]["name"] == resolved["op"]["default_problems"]
+    if op.startswith("gemm"):
+        assert resolved["op"]["model_name"] == f"gemm_universal_fp16_{arch}"
+        assert resolved["problems"]["name"] == "gemm_train"
+        return
     direction = op.split("/")[-1]
     assert resolved["op"]["direction"] == direction
-    assert resolved["arch"]["name"] == arch
     assert resolved["op"]["model_name"] == f"grouped_conv_{direction}_bf16_{arch}"
-    # Each op selects its own default problem set.
-    assert resolved["problems"]["name"] == resolved["op"]["default_problems"] == f"train_{direction}"
+    assert resolved["problems"]["name"] == f"train_{direction}"
 
 
 @pytest.mark.parametrize("backend", BACKENDS)
@@ -56,6 +61,7 @@ def test_mandatory_value_missing_is_reported(tmp_path):
 def test_alias_equals_nested_option(compose):
     for d in ("fwd", "bwd_data", "bwd_weight"):
         assert plain(compose([f"op={d}"]).op) == plain(compose([f"op=grouped_conv/{d}"]).op)
+    assert plain(compose(["op=gemm"]).op) == plain(compose(["op=gemm/universal"]).op)
 
 
 @pytest.mark.parametrize("name", shipped_sets())

@@ -249,5 +249,7 @@ def test_two_shard_multirun_with_joblib_merges(tmp_path):
 def test_dataset_errors(tmp_path):
     with pytest.raises(DatasetError, match="not found"):
         read_dataset(tmp_path / "nope.parquet")
-    with pytest.raises(DatasetError, match="lack dataset columns"):
+    with pytest.raises(DatasetError, match="op column must start with one of grouped_conv, gemm"):
         write_part(tmp_path / "x.parquet", [{"op": "x"}])
+    with pytest.raises(DatasetError, match="lack dataset columns"):
+        write_part(tmp_path / "x.parquet", [{"op": "gemm/fwd"}])

@@ -11,7 +11,7 @@ from __future__ import annotations
 import importlib
 from types import ModuleType
 
-ENGINES = {"grouped_conv": "ckheur.features.conv"}
+ENGINES = {"grouped_conv": "ckheur.features.conv", "gemm": "ckheur.features.gemm"}
 
 
 def get_engine(family: str) -> ModuleType:

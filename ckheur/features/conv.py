@@ -13,9 +13,8 @@ from typing import Any, Mapping, Sequence
 
 import numpy as np
 
-from ckheur.sim import PIPELINES
+from ckheur.features.common import analytic_columns, tile_coverage, to_matrix
 from ckheur.sim import kernel_arrays as _sim_kernel_arrays
-from ckheur.sim import predict_latency_ms
 from ckheur.sim import problem_arrays as _sim_problem_arrays
 
 ENCODING_VERSION = 1
@@ -79,21 +78,10 @@ def features(prob: Mapping[str, np.ndarray], kern: Mapping[str, np.ndarray], arc
     nP, nK = len(prob["M"]), len(kern["tm"])
     P = {k: v[:, None] for k, v in prob.items()}
     Kn = {k: v[None, :] for k, v in kern.items()}
-    cus = float(arch["num_cus"])
-    cg = arch["codegen"]
-    budget = np.array([float(arch["lds_bytes"]) * cg.get("lds_budget_fraction", {}).get(
-        p, cg.get("default_lds_budget_fraction", 1.0)) for p in PIPELINES])[kern["pipe"]]
-    M, N, K = P["M"], P["N"], P["K"]
-    tiles_m, tiles_n, k_iters = np.ceil(M / Kn["tm"]), np.ceil(N / Kn["tn"]), np.ceil(K / Kn["tk"])
-    eff_m, eff_n, eff_k = M / (tiles_m * Kn["tm"]), N / (tiles_n * Kn["tn"]), K / (k_iters * Kn["tk"])
-    wgs = P["G"] * tiles_m * tiles_n
-    occ = np.maximum(1.0, np.minimum(np.floor(float(arch["lds_bytes"]) / Kn["lds"]),
-                                     np.floor(float(arch["max_waves_per_cu"]) / Kn["waves"])))
-    slots = cus * occ
-    rounds = np.ceil(wgs / slots)
+    cov = tile_coverage(P["M"], P["N"], P["K"], P["G"], Kn, arch)
     eb = Kn["dtype_bytes"]
     cols = {
-        "log_M": np.log2(M), "log_N": np.log2(N), "log_K": np.log2(K), "G": P["G"], "log_G": np.log2(P["G"]),
+        "log_M": np.log2(P["M"]), "log_N": np.log2(P["N"]), "log_K": np.log2(P["K"]), "G": P["G"], "log_G": np.log2(P["G"]),
         "log_flops": np.log2(P["flops"]), "log_bytes": np.log2(P["elems"] * eb),
         "intensity": P["flops"] / (P["elems"] * eb), "filter_size": P["filt"], "c_per_group": P["cpg"],
         "k_per_group": P["kpg"], "is_grouped": (P["G"] > 1).astype(np.float64), "is_depthwise": P["depthwise"],
@@ -102,23 +90,11 @@ def features(prob: Mapping[str, np.ndarray], kern: Mapping[str, np.ndarray], arc
         "tile_m": Kn["tm"], "tile_n": Kn["tn"], "tile_k": Kn["tk"], "num_waves": Kn["waves"],
         "warp_tile_m": Kn["warp_m"], "warp_tile_n": Kn["warp_n"], "warp_tile_k": Kn["warp_k"],
         "pipeline": Kn["pipe"].astype(np.float64), "scheduler": Kn["sched"], "dsb": Kn["dsb"], "si": Kn["si"],
-        "lds_bytes": Kn["lds"], "lds_budget_frac": Kn["lds"] / budget[None, :],
-        "tile_intensity": Kn["tm"] * Kn["tn"] / (Kn["tm"] + Kn["tn"]),
-        "tiles_m": tiles_m, "tiles_n": tiles_n, "k_iters": k_iters, "eff_m": eff_m, "eff_n": eff_n, "eff_k": eff_k,
-        "eff_mnk": eff_m * eff_n * eff_k, "log_wgs": np.log2(wgs), "occupancy": occ, "wave_rounds": rounds,
-        "wave_eff": wgs / (rounds * slots), "wgs_per_cu": wgs / cus,
-        "log_padded_flops": np.log2(2.0 * P["G"] * tiles_m * Kn["tm"] * tiles_n * Kn["tn"] * k_iters * Kn["tk"]),
-        "cu_util": np.minimum(1.0, wgs / cus), "m_over_tm": M / Kn["tm"], "n_over_tn": N / Kn["tn"],
-        "num_cus": cus, "peak_tflops": float(max(arch["peak_tflops"].values())),
+        "lds_bytes": Kn["lds"], "tile_intensity": Kn["tm"] * Kn["tn"] / (Kn["tm"] + Kn["tn"]),
+        **cov, "log_wgs": np.log2(cov["wgs"]), "log_padded_flops": np.log2(cov["padded_flops"]),
+        "num_cus": float(arch["num_cus"]), "peak_tflops": float(max(arch["peak_tflops"].values())),
         "hbm_tbps": float(arch["hbm_bandwidth_gbps"]) / 1e3, "lds_kib": float(arch["lds_bytes"]) / 1024,
     }
     if analytic_params is not None:
-        lat = predict_latency_ms(prob, kern, arch, analytic_params, direction)
-        tf = np.log(prob["flops"][:, None] / (lat * 1e-3) / 1e12)
-        cols["analytic_log_tflops"] = tf
-        cols["analytic_rel"] = tf - tf.max(axis=1, keepdims=True)
-    names = feature_names(analytic_params is not None)
-    out = np.empty((nP, nK, len(names)), dtype=np.float32)
-    for i, n in enumerate(names):
-        out[:, :, i] = cols[n]
-    return out.reshape(nP * nK, len(names))
+        cols.update(analytic_columns(prob, kern, arch, analytic_params, direction))
+    return to_matrix(cols, feature_names(analytic_params is not None), nP, nK)

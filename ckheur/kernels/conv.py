@@ -9,9 +9,10 @@ they come from the op's tile table (the production set maps each tile to one of 
 
 from __future__ import annotations
 
+import itertools
 import re
 from dataclasses import asdict, dataclass
-from typing import Mapping, Sequence
+from typing import Any, Mapping, Sequence
 
 VARIANTS = {"fwd": "forward", "bwd_data": "bwd_data", "bwd_weight": "bwd_weight"}
 _DIRECTION_OF = {v: k for k, v in VARIANTS.items()}
@@ -55,6 +56,11 @@ class ConvKernel:
         return format_name(self)
 
     @property
+    def group(self) -> int:
+        """Problems this kernel can run have this spatial dimensionality."""
+        return self.ndim
+
+    @property
     def num_waves(self) -> int:
         return self.wave_m * self.wave_n * self.wave_k
 
@@ -71,6 +77,17 @@ class ConvKernel:
         return d
 
 
+    def table_row(self) -> tuple:
+        return (self.name, self.tile_m, self.tile_n, self.tile_k, f"{self.wave_m}x{self.wave_n}x{self.wave_k}",
+                f"{self.warp_tile_m}x{self.warp_tile_n}x{self.warp_tile_k}", self.pipeline, self.scheduler,
+                int(self.dsb), int(self.si), self.lds_bytes)
+
+
+COLUMNS = ("ndim", "tile_m", "tile_n", "tile_k", "wave_m", "wave_n", "wave_k", "warp_tile_m", "warp_tile_n",
+           "warp_tile_k", "pipeline", "scheduler", "dsb", "si")
+TABLE = ("name", "tile_m", "tile_n", "tile_k", "wave", "warp_tile", "pipeline", "scheduler", "dsb", "si", "lds_bytes")
+
+
 def format_name(k: ConvKernel, legacy: bool = False) -> str:
     """CK name of a kernel; ``legacy=True`` gives the older form without scheduler/flags."""
     base = (f"grouped_conv_{VARIANTS[k.direction]}_{k.dtype}_{k.ndim}d_"
@@ -80,12 +97,30 @@ def format_name(k: ConvKernel, legacy: bool = False) -> str:
     return base + f"_{k.scheduler}" + ("_dsb" if k.dsb else "") + ("_si" if k.si else "")
 
 
-def parse_name(name: str, tiles: Sequence[Mapping] | None = None) -> ConvKernel:
+def from_traits(d: Mapping) -> ConvKernel:
+    return ConvKernel(**{k: v for k, v in d.items() if k in ConvKernel.__dataclass_fields__})
+
+
+def support_arrays(kernels: Sequence[ConvKernel]) -> dict:
+    """What the support check needs, precomputed once per pool."""
+    return {"n": len(kernels)}
+
+
+def support_mask(problem: Any, kernels: Mapping, op: Mapping) -> tuple[Any, str]:
+    """Every kernel of the problem's dimensionality runs every valid problem (CK pads internally)."""
+    import numpy as np
+
+    return np.ones(kernels["n"], dtype=bool), ""
+
+
+def parse_name(name: str, tiles: Sequence[Mapping] | Mapping | None = None) -> ConvKernel:
     """Parse a CK kernel name (current or older form); wave/warp tile come from ``tiles``.
 
     ``tiles`` is the op's tile table (dicts with tile_m/n/k, wave, warp_tile). A tile absent
     from it gets zeros for wave and warp tile, which pool membership checks then reject.
     """
+    if isinstance(tiles, Mapping):  # an op config
+        tiles = tiles.get("tiles")
     m = _NAME_RE.match(name.strip())
     if not m:
         raise KernelError(
@@ -108,3 +143,50 @@ def parse_name(name: str, tiles: Sequence[Mapping] | None = None) -> ConvKernel:
         dsb=bool(g["dsb"]), si=bool(g["si"]),
     )
 
+
+
+def _resolve_generated(op: Mapping[str, Any], arch: Mapping[str, Any]) -> tuple[list[dict], list[tuple[str, str]]]:
+    """Tiles of the generated space, each with its first legal wave layout and warp tile.
+
+    Production tiles keep their production mapping; others prefer about 4 waves and the
+    largest MFMA warp tile, so each tile (and so each CK name) maps to one instance.
+    """
+    from ckheur.kernels.pool import tile_problems as _tile_problems
+
+    prod = {(t["tile_m"], t["tile_n"], t["tile_k"]): t for t in op["tiles"]}
+    gen = op["generated_tiles"]
+    cg = arch["codegen"]
+    warps = sorted(cg["warp_tiles"].get(op["dtype"], []), key=lambda w: (-w[0] * w[1], -w[2]))
+    waves = sorted(cg["wave_layouts"], key=lambda w: (abs(w[0] * w[1] * w[2] - 4), w[0] * w[1] * w[2]))
+    tiles, rejected = [], []
+    for tm, tn, tk in itertools.product(gen["tile_m"], gen["tile_n"], gen["tile_k"]):
+        t = {"tile_m": tm, "tile_n": tn, "tile_k": tk}
+        if (tm, tn, tk) in prod:
+            tiles.append(dict(prod[(tm, tn, tk)]))
+            continue
+        for wave, warp in itertools.product(waves, warps):
+            if not _tile_problems(t, wave, warp, arch, op["dtype"]):
+                tiles.append({**t, "wave": list(wave), "warp_tile": list(warp)})
+                break
+        else:
+            rejected.append((f"tile {tm}x{tn}x{tk}", "no allowed wave layout x warp tile divides it"))
+    return tiles, rejected
+
+
+def candidates(op: Mapping[str, Any], arch: Mapping[str, Any]) -> tuple[list, list]:
+    """Every trait combination of the op's allow-lists (legality is checked by the pool)."""
+    if op.get("tile_space", "production") == "generated":
+        tiles, rejected = _resolve_generated(op, arch)
+    else:
+        tiles, rejected = [dict(t) for t in op["tiles"]], []
+    out = []
+    for ndim in op["ndims"]:
+        for t in tiles:
+            for pipeline, scheduler, dsb, si in itertools.product(op["pipelines"], op["schedulers"], op["dsb"], op["si"]):
+                out.append(ConvKernel(
+                    direction=op["direction"], dtype=op["dtype"], ndim=ndim,
+                    tile_m=t["tile_m"], tile_n=t["tile_n"], tile_k=t["tile_k"],
+                    wave_m=t["wave"][0], wave_n=t["wave"][1], wave_k=t["wave"][2],
+                    warp_tile_m=t["warp_tile"][0], warp_tile_n=t["warp_tile"][1], warp_tile_k=t["warp_tile"][2],
+                    pipeline=pipeline, scheduler=scheduler, dsb=dsb, si=si))
+    return out, rejected

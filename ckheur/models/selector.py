@@ -20,17 +20,20 @@ from typing import Any, Mapping
 import numpy as np
 
 
-def as_problem(problem: Any) -> Any:
-    """A problem object from a problem, a dict with CK field names, or a MIOpenDriver line."""
-    from ckheur.problems import ConvProblem, parse_miopen, problem_from_dict
+def as_problem(problem: Any, family: str = "grouped_conv") -> Any:
+    """A problem object from a problem, a dict with CK field names, or (conv) a MIOpenDriver line."""
+    from ckheur.ops import get_family
+    from ckheur.problems import parse_miopen
 
-    if isinstance(problem, ConvProblem):
+    if hasattr(problem, "key") and hasattr(problem, "gemm"):
         return problem
-    if isinstance(problem, str):
+    if isinstance(problem, str) and family == "grouped_conv":
         return parse_miopen(problem)[0]
     if isinstance(problem, Mapping):
-        return problem_from_dict({k: v for k, v in problem.items() if v is not None})
-    raise TypeError(f"problem must be a ConvProblem, a dict of CK fields or a MIOpenDriver line, not {type(problem).__name__}")
+        return get_family(family).problems.problem_from_dict({k: v for k, v in problem.items() if v is not None})
+    raise TypeError(f"problem must be a problem object or a dict of {family} fields"
+                    + (" or a MIOpenDriver line" if family == "grouped_conv" else "")
+                    + f", not {type(problem).__name__}")
 
 
 class Selector:
@@ -39,9 +42,13 @@ class Selector:
     def __init__(self, kernels: list, arch: Mapping[str, Any], direction: str, dtype: str, engine: Any = None,
                  booster: Any = None, tflops_booster: Any = None, analytic_params: Mapping[str, Any] | None = None,
                  sim_params: Mapping[str, Any] | None = None, objective: str = "regression_log",
-                 cascade_threshold: int = 512, cascade_top: int = 256, cache_size: int = 4096, label: str = "") -> None:
+                 cascade_threshold: int = 512, cascade_top: int = 256, cache_size: int = 4096, label: str = "",
+                 op: Mapping[str, Any] | None = None) -> None:
+        from ckheur.ops import get_family
         from ckheur.sim import kernel_arrays as sim_kernel_arrays
 
+        self.op = dict(op or {"family": "grouped_conv"})
+        self.family = get_family(self.op["family"])
         self.arch, self.direction, self.dtype, self.engine = dict(arch), direction, dtype, engine
         self.booster, self.tflops_booster, self.objective = booster, tflops_booster, objective
         self.analytic_params = analytic_params
@@ -50,11 +57,11 @@ class Selector:
         self.label = label
         self._cache: OrderedDict = OrderedDict()
         self._cache_size = cache_size
-        self._pools: dict[int, tuple[list, dict, dict]] = {}
-        for ndim in sorted({k.ndim for k in kernels}):
-            ks = [k for k in kernels if k.ndim == ndim]
+        self._pools: dict[Any, tuple[list, dict, dict, dict]] = {}
+        for group in sorted({k.group for k in kernels}):
+            ks = [k for k in kernels if k.group == group]
             feats = engine.kernel_arrays(ks) if engine is not None else None
-            self._pools[ndim] = (ks, feats, sim_kernel_arrays(ks))
+            self._pools[group] = (ks, feats, sim_kernel_arrays(ks), self.family.kernels.support_arrays(ks))
 
     @classmethod
     def load(cls, model_dir: str | Path, **kw: Any) -> "Selector":
@@ -68,19 +75,20 @@ class Selector:
 
         return cls(b.kernels, spec["arch"], spec["op"]["direction"], spec["op"]["dtype"], get_engine(spec["engine"]),
                    b.booster, b.tflops_booster, spec.get("analytic_params"), load_params(),
-                   spec["objective"], label=f"model {b.path}", **kw)
+                   spec["objective"], label=f"model {b.path}", op=spec.get("op_config") or spec["op"], **kw)
 
     @classmethod
     def analytic(cls, kernels: list, arch: Mapping[str, Any], direction: str, dtype: str,
-                 sim_params: Mapping[str, Any] | None = None) -> "Selector":
+                 sim_params: Mapping[str, Any] | None = None, op: Mapping[str, Any] | None = None) -> "Selector":
         """A selector that ranks with the calibrated analytic model alone (no learned model)."""
         from ckheur.sim import load_params
 
-        return cls(kernels, arch, direction, dtype, sim_params=sim_params or load_params(), label="analytic model")
+        return cls(kernels, arch, direction, dtype, sim_params=sim_params or load_params(), label="analytic model",
+                   op=op)
 
     @property
     def kernels(self) -> list:
-        return [k for ks, _, _ in self._pools.values() for k in ks]
+        return [k for ks, _, _, _ in self._pools.values() for k in ks]
 
     def _analytic_tflops(self, p: Any, sim_kern: Mapping[str, np.ndarray]) -> np.ndarray:
         from ckheur.sim import predict_latency_ms, problem_arrays
@@ -91,9 +99,18 @@ class Selector:
 
     def _score(self, p: Any) -> tuple[list, np.ndarray, np.ndarray]:
         """(candidate kernels, scores, predicted TFLOPS) for one problem, uncached."""
-        if p.ndim not in self._pools:
-            raise ValueError(f"no kernel for {p.ndim}D problems in this pool (dims: {sorted(self._pools)})")
-        ks, feats, sim_kern = self._pools[p.ndim]
+        if p.group not in self._pools:
+            what = f"{p.ndim}D problems" if self.family.name == "grouped_conv" else f"group {p.group!r}"
+            raise ValueError(f"no kernel for {what} in this pool (groups: {sorted(self._pools)})")
+        ks, feats, sim_kern, support = self._pools[p.group]
+        mask, reason = self.family.kernels.support_mask(p, support, self.op)
+        if not mask.any():
+            raise ValueError(reason)
+        if not mask.all():
+            idx = np.flatnonzero(mask)
+            ks = [ks[i] for i in idx]
+            feats = {k: v[idx] for k, v in feats.items()} if feats is not None else None
+            sim_kern = {k: v[idx] for k, v in sim_kern.items()}
         if self.booster is None:
             tf = self._analytic_tflops(p, sim_kern)
             return ks, tf, tf
@@ -119,7 +136,7 @@ class Selector:
 
     def scores(self, problem: Any) -> tuple[list, np.ndarray, np.ndarray]:
         """(kernels, scores, predicted TFLOPS) over the pool for a problem (cached)."""
-        p = as_problem(problem)
+        p = as_problem(problem, self.family.name)
         key = p.key()
         hit = self._cache.get(key)
         if hit is None:

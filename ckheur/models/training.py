@@ -8,8 +8,6 @@ from typing import Any, Mapping, Sequence
 
 import numpy as np
 
-from ckheur.problems.conv import CONV_FIELDS
-
 OBJECTIVES = ("regression_log", "relative", "lambdarank")
 
 
@@ -34,8 +32,10 @@ class Table:
 def build_table(df: Any, op: Mapping[str, Any], arch: Mapping[str, Any], pool: Sequence[Any], engine: Any,
                 analytic_params: Mapping[str, Any] | None) -> Table:
     """Training table from a dataset frame: status-ok rows of this op/arch whose kernel is in the pool."""
-    from ckheur.problems import problem_from_dict
+    from ckheur.ops import get_family
 
+    problems_mod = get_family(op["family"]).problems
+    fields = list(problems_mod.FIELDS)
     report: dict[str, Any] = {"rows_read": int(len(df))}
     mine = df[(df.arch == arch["name"]) & (df.direction == op["direction"]) & (df.dtype == op["dtype"])]
     report["rows_other_op_or_arch"] = int(len(df) - len(mine))
@@ -48,7 +48,7 @@ def build_table(df: Any, op: Mapping[str, Any], arch: Mapping[str, Any], pool: S
     ok = ok[ok.kernel.isin(list(names))]
     if ok.empty:
         raise TrainingError(f"no usable rows: {report} (check data.paths, arch, op and the kernel pool)")
-    keys = list(ok[list(CONV_FIELDS)].itertuples(index=False, name=None))
+    keys = list(ok[fields].itertuples(index=False, name=None))
     uniq = sorted(set(keys))
     index = {k: i for i, k in enumerate(uniq)}
     pid = np.fromiter((index[k] for k in keys), dtype=np.int64, count=len(keys))
@@ -56,7 +56,7 @@ def build_table(df: Any, op: Mapping[str, Any], arch: Mapping[str, Any], pool: S
     order = np.lexsort((kid, pid))
     pid, kid = pid[order], kid[order]
     tflops = ok.tflops.to_numpy(dtype=np.float64)[order]
-    problems = [problem_from_dict(dict(zip(CONV_FIELDS, k))) for k in uniq]
+    problems = [problems_mod.problem_from_dict(dict(zip(fields, k))) for k in uniq]
     # Features over the problem x pool grid (the same call prediction makes), then the measured rows.
     grid = engine.features(engine.problem_arrays(problems, op["direction"]), engine.kernel_arrays(pool), arch,
                            op["direction"], analytic_params)

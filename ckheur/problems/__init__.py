@@ -1,11 +1,16 @@
-"""Problems: the grouped-convolution problem type and named problem sets."""
+"""Problems: problem types per operator family and named problem sets.
+
+A problem set's sources each name an operator family (default grouped_conv), so one set
+(smoke, holdout) can hold problems of several operators; loading keeps the requested family.
+"""
 
 from __future__ import annotations
 
 from typing import Any, Mapping
 
 from ckheur.problems.conv import CONV_FIELDS, DIRECTIONS, ConvProblem, ProblemError, problem_from_dict
-from ckheur.problems.sources import CONF_DIR, dedupe, load_source, parse_miopen, shard
+from ckheur.problems.miopen import parse_miopen
+from ckheur.problems.sources import CONF_DIR, dedupe, load_source, shard
 
 __all__ = [
     "CONV_FIELDS", "DIRECTIONS", "ConvProblem", "ProblemError", "problem_from_dict",
@@ -32,26 +37,36 @@ def _set_node(name: str) -> Any:
     return OmegaConf.merge(OmegaConf.structured(ProblemSetSchema), raw)
 
 
-def load_named_set(name: str, _stack: tuple[str, ...] = ()) -> list[ConvProblem]:
-    """All problems of a shipped set (no sharding)."""
+def load_named_set(name: str, family: str = "grouped_conv", _stack: tuple[str, ...] = ()) -> list:
+    """All problems of a family in a shipped set (no sharding)."""
     if name in _stack:
         raise ProblemError(f"problem set {name!r} includes itself via {' -> '.join(_stack)}")
-    node = _set_node(name)
-    return _build(node, _stack + (name,), apply_shard=False)
+    return _build(_plain(_set_node(name)), family, _stack + (name,), apply_shard=False)
 
 
-def load_problem_set(node: Mapping[str, Any]) -> list[ConvProblem]:
-    """Problems of a composed ``problems`` config node: sources, exclusions, dedupe, shard."""
-    return _build(node, (str(node.get("name")),), apply_shard=True)
+def load_problem_set(node: Mapping[str, Any], family: str = "grouped_conv") -> list:
+    """Problems of a family in a composed ``problems`` node: sources, exclusions, dedupe, shard."""
+    probs = _build(node, family, (str(node.get("name")),), apply_shard=True)
+    if not probs and not any(str(s.get("family", "grouped_conv")) == family for s in node.get("sources") or []):
+        families = sorted({str(s.get("family", "grouped_conv")) for s in node.get("sources") or []})
+        raise ProblemError(f"problem set {node.get('name')!r} has no {family} problems (it has: {', '.join(families)})")
+    return probs
 
 
-def _build(node: Mapping[str, Any], stack: tuple[str, ...], apply_shard: bool) -> list[ConvProblem]:
-    def load_set(n: str) -> list[ConvProblem]:
-        return load_named_set(n, stack)
+def _plain(node: Any) -> Any:
+    from omegaconf import OmegaConf
 
-    probs: list[ConvProblem] = []
+    return OmegaConf.to_container(node, resolve=True, enum_to_str=True)
+
+
+def _build(node: Mapping[str, Any], family: str, stack: tuple[str, ...], apply_shard: bool) -> list:
+    def load_set(n: str) -> list:
+        return load_named_set(n, family, stack)
+
+    probs: list = []
     for src in node.get("sources") or []:
-        probs.extend(load_source(src, load_set))
+        if str(src.get("family", "grouped_conv")) == family or src.get("kind") == "set":
+            probs.extend(load_source(src, load_set, family))
     if node.get("dedupe", True):
         probs = dedupe(probs)
     excluded = {p.key() for n in node.get("exclude") or [] for p in load_set(str(n))}

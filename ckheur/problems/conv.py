@@ -14,6 +14,7 @@ A 2D problem is the 3D one with Di=Z=1, stride_d=dilation_d=1, pad_d=0.
 from __future__ import annotations
 
 import numbers
+import random
 from dataclasses import asdict, dataclass, fields
 from typing import Any, Mapping
 
@@ -132,6 +133,22 @@ class ConvProblem:
         raise ProblemError(f"direction={direction!r}: allowed values are {', '.join(DIRECTIONS)}")
 
     @property
+    def group(self) -> int:
+        """Kernels are compiled per spatial dimensionality: only those match."""
+        return self.ndim
+
+    @property
+    def filter_size(self) -> int:
+        return self.Z * self.Y * self.X
+
+    @property
+    def channels_per_group(self) -> int:
+        return self.C // self.G
+
+    split_k = 1  # the simulator chooses k_batch itself for bwd_weight
+    transposed_operands = 0
+
+    @property
     def is_depthwise(self) -> bool:
         return self.G > 1 and self.G == self.C == self.K
 
@@ -177,3 +194,108 @@ def problem_from_dict(d: Mapping[str, Any]) -> ConvProblem:
             v = int(v)
         vals[k] = v
     return ConvProblem(**vals)
+
+
+FIELDS = CONV_FIELDS
+
+
+# ------------------------------------------------------------------ generator
+# Channel counts seen in production networks; sampled for C and K.
+_CHANNELS = (3, 8, 16, 24, 32, 40, 48, 64, 80, 96, 112, 128, 144, 160, 192, 240, 256, 320,
+             384, 480, 512, 576, 640, 672, 768, 960, 1024, 1152, 1280, 1536, 2048)
+_SPATIAL = {"small": (4, 7, 8, 10, 14, 16), "medium": (17, 20, 28, 32, 35, 48, 56, 64),
+            "large": (71, 73, 96, 112, 128, 147, 149, 224)}
+_BATCH = (1, 2, 4, 8, 16, 32, 64, 128, 256)
+FAMILIES = ("pointwise", "conv3x3", "conv5x5", "conv7x7", "strided", "dilated",
+            "grouped", "depthwise", "conv3d")
+
+
+def _sample(rng: random.Random, family: str, ndim: int) -> dict[str, int]:
+    """One random problem of a shape family (fields as a dict, maybe invalid)."""
+    size_class = rng.choices(("small", "medium", "large"), weights=(0.35, 0.45, 0.2))[0]
+    hw = rng.choice(_SPATIAL[size_class])
+    d: dict[str, int] = {
+        "N": rng.choice(_BATCH), "C": rng.choice(_CHANNELS), "K": rng.choice(_CHANNELS[1:]),
+        "Hi": hw, "Wi": hw if rng.random() < 0.85 else rng.choice(_SPATIAL[size_class]),
+    }
+    filt = {"pointwise": 1, "conv3x3": 3, "conv5x5": 5, "conv7x7": 7}.get(family)
+    if filt is None:
+        filt = rng.choice((1, 3, 3, 3, 5)) if family in ("strided", "grouped", "conv3d") else 3
+    d["Y"] = d["X"] = filt
+    d["pad_h"] = d["pad_w"] = filt // 2 if rng.random() < 0.85 else 0
+    if family == "strided":
+        d["stride_h"] = d["stride_w"] = 2
+    if family == "dilated":
+        dil = rng.choice((2, 2, 3, 4))
+        d["dilation_h"] = d["dilation_w"] = dil
+        d["pad_h"] = d["pad_w"] = dil
+    if family == "grouped":
+        g = rng.choice((2, 4, 8, 16, 32, 64))
+        d["G"] = g
+        d["C"] = g * rng.choice((1, 2, 4, 8, 16, 32))
+        d["K"] = g * rng.choice((1, 2, 4, 8, 16, 32))
+    if family == "depthwise":
+        c = rng.choice((16, 32, 64, 96, 128, 144, 192, 240, 256, 384, 480, 512, 576, 672, 960))
+        d["G"] = d["C"] = d["K"] = c
+        d["Y"] = d["X"] = rng.choice((3, 3, 5, 7))
+        d["pad_h"] = d["pad_w"] = d["Y"] // 2
+        if rng.random() < 0.3:
+            d["stride_h"] = d["stride_w"] = 2
+    if family == "conv3d" or ndim == 3:
+        d["Di"] = rng.choice((2, 4, 8, 16, 32))
+        d["Hi"] = d["Wi"] = rng.choice((7, 14, 16, 28, 32, 56, 64, 112))
+        d["Z"] = rng.choice((1, 3, 3)) if d["Y"] > 1 else 1
+        d["pad_d"] = d["Z"] // 2
+        d["N"] = rng.choice((1, 2, 4, 8, 16, 32))
+        if rng.random() < 0.2:
+            d["stride_d"] = d["stride_h"] = d["stride_w"] = 2
+    return d
+
+
+def generate(seed: int, count: int, ndim: int = 2, families: Mapping[str, float] | None = None,
+             max_gflop: float = 20000.0) -> list[ConvProblem]:
+    """Draw ``count`` distinct valid problems from weighted shape families, deterministically."""
+    fams = dict(families or {f: 1.0 for f in FAMILIES if (f == "conv3d") == (ndim == 3)})
+    unknown = sorted(set(fams) - set(FAMILIES))
+    if unknown:
+        raise ProblemError(f"generator family {', '.join(unknown)} unknown; allowed: {', '.join(FAMILIES)}")
+    rng = random.Random(seed)
+    names, weights = list(fams), [float(fams[f]) for f in fams]
+    out: dict[tuple, ConvProblem] = {}
+    tries = 0
+    while len(out) < count:
+        tries += 1
+        if tries > 50 * count + 1000:
+            raise ProblemError(f"generator could not draw {count} distinct problems (got {len(out)})")
+        fam = rng.choices(names, weights=weights)[0]
+        try:
+            p = problem_from_dict(_sample(rng, fam, ndim))
+        except ProblemError:
+            continue
+        if p.flops > max_gflop * 1e9 or p.ndim != ndim:
+            continue
+        out.setdefault(p.key(), p)
+    return list(out.values())
+
+
+def _read_miopen(path: Any) -> list[ConvProblem]:
+    from ckheur.problems.miopen import read_miopen_file
+
+    return read_miopen_file(path)
+
+
+BATCH_FIELD = "N"  # what a source's `batch` list replaces
+
+SOURCES = {"miopen": _read_miopen}  # source kinds only this family has
+
+SLICES = {
+    "1x1": lambda p, g: p.Z * p.Y * p.X == 1,
+    "3x3": lambda p, g: (p.Y, p.X) == (3, 3) and p.Z in (1, 3),
+    "larger filters": lambda p, g: max(p.Y, p.X) >= 5,
+    "strided": lambda p, g: max(p.stride_d, p.stride_h, p.stride_w) > 1,
+    "grouped": lambda p, g: 1 < p.G and not p.is_depthwise,
+    "depthwise": lambda p, g: p.is_depthwise,
+    "3D": lambda p, g: p.ndim == 3,
+    "small batch (N<=2)": lambda p, g: p.N <= 2,
+    "tiny GEMM (M<128 or N<32)": lambda p, g: g[1] < 128 or g[2] < 32,
+}

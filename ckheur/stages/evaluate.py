@@ -11,19 +11,6 @@ import numpy as np
 
 from ckheur.stages import Context, StageError, plain
 
-SLICES = {
-    "1x1": lambda p, g: p.Z * p.Y * p.X == 1,
-    "3x3": lambda p, g: (p.Y, p.X) == (3, 3) and p.Z in (1, 3),
-    "larger filters": lambda p, g: max(p.Y, p.X) >= 5,
-    "strided": lambda p, g: max(p.stride_d, p.stride_h, p.stride_w) > 1,
-    "grouped": lambda p, g: 1 < p.G and not p.is_depthwise,
-    "depthwise": lambda p, g: p.is_depthwise,
-    "3D": lambda p, g: p.ndim == 3,
-    "small batch (N<=2)": lambda p, g: p.N <= 2,
-    "tiny GEMM (M<128 or N<32)": lambda p, g: g[1] < 128 or g[2] < 32,
-}
-
-
 def _eval_data(cfg: Any, ctx: Context, op: dict, arch: dict) -> list[Path]:
     """Datasets to evaluate on; the default set is swept first when the backend is the simulator."""
     from ckheur.dataset import dataset_dir
@@ -55,11 +42,11 @@ def _eval_data(cfg: Any, ctx: Context, op: dict, arch: dict) -> list[Path]:
 def per_problem(df: Any, selector: Any, direction: str) -> tuple[list[dict], list[dict], dict]:
     """Per-problem pick efficiency; skipped problems with reasons; kernel-level tables for plots."""
     from ckheur.metrics import pick_efficiency
-    from ckheur.problems import CONV_FIELDS, problem_from_dict
 
+    fields = list(selector.family.problems.FIELDS)
     rows, skipped, pairs = [], [], {"pred": [], "meas": [], "kernel": []}
-    for key, g in df.groupby(list(CONV_FIELDS), sort=True):
-        p = problem_from_dict(dict(zip(CONV_FIELDS, key)))
+    for key, g in df.groupby(fields, sort=True):
+        p = selector.family.problems.problem_from_dict(dict(zip(fields, key)))
         ok = g[(g.status == "ok") & (g.tflops > 0)]
         if ok.empty:
             skipped.append({"problem": p.describe(), "reason": "no successful measurement (no oracle)"})
@@ -79,7 +66,7 @@ def per_problem(df: Any, selector: Any, direction: str) -> tuple[list[dict], lis
         m = pick_efficiency(scores[cand], meas)
         pick = cand[int(np.argmax(scores[cand]))]
         m["efficiency"] = float(measured[ks[pick].name] / best) if np.isfinite(measured[ks[pick].name]) else 0.0
-        rows.append({"problem": p.describe(), "problem_obj": p, **{f: getattr(p, f) for f in CONV_FIELDS},
+        rows.append({"problem": p.describe(), "problem_obj": p, **p.to_dict(),
                      "pick": ks[pick].name, "pick_pipeline": ks[pick].pipeline,
                      "oracle": ok.loc[ok.tflops.idxmax(), "kernel"], "oracle_tflops": best,
                      "pick_tflops": float(measured[ks[pick].name]), "candidates": len(cand),
@@ -126,7 +113,7 @@ def run(cfg: Any, ctx: Context) -> dict:
     rows, skipped, pairs = per_problem(df, selector, op["direction"])
     if not rows:
         raise StageError(f"no problem could be evaluated: {skipped[:3]}")
-    analytic = Selector.analytic(selector.kernels, arch, op["direction"], op["dtype"])
+    analytic = Selector.analytic(selector.kernels, arch, op["direction"], op["dtype"], op=op)
     a_rows, _, _ = per_problem(df, analytic, op["direction"])
     a_by = {r["problem"]: r for r in a_rows}
     a_rows = [a_by[r["problem"]] for r in rows]
@@ -139,7 +126,7 @@ def run(cfg: Any, ctx: Context) -> dict:
         "pool_pairs_not_measured": int(sum(r["pool_not_measured"] for r in rows)),
         "slices": {}, "by_pick_pipeline": {}, "baselines": {},
     }
-    for name, pred in SLICES.items():
+    for name, pred in selector.family.problems.SLICES.items():
         sel = [r["efficiency"] for r in rows if pred(r["problem_obj"], r["gemm"])]
         if sel:
             metrics["slices"][name] = summarize(sel)

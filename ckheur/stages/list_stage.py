@@ -8,43 +8,41 @@ from typing import Any
 
 from ckheur.display import format_table
 from ckheur.kernels import enumerate_pool
-from ckheur.problems import CONV_FIELDS, load_problem_set
+from ckheur.ops import get_family
+from ckheur.problems import load_problem_set
 from ckheur.stages import Context, plain
 
 
-def _by_ndim(items: Any) -> str:
-    counts = Counter(i.ndim for i in items)
-    return ", ".join(f"{d}d: {counts[d]}" for d in sorted(counts))
+def _by_group(items: Any) -> str:
+    counts = Counter(i.group for i in items)
+    return ", ".join(f"{g}d: {counts[g]}" if isinstance(g, int) else f"{g}: {counts[g]}" for g in sorted(counts))
 
 
 def run(cfg: Any, ctx: Context) -> dict:
     """Print pool and problems; write kernels.csv and problems.csv to the run's output dir."""
     op, arch, st = plain(cfg.op), plain(cfg.arch), cfg.list
+    family = get_family(op["family"])
     pool = enumerate_pool(op, arch, cfg.kernels.filter)
-    problems = load_problem_set(plain(cfg.problems))
+    problems = load_problem_set(plain(cfg.problems), op["family"])
     op_choice = ctx.choices.get("op", op["direction"])
-    print(f"op={op_choice} ({op['family']} {op['direction']}, {op['dtype']}, tile_space={op['tile_space']})"
+    space = f", tile_space={op['tile_space']}" if "tile_space" in op else ""
+    print(f"op={op_choice} ({op['family']} {op['direction']}, {op['dtype']}{space})"
           f"  arch={arch['name']} ({arch['product']})")
-    print(f"Kernel pool: {len(pool.kernels)} legal ({_by_ndim(pool.kernels)}); "
+    print(f"Kernel pool: {len(pool.kernels)} legal ({_by_group(pool.kernels)}); "
           f"{len(pool.rejected)} rejected by {arch['name']} rules"
           + (f"; {pool.filtered_out} removed by kernels.filter" if cfg.kernels.filter else ""))
     if not st.count_only:
-        rows = [(k.name, k.tile_m, k.tile_n, k.tile_k, f"{k.wave_m}x{k.wave_n}x{k.wave_k}",
-                 f"{k.warp_tile_m}x{k.warp_tile_n}x{k.warp_tile_k}", k.pipeline, k.scheduler,
-                 int(k.dsb), int(k.si), k.lds_bytes) for k in pool.kernels]
-        print(format_table(["name", "tile_m", "tile_n", "tile_k", "wave", "warp_tile", "pipeline",
-                            "scheduler", "dsb", "si", "lds_bytes"], rows, st.max_rows))
+        print(format_table(family.kernels.TABLE, [k.table_row() for k in pool.kernels], st.max_rows))
     if cfg.kernels.explain:
         print(f"\nRejected on {arch['name']} ({len(pool.rejected)}):")
         print(format_table(["kernel", "reason"], pool.rejected, st.max_rows) if pool.rejected else "  none")
     sh = cfg.problems.shard
-    print(f"\nProblem set {cfg.problems.name}: {len(problems)} problems ({_by_ndim(problems)})"
+    print(f"\nProblem set {cfg.problems.name}: {len(problems)} problems ({_by_group(problems)})"
           + (f", shard {sh.index} of {sh.count}" if sh.count > 1 else ""))
     if not st.count_only:
-        rows = [(p.describe(), p.Do, p.Ho, p.Wo, f"{p.flops / 1e9:.3f}",
-                 "x".join(str(v) for v in p.gemm(op["direction"]))) for p in problems]
-        print(format_table(["problem", "Do", "Ho", "Wo", "GFLOP", f"gemm G x M x N x K ({op['direction']})"],
-                           rows, st.max_rows))
+        rows = [(p.describe(), f"{p.flops / 1e9:.3f}", "x".join(str(v) for v in p.gemm(op["direction"])))
+                for p in problems]
+        print(format_table(["problem", "GFLOP", f"gemm G x M x N x K ({op['direction']})"], rows, st.max_rows))
     ctx.output_dir.mkdir(parents=True, exist_ok=True)
     with open(ctx.output_dir / "kernels.csv", "w", newline="") as f:
         w = csv.writer(f)
@@ -53,6 +51,6 @@ def run(cfg: Any, ctx: Context) -> dict:
         w.writerows([k.traits()[c] for c in fields] for k in pool.kernels)
     with open(ctx.output_dir / "problems.csv", "w", newline="") as f:
         w = csv.writer(f)
-        w.writerow(CONV_FIELDS)
+        w.writerow(family.problems.FIELDS)
         w.writerows(p.key() for p in problems)
     return {"kernels": len(pool.kernels), "rejected": len(pool.rejected), "problems": len(problems)}

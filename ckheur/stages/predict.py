@@ -23,11 +23,11 @@ def load_selector(cfg: Any, op: dict, arch: dict) -> tuple[Any, str]:
     if cfg.predict.model_dir:
         raise StageError(f"predict.model_dir={model_dir} not found")
     pool = enumerate_pool(op, arch, cfg.kernels.filter).kernels
-    return (Selector.analytic(pool, arch, op["direction"], op["dtype"]),
+    return (Selector.analytic(pool, arch, op["direction"], op["dtype"], op=op),
             f"ANALYTIC MODEL (fallback: no trained model {model_dir} for {op['model_name']})")
 
 
-def _problem(cfg: Any) -> Any:
+def _problem(cfg: Any, family: str) -> Any:
     from ckheur.models.selector import as_problem
 
     node = plain(cfg.problem)
@@ -36,8 +36,10 @@ def _problem(cfg: Any) -> Any:
     if line and fields:
         raise StageError("give the problem either as problem=\"<MIOpenDriver line>\" or as problem.<field>=..., not both")
     if line:
-        return as_problem(str(line))
-    return as_problem(fields) if fields else None
+        if family != "grouped_conv":
+            raise StageError(f"problem=<MIOpenDriver line> is for convolutions; give {family} fields as problem.<field>=...")
+        return as_problem(str(line), family)
+    return as_problem(fields, family) if fields else None
 
 
 def run(cfg: Any, ctx: Context) -> dict:
@@ -48,7 +50,7 @@ def run(cfg: Any, ctx: Context) -> dict:
     op, arch = plain(cfg.op), plain(cfg.arch)
     selector, label = load_selector(cfg, op, arch)
     k = int(cfg.predict.k)
-    single = _problem(cfg)
+    single = _problem(cfg, op["family"])
     if single is not None:
         ranked = selector.rank(single, k=k)
         rows = [(i + 1, name, f"{tf:.2f}", f"{single.flops / (tf * 1e12) * 1e3:.4f}" if tf > 0 else "-")
@@ -57,7 +59,7 @@ def run(cfg: Any, ctx: Context) -> dict:
         print(f"ranked by: {label}")
         print(format_table(["rank", "kernel", "pred TFLOPS", "pred latency ms"], rows))
         return {"problem": single.to_dict(), "ranking": ranked, "ranked_by": label}
-    problems = load_problem_set(plain(cfg.problems))
+    problems = load_problem_set(plain(cfg.problems), op["family"])
     out = Path(cfg.predict.output) if cfg.predict.output else ctx.output_dir / "predictions.csv"
     records = []
     for p in problems:

@@ -55,13 +55,16 @@ def run(cfg: Any, ctx: Context) -> dict:
     from ckheur.backends import make_backend
     from ckheur.dataset import SCHEMA_VERSION, dataset_dir, kernel_columns, read_dataset, write_part
     from ckheur.kernels import enumerate_pool
-    from ckheur.problems import CONV_FIELDS, load_problem_set
+    from ckheur.ops import get_family
+    from ckheur.problems import load_problem_set
 
     op, arch, bcfg, st = plain(cfg.op), plain(cfg.arch), plain(cfg.backend), cfg.sweep
+    family = get_family(op["family"])
+    fields = family.problems.FIELDS
     pool = enumerate_pool(op, arch, cfg.kernels.filter)
     if not pool.kernels:
         raise StageError("the kernel pool is empty (check kernels.filter and the op's allow-lists)")
-    problems = load_problem_set(plain(cfg.problems))
+    problems = load_problem_set(plain(cfg.problems), op["family"])
     out = Path(st.output) if st.output else dataset_dir(cfg.paths.data, op, arch["name"], cfg.problems.name)
     if st.overwrite and out.exists():
         aside = out.with_name(f"{out.name}.replaced-{time.strftime('%Y%m%d-%H%M%S')}")
@@ -72,32 +75,56 @@ def run(cfg: Any, ctx: Context) -> dict:
         old = read_dataset(out)
         old = old[(old.arch == arch["name"]) & (old.direction == op["direction"]) & (old.dtype == op["dtype"])]
         if st.retry_failed:
-            old = old[old.status == "ok"]
-        done = set(old[[*CONV_FIELDS, "kernel"]].itertuples(index=False, name=None))
-    by_ndim = {d: pool.by_ndim(d) for d in op["ndims"]}
-    unsupported = [p for p in problems if not by_ndim.get(p.ndim)]
-    todo = [(p, k) for p in problems for k in by_ndim.get(p.ndim, []) if (*p.key(), k.name) not in done]
-    total_pairs = sum(len(by_ndim.get(p.ndim, [])) for p in problems)
+            old = old[old.status.isin(["ok", "unsupported"])]
+        done = set(old[[*fields, "kernel"]].itertuples(index=False, name=None))
+    groups = pool.by_group()
+    support = {g: family.kernels.support_arrays(ks) for g, ks in groups.items()}
+    todo, unsupported, skipped = [], [], []
+    total_pairs = 0
+    for p in problems:
+        ks = groups.get(p.group, [])
+        mask, reason = family.kernels.support_mask(p, support[p.group], op) if ks else \
+            ([], f"no kernel for its group {p.group!r} in the pool")
+        if not any(mask):
+            skipped.append((p.describe(), reason))
+            continue
+        total_pairs += len(ks)
+        for k, ok in zip(ks, mask):
+            if (*p.key(), k.name) not in done:
+                (todo if ok else unsupported).append((p, k))
     print(f"sweep: {op['family']}/{op['direction']} {op['dtype']} on {arch['name']} via backend={bcfg['name']}: "
           f"{len(problems)} problems x pool {len(pool.kernels)} -> {total_pairs} pairs; "
-          f"{total_pairs - len(todo)} already in {out}, {len(todo)} to measure")
-    if unsupported:
-        print(f"sweep: {len(unsupported)} problems skipped: no kernel of their spatial dimensionality "
-              f"in op.ndims={op['ndims']}")
+          f"{total_pairs - len(todo) - len(unsupported)} already in {out}, {len(todo)} to measure"
+          + (f", {len(unsupported)} unsupported by their kernel (recorded, not measured)" if unsupported else ""))
+    for desc, reason in skipped[:10]:
+        print(f"sweep: skipped {desc}: {reason}")
+    if len(skipped) > 10:
+        print(f"sweep: ... {len(skipped) - 10} more problems skipped (sweep_summary.json lists them)")
 
     measurer = make_backend(bcfg, op, arch)
     common = {"op": f"{op['family']}/{op['direction']}", "direction": op["direction"], "dtype": op["dtype"],
               "arch": arch["name"], "backend": measurer.name, "warmup": measurer.warmup,
               "repeat": measurer.repeat, "host": socket.gethostname(), "ckheur_version": __version__,
               "schema_version": SCHEMA_VERSION}
-    kcols = {k.name: kernel_columns(k) for k in pool.kernels}
+    kcols = {k.name: kernel_columns(k, op["family"]) for k in pool.kernels}
     statuses: Counter = Counter()
-    progress = Progress(len(todo), st.progress, st.log_every_s)
+    progress = Progress(len(todo) + len(unsupported), st.progress, st.log_every_s)
     t0 = time.perf_counter()
     interrupted = False
+    def not_run(pairs: Sequence[tuple[Any, Any]]) -> Any:
+        from ckheur.backends import Results
+
+        res = Results()
+        for p, k in pairs:
+            res.add(float("nan"), "unsupported", f"{k.name} cannot run {p.describe()} (tile does not divide "
+                    "a dimension the kernel does not pad, or the contiguous dimension is too short)")
+        return res
+
+    batches = [(b, not_run) for b in _chunks(unsupported, 50_000)] + \
+        [(b, measurer.measure) for b in _chunks(todo, measurer.batch_pairs)]
     try:
-        for batch in _chunks(todo, measurer.batch_pairs):
-            res = measurer.measure(batch)
+        for batch, measure in batches:
+            res = measure(batch)
             stamp, clock = time.strftime("%Y-%m-%dT%H:%M:%S%z"), measurer.clock_mhz()
             rows = []
             for i, (p, k) in enumerate(batch):
@@ -118,7 +145,9 @@ def run(cfg: Any, ctx: Context) -> dict:
     wall = time.perf_counter() - t0
     measured = sum(statuses.values())
     summary = {"dataset": str(out), "backend": measurer.name, "problems": len(problems),
-               "pool": len(pool.kernels), "pairs_total": total_pairs, "pairs_skipped_existing": total_pairs - len(todo),
+               "problems_skipped": [{"problem": d, "reason": r} for d, r in skipped],
+               "pool": len(pool.kernels), "pairs_total": total_pairs,
+               "pairs_skipped_existing": total_pairs - len(todo) - len(unsupported),
                "attempts": measured, "by_status": dict(statuses), "wall_s": round(wall, 3),
                "measurements_per_s": round(measured / wall, 1) if wall > 0 else None,
                "interrupted": interrupted}

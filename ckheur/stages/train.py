@@ -134,7 +134,7 @@ def run(cfg: Any, ctx: Context) -> dict:
             "categorical": list(engine.CATEGORICAL), "analytic": analytic,
             "analytic_params": sim_params if analytic else None, "objective": objective, "arch": arch,
             "op": {"family": op["family"], "direction": op["direction"], "dtype": op["dtype"]},
-            "ckheur_version": __version__}
+            "op_config": op, "ckheur_version": __version__}
     everything = np.arange(len(tb.X))
     if warm is not None:
         why = incompatibilities(warm.spec, spec)

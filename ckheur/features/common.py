@@ -1,0 +1,64 @@
+"""Feature logic shared by operator engines: how a kernel's tiles cover an (implicit) GEMM.
+
+Inputs are broadcastable arrays: problem columns shaped [P, 1], kernel columns [1, K].
+"""
+
+from __future__ import annotations
+
+from typing import Any, Mapping
+
+import numpy as np
+
+from ckheur.sim import PIPELINES, predict_latency_ms
+
+
+def lds_budget(arch: Mapping[str, Any], pipe: np.ndarray) -> np.ndarray:
+    """LDS bytes each kernel's pipeline may use on the arch (pipe: indices into PIPELINES)."""
+    cg = arch["codegen"]
+    per = np.array([float(arch["lds_bytes"]) * cg.get("lds_budget_fraction", {}).get(
+        p, cg.get("default_lds_budget_fraction", 1.0)) for p in PIPELINES])
+    return per[pipe]
+
+
+def tile_coverage(M: np.ndarray, N: np.ndarray, K: np.ndarray, G: np.ndarray, kern: Mapping[str, np.ndarray],
+                  arch: Mapping[str, Any], k_splits: np.ndarray | float = 1.0) -> dict[str, np.ndarray]:
+    """Tile and wave quantization of a batch-G GEMM by each kernel's tile_m/n/k.
+
+    eff_* is the useful fraction of the padded work per dimension (M / (tiles_m * tile_m)),
+    not the fill of the last tile; cu_util is the fraction of CUs with at least one workgroup.
+    """
+    cus = float(arch["num_cus"])
+    tm, tn, tk = kern["tm"], kern["tn"], kern["tk"]
+    tiles_m, tiles_n = np.ceil(M / tm), np.ceil(N / tn)
+    k_iters = np.ceil(np.ceil(K / k_splits) / tk)
+    eff_m, eff_n = M / (tiles_m * tm), N / (tiles_n * tn)
+    eff_k = K / (k_iters * k_splits * tk)
+    wgs = G * tiles_m * tiles_n * k_splits
+    occ = np.maximum(1.0, np.minimum(np.floor(float(arch["lds_bytes"]) / kern["lds"]),
+                                     np.floor(float(arch["max_waves_per_cu"]) / kern["waves"])))
+    slots = cus * occ
+    rounds = np.ceil(wgs / slots)
+    return {
+        "tiles_m": tiles_m, "tiles_n": tiles_n, "k_iters": k_iters, "eff_m": eff_m, "eff_n": eff_n, "eff_k": eff_k,
+        "eff_mnk": eff_m * eff_n * eff_k, "wgs": wgs, "occupancy": occ, "wave_rounds": rounds,
+        "wave_eff": wgs / (rounds * slots), "wgs_per_cu": wgs / cus, "cu_util": np.minimum(1.0, wgs / cus),
+        "m_over_tm": M / tm, "n_over_tn": N / tn, "k_over_tk": K / tk,
+        "lds_budget_frac": kern["lds"] / lds_budget(arch, kern["pipe"]),
+        "padded_flops": 2.0 * G * tiles_m * tm * tiles_n * tn * k_iters * k_splits * tk,
+    }
+
+
+def to_matrix(cols: Mapping[str, Any], names: list[str], n_problems: int, n_kernels: int) -> np.ndarray:
+    """Stack named [P, K]-broadcastable columns into a float32 [P*K, F] matrix (problem-major)."""
+    out = np.empty((n_problems, n_kernels, len(names)), dtype=np.float32)
+    for i, n in enumerate(names):
+        out[:, :, i] = cols[n]
+    return out.reshape(n_problems * n_kernels, len(names))
+
+
+def analytic_columns(prob: Mapping[str, np.ndarray], kern: Mapping[str, np.ndarray], arch: Mapping[str, Any],
+                     params: Mapping[str, Any], direction: str) -> dict[str, np.ndarray]:
+    """The simulator's log TFLOPS per pair, absolute and relative to the problem's best kernel."""
+    lat = predict_latency_ms(prob, kern, arch, params, direction)
+    tf = np.log(prob["flops"][:, None] / (lat * 1e-3) / 1e12)
+    return {"analytic_log_tflops": tf, "analytic_rel": tf - tf.max(axis=1, keepdims=True)}

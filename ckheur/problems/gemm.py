@@ -1,0 +1,164 @@
+"""GEMM problems: C[M x N] = A[M x K] @ B[K x N], with CK's layouts and split-K.
+
+Layout letters give A, B, C storage: r = row-major, c = column-major (CK: rcr = A row-major,
+B column-major, C row-major). The implicit-GEMM view is the problem itself with batch 1.
+"""
+
+from __future__ import annotations
+
+import numbers
+import random
+from dataclasses import asdict, dataclass
+from typing import Any, Mapping
+
+from ckheur.problems.conv import ProblemError
+
+FIELDS = ("M", "N", "K", "split_k", "layout")
+LAYOUTS = ("rcr", "rrr", "crr", "ccr")
+
+
+@dataclass(frozen=True)
+class GemmProblem:
+    """One GEMM: sizes M, N, K; split_k (K split over that many workgroups); layout."""
+
+    M: int
+    N: int
+    K: int
+    split_k: int = 1
+    layout: str = "rcr"
+
+    def __post_init__(self) -> None:
+        for f in ("M", "N", "K", "split_k"):
+            v = getattr(self, f)
+            if isinstance(v, bool) or not isinstance(v, int):
+                raise ProblemError(f"problem field {f}={v!r}: must be an integer")
+            if v < 1:
+                raise ProblemError(f"problem field {f}={v}: must be >= 1")
+        if self.layout not in LAYOUTS:
+            raise ProblemError(f"problem field layout={self.layout!r}: allowed values are {', '.join(LAYOUTS)}")
+        if self.split_k > self.K:
+            raise ProblemError(f"problem field split_k={self.split_k}: must be <= K={self.K}")
+
+    @property
+    def flops(self) -> int:
+        return 2 * self.M * self.N * self.K
+
+    def bytes_moved(self, dtype_bytes: int = 2) -> int:
+        """A + B + C bytes (each touched once)."""
+        return (self.M * self.K + self.K * self.N + self.M * self.N) * dtype_bytes
+
+    def gemm(self, direction: str = "fwd") -> tuple[int, int, int, int]:
+        """(batch, M, N, K)."""
+        return 1, self.M, self.N, self.K
+
+    def output_elems(self, direction: str = "fwd") -> int:
+        return self.M * self.N
+
+    @property
+    def group(self) -> str:
+        """Kernels are compiled for one layout: only those match."""
+        return self.layout
+
+    ndim = 2
+    filter_size = 1  # no implicit-GEMM gather
+
+    @property
+    def transposed_operands(self) -> int:
+        """Operands not stored K-contiguous (A column-major, B row-major): their tile loads transpose."""
+        return int(self.layout[0] == "c") + int(self.layout[1] == "r")
+
+    @property
+    def channels_per_group(self) -> int:
+        return self.K
+
+    def key(self) -> tuple:
+        return tuple(getattr(self, f) for f in FIELDS)
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    def describe(self) -> str:
+        return f"{self.layout} M{self.M} N{self.N} K{self.K}" + (f" split_k{self.split_k}" if self.split_k > 1 else "")
+
+
+def problem_from_dict(d: Mapping[str, Any]) -> GemmProblem:
+    """A GEMM problem from a mapping with fields M, N, K[, split_k, layout]."""
+    unknown = sorted(set(d) - set(FIELDS))
+    if unknown:
+        raise ProblemError(f"unknown problem field(s) {', '.join(unknown)}; allowed fields: {', '.join(FIELDS)}")
+    missing = [k for k in ("M", "N", "K") if k not in d]
+    if missing:
+        raise ProblemError(f"problem is missing required field(s) {', '.join(missing)}")
+    vals = {}
+    for k, v in d.items():
+        if k != "layout":
+            if isinstance(v, numbers.Integral) and not isinstance(v, bool):
+                v = int(v)
+            elif isinstance(v, float) and v.is_integer():
+                v = int(v)
+            elif isinstance(v, str) and v.strip().isdigit():
+                v = int(v)
+        vals[k] = v
+    return GemmProblem(**vals)
+
+
+# ------------------------------------------------------------------ generator
+FAMILIES = ("tiny_m", "skinny", "square", "large", "odd", "prime", "deep_k")
+_PRIMES = (1, 3, 7, 13, 31, 61, 127, 251, 509, 1021, 2039, 4093, 8191)
+_SIZES = (64, 128, 256, 384, 512, 768, 1024, 1536, 2048, 3072, 4096, 5120, 6144, 7168, 8192, 11008, 14336, 16384)
+
+
+def generate(seed: int, count: int, ndim: int = 2, families: Mapping[str, float] | None = None,
+             max_gflop: float = 20000.0, layouts: tuple[str, ...] = ("rcr",)) -> list[GemmProblem]:
+    """Draw ``count`` distinct GEMM problems from weighted shape families, deterministically."""
+    fams = dict(families or {f: 1.0 for f in FAMILIES})
+    unknown = sorted(set(fams) - set(FAMILIES))
+    if unknown:
+        raise ProblemError(f"generator family {', '.join(unknown)} unknown; allowed: {', '.join(FAMILIES)}")
+    rng = random.Random(seed)
+    names, weights = list(fams), [float(fams[f]) for f in fams]
+    out: dict[tuple, GemmProblem] = {}
+    tries = 0
+    while len(out) < count:
+        tries += 1
+        if tries > 50 * count + 1000:
+            raise ProblemError(f"generator could not draw {count} distinct problems (got {len(out)})")
+        fam = rng.choices(names, weights=weights)[0]
+        m, n, k = rng.choice(_SIZES), rng.choice(_SIZES), rng.choice(_SIZES)
+        if fam == "tiny_m":
+            m = rng.choice((1, 2, 4, 8, 16, 32, 64))
+        elif fam == "skinny":
+            n = rng.choice((16, 32, 64, 128))
+        elif fam == "square":
+            n = k = m
+        elif fam == "large":
+            m, n = rng.choice((8192, 16384, 20480, 32768)), rng.choice((4096, 7168, 8192))
+        elif fam == "odd":
+            m, n, k = (x + rng.choice((-7, -3, -1, 1, 5, 9)) for x in (m, n, k))
+        elif fam == "prime":
+            m, n = rng.choice(_PRIMES[3:]), rng.choice(_PRIMES[5:])
+        elif fam == "deep_k":
+            k = rng.choice((16384, 32768, 65536))
+            m, n = rng.choice((64, 128, 256, 512)), rng.choice((64, 128, 256, 512))
+        try:
+            p = GemmProblem(M=max(1, m), N=max(1, n), K=max(1, k), layout=rng.choice(layouts))
+        except ProblemError:
+            continue
+        if p.flops > max_gflop * 1e9:
+            continue
+        out.setdefault(p.key(), p)
+    return list(out.values())
+
+
+BATCH_FIELD = "M"  # what a source's `batch` list replaces: tokens
+
+SOURCES: dict = {}  # no extra source kinds beyond inline/generate/csv/set
+
+SLICES = {
+    "tiny M (M<=16)": lambda p, g: p.M <= 16,
+    "skinny (N<=128)": lambda p, g: p.N <= 128,
+    "square": lambda p, g: p.M == p.N == p.K,
+    "unaligned (odd/prime)": lambda p, g: any(x % 8 for x in (p.M, p.N, p.K)),
+    "deep K (K>=16384)": lambda p, g: p.K >= 16384,
+    "split-K": lambda p, g: p.split_k > 1,
+}
