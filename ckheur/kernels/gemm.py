@@ -18,7 +18,8 @@ import numpy as np
 
 from ckheur.kernels.conv import DTYPE_BYTES, KernelError
 
-COLUMNS = ("layout", "tile_m", "tile_n", "tile_k", "wave_m", "wave_n", "wave_k", "warp_tile_m", "warp_tile_n",
+# Dataset kernel columns; the layout is the problem's column (a kernel only runs its layout).
+COLUMNS = ("tile_m", "tile_n", "tile_k", "wave_m", "wave_n", "wave_k", "warp_tile_m", "warp_tile_n",
            "warp_tile_k", "pipeline", "scheduler", "epilogue", "pad_m", "pad_n", "pad_k", "persistent")
 TABLE = ("name", "layout", "tile_m", "tile_n", "tile_k", "wave", "warp_tile", "pipeline", "scheduler", "epilogue",
          "pads", "persistent", "lds_bytes")

@@ -93,7 +93,7 @@ def _read_booster(path: Path) -> Any:
 def load_bundle(path: str | Path) -> Bundle:
     """Load and verify a bundle against this ckheur's feature engine."""
     from ckheur.features import get_engine
-    from ckheur.kernels import ConvKernel
+    from ckheur.ops import get_family
 
     path = resolve_model_dir(path)
     if not path.is_dir():
@@ -124,9 +124,9 @@ def load_bundle(path: str | Path) -> Bundle:
     if spec["objective"] != "regression_log" and tflops_booster is None:
         raise BundleError(f"{path}: objective {spec['objective']} needs tflops_model.txt.gz for TFLOPS estimates")
     try:
-        kernels = [ConvKernel(**{k: v for k, v in d.items() if k in ConvKernel.__dataclass_fields__})
-                   for d in _read_json(path / "kernels.json")]
-    except TypeError as e:
+        from_traits = get_family(spec["op"]["family"]).kernels.from_traits
+        kernels = [from_traits(d) for d in _read_json(path / "kernels.json")]
+    except (TypeError, ValueError, KeyError) as e:
         raise BundleError(f"{path / 'kernels.json'}: {e}") from None
     cv = _read_json(path / "cv_metrics.json") if (path / "cv_metrics.json").exists() else {}
     return Bundle(path=path, booster=booster, tflops_booster=tflops_booster, spec=spec, kernels=kernels,

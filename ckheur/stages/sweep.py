@@ -71,8 +71,8 @@ def run(cfg: Any, ctx: Context) -> dict:
         out.rename(aside)
         print(f"sweep.overwrite: previous dataset kept aside as {aside}")
     done: set[tuple] = set()
-    if out.exists():
-        old = read_dataset(out)
+    old = read_dataset(out) if out.exists() else None
+    if old is not None and len(old):
         old = old[(old.arch == arch["name"]) & (old.direction == op["direction"]) & (old.dtype == op["dtype"])]
         if st.retry_failed:
             old = old[old.status.isin(["ok", "unsupported"])]
