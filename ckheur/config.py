@@ -346,6 +346,19 @@ class PredictSchema:
 
 
 @dataclass
+class SearchSchema:
+    method: str = "de"  # de (discrete differential evolution) or random (random top-k)
+    budget: int = 500  # model evaluations
+    top_k: int = 5
+    population: int = 24
+    mutation: float = 0.6  # DE differential weight F
+    crossover: float = 0.7  # DE crossover rate CR
+    seed: int = 0
+    model_dir: Optional[str] = None  # default: as stage=predict (real model, else simulated, else analytic)
+    full_pool_max: int = 50000  # also score the whole legal pool when it is at most this large
+
+
+@dataclass
 class ProblemSchema:
     """A single problem for stage=predict: the op family's field names, or a MIOpenDriver line."""
 
@@ -406,6 +419,7 @@ class Config:
     train: TrainSchema = field(default_factory=TrainSchema)
     evaluate: EvaluateSchema = field(default_factory=EvaluateSchema)
     predict: PredictSchema = field(default_factory=PredictSchema)
+    search: SearchSchema = field(default_factory=SearchSchema)
     problem: ProblemSchema = field(default_factory=ProblemSchema)
     seed: int = 0
 

@@ -111,15 +111,21 @@ class Selector:
             ks = [ks[i] for i in idx]
             feats = {k: v[idx] for k, v in feats.items()} if feats is not None else None
             sim_kern = {k: v[idx] for k, v in sim_kern.items()}
-        if self.booster is None:
-            tf = self._analytic_tflops(p, sim_kern)
-            return ks, tf, tf
-        idx = None
-        if len(ks) > self.cascade_threshold:
+        if self.booster is not None and len(ks) > self.cascade_threshold:
             # Cascade: the analytic model pre-ranks, the learned model scores its top candidates.
             idx = np.argsort(-self._analytic_tflops(p, sim_kern), kind="stable")[: self.cascade_top]
             ks = [ks[i] for i in idx]
             feats = {k: v[idx] for k, v in feats.items()}
+            sim_kern = {k: v[idx] for k, v in sim_kern.items()}
+        scores, tflops = self.predict_arrays(p, feats, sim_kern)
+        return ks, scores, tflops
+
+    def predict_arrays(self, p: Any, feats: Mapping[str, np.ndarray] | None,
+                       sim_kern: Mapping[str, np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
+        """(scores, predicted TFLOPS) of kernels given as precomputed arrays (engine, simulator)."""
+        if self.booster is None:
+            tf = self._analytic_tflops(p, sim_kern)
+            return tf, tf
         prob = self.engine.problem_arrays([p], self.direction)
         analytic = {**self.analytic_params, "dtype": self.dtype} if self.analytic_params else None
         X = self.engine.features(prob, feats, self.arch, self.direction, analytic)
@@ -132,7 +138,7 @@ class Selector:
                 # Scores are predicted fractions of the best: scale by the best TFLOPS estimate so
                 # the TFLOPS shown agree with the ranking.
                 tflops = np.clip(scores, 1e-3, None) / max(scores.max(), 1e-3) * tflops.max()
-        return ks, scores, tflops
+        return scores, tflops
 
     def scores(self, problem: Any) -> tuple[list, np.ndarray, np.ndarray]:
         """(kernels, scores, predicted TFLOPS) over the pool for a problem (cached)."""

@@ -11,7 +11,8 @@ from typing import Any
 from omegaconf import DictConfig, OmegaConf
 
 STAGES = {"list": "ckheur.stages.list_stage", "sweep": "ckheur.stages.sweep", "import": "ckheur.stages.import_stage",
-          "train": "ckheur.stages.train", "evaluate": "ckheur.stages.evaluate", "predict": "ckheur.stages.predict"}
+          "train": "ckheur.stages.train", "evaluate": "ckheur.stages.evaluate", "predict": "ckheur.stages.predict",
+          "search": "ckheur.stages.search"}
 
 
 class StageError(RuntimeError):

@@ -9,19 +9,25 @@ from typing import Any
 from ckheur.stages import Context, StageError, plain
 
 
-def load_selector(cfg: Any, op: dict, arch: dict) -> tuple[Any, str]:
-    """The trained model for op/dtype/arch, or the analytic model when there is none (labeled)."""
+def load_selector(cfg: Any, op: dict, arch: dict, model_dir: str | None = None) -> tuple[Any, str]:
+    """The trained model for op/dtype/arch, or the analytic model when there is none (labeled).
+
+    Looks in ``model_dir`` if given, else in paths.models, then (for an op with no real-data
+    model) in paths.sim_models, saying which it used."""
     from ckheur.kernels import enumerate_pool
     from ckheur.models.bundle import resolve_model_dir
     from ckheur.models.selector import Selector
 
-    model_dir = resolve_model_dir(cfg.predict.model_dir or Path(cfg.paths.models) / op["model_name"])
+    explicit = model_dir or cfg.predict.model_dir
+    model_dir = resolve_model_dir(explicit or Path(cfg.paths.models) / op["model_name"])
+    if not explicit and not model_dir.is_dir() and (Path(cfg.paths.sim_models) / op["model_name"]).is_dir():
+        model_dir = Path(cfg.paths.sim_models) / op["model_name"]
     if model_dir.is_dir():
         sel = Selector.load(model_dir)
         kind = json.loads((model_dir / "train_manifest.json").read_text()).get("data_kind", "unknown")
         return sel, f"model {model_dir} (trained on {kind} data)"
-    if cfg.predict.model_dir:
-        raise StageError(f"predict.model_dir={model_dir} not found")
+    if explicit:
+        raise StageError(f"model dir {model_dir} not found")
     pool = enumerate_pool(op, arch, cfg.kernels.filter).kernels
     return (Selector.analytic(pool, arch, op["direction"], op["dtype"], op=op),
             f"ANALYTIC MODEL (fallback: no trained model {model_dir} for {op['model_name']})")
@@ -52,8 +58,11 @@ def run(cfg: Any, ctx: Context) -> dict:
     k = int(cfg.predict.k)
     single = _problem(cfg, op["family"])
     if single is not None:
-        ranked = selector.rank(single, k=k)
-        rows = [(i + 1, name, f"{tf:.2f}", f"{single.flops / (tf * 1e12) * 1e3:.4f}" if tf > 0 else "-")
+        try:
+            ranked = selector.rank(single, k=k)
+        except ValueError as e:
+            raise StageError(str(e)) from None
+        rows = [(i + 1, name, f"{tf:.2f}", f"{single.flops / (tf * 1e12) * 1e3:.4g}" if tf > 0 else "-")
                 for i, (name, tf) in enumerate(ranked)]
         print(f"{op['direction']} {op['dtype']} on {arch['name']}: {single.describe()} ({single.flops / 1e9:.3f} GFLOP)")
         print(f"ranked by: {label}")
