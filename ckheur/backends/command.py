@@ -1,8 +1,10 @@
 """backend=command: an external benchmark command per (problem, kernel).
 
-The template is formatted with the problem's fields, the kernel's traits and name,
-``{miopen_args}`` (the problem as MIOpenDriver flags) and ``{miopen_direction}`` (1, 2, 4),
-split like a shell line and run without a shell. ``regex``'s first group is the time.
+The template is formatted with the problem's fields, the kernel's traits and name, and for
+convolutions ``{miopen_args}`` (the problem as MIOpenDriver flags), ``{miopen_command}`` and
+``{miopen_direction}`` (1, 2, 4); it is split like a shell line and run without a shell.
+``regex``'s first group is the time. For a CK GEMM benchmark binary, for example:
+``benchmark_{kernel} -m={M} -n={N} -k={K} -split_k={split_k}``.
 """
 
 from __future__ import annotations
@@ -31,10 +33,10 @@ def make(cfg: Mapping[str, Any], op: Mapping[str, Any], arch: Mapping[str, Any])
     def measure(pairs: Sequence[tuple[Any, Any]]) -> Results:
         out = Results()
         for p, k in pairs:
-            fields = {**p.to_dict(), **k.traits(), "kernel": k.name, "arch": arch["name"],
-                      "miopen_args": to_miopen(p, op["dtype"]).split(" ", 1)[1],
-                      "miopen_command": to_miopen(p, op["dtype"]).split(" ", 1)[0],
-                      "miopen_direction": direction_flag}
+            fields = {**p.to_dict(), **k.traits(), "kernel": k.name, "arch": arch["name"]}
+            if op["family"] == "grouped_conv":
+                command, args = to_miopen(p, op["dtype"]).split(" ", 1)
+                fields.update(miopen_args=args, miopen_command=command, miopen_direction=direction_flag)
             try:
                 argv = shlex.split(cfg["template"].format(**fields))
             except (KeyError, IndexError) as e:
