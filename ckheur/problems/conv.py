@@ -13,10 +13,11 @@ A 2D problem is the 3D one with Di=Z=1, stride_d=dilation_d=1, pad_d=0.
 
 from __future__ import annotations
 
-import numbers
 import random
 from dataclasses import asdict, dataclass, fields
 from typing import Any, Mapping
+
+from ckheur.problems.base import ProblemError, checked_fields, draw_distinct
 
 DIRECTIONS = ("fwd", "bwd_data", "bwd_weight")
 
@@ -29,10 +30,6 @@ CONV_FIELDS = (
 _MIN_ONE = {"N", "C", "K", "G", "Di", "Hi", "Wi", "Z", "Y", "X",
             "stride_d", "stride_h", "stride_w", "dilation_d", "dilation_h", "dilation_w"}
 _DEFAULTS_3D = {"Di": 1, "Z": 1, "stride_d": 1, "pad_d": 0, "dilation_d": 1}
-
-
-class ProblemError(ValueError):
-    """A problem description is invalid; the message names the field and value."""
 
 
 def _out_size(size: int, pad: int, dilation: int, filt: int, stride: int) -> int:
@@ -177,23 +174,7 @@ class ConvProblem:
 
 def problem_from_dict(d: Mapping[str, Any]) -> ConvProblem:
     """Build a problem from a mapping with CK's field names; unknown fields are an error."""
-    unknown = sorted(set(d) - set(CONV_FIELDS))
-    if unknown:
-        raise ProblemError(
-            f"unknown problem field(s) {', '.join(unknown)}; allowed fields: {', '.join(CONV_FIELDS)}")
-    missing = [k for k in ("N", "C", "K") if k not in d]
-    if missing:
-        raise ProblemError(f"problem is missing required field(s) {', '.join(missing)}")
-    vals = {}
-    for k, v in d.items():
-        if isinstance(v, numbers.Integral) and not isinstance(v, bool):
-            v = int(v)
-        elif isinstance(v, float) and v.is_integer():
-            v = int(v)
-        elif isinstance(v, str) and v.strip().lstrip("-").isdigit():
-            v = int(v)
-        vals[k] = v
-    return ConvProblem(**vals)
+    return ConvProblem(**checked_fields(d, CONV_FIELDS, ("N", "C", "K"), ()))
 
 
 FIELDS = CONV_FIELDS
@@ -255,28 +236,16 @@ def _sample(rng: random.Random, family: str, ndim: int) -> dict[str, int]:
 def generate(seed: int, count: int, ndim: int = 2, families: Mapping[str, float] | None = None,
              max_gflop: float = 20000.0) -> list[ConvProblem]:
     """Draw ``count`` distinct valid problems from weighted shape families, deterministically."""
-    fams = dict(families or {f: 1.0 for f in FAMILIES if (f == "conv3d") == (ndim == 3)})
-    unknown = sorted(set(fams) - set(FAMILIES))
-    if unknown:
-        raise ProblemError(f"generator family {', '.join(unknown)} unknown; allowed: {', '.join(FAMILIES)}")
-    rng = random.Random(seed)
-    names, weights = list(fams), [float(fams[f]) for f in fams]
-    out: dict[tuple, ConvProblem] = {}
-    tries = 0
-    while len(out) < count:
-        tries += 1
-        if tries > 50 * count + 1000:
-            raise ProblemError(f"generator could not draw {count} distinct problems (got {len(out)})")
-        fam = rng.choices(names, weights=weights)[0]
-        try:
-            p = problem_from_dict(_sample(rng, fam, ndim))
-        except ProblemError:
-            continue
-        if p.flops > max_gflop * 1e9 or p.ndim != ndim:
-            continue
-        out.setdefault(p.key(), p)
-    return list(out.values())
 
+    def sample(rng: random.Random, family: str) -> ConvProblem | None:
+        try:
+            p = problem_from_dict(_sample(rng, family, ndim))
+        except ProblemError:
+            return None
+        return p if p.flops <= max_gflop * 1e9 and p.ndim == ndim else None
+
+    fams = dict(families or {f: 1.0 for f in FAMILIES if (f == "conv3d") == (ndim == 3)})
+    return draw_distinct(seed, count, fams, FAMILIES, sample)
 
 def _read_miopen(path: Any) -> list[ConvProblem]:
     from ckheur.problems.miopen import read_miopen_file

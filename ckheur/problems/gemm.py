@@ -6,12 +6,11 @@ B column-major, C row-major). The implicit-GEMM view is the problem itself with 
 
 from __future__ import annotations
 
-import numbers
 import random
 from dataclasses import asdict, dataclass
 from typing import Any, Mapping
 
-from ckheur.problems.conv import ProblemError
+from ckheur.problems.base import ProblemError, checked_fields, draw_distinct
 
 FIELDS = ("M", "N", "K", "split_k", "layout")
 LAYOUTS = ("rcr", "rrr", "crr", "ccr")
@@ -83,23 +82,7 @@ class GemmProblem:
 
 def problem_from_dict(d: Mapping[str, Any]) -> GemmProblem:
     """A GEMM problem from a mapping with fields M, N, K[, split_k, layout]."""
-    unknown = sorted(set(d) - set(FIELDS))
-    if unknown:
-        raise ProblemError(f"unknown problem field(s) {', '.join(unknown)}; allowed fields: {', '.join(FIELDS)}")
-    missing = [k for k in ("M", "N", "K") if k not in d]
-    if missing:
-        raise ProblemError(f"problem is missing required field(s) {', '.join(missing)}")
-    vals = {}
-    for k, v in d.items():
-        if k != "layout":
-            if isinstance(v, numbers.Integral) and not isinstance(v, bool):
-                v = int(v)
-            elif isinstance(v, float) and v.is_integer():
-                v = int(v)
-            elif isinstance(v, str) and v.strip().isdigit():
-                v = int(v)
-        vals[k] = v
-    return GemmProblem(**vals)
+    return GemmProblem(**checked_fields(d, FIELDS, ("M", "N", "K"), ("layout",)))
 
 
 # ------------------------------------------------------------------ generator
@@ -111,44 +94,31 @@ _SIZES = (64, 128, 256, 384, 512, 768, 1024, 1536, 2048, 3072, 4096, 5120, 6144,
 def generate(seed: int, count: int, ndim: int = 2, families: Mapping[str, float] | None = None,
              max_gflop: float = 20000.0, layouts: tuple[str, ...] = ("rcr",)) -> list[GemmProblem]:
     """Draw ``count`` distinct GEMM problems from weighted shape families, deterministically."""
-    fams = dict(families or {f: 1.0 for f in FAMILIES})
-    unknown = sorted(set(fams) - set(FAMILIES))
-    if unknown:
-        raise ProblemError(f"generator family {', '.join(unknown)} unknown; allowed: {', '.join(FAMILIES)}")
-    rng = random.Random(seed)
-    names, weights = list(fams), [float(fams[f]) for f in fams]
-    out: dict[tuple, GemmProblem] = {}
-    tries = 0
-    while len(out) < count:
-        tries += 1
-        if tries > 50 * count + 1000:
-            raise ProblemError(f"generator could not draw {count} distinct problems (got {len(out)})")
-        fam = rng.choices(names, weights=weights)[0]
+
+    def sample(rng: random.Random, family: str) -> GemmProblem | None:
         m, n, k = rng.choice(_SIZES), rng.choice(_SIZES), rng.choice(_SIZES)
-        if fam == "tiny_m":
+        if family == "tiny_m":
             m = rng.choice((1, 2, 4, 8, 16, 32, 64))
-        elif fam == "skinny":
+        elif family == "skinny":
             n = rng.choice((16, 32, 64, 128))
-        elif fam == "square":
+        elif family == "square":
             n = k = m
-        elif fam == "large":
+        elif family == "large":
             m, n = rng.choice((8192, 16384, 20480, 32768)), rng.choice((4096, 7168, 8192))
-        elif fam == "odd":
+        elif family == "odd":
             m, n, k = (x + rng.choice((-7, -3, -1, 1, 5, 9)) for x in (m, n, k))
-        elif fam == "prime":
+        elif family == "prime":
             m, n = rng.choice(_PRIMES[3:]), rng.choice(_PRIMES[5:])
-        elif fam == "deep_k":
+        elif family == "deep_k":
             k = rng.choice((16384, 32768, 65536))
             m, n = rng.choice((64, 128, 256, 512)), rng.choice((64, 128, 256, 512))
         try:
             p = GemmProblem(M=max(1, m), N=max(1, n), K=max(1, k), layout=rng.choice(layouts))
         except ProblemError:
-            continue
-        if p.flops > max_gflop * 1e9:
-            continue
-        out.setdefault(p.key(), p)
-    return list(out.values())
+            return None
+        return p if p.flops <= max_gflop * 1e9 else None
 
+    return draw_distinct(seed, count, dict(families or {f: 1.0 for f in FAMILIES}), FAMILIES, sample)
 
 BATCH_FIELD = "M"  # what a source's `batch` list replaces: tokens
 

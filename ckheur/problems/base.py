@@ -1,0 +1,57 @@
+"""What every problem type shares: the error type and seeded generation of distinct problems."""
+
+from __future__ import annotations
+
+import numbers
+import random
+from typing import Any, Callable, Mapping, Sequence
+
+
+class ProblemError(ValueError):
+    """A problem description is invalid; the message names the field and value."""
+
+
+def draw_distinct(seed: int, count: int, families: Mapping[str, float], allowed: Sequence[str],
+                  sample: Callable[[random.Random, str], Any]) -> list:
+    """``count`` distinct problems from weighted shape families, deterministically for a seed.
+
+    ``sample(rng, family)`` returns one problem, or None to draw again (invalid or filtered).
+    """
+    unknown = sorted(set(families) - set(allowed))
+    if unknown:
+        raise ProblemError(f"generator family {', '.join(unknown)} unknown; allowed: {', '.join(allowed)}")
+    rng = random.Random(seed)
+    names, weights = list(families), [float(families[f]) for f in families]
+    out: dict[tuple, Any] = {}
+    tries = 0
+    while len(out) < count:
+        tries += 1
+        if tries > 50 * count + 1000:
+            raise ProblemError(f"generator could not draw {count} distinct problems (got {len(out)})")
+        p = sample(rng, rng.choices(names, weights=weights)[0])
+        if p is not None:
+            out.setdefault(p.key(), p)
+    return list(out.values())
+
+
+def checked_fields(d: Mapping[str, Any], allowed: Sequence[str], required: Sequence[str],
+                   text: Sequence[str] = ()) -> dict[str, Any]:
+    """Problem fields from a mapping: unknown or missing names are errors; integral floats,
+    numpy integers and digit strings become ints (fields in ``text`` stay as given)."""
+    unknown = sorted(set(d) - set(allowed))
+    if unknown:
+        raise ProblemError(f"unknown problem field(s) {', '.join(unknown)}; allowed fields: {', '.join(allowed)}")
+    missing = [k for k in required if k not in d]
+    if missing:
+        raise ProblemError(f"problem is missing required field(s) {', '.join(missing)}")
+    out = {}
+    for k, v in d.items():
+        if k not in text:
+            if isinstance(v, numbers.Integral) and not isinstance(v, bool):
+                v = int(v)
+            elif isinstance(v, float) and v.is_integer():
+                v = int(v)
+            elif isinstance(v, str) and v.strip().lstrip("-").isdigit():
+                v = int(v)
+        out[k] = v
+    return out
