@@ -37,7 +37,6 @@ def time_queries(fn, problems) -> list[float]:
 def dataframe_path(sel):
     """CK's approach with the same features and model: per query, one feature row (a dict) per
     candidate kernel, a pandas DataFrame of those rows, then the model on the DataFrame."""
-    import numpy as np
     import pandas as pd
 
     eng, names = sel.engine, sel.engine.feature_names(False)

@@ -51,7 +51,6 @@ def test_sim_sweep_writes_versioned_dataset(tmp_path):
     assert len(df) == 600 and (df.status == "ok").all() and (df.backend == "sim").all()
     assert df.schema_version.unique().tolist() == [1]
     # tflops is derived from the problem's FLOPs and the latency.
-    flops = 2 * df.N * df.K * df.Ho if "Ho" in df else None
     from ckheur.problems import problem_from_dict
     row = df.iloc[7]
     p = problem_from_dict({c: row[c] for c in CONV_FIELDS})

@@ -8,7 +8,7 @@ from __future__ import annotations
 from typing import Any, Mapping, Sequence
 
 from ckheur.backends import Measurer, Results
-from ckheur.problems.conv import CONV_FIELDS
+from ckheur.ops import get_family
 
 
 def make(cfg: Mapping[str, Any], op: Mapping[str, Any], arch: Mapping[str, Any]) -> Measurer:
@@ -18,7 +18,7 @@ def make(cfg: Mapping[str, Any], op: Mapping[str, Any], arch: Mapping[str, Any])
         raise DatasetError("backend=replay needs backend.paths=[dataset or CK CSV, ...]")
     df = read_dataset(cfg["paths"])
     df = df[(df.arch == arch["name"]) & (df.direction == op["direction"]) & (df.dtype == op["dtype"])]
-    cols = [*CONV_FIELDS, "kernel"]
+    cols = [*get_family(op["family"]).problems.FIELDS, "kernel"]
     table = {tuple(r[:-4]): r[-4:] for r in df[cols + ["latency_ms", "latency_spread_ms", "status", "error"]]
              .itertuples(index=False, name=None)}
     sources = ", ".join(map(str, cfg["paths"]))
