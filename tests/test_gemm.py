@@ -143,9 +143,9 @@ def test_llm_shapes_set():
     assert GemmProblem(M=1024, N=28672, K=4096).key() in {p.key() for p in probs}  # Llama-3 8B gate/up
     assert GemmProblem(M=64, N=4096, K=7168).key() in {p.key() for p in probs}  # DeepSeek-V3 expert
     with pytest.raises(ProblemError, match="has no gemm problems"):
-        from ckheur.problems import _set_node, load_problem_set
+        from ckheur.problems import load_problem_set, set_node
 
-        load_problem_set(plain(_set_node("nets")), "gemm")
+        load_problem_set(plain(set_node("nets")), "gemm")
 
 
 def _search(compose, **kw):

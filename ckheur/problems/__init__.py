@@ -14,7 +14,7 @@ from ckheur.problems.sources import CONF_DIR, dedupe, load_source, shard
 
 __all__ = [
     "CONV_FIELDS", "DIRECTIONS", "ConvProblem", "ProblemError", "problem_from_dict",
-    "parse_miopen", "load_problem_set", "load_named_set", "shipped_sets",
+    "parse_miopen", "load_problem_set", "load_named_set", "set_node", "shipped_sets",
 ]
 
 
@@ -23,7 +23,7 @@ def shipped_sets() -> list[str]:
     return sorted(p.stem for p in (CONF_DIR / "problems").glob("*.yaml"))
 
 
-def _set_node(name: str) -> Any:
+def set_node(name: str) -> Any:
     """The validated config node of a shipped set (same schema as composition)."""
     from omegaconf import OmegaConf
 
@@ -41,7 +41,7 @@ def load_named_set(name: str, family: str = "grouped_conv", _stack: tuple[str, .
     """All problems of a family in a shipped set (no sharding)."""
     if name in _stack:
         raise ProblemError(f"problem set {name!r} includes itself via {' -> '.join(_stack)}")
-    return _build(_plain(_set_node(name)), family, _stack + (name,), apply_shard=False)
+    return _build(_plain(set_node(name)), family, _stack + (name,), apply_shard=False)
 
 
 def load_problem_set(node: Mapping[str, Any], family: str = "grouped_conv") -> list:

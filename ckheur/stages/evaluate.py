@@ -21,16 +21,15 @@ def _eval_data(cfg: Any, ctx: Context, op: dict, arch: dict) -> list[Path]:
         name = cfg.evaluate.problems
         paths = [dataset_dir(cfg.paths.data, op, arch["name"], name)]
         if not paths[0].exists() and cfg.backend.name == "sim":
-            from omegaconf import OmegaConf, open_dict
+            from omegaconf import open_dict
 
-            from ckheur.problems import _set_node
+            from ckheur.problems import set_node
             from ckheur.stages import sweep
 
             print(f"evaluate: no dataset for problems={name}; measuring it through backend=sim first")
             sub = cfg.copy()
             with open_dict(sub):
-                sub.problems = _set_node(name)
-            OmegaConf.set_readonly(sub, False)
+                sub.problems = set_node(name)
             sweep.run(sub, Context(output_dir=ctx.output_dir / "sweep_eval", choices=ctx.choices))
     missing = [str(p) for p in paths if not p.exists()]
     if missing:

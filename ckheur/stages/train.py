@@ -57,20 +57,17 @@ def run(cfg: Any, ctx: Context) -> dict:
     import lightgbm as lgb
 
     from ckheur import __version__
-    from ckheur.dataset import DatasetError, read_dataset
+    from ckheur.dataset import read_dataset
     from ckheur.features import get_engine
     from ckheur.kernels import enumerate_pool
-    from ckheur.models.bundle import BundleError, incompatibilities, load_bundle, save_bundle
+    from ckheur.models.bundle import incompatibilities, load_bundle, save_bundle
     from ckheur.models.training import TrainingError, build_table, cross_validate, fit
     from ckheur.sim import load_params
 
     op, arch, model = plain(cfg.op), plain(cfg.arch), plain(cfg.model)
     engine = get_engine(op["family"])
     paths = data_paths(cfg, op, arch, list(cfg.data.paths), cfg.problems.name)
-    try:
-        df = read_dataset(paths)
-    except DatasetError as e:
-        raise StageError(str(e)) from None
+    df = read_dataset(paths)
     pool = enumerate_pool(op, arch, cfg.kernels.filter).kernels
     hashes = {str(p): sha256_of(p) for p in paths}
     leaky_data = bool(_calibration_hashes() & set(hashes.values()))
@@ -101,12 +98,7 @@ def run(cfg: Any, ctx: Context) -> dict:
     backends = sorted(set(df.backend.dropna()))
     simulated = "sim" in backends
 
-    warm = None
-    if cfg.train.warm_start:
-        try:
-            warm = load_bundle(cfg.train.warm_start)
-        except BundleError as e:
-            raise StageError(str(e)) from None
+    warm = load_bundle(cfg.train.warm_start) if cfg.train.warm_start else None
     seed = int(cfg.seed)
     cat = lambda names: [names.index(c) for c in engine.CATEGORICAL]  # noqa: E731
     results = []
