@@ -252,3 +252,24 @@ def test_dataset_errors(tmp_path):
         write_part(tmp_path / "x.parquet", [{"op": "x"}])
     with pytest.raises(DatasetError, match="lack dataset columns"):
         write_part(tmp_path / "x.parquet", [{"op": "gemm/fwd"}])
+
+
+@pytest.mark.parametrize("fields", [
+    dict(N=2, C=6, K=4, G=2, Hi=7, Wi=6, Y=3, X=2, pad_h=1, stride_w=2, dilation_h=2),
+    dict(N=1, C=4, K=6, G=1, Di=4, Hi=5, Wi=5, Z=3, Y=3, X=1, pad_d=1, pad_h=1, stride_d=2, stride_h=2),
+])
+def test_worker_references_are_mutual_adjoints(fields):
+    """<fwd(x, w), dy> = <x, bwd_data(dy, w)> = <w, bwd_weight(x, dy)>: the three references agree."""
+    from ckheur.backends.hip_worker import _shapes, reference
+    from ckheur.problems import problem_from_dict
+
+    p = problem_from_dict(fields).to_dict()
+    sh = _shapes(p)
+    rng = np.random.default_rng(0)
+    x, w, dy = (rng.standard_normal(sh[k]) for k in ("in", "wei", "out"))
+    y = reference("fwd", x, w, dy, p, sh["out"])
+    dx = reference("bwd_data", x, w, dy, p, sh["out"])
+    dw = reference("bwd_weight", x, w, dy, p, sh["out"])
+    assert y.shape == sh["out"] and dx.shape == sh["in"] and dw.shape == sh["wei"]
+    assert np.vdot(y, dy) == pytest.approx(np.vdot(x, dx), rel=1e-9)
+    assert np.vdot(y, dy) == pytest.approx(np.vdot(w, dw), rel=1e-9)

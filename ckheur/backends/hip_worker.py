@@ -39,18 +39,40 @@ def _shapes(p: dict) -> dict[str, tuple]:
             "out": (p["N"], do, ho, wo, g, kg)}
 
 
-def reference_fwd(x: np.ndarray, w: np.ndarray, p: dict, out_shape: tuple) -> np.ndarray:
-    """Direct grouped convolution forward in float64 (small problems only)."""
-    n, do, ho, wo, g, kg = out_shape
-    xp = np.pad(x.astype(np.float64), ((0, 0), (p["pad_d"],) * 2, (p["pad_h"],) * 2, (p["pad_w"],) * 2, (0, 0), (0, 0)))
-    y = np.zeros(out_shape)
+def _windows(p: dict, out_shape: tuple):
+    """(z, y, x, slices into the padded input) of every filter tap, for NDHWGC tensors."""
+    _, do, ho, wo, _, _ = out_shape
     for z in range(p["Z"]):
         for r in range(p["Y"]):
             for s in range(p["X"]):
                 d0, h0, w0 = z * p["dilation_d"], r * p["dilation_h"], s * p["dilation_w"]
-                patch = xp[:, d0:d0 + p["stride_d"] * do:p["stride_d"], h0:h0 + p["stride_h"] * ho:p["stride_h"],
-                           w0:w0 + p["stride_w"] * wo:p["stride_w"]]
-                y += np.einsum("ndhwgc,gkc->ndhwgk", patch, w[:, :, z, r, s, :].astype(np.float64))
+                yield z, r, s, (slice(None), slice(d0, d0 + p["stride_d"] * do, p["stride_d"]),
+                                slice(h0, h0 + p["stride_h"] * ho, p["stride_h"]),
+                                slice(w0, w0 + p["stride_w"] * wo, p["stride_w"]))
+
+
+def _pad(p: dict) -> tuple:
+    return ((0, 0), (p["pad_d"],) * 2, (p["pad_h"],) * 2, (p["pad_w"],) * 2, (0, 0), (0, 0))
+
+
+def reference(direction: str, x: np.ndarray, w: np.ndarray, dy: np.ndarray, p: dict, out_shape: tuple) -> np.ndarray:
+    """Direct grouped convolution in float64 (small problems only): the tensor the direction
+    writes (fwd: y from x, w; bwd_data: dx from dy, w; bwd_weight: dw from x, dy)."""
+    if direction == "bwd_data":
+        dxp = np.zeros(np.pad(x, _pad(p)).shape)
+        for z, r, s, win in _windows(p, out_shape):
+            dxp[win] += np.einsum("ndhwgk,gkc->ndhwgc", dy.astype(np.float64), w[:, :, z, r, s, :].astype(np.float64))
+        return dxp[:, p["pad_d"]:dxp.shape[1] - p["pad_d"], p["pad_h"]:dxp.shape[2] - p["pad_h"],
+                   p["pad_w"]:dxp.shape[3] - p["pad_w"]]
+    xp = np.pad(x.astype(np.float64), _pad(p))
+    if direction == "bwd_weight":
+        dw = np.zeros(w.shape)
+        for z, r, s, win in _windows(p, out_shape):
+            dw[:, :, z, r, s, :] = np.einsum("ndhwgk,ndhwgc->gkc", dy.astype(np.float64), xp[win])
+        return dw
+    y = np.zeros(out_shape)
+    for z, r, s, win in _windows(p, out_shape):
+        y += np.einsum("ndhwgc,gkc->ndhwgk", xp[win], w[:, :, z, r, s, :].astype(np.float64))
     return y
 
 
@@ -149,8 +171,9 @@ def run_job(job: dict, libs: dict) -> dict:
             nz = float(np.count_nonzero(result)) / result.size
             if nz < 0.99:
                 return {"status": "wrong_result", "error": f"non-zero fraction {nz:.3f} of the output"}
-            if job["direction"] == "fwd" and job.get("small"):
-                ref = reference_fwd(mem.read(0, "in"), mem.read(0, "wei"), p, shapes["out"])
+            if job.get("small"):
+                ref = reference(job["direction"], mem.read(0, "in"), mem.read(0, "wei"), mem.read(0, "out"), p,
+                                shapes["out"])
                 err = np.max(np.abs(result - ref)) / (np.max(np.abs(ref)) + 1e-12)
                 if err > job.get("rtol", 2e-2):
                     return {"status": "wrong_result", "error": f"max relative error {err:.3g} vs reference"}
