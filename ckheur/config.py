@@ -336,6 +336,7 @@ class EvaluateSchema:
     gate_p10_pts: float = 2.0
     gate_max_loss_pts: float = 10.0
     plots: bool = True
+    cascade: bool = True  # large pools: analytic pre-rank, model on the top 256 (false: model on all)
 
 
 @dataclass

@@ -108,7 +108,7 @@ def run(cfg: Any, ctx: Context) -> dict:
     simulated = "sim" in set(df.backend)
     model_dir = Path(cfg.evaluate.model_dir) if cfg.evaluate.model_dir else \
         Path(cfg.paths.sim_models if simulated else cfg.paths.models) / op["model_name"]
-    selector = Selector.load(model_dir)
+    selector = Selector.load(model_dir, **({} if cfg.evaluate.cascade else {"cascade_threshold": 10**9}))
     rows, skipped, pairs = per_problem(df, selector, op["direction"])
     if not rows:
         raise StageError(f"no problem could be evaluated: {skipped[:3]}")
@@ -119,6 +119,7 @@ def run(cfg: Any, ctx: Context) -> dict:
     effs = [r["efficiency"] for r in rows]
     metrics = {
         "model_dir": str(model_dir), "data": [str(p) for p in paths], "data_kind": "simulated" if simulated else "real",
+        "cascade": bool(cfg.evaluate.cascade) and len(selector.kernels) > selector.cascade_threshold,
         "problems_evaluated": len(rows), "problems_skipped": len(skipped), "skipped": skipped,
         "efficiency": summarize(effs),
         **{k: float(np.mean([r[k] for r in rows])) for k in ("top1", "within_1pct", "oracle_in_top5", "pick_failed")},
