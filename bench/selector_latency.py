@@ -57,12 +57,11 @@ def dataframe_path(sel):
 
 
 def main() -> int:
-    from omegaconf import OmegaConf
+    from ckheur.config import load_option
 
     from ckheur import Selector
     from ckheur.kernels import enumerate_pool
     from ckheur.problems import load_named_set
-    from ckheur.problems.sources import CONF_DIR
 
     model = ROOT / "models" / "grouped_conv_fwd_bf16_gfx950"
     if not model.is_dir():
@@ -81,7 +80,7 @@ def main() -> int:
     ratio = statistics.median(df_times) / statistics.median(small)
     print(f"  speed-up {ratio:.1f}x (target >= 10x: {'MET' if ratio >= 10 else 'NOT MET'})")
 
-    op = OmegaConf.to_container(OmegaConf.load(CONF_DIR / "op/grouped_conv/fwd.yaml"))
+    op = load_option("op/grouped_conv/fwd")
     op.update(tile_space="generated", pipelines=["compv3", "compv4", "compv5", "mem"],
               schedulers=["intrawave", "interwave"], dsb=[False, True], si=[False, True], ndims=[2],
               generated_tiles={"tile_m": [16, 32, 48, 64, 80, 96, 128, 160, 192, 224, 256],

@@ -16,16 +16,14 @@ os.environ.setdefault("OMP_NUM_THREADS", "1")
 
 
 def main() -> None:
-    from omegaconf import OmegaConf
+    from ckheur.config import load_option
 
     from ckheur.kernels import enumerate_pool
     from ckheur.problems import load_named_set
-    from ckheur.problems.sources import CONF_DIR
     from ckheur.sim import kernel_arrays, load_params, predict_latency_ms, problem_arrays, simulate
 
-    op = OmegaConf.to_container(OmegaConf.load(CONF_DIR / "op/grouped_conv/fwd.yaml"))
-    arch = OmegaConf.to_container(OmegaConf.load(CONF_DIR / "arch/gfx950.yaml"))
-    kernels = enumerate_pool(op, arch).by_ndim(2)
+    op, arch = load_option("op/grouped_conv/fwd"), load_option("arch/gfx950")
+    kernels = enumerate_pool(op, arch).by_group()[2]
     problems = load_named_set("train_fwd_2d")
     params = {**load_params(), "dtype": "bf16"}
     pairs = len(problems) * len(kernels)

@@ -9,9 +9,30 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from enum import Enum
+from pathlib import Path
 from typing import Any, Dict, List, Optional
 
-from omegaconf import MISSING
+from omegaconf import MISSING, OmegaConf
+
+CONF_DIR = Path(__file__).resolve().parent / "conf"
+if not CONF_DIR.is_dir():  # source checkout: conf/ sits at the repository root
+    CONF_DIR = Path(__file__).resolve().parent.parent / "conf"
+
+
+def plain(node: Any) -> Any:
+    """A config node as plain Python containers (enums as strings, interpolations resolved)."""
+    return OmegaConf.to_container(node, resolve=True, enum_to_str=True)
+
+
+def load_option(option: str) -> dict:
+    """A shipped config option as a plain dict, e.g. ``load_option("arch/gfx950")``.
+
+    The file alone: its defaults list is dropped and interpolations are left as written; use
+    Hydra's compose for a composed job config.
+    """
+    node = OmegaConf.to_container(OmegaConf.load(CONF_DIR / f"{option}.yaml"))
+    node.pop("defaults", None)
+    return node
 
 
 class _Choice(Enum):

@@ -10,11 +10,13 @@ the newest row per (arch, direction, dtype, problem, kernel). Failed attempts ar
 from __future__ import annotations
 
 import os
-import re
 import uuid
 from pathlib import Path
 from typing import Any, Iterable, Mapping, Sequence
 
+from ckheur import __version__
+from ckheur.config import load_option
+from ckheur.errors import UserError
 from ckheur.ops import get_family
 from ckheur.problems.conv import CONV_FIELDS
 
@@ -41,7 +43,7 @@ def identity(family: str = "grouped_conv") -> tuple[str, ...]:
 COLUMNS = columns("grouped_conv")
 
 
-class DatasetError(ValueError):
+class DatasetError(UserError):
     """A dataset or import file is missing, malformed or of another schema version."""
 
 
@@ -143,8 +145,6 @@ def read_dataset(paths: str | Path | Iterable[str | Path], dedupe: bool = True):
 
 
 # ------------------------------------------------------------------ CK tile_engine CSV import
-_CK_NAME = re.compile(r"^grouped_conv_(forward|bwd_data|bwd_weight)_([a-z0-9]+)_([23])d_")
-
 
 def read_ck_csv(path: str | Path, arch: str = "gfx950", tiles: Sequence[Mapping] | None = None):
     """Import a CK tile_engine grouped-conv CSV (older 17-column or current form) into our schema.
@@ -166,7 +166,7 @@ def read_ck_csv(path: str | Path, arch: str = "gfx950", tiles: Sequence[Mapping]
     if not need <= set(raw.columns):
         raise DatasetError(f"{path}: not a CK tile_engine CSV; missing columns {sorted(need - set(raw.columns))}")
     if tiles is None:
-        tiles = _shipped_tiles()
+        tiles = load_option("op/grouped_conv/fwd")["tiles"]
     stat = path.stat()
     rows = []
     for i, r in enumerate(raw.to_dict("records"), start=2):
@@ -188,8 +188,8 @@ def read_ck_csv(path: str | Path, arch: str = "gfx950", tiles: Sequence[Mapping]
             "tflops": p.flops / (lat * 1e-3) / 1e12 if lat > 0 else float("nan"),
             "status": status, "error": error,
             "warmup": 3, "repeat": 10, "clock_mhz": float("nan"),  # CK tile_engine defaults (data README)
-            "timestamp": pd.Timestamp(stat.st_mtime, unit="s", tz="UTC").isoformat(),
-            "host": f"import:{path.name}", "ckheur_version": _version(), "schema_version": SCHEMA_VERSION,
+            "timestamp": pd.Timestamp(stat.st_mtime, unit="s", tz="UTC").isoformat(timespec="microseconds"),
+            "host": f"import:{path.name}", "ckheur_version": __version__, "schema_version": SCHEMA_VERSION,
         })
     return pd.DataFrame(rows, columns=list(COLUMNS))
 
@@ -200,15 +200,3 @@ def kernel_columns(k: Any, family: str = "grouped_conv") -> dict[str, Any]:
     return {"kernel": k.name, **{c: traits[c] for c in get_family(family).kernels.COLUMNS}}
 
 
-def _shipped_tiles() -> list:
-    from omegaconf import OmegaConf
-
-    from ckheur.problems.sources import CONF_DIR
-
-    return OmegaConf.to_container(OmegaConf.load(CONF_DIR / "op" / "grouped_conv" / "fwd.yaml"))["tiles"]
-
-
-def _version() -> str:
-    from ckheur import __version__
-
-    return __version__

@@ -7,19 +7,21 @@ from typing import Sequence
 import numpy as np
 
 
-def pick_efficiency(scores: np.ndarray, measured: np.ndarray, ok: np.ndarray | None = None) -> dict[str, float]:
+def pick_efficiency(scores: np.ndarray, measured: np.ndarray, best: float | None = None) -> dict[str, float]:
     """Metrics for one problem.
 
-    ``scores``: model scores of the candidates (higher is better); ``measured``: measured
-    TFLOPS (NaN or anything where ``ok`` is False counts as a failed run, efficiency 0).
-    Returns efficiency of the top pick, exact top-1, top-1 within 1% of the oracle, and
-    whether the oracle is in the predicted top-5.
+    ``scores``: model scores of the candidates (higher is better); ``measured``: their measured
+    TFLOPS (NaN or <= 0: a failed run, efficiency 0); ``best``: the oracle's TFLOPS when it
+    may be a kernel outside the candidates (default: the best candidate). Returns the pick's
+    efficiency, exact top-1, top-1 within 1% of the oracle, and whether the oracle is in the
+    predicted top-5. The pick is the first highest score (``np.argmax(scores)``).
     """
     measured = np.asarray(measured, dtype=float)
-    ok = np.isfinite(measured) & (measured > 0) if ok is None else (np.asarray(ok, bool) & np.isfinite(measured))
-    if not ok.any():
-        raise ValueError("no successful measurement for this problem: cannot define the oracle")
-    best = measured[ok].max()
+    ok = np.isfinite(measured) & (measured > 0)
+    if best is None:
+        if not ok.any():
+            raise ValueError("no successful measurement for this problem: cannot define the oracle")
+        best = measured[ok].max()
     order = np.argsort(-np.asarray(scores, dtype=float), kind="stable")
     pick = order[0]
     eff = float(measured[pick] / best) if ok[pick] else 0.0

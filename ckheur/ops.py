@@ -2,8 +2,10 @@
 (ckheur/problems/<family>.py), its kernel type (ckheur/kernels/<family>.py) and its feature
 engine (ckheur/features/<family>.py), registered here; the stages only use these modules.
 
-Problem modules provide FIELDS, problem_from_dict, generate, SLICES and SOURCES (extra source
-kinds); kernel modules provide COLUMNS, TABLE, parse_name, candidates and support_mask.
+Problem modules provide FIELDS, BATCH_FIELD, problem_from_dict, generate, SLICES and SOURCES
+(extra source kinds); kernel modules provide COLUMNS (dataset columns), TABLE, parse_name,
+from_traits, candidates, support_arrays and support_mask; feature modules are engines
+(ckheur/features/__init__.py).
 """
 
 from __future__ import annotations
@@ -11,6 +13,8 @@ from __future__ import annotations
 import importlib
 from dataclasses import dataclass
 from types import ModuleType
+
+from ckheur.errors import UserError
 
 FAMILIES = {
     "grouped_conv": ("ckheur.problems.conv", "ckheur.kernels.conv", "ckheur.features.conv"),
@@ -40,5 +44,5 @@ class Family:
 def get_family(name: str) -> Family:
     """The modules of an operator family."""
     if name not in FAMILIES:
-        raise ValueError(f"op family {name!r} unknown; known: {', '.join(FAMILIES)}")
+        raise UserError(f"op family {name!r} unknown; known: {', '.join(FAMILIES)}")
     return Family(name)

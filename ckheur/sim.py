@@ -36,10 +36,9 @@ def load_params(path: str | Path | None = None) -> dict[str, Any]:
     """Simulator parameters from conf/backend/sim.yaml (the ``params`` node)."""
     from omegaconf import OmegaConf
 
-    from ckheur.problems.sources import CONF_DIR
+    from ckheur.config import CONF_DIR
 
-    node = OmegaConf.load(path or CONF_DIR / "backend" / "sim.yaml")
-    return OmegaConf.to_container(node["params"], resolve=True)
+    return OmegaConf.to_container(OmegaConf.load(path or CONF_DIR / "backend" / "sim.yaml")["params"], resolve=True)
 
 
 def _stable_hash(text: str) -> int:

@@ -8,7 +8,7 @@ from omegaconf import OmegaConf
 from omegaconf.errors import ConfigKeyError, ValidationError
 
 from ckheur.problems import shipped_sets
-from ckheur.problems.sources import CONF_DIR
+from ckheur.config import CONF_DIR
 from ckheur.stages import STAGES, plain
 
 ARCHS = sorted(p.stem for p in (CONF_DIR / "arch").glob("*.yaml"))

@@ -44,11 +44,9 @@ def test_pool_reaches_ck_scale_and_every_kernel_is_legal(gemm):
 
 
 def plain_arch(gemm, name):
-    from omegaconf import OmegaConf
+    from ckheur.config import load_option
 
-    from ckheur.problems.sources import CONF_DIR
-
-    return OmegaConf.to_container(OmegaConf.load(CONF_DIR / "arch" / f"{name}.yaml"))
+    return load_option(f"arch/{name}")
 
 
 def test_names_round_trip_in_ck_style(gemm):

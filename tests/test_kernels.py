@@ -25,23 +25,23 @@ def _expected(variant, pipelines, ndim=2):
 
 def test_forward_pool_is_ck_production_set_on_gfx950(compose):
     pool = _pool(compose, "op=fwd", "arch=gfx950")
-    assert sorted(k.name for k in pool.by_ndim(2)) == _expected("forward", ["compv3", "compv4", "compv5"])
-    assert sorted(k.name for k in pool.by_ndim(3)) == _expected("forward", ["compv3", "compv4", "compv5"], 3)
+    assert sorted(k.name for k in pool.by_group()[2]) == _expected("forward", ["compv3", "compv4", "compv5"])
+    assert sorted(k.name for k in pool.by_group()[3]) == _expected("forward", ["compv3", "compv4", "compv5"], 3)
     assert pool.rejected == []
 
 
 @pytest.mark.parametrize("op, variant", [("bwd_data", "bwd_data"), ("bwd_weight", "bwd_weight")])
 def test_backward_pools_are_ck_production_sets(compose, op, variant):
     pool = _pool(compose, f"op={op}", "arch=gfx950")
-    assert sorted(k.name for k in pool.by_ndim(2)) == _expected(variant, ["compv3", "mem"])
-    assert len(pool.by_ndim(3)) == 20
+    assert sorted(k.name for k in pool.by_group()[2]) == _expected(variant, ["compv3", "mem"])
+    assert len(pool.by_group()[3]) == 20
 
 
 @pytest.mark.parametrize("arch", ["gfx942", "gfx90a"])
 def test_64k_lds_arch_drops_the_tile_over_the_compv4_budget(compose, arch):
     pool = _pool(compose, "op=fwd", f"arch={arch}")
     names = {k.name for k in pool.kernels}
-    assert len(pool.by_ndim(2)) == 29
+    assert len(pool.by_group()[2]) == 29
     dropped = "grouped_conv_forward_bf16_2d_128x64x128_compv4_intrawave"
     assert dropped not in names
     reasons = dict(pool.rejected)
@@ -107,7 +107,7 @@ def test_generated_tile_space_is_large_and_legal(compose):
 
 def test_filter_narrows_pool(compose):
     pool = _pool(compose, "kernels.filter=\"tile_n >= 128 and pipeline == 'compv5'\"")
-    assert sorted(k.name for k in pool.by_ndim(2)) == [
+    assert sorted(k.name for k in pool.by_group()[2]) == [
         "grouped_conv_forward_bf16_2d_128x128x64_compv5_intrawave",
         "grouped_conv_forward_bf16_2d_32x128x64_compv5_intrawave",
         "grouped_conv_forward_bf16_2d_64x128x64_compv5_intrawave"]

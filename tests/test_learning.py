@@ -33,7 +33,7 @@ def test_single_and_batch_features_agree_exactly(fwd, direction, analytic):
     from ckheur.sim import load_params
 
     op, arch = fwd
-    kernels = enumerate_pool(op, arch).by_ndim(2)
+    kernels = enumerate_pool(op, arch).by_group()[2]
     probs = [p for p in load_named_set("smoke") if p.ndim == 2]
     params = {**load_params(), "dtype": "bf16"} if analytic else None
     kern = ENGINE.kernel_arrays(kernels)
@@ -109,7 +109,7 @@ def test_cv_groups_never_split_a_problem_and_key_includes_stride_pad_dilation(fw
     from ckheur.models.training import build_table, cross_validate
 
     op, arch = fwd
-    pool = enumerate_pool(op, arch).by_ndim(2)
+    pool = enumerate_pool(op, arch).by_group()[2]
     base = dict(N=4, C=64, K=64, Hi=14, Wi=14, Y=3, X=3, pad_h=1, pad_w=1)
     variants = [base, {**base, "stride_h": 2, "stride_w": 2}, {**base, "pad_h": 0, "pad_w": 0},
                 {**base, "dilation_h": 2, "dilation_w": 2, "pad_h": 2, "pad_w": 2}]

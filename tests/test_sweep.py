@@ -197,15 +197,13 @@ def test_replay_serves_real_data_and_marks_missing(tmp_path, ck_fwd_csv):
 def test_sim_is_deterministic_per_seed():
     from ckheur.kernels import enumerate_pool
     from ckheur.problems import load_named_set
+    from ckheur.config import load_option
     from ckheur.sim import load_params, simulate
-    from omegaconf import OmegaConf
-    from ckheur.problems.sources import CONF_DIR
 
-    op = OmegaConf.to_container(OmegaConf.load(CONF_DIR / "op/grouped_conv/fwd.yaml"))
-    op.pop("defaults")
-    arch = OmegaConf.to_container(OmegaConf.load(CONF_DIR / "arch/gfx950.yaml"))
+    op = load_option("op/grouped_conv/fwd")
+    arch = load_option("arch/gfx950")
     op.update(direction="fwd", dtype="bf16")
-    kernels = enumerate_pool(op, arch).by_ndim(2)
+    kernels = enumerate_pool(op, arch).by_group()[2]
     probs = [p for p in load_named_set("smoke") if p.ndim == 2]
     params = load_params()
     a = simulate(probs, kernels, arch, params, "fwd", seed=1)

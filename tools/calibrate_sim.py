@@ -31,13 +31,11 @@ def load_real(csv_path: Path):
     from ckheur.kernels import parse_name
     from ckheur.problems import problem_from_dict
     from ckheur.problems.conv import CONV_FIELDS
-    from ckheur.problems.sources import CONF_DIR
-    from omegaconf import OmegaConf
+    from ckheur.config import load_option
 
     df = read_ck_csv(csv_path, arch="gfx950")
     df = df[df.status == "ok"]
-    op = OmegaConf.to_container(OmegaConf.load(CONF_DIR / "op" / "grouped_conv" / "fwd.yaml"))
-    arch = OmegaConf.to_container(OmegaConf.load(CONF_DIR / "arch" / "gfx950.yaml"))
+    op, arch = load_option("op/grouped_conv/fwd"), load_option("arch/gfx950")
     keys = df[list(CONV_FIELDS)].apply(tuple, axis=1)
     df = df.assign(pkey=keys).groupby(["pkey", "kernel"], as_index=False).tflops.median()
     pkeys = sorted(df.pkey.unique())

@@ -11,6 +11,12 @@ import importlib
 from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping, Sequence
 
+from ckheur.errors import UserError
+
+class BackendError(UserError):
+    """A backend is misconfigured or cannot run here; the message says what to change."""
+
+
 BACKENDS = {
     "sim": "ckheur.backends.sim",
     "replay": "ckheur.backends.replay",
@@ -52,5 +58,5 @@ def make_backend(cfg: Mapping[str, Any], op: Mapping[str, Any], arch: Mapping[st
     """The configured backend, ready to measure."""
     name = cfg["name"]
     if name not in BACKENDS:
-        raise ValueError(f"backend.name={name!r}: allowed values are {', '.join(BACKENDS)}")
+        raise BackendError(f"backend.name={name!r}: allowed values are {', '.join(BACKENDS)}")
     return importlib.import_module(BACKENDS[name]).make(cfg, op, arch)

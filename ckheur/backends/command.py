@@ -14,7 +14,7 @@ import shlex
 import subprocess
 from typing import Any, Mapping, Sequence
 
-from ckheur.backends import Measurer, Results
+from ckheur.backends import BackendError, Measurer, Results
 from ckheur.problems.miopen import to_miopen
 
 _UNITS = {"ms": 1.0, "us": 1e-3, "s": 1e3}
@@ -22,11 +22,11 @@ _UNITS = {"ms": 1.0, "us": 1e-3, "s": 1e3}
 
 def make(cfg: Mapping[str, Any], op: Mapping[str, Any], arch: Mapping[str, Any]) -> Measurer:
     if cfg["time_unit"] not in _UNITS:
-        raise ValueError(f"backend.time_unit={cfg['time_unit']!r}: allowed values are {', '.join(_UNITS)}")
+        raise BackendError(f"backend.time_unit={cfg['time_unit']!r}: allowed values are {', '.join(_UNITS)}")
     try:
         pattern = re.compile(cfg["regex"])
     except re.error as e:
-        raise ValueError(f"backend.regex {cfg['regex']!r}: {e}") from None
+        raise BackendError(f"backend.regex {cfg['regex']!r}: {e}") from None
     scale, timeout = _UNITS[cfg["time_unit"]], float(cfg["timeout_s"])
     direction_flag = {"fwd": 1, "bwd_data": 2, "bwd_weight": 4}[op["direction"]]
 
@@ -40,7 +40,7 @@ def make(cfg: Mapping[str, Any], op: Mapping[str, Any], arch: Mapping[str, Any])
             try:
                 argv = shlex.split(cfg["template"].format(**fields))
             except (KeyError, IndexError) as e:
-                raise ValueError(f"backend.template uses unknown field {e}; fields: {', '.join(sorted(fields))}") from None
+                raise BackendError(f"backend.template uses unknown field {e}; fields: {', '.join(sorted(fields))}") from None
             try:
                 r = subprocess.run(argv, capture_output=True, text=True, timeout=timeout)
             except subprocess.TimeoutExpired:

@@ -20,7 +20,7 @@ import tempfile
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
-from ckheur.backends import Measurer, Results
+from ckheur.backends import BackendError, Measurer, Results
 
 ABI_HEADER = Path(__file__).with_name("abi.h")
 
@@ -99,13 +99,16 @@ def build_library(cfg: Mapping[str, Any], kernel: Any, arch: str) -> tuple[str |
 
 
 def make(cfg: Mapping[str, Any], op: Mapping[str, Any], arch: Mapping[str, Any]) -> Measurer:
+    if op["family"] != "grouped_conv":
+        raise BackendError(f"backend=hip runs grouped convolutions only (its C ABI, abi.h, has no "
+                           f"{op['family']} entry point yet); use backend=command or sim")
     if cfg["memory"] not in ("hip", "host"):
-        raise ValueError(f"backend.memory={cfg['memory']!r}: allowed values are hip, host")
+        raise BackendError(f"backend.memory={cfg['memory']!r}: allowed values are hip, host")
     if cfg["memory"] == "hip":
         try:
             import hip  # noqa: F401  (checked here so the error is clear; used in the worker)
         except ImportError:
-            raise ValueError('backend=hip needs hip-python: pip install "ckheur[hip]" on a ROCm machine '
+            raise BackendError('backend=hip needs hip-python: pip install "ckheur[hip]" on a ROCm machine '
                              "(or backend.memory=host for the host-memory test mode)") from None
     state: dict[str, Worker | None] = {"worker": None}
     timeout = float(cfg["timeout_s"])

@@ -19,24 +19,18 @@ from typing import Any
 
 import numpy as np
 
+from ckheur.problems.conv import CONV_FIELDS, WRITTEN_TENSOR, problem_from_dict
+
 DIRECTION_CODES = {"fwd": 0, "bwd_data": 1, "bwd_weight": 2}
 DTYPE_CODES = {"fp16": 0, "bf16": 1, "fp8": 2, "fp32": 3}
-_FIELDS = ("N", "C", "K", "G", "Di", "Hi", "Wi", "Z", "Y", "X", "stride_d", "stride_h", "stride_w",
-           "pad_d", "pad_h", "pad_w", "dilation_d", "dilation_h", "dilation_w")
 
 
 class ConvProblemC(ctypes.Structure):
-    _fields_ = [(f, ctypes.c_int64) for f in _FIELDS] + [("direction", ctypes.c_int32), ("dtype", ctypes.c_int32)]
+    _fields_ = [(f, ctypes.c_int64) for f in CONV_FIELDS] + [("direction", ctypes.c_int32), ("dtype", ctypes.c_int32)]
 
 
 def _shapes(p: dict) -> dict[str, tuple]:
-    g, cg, kg = p["G"], p["C"] // p["G"], p["K"] // p["G"]
-    out = lambda s, pad, dil, f, st: (s + 2 * pad - dil * (f - 1) - 1) // st + 1  # noqa: E731
-    do, ho, wo = (out(p["Di"], p["pad_d"], p["dilation_d"], p["Z"], p["stride_d"]),
-                  out(p["Hi"], p["pad_h"], p["dilation_h"], p["Y"], p["stride_h"]),
-                  out(p["Wi"], p["pad_w"], p["dilation_w"], p["X"], p["stride_w"]))
-    return {"in": (p["N"], p["Di"], p["Hi"], p["Wi"], g, cg), "wei": (g, kg, p["Z"], p["Y"], p["X"], cg),
-            "out": (p["N"], do, ho, wo, g, kg)}
+    return problem_from_dict(p).tensor_shapes()
 
 
 def _windows(p: dict, out_shape: tuple):
@@ -147,10 +141,10 @@ def run_job(job: dict, libs: dict) -> dict:
         lib.ckheur_conv_run.restype = ctypes.c_float
         lib.ckheur_conv_run.argtypes = [ctypes.c_char_p, ctypes.POINTER(ConvProblemC)] + [ctypes.c_void_p] * 4
     p = job["problem"]
-    cp = ConvProblemC(**{f: int(p[f]) for f in _FIELDS}, direction=DIRECTION_CODES[job["direction"]],
+    cp = ConvProblemC(**{f: int(p[f]) for f in CONV_FIELDS}, direction=DIRECTION_CODES[job["direction"]],
                       dtype=DTYPE_CODES[job["dtype"]])
     shapes = _shapes(p)
-    written = {"fwd": "out", "bwd_data": "in", "bwd_weight": "wei"}[job["direction"]]
+    written = WRITTEN_TENSOR[job["direction"]]
     # Rotate through enough buffer sets that each run finds its operands out of cache.
     nbytes = 4 * sum(int(np.prod(v)) for v in shapes.values())
     sets = min(64, max(2, -(-int(job.get("flush_bytes", 0)) // max(nbytes, 1)) + 1)) if job.get("flush_l2") else 1

@@ -7,15 +7,15 @@ from __future__ import annotations
 
 from typing import Any, Mapping, Sequence
 
-from ckheur.backends import Measurer, Results
+from ckheur.backends import BackendError, Measurer, Results
 from ckheur.ops import get_family
 
 
 def make(cfg: Mapping[str, Any], op: Mapping[str, Any], arch: Mapping[str, Any]) -> Measurer:
-    from ckheur.dataset import DatasetError, read_dataset
+    from ckheur.dataset import read_dataset
 
     if not cfg.get("paths"):
-        raise DatasetError("backend=replay needs backend.paths=[dataset or CK CSV, ...]")
+        raise BackendError("backend=replay needs backend.paths=[dataset or CK CSV, ...]")
     df = read_dataset(cfg["paths"])
     df = df[(df.arch == arch["name"]) & (df.direction == op["direction"]) & (df.dtype == op["dtype"])]
     cols = [*get_family(op["family"]).problems.FIELDS, "kernel"]

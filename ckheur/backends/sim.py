@@ -4,8 +4,6 @@ from __future__ import annotations
 
 from typing import Any, Mapping, Sequence
 
-import numpy as np
-
 from ckheur.backends import Measurer, Results
 from ckheur.sim import simulate
 
@@ -33,12 +31,3 @@ def make(cfg: Mapping[str, Any], op: Mapping[str, Any], arch: Mapping[str, Any])
 
     return Measurer(name="sim", measure=measure, warmup=0, repeat=1, batch_pairs=int(cfg["batch_pairs"]))
 
-
-def predict_grid(problems: Sequence[Any], kernels: Sequence[Any], arch: Mapping[str, Any],
-                 params: Mapping[str, Any], direction: str, dtype: str) -> np.ndarray:
-    """Noise-free simulated TFLOPS [problems x kernels] (the analytic selector's scores)."""
-    from ckheur.sim import kernel_arrays, predict_latency_ms, problem_arrays
-
-    prob = problem_arrays(problems, direction)
-    lat = predict_latency_ms(prob, kernel_arrays(kernels), arch, {**params, "dtype": dtype}, direction)
-    return prob["flops"][:, None] / (lat * 1e-3) / 1e12

@@ -8,14 +8,11 @@ An engine exposes ``ENCODING_VERSION``, ``feature_names(analytic)``, ``CATEGORIC
 
 from __future__ import annotations
 
-import importlib
 from types import ModuleType
-
-ENGINES = {"grouped_conv": "ckheur.features.conv", "gemm": "ckheur.features.gemm"}
 
 
 def get_engine(family: str) -> ModuleType:
-    """The feature engine module of an operator family."""
-    if family not in ENGINES:
-        raise ValueError(f"no feature engine for op family {family!r}; known: {', '.join(ENGINES)}")
-    return importlib.import_module(ENGINES[family])
+    """The feature engine module of an operator family (registered in ckheur.ops)."""
+    from ckheur.ops import get_family
+
+    return get_family(family).features

@@ -5,11 +5,12 @@ Inputs are broadcastable arrays: problem columns shaped [P, 1], kernel columns [
 
 from __future__ import annotations
 
-from typing import Any, Mapping
+from typing import Any, Mapping, Sequence
 
 import numpy as np
 
 from ckheur.sim import PIPELINES, predict_latency_ms
+from ckheur.sim import kernel_arrays as sim_kernel_arrays
 
 
 def lds_budget(arch: Mapping[str, Any], pipe: np.ndarray) -> np.ndarray:
@@ -46,6 +47,13 @@ def tile_coverage(M: np.ndarray, N: np.ndarray, K: np.ndarray, G: np.ndarray, ke
         "lds_budget_frac": kern["lds"] / lds_budget(arch, kern["pipe"]),
         "padded_flops": 2.0 * G * tiles_m * tm * tiles_n * tn * k_iters * k_splits * tk,
     }
+
+
+def kernel_arrays(kernels: Sequence[Any], traits: Sequence[str]) -> dict[str, np.ndarray]:
+    """The simulator's kernel arrays plus numeric arrays of further kernel traits (by name)."""
+    arrays = sim_kernel_arrays(kernels)
+    arrays.update({t: np.array([getattr(k, t) for k in kernels], dtype=np.float64) for t in traits})
+    return arrays
 
 
 def to_matrix(cols: Mapping[str, Any], names: list[str], n_problems: int, n_kernels: int) -> np.ndarray:

@@ -14,11 +14,10 @@ from typing import Any, Mapping, Sequence
 import numpy as np
 
 from ckheur.features.common import analytic_columns, tile_coverage, to_matrix
-from ckheur.sim import kernel_arrays as _sim_kernel_arrays
+from ckheur.features.common import kernel_arrays as common_kernel_arrays
 from ckheur.sim import problem_arrays as _sim_problem_arrays
 
 ENCODING_VERSION = 1
-SCHEDULERS = ("intrawave", "interwave")
 
 PROBLEM_FEATURES = (
     "log_M", "log_N", "log_K", "G", "log_G", "log_flops", "log_bytes", "intensity", "filter_size",
@@ -60,16 +59,7 @@ def problem_arrays(problems: Sequence[Any], direction: str) -> dict[str, np.ndar
 
 def kernel_arrays(kernels: Sequence[Any]) -> dict[str, np.ndarray]:
     """Per-kernel arrays (computed once per pool)."""
-    k = _sim_kernel_arrays(kernels)
-    k["warp_n"] = np.array([x.warp_tile_n for x in kernels], dtype=np.float64)
-    k["warp_k"] = np.array([x.warp_tile_k for x in kernels], dtype=np.float64)
-    k["sched"] = np.array([SCHEDULERS.index(x.scheduler) for x in kernels], dtype=np.float64)
-    return k
-
-
-def select_problems(prob: Mapping[str, np.ndarray], idx: Any) -> dict[str, np.ndarray]:
-    """Problem arrays restricted to some problems (rows)."""
-    return {k: v[idx] for k, v in prob.items()}
+    return common_kernel_arrays(kernels, ("warp_tile_n", "warp_tile_k"))
 
 
 def features(prob: Mapping[str, np.ndarray], kern: Mapping[str, np.ndarray], arch: Mapping[str, Any],
@@ -88,8 +78,8 @@ def features(prob: Mapping[str, np.ndarray], kern: Mapping[str, np.ndarray], arc
         "ndim": P["ndim"], "batch": P["N_batch"], "max_stride": P["stride"], "max_dilation": P["dilation"],
         "log_out_pixels": np.log2(P["out_pixels"]),
         "tile_m": Kn["tm"], "tile_n": Kn["tn"], "tile_k": Kn["tk"], "num_waves": Kn["waves"],
-        "warp_tile_m": Kn["warp_m"], "warp_tile_n": Kn["warp_n"], "warp_tile_k": Kn["warp_k"],
-        "pipeline": Kn["pipe"].astype(np.float64), "scheduler": Kn["sched"], "dsb": Kn["dsb"], "si": Kn["si"],
+        "warp_tile_m": Kn["warp_m"], "warp_tile_n": Kn["warp_tile_n"], "warp_tile_k": Kn["warp_tile_k"],
+        "pipeline": Kn["pipe"].astype(np.float64), "scheduler": Kn["inter"], "dsb": Kn["dsb"], "si": Kn["si"],
         "lds_bytes": Kn["lds"], "tile_intensity": Kn["tm"] * Kn["tn"] / (Kn["tm"] + Kn["tn"]),
         **cov, "log_wgs": np.log2(cov["wgs"]), "log_padded_flops": np.log2(cov["padded_flops"]),
         "num_cus": float(arch["num_cus"]), "peak_tflops": float(max(arch["peak_tflops"].values())),

@@ -16,11 +16,10 @@ import numpy as np
 
 from ckheur.features.common import analytic_columns, tile_coverage, to_matrix
 from ckheur.problems.gemm import LAYOUTS
-from ckheur.sim import kernel_arrays as _sim_kernel_arrays
+from ckheur.features.common import kernel_arrays as common_kernel_arrays
 from ckheur.sim import problem_arrays as _sim_problem_arrays
 
 ENCODING_VERSION = 1
-SCHEDULERS = ("intrawave", "interwave")
 EPILOGUES = ("default", "cshuffle")
 
 PROBLEM_FEATURES = ("M", "N", "K", "split_k", "log2_M", "log2_N", "log2_K", "log2_MNK", "arithmetic_intensity",
@@ -53,12 +52,8 @@ def problem_arrays(problems: Sequence[Any], direction: str = "fwd") -> dict[str,
 
 def kernel_arrays(kernels: Sequence[Any]) -> dict[str, np.ndarray]:
     """Per-kernel arrays (computed once per pool)."""
-    k = _sim_kernel_arrays(kernels)
-    for f in ("wave_m", "wave_n", "wave_k", "warp_tile_n", "warp_tile_k"):
-        k[f] = np.array([getattr(x, f) for x in kernels], dtype=np.float64)
-    for f in ("pad_m", "pad_n", "pad_k"):
-        k[f] = np.array([getattr(x, f) for x in kernels], dtype=np.float64)
-    k["sched"] = np.array([SCHEDULERS.index(x.scheduler) for x in kernels], dtype=np.float64)
+    k = common_kernel_arrays(kernels, ("wave_m", "wave_n", "wave_k", "warp_tile_n", "warp_tile_k", "pad_m", "pad_n",
+                                       "pad_k"))
     k["epi"] = np.array([EPILOGUES.index(x.epilogue) for x in kernels], dtype=np.float64)
     return k
 
@@ -79,7 +74,7 @@ def features(prob: Mapping[str, np.ndarray], kern: Mapping[str, np.ndarray], arc
         "aspect_ratio_mn": M / N, "aspect_ratio_mk": M / K, "aspect_ratio_nk": N / K, "layout": P["layout"],
         "tile_m": Kn["tm"], "tile_n": Kn["tn"], "tile_k": Kn["tk"], "wave_m": Kn["wave_m"], "wave_n": Kn["wave_n"],
         "wave_k": Kn["wave_k"], "warp_tile_m": Kn["warp_m"], "warp_tile_n": Kn["warp_tile_n"],
-        "warp_tile_k": Kn["warp_tile_k"], "pipeline": Kn["pipe"].astype(np.float64), "scheduler": Kn["sched"],
+        "warp_tile_k": Kn["warp_tile_k"], "pipeline": Kn["pipe"].astype(np.float64), "scheduler": Kn["inter"],
         "epilogue": Kn["epi"], "pad_m": Kn["pad_m"], "pad_n": Kn["pad_n"], "pad_k": Kn["pad_k"],
         "persistent": Kn["persistent"], "num_waves": Kn["waves"], "tile_volume": Kn["tm"] * Kn["tn"] * Kn["tk"],
         "tile_mn": Kn["tm"] * Kn["tn"], "lds_usage_bytes": Kn["lds"], "lds_usage_ratio": cov["lds_budget_frac"],

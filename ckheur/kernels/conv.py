@@ -14,6 +14,8 @@ import re
 from dataclasses import asdict, dataclass
 from typing import Any, Mapping, Sequence
 
+from ckheur.errors import UserError
+
 VARIANTS = {"fwd": "forward", "bwd_data": "bwd_data", "bwd_weight": "bwd_weight"}
 _DIRECTION_OF = {v: k for k, v in VARIANTS.items()}
 DTYPE_BYTES = {"fp16": 2, "bf16": 2, "fp8": 1, "fp32": 4}
@@ -25,7 +27,7 @@ _NAME_RE = re.compile(
 )
 
 
-class KernelError(ValueError):
+class KernelError(UserError):
     """A kernel name or trait is invalid; the message names it and the allowed values."""
 
 
@@ -113,14 +115,12 @@ def support_mask(problem: Any, kernels: Mapping, op: Mapping) -> tuple[Any, str]
     return np.ones(kernels["n"], dtype=bool), ""
 
 
-def parse_name(name: str, tiles: Sequence[Mapping] | Mapping | None = None) -> ConvKernel:
+def parse_name(name: str, tiles: Sequence[Mapping] | None = None) -> ConvKernel:
     """Parse a CK kernel name (current or older form); wave/warp tile come from ``tiles``.
 
     ``tiles`` is the op's tile table (dicts with tile_m/n/k, wave, warp_tile). A tile absent
     from it gets zeros for wave and warp tile, which pool membership checks then reject.
     """
-    if isinstance(tiles, Mapping):  # an op config
-        tiles = tiles.get("tiles")
     m = _NAME_RE.match(name.strip())
     if not m:
         raise KernelError(

@@ -11,6 +11,8 @@ import ast
 import operator
 from typing import Any, Callable, Iterable, Mapping
 
+from ckheur.errors import UserError
+
 _CMP = {ast.Eq: operator.eq, ast.NotEq: operator.ne, ast.Lt: operator.lt, ast.LtE: operator.le,
         ast.Gt: operator.gt, ast.GtE: operator.ge,
         ast.In: lambda a, b: a in b, ast.NotIn: lambda a, b: a not in b}
@@ -22,7 +24,7 @@ _ALLOWED = ("comparisons (== != < <= > >= in, not in), and / or / not, + - * / /
             "field names, numbers, strings, true/false, lists")
 
 
-class FilterError(ValueError):
+class FilterError(UserError):
     """A filter expression uses something outside the allowed grammar or an unknown field."""
 
 

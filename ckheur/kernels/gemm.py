@@ -92,7 +92,7 @@ class GemmKernel:
                 int(self.persistent), self.lds_bytes)
 
 
-def parse_name(name: str, op: Mapping[str, Any] | None = None) -> GemmKernel:
+def parse_name(name: str) -> GemmKernel:
     """Parse a CK gemm_universal kernel name."""
     m = _NAME_RE.match(name.strip())
     if not m:

@@ -21,9 +21,6 @@ class Pool:
     def names(self) -> list[str]:
         return [k.name for k in self.kernels]
 
-    def by_ndim(self, ndim: int) -> list:
-        return [k for k in self.kernels if k.ndim == ndim]
-
     def by_group(self) -> dict[Any, list]:
         """Kernels by the problem group they serve (conv: spatial dims; gemm: layout)."""
         out: dict[Any, list] = {}

@@ -12,6 +12,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Mapping
 
+from ckheur.errors import UserError
+
 REQUIRED = ("model.txt.gz", "feature_spec.json", "kernels.json", "train_manifest.json")
 SPEC_KEYS = ("engine", "encoding_version", "feature_names", "categorical", "analytic", "objective", "arch", "op")
 
@@ -32,7 +34,7 @@ def resolve_model_dir(path: str | Path) -> Path:
     return shipped if shipped.is_dir() else path
 
 
-class BundleError(ValueError):
+class BundleError(UserError):
     """A model bundle is missing, corrupted, or incompatible; the message says precisely how."""
 
 

@@ -19,6 +19,8 @@ from typing import Any, Mapping
 
 import numpy as np
 
+from ckheur.problems.base import ProblemError
+
 
 def as_problem(problem: Any, family: str = "grouped_conv") -> Any:
     """A problem object from a problem, a dict with CK field names, or (conv) a MIOpenDriver line."""
@@ -75,7 +77,8 @@ class Selector:
 
         return cls(b.kernels, spec["arch"], spec["op"]["direction"], spec["op"]["dtype"], get_engine(spec["engine"]),
                    b.booster, b.tflops_booster, spec.get("analytic_params"), load_params(),
-                   spec["objective"], label=f"model {b.path}", op=spec.get("op_config") or spec["op"], **kw)
+                   spec["objective"], op=spec.get("op_config") or spec["op"],
+                   label=f"model {b.path} (trained on {b.manifest.get('data_kind', 'unknown')} data)", **kw)
 
     @classmethod
     def analytic(cls, kernels: list, arch: Mapping[str, Any], direction: str, dtype: str,
@@ -101,11 +104,11 @@ class Selector:
         """(candidate kernels, scores, predicted TFLOPS) for one problem, uncached."""
         if p.group not in self._pools:
             what = f"{p.ndim}D problems" if self.family.name == "grouped_conv" else f"group {p.group!r}"
-            raise ValueError(f"no kernel for {what} in this pool (groups: {sorted(self._pools)})")
+            raise ProblemError(f"no kernel for {what} in this pool (groups: {sorted(self._pools)})")
         ks, feats, sim_kern, support = self._pools[p.group]
         mask, reason = self.family.kernels.support_mask(p, support, self.op)
         if not mask.any():
-            raise ValueError(reason)
+            raise ProblemError(reason)
         if not mask.all():
             idx = np.flatnonzero(mask)
             ks = [ks[i] for i in idx]

@@ -8,10 +8,12 @@ from typing import Any, Mapping, Sequence
 
 import numpy as np
 
+from ckheur.errors import UserError
+
 OBJECTIVES = ("regression_log", "relative", "lambdarank")
 
 
-class TrainingError(ValueError):
+class TrainingError(UserError):
     """The data cannot be trained on as configured; the message says why."""
 
 

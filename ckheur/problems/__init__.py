@@ -10,7 +10,8 @@ from typing import Any, Mapping
 
 from ckheur.problems.conv import CONV_FIELDS, DIRECTIONS, ConvProblem, ProblemError, problem_from_dict
 from ckheur.problems.miopen import parse_miopen
-from ckheur.problems.sources import CONF_DIR, dedupe, load_source, shard
+from ckheur.config import CONF_DIR, plain
+from ckheur.problems.sources import dedupe, load_source, shard
 
 __all__ = [
     "CONV_FIELDS", "DIRECTIONS", "ConvProblem", "ProblemError", "problem_from_dict",
@@ -41,7 +42,7 @@ def load_named_set(name: str, family: str = "grouped_conv", _stack: tuple[str, .
     """All problems of a family in a shipped set (no sharding)."""
     if name in _stack:
         raise ProblemError(f"problem set {name!r} includes itself via {' -> '.join(_stack)}")
-    return _build(_plain(set_node(name)), family, _stack + (name,), apply_shard=False)
+    return _build(plain(set_node(name)), family, _stack + (name,), apply_shard=False)
 
 
 def load_problem_set(node: Mapping[str, Any], family: str = "grouped_conv") -> list:
@@ -51,12 +52,6 @@ def load_problem_set(node: Mapping[str, Any], family: str = "grouped_conv") -> l
         families = sorted({str(s.get("family", "grouped_conv")) for s in node.get("sources") or []})
         raise ProblemError(f"problem set {node.get('name')!r} has no {family} problems (it has: {', '.join(families)})")
     return probs
-
-
-def _plain(node: Any) -> Any:
-    from omegaconf import OmegaConf
-
-    return OmegaConf.to_container(node, resolve=True, enum_to_str=True)
 
 
 def _build(node: Mapping[str, Any], family: str, stack: tuple[str, ...], apply_shard: bool) -> list:

@@ -7,7 +7,10 @@ import random
 from typing import Any, Callable, Mapping, Sequence
 
 
-class ProblemError(ValueError):
+from ckheur.errors import UserError
+
+
+class ProblemError(UserError):
     """A problem description is invalid; the message names the field and value."""
 
 

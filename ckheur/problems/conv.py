@@ -13,6 +13,7 @@ A 2D problem is the 3D one with Di=Z=1, stride_d=dilation_d=1, pad_d=0.
 
 from __future__ import annotations
 
+import math
 import random
 from dataclasses import asdict, dataclass, fields
 from typing import Any, Mapping
@@ -20,6 +21,7 @@ from typing import Any, Mapping
 from ckheur.problems.base import ProblemError, checked_fields, draw_distinct
 
 DIRECTIONS = ("fwd", "bwd_data", "bwd_weight")
+WRITTEN_TENSOR = {"fwd": "out", "bwd_data": "in", "bwd_weight": "wei"}  # what each direction computes
 
 # Field order is the problem's identity (used for dedupe, CV groups and dataset columns).
 CONV_FIELDS = (
@@ -101,20 +103,20 @@ class ConvProblem:
         return (2 * self.N * self.K * self.Do * self.Ho * self.Wo
                 * (self.C // self.G) * self.Z * self.Y * self.X)
 
+    def tensor_shapes(self) -> dict[str, tuple[int, ...]]:
+        """Input, weight and output shapes in CK's NDHWGC / GKZYXC / NDHWGK layouts."""
+        cg, kg = self.C // self.G, self.K // self.G
+        return {"in": (self.N, self.Di, self.Hi, self.Wi, self.G, cg),
+                "wei": (self.G, kg, self.Z, self.Y, self.X, cg),
+                "out": (self.N, self.Do, self.Ho, self.Wo, self.G, kg)}
+
     def bytes_moved(self, dtype_bytes: int = 2) -> int:
         """Input + weight + output tensor bytes (each touched once)."""
-        inp = self.N * self.Di * self.Hi * self.Wi * self.C
-        wei = self.K * (self.C // self.G) * self.Z * self.Y * self.X
-        out = self.N * self.Do * self.Ho * self.Wo * self.K
-        return (inp + wei + out) * dtype_bytes
+        return sum(math.prod(s) for s in self.tensor_shapes().values()) * dtype_bytes
 
     def output_elems(self, direction: str) -> int:
         """Elements of the tensor a direction writes (what a correct run fills)."""
-        if direction == "fwd":
-            return self.N * self.Do * self.Ho * self.Wo * self.K
-        if direction == "bwd_data":
-            return self.N * self.Di * self.Hi * self.Wi * self.C
-        return self.K * (self.C // self.G) * self.Z * self.Y * self.X
+        return math.prod(self.tensor_shapes()[WRITTEN_TENSOR[direction]])
 
     def gemm(self, direction: str) -> tuple[int, int, int, int]:
         """Implicit-GEMM (batch=G, M, N, K) for a direction (table in the module docstring)."""

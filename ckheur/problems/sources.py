@@ -8,13 +8,8 @@ import csv
 from pathlib import Path
 from typing import Any, Callable, Iterable, Mapping, Sequence
 
-from ckheur.problems.conv import ProblemError
-
-CONF_DIR = Path(__file__).resolve().parent.parent / "conf"
-if not CONF_DIR.is_dir():  # source checkout: conf/ sits at the repository root
-    CONF_DIR = Path(__file__).resolve().parents[2] / "conf"
-
-SOURCE_KINDS = ("inline", "generate", "miopen", "csv", "set")
+from ckheur.config import CONF_DIR
+from ckheur.problems.base import ProblemError
 
 # ------------------------------------------------------------------ loading sets
 def resolve_path(path: str) -> Path:
@@ -37,8 +32,9 @@ def read_csv(path: str | Path, family: str = "grouped_conv") -> list:
     with open(path, newline="") as f:
         reader = csv.DictReader(f)
         cols = [c for c in (reader.fieldnames or []) if c in mod.FIELDS]
-        if not {"N", "K"} <= set(cols):
-            raise ProblemError(f"CSV {path}: not a {family} problem table; columns {reader.fieldnames}")
+        if not cols:
+            raise ProblemError(f"CSV {path}: no {family} problem columns ({', '.join(mod.FIELDS)}); "
+                               f"it has {reader.fieldnames}")
         for i, row in enumerate(reader, start=2):
             try:
                 out.append(mod.problem_from_dict({c: row[c] for c in cols if row[c] not in ("", None)}))

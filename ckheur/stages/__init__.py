@@ -10,12 +10,15 @@ from typing import Any
 
 from omegaconf import DictConfig, OmegaConf
 
+from ckheur.config import plain
+from ckheur.errors import UserError
+
 STAGES = {"list": "ckheur.stages.list_stage", "sweep": "ckheur.stages.sweep", "import": "ckheur.stages.import_stage",
           "train": "ckheur.stages.train", "evaluate": "ckheur.stages.evaluate", "predict": "ckheur.stages.predict",
           "search": "ckheur.stages.search"}
 
 
-class StageError(RuntimeError):
+class StageError(UserError):
     """A stage cannot run with the given config; the message says what to change."""
 
 
@@ -29,11 +32,6 @@ class Context:
 
 def run_stage(cfg: DictConfig, output_dir: str | Path, choices: dict[str, Any] | None = None) -> Any:
     """Validate the composed config and run its stage; user errors exit with a clear message."""
-    from ckheur.dataset import DatasetError
-    from ckheur.kernels import FilterError, KernelError
-    from ckheur.models.bundle import BundleError
-    from ckheur.problems import ProblemError
-
     missing = sorted(OmegaConf.missing_keys(cfg))
     if missing:
         raise SystemExit(f"error: mandatory config values are missing: {', '.join(missing)}")
@@ -44,11 +42,8 @@ def run_stage(cfg: DictConfig, output_dir: str | Path, choices: dict[str, Any] |
     ctx = Context(output_dir=Path(output_dir), choices=dict(choices or {}))
     try:
         return module.run(cfg, ctx)
-    except (StageError, ProblemError, KernelError, FilterError, DatasetError, BundleError) as e:
+    except UserError as e:
         print(f"error: {e}", file=sys.stderr)
         raise SystemExit(2) from None
 
-
-def plain(node: Any) -> Any:
-    """A config node as plain Python containers (enums as strings, interpolations resolved)."""
-    return OmegaConf.to_container(node, resolve=True, enum_to_str=True)
+__all__ = ["STAGES", "Context", "StageError", "plain", "run_stage"]

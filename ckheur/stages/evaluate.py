@@ -61,10 +61,9 @@ def per_problem(df: Any, selector: Any, direction: str) -> tuple[list[dict], lis
             skipped.append({"problem": p.describe(), "reason": "none of the model's candidates was measured"})
             continue
         meas = np.array([measured[ks[i].name] for i in cand])
-        best = float(ok.tflops.max())
-        m = pick_efficiency(scores[cand], meas)
+        best = float(ok.tflops.max())  # the oracle: best of everything measured, candidate or not
+        m = pick_efficiency(scores[cand], meas, best)
         pick = cand[int(np.argmax(scores[cand]))]
-        m["efficiency"] = float(measured[ks[pick].name] / best) if np.isfinite(measured[ks[pick].name]) else 0.0
         rows.append({"problem": p.describe(), "problem_obj": p, **p.to_dict(),
                      "pick": ks[pick].name, "pick_pipeline": ks[pick].pipeline,
                      "oracle": ok.loc[ok.tflops.idxmax(), "kernel"], "oracle_tflops": best,

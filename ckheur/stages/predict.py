@@ -24,8 +24,7 @@ def load_selector(cfg: Any, op: dict, arch: dict, model_dir: str | None = None) 
         model_dir = Path(cfg.paths.sim_models) / op["model_name"]
     if model_dir.is_dir():
         sel = Selector.load(model_dir)
-        kind = json.loads((model_dir / "train_manifest.json").read_text()).get("data_kind", "unknown")
-        return sel, f"model {model_dir} (trained on {kind} data)"
+        return sel, sel.label
     if explicit:
         raise StageError(f"model dir {model_dir} not found")
     pool = enumerate_pool(op, arch, cfg.kernels.filter).kernels
@@ -33,7 +32,8 @@ def load_selector(cfg: Any, op: dict, arch: dict, model_dir: str | None = None) 
             f"ANALYTIC MODEL (fallback: no trained model {model_dir} for {op['model_name']})")
 
 
-def _problem(cfg: Any, family: str) -> Any:
+def problem_from_cfg(cfg: Any, family: str) -> Any:
+    """The single problem given as problem.<field>=... or problem="<MIOpenDriver line>", or None."""
     from ckheur.models.selector import as_problem
 
     node = plain(cfg.problem)
@@ -56,12 +56,9 @@ def run(cfg: Any, ctx: Context) -> dict:
     op, arch = plain(cfg.op), plain(cfg.arch)
     selector, label = load_selector(cfg, op, arch)
     k = int(cfg.predict.k)
-    single = _problem(cfg, op["family"])
+    single = problem_from_cfg(cfg, op["family"])
     if single is not None:
-        try:
-            ranked = selector.rank(single, k=k)
-        except ValueError as e:
-            raise StageError(str(e)) from None
+        ranked = selector.rank(single, k=k)
         rows = [(i + 1, name, f"{tf:.2f}", f"{single.flops / (tf * 1e12) * 1e3:.4g}" if tf > 0 else "-")
                 for i, (name, tf) in enumerate(ranked)]
         print(f"{op['direction']} {op['dtype']} on {arch['name']}: {single.describe()} ({single.flops / 1e9:.3f} GFLOP)")

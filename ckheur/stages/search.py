@@ -62,12 +62,12 @@ def run(cfg: Any, ctx: Context) -> dict:
     from ckheur.display import format_table
     from ckheur.kernels import enumerate_pool
     from ckheur.problems import load_problem_set
-    from ckheur.stages.predict import _problem, load_selector
+    from ckheur.stages.predict import load_selector, problem_from_cfg
 
     op, arch = plain(cfg.op), plain(cfg.arch)
     selector, label = load_selector(cfg, op, arch, cfg.search.model_dir)
     pool = enumerate_pool(op, arch, cfg.kernels.filter).kernels
-    single = _problem(cfg, op["family"])
+    single = problem_from_cfg(cfg, op["family"])
     problems = [single] if single is not None else load_problem_set(plain(cfg.problems), op["family"])
     results = []
     for p in problems:

@@ -6,6 +6,7 @@ import json
 import socket
 import sys
 import time
+from datetime import datetime, timezone
 from collections import Counter
 from pathlib import Path
 from typing import Any, Sequence
@@ -47,6 +48,17 @@ class Progress:
 def _chunks(seq: Sequence[Any], size: int):
     for i in range(0, len(seq), max(1, size)):
         yield seq[i:i + size]
+
+
+def _not_run(pairs: Sequence[tuple[Any, Any]]) -> Any:
+    """Results for pairs the kernel cannot run: recorded as unsupported, never measured."""
+    from ckheur.backends import Results
+
+    res = Results()
+    for p, k in pairs:
+        res.add(float("nan"), "unsupported", f"{k.name} cannot run {p.describe()} (a tile does not divide "
+                "a dimension the kernel does not pad, or a contiguous dimension is too short)")
+    return res
 
 
 def run(cfg: Any, ctx: Context) -> dict:
@@ -109,28 +121,22 @@ def run(cfg: Any, ctx: Context) -> dict:
     kcols = {k.name: kernel_columns(k, op["family"]) for k in pool.kernels}
     statuses: Counter = Counter()
     progress = Progress(len(todo) + len(unsupported), st.progress, st.log_every_s)
+    pcols = {p.key(): p.to_dict() for p in problems}
     t0 = time.perf_counter()
     interrupted = False
-    def not_run(pairs: Sequence[tuple[Any, Any]]) -> Any:
-        from ckheur.backends import Results
-
-        res = Results()
-        for p, k in pairs:
-            res.add(float("nan"), "unsupported", f"{k.name} cannot run {p.describe()} (tile does not divide "
-                    "a dimension the kernel does not pad, or the contiguous dimension is too short)")
-        return res
-
-    batches = [(b, not_run) for b in _chunks(unsupported, 50_000)] + \
+    batches = [(b, _not_run) for b in _chunks(unsupported, 50_000)] + \
         [(b, measurer.measure) for b in _chunks(todo, measurer.batch_pairs)]
     try:
         for batch, measure in batches:
             res = measure(batch)
-            stamp, clock = time.strftime("%Y-%m-%dT%H:%M:%S%z"), measurer.clock_mhz()
+            # UTC ISO 8601, as imports use: "newest row wins" compares these strings across machines.
+            stamp = datetime.now(timezone.utc).isoformat(timespec="microseconds")
+            clock = measurer.clock_mhz()
             rows = []
             for i, (p, k) in enumerate(batch):
                 lat = res.latency_ms[i]
                 ok = res.status[i] == "ok" and lat > 0
-                rows.append({**common, **p.to_dict(), **kcols[k.name], "latency_ms": lat,
+                rows.append({**common, **pcols[p.key()], **kcols[k.name], "latency_ms": lat,
                              "latency_spread_ms": res.latency_spread_ms[i],
                              "tflops": p.flops / (lat * 1e-3) / 1e12 if ok else float("nan"),
                              "status": res.status[i], "error": res.error[i], "timestamp": stamp,

@@ -61,7 +61,7 @@ def run(cfg: Any, ctx: Context) -> dict:
     from ckheur.features import get_engine
     from ckheur.kernels import enumerate_pool
     from ckheur.models.bundle import incompatibilities, load_bundle, save_bundle
-    from ckheur.models.training import TrainingError, build_table, cross_validate, fit
+    from ckheur.models.training import build_table, cross_validate, fit
     from ckheur.sim import load_params
 
     op, arch, model = plain(cfg.op), plain(cfg.arch), plain(cfg.model)
@@ -77,10 +77,7 @@ def run(cfg: Any, ctx: Context) -> dict:
 
     def table(analytic: bool):
         if analytic not in tables:
-            try:
-                tables[analytic] = build_table(df, op, arch, pool, engine, sim_params if analytic else None)
-            except TrainingError as e:
-                raise StageError(str(e)) from None
+            tables[analytic] = build_table(df, op, arch, pool, engine, sim_params if analytic else None)
         return tables[analytic]
 
     t0 = time.perf_counter()
@@ -168,11 +165,9 @@ def run(cfg: Any, ctx: Context) -> dict:
 
 
 def _calibration_hashes() -> set[str]:
-    from omegaconf import OmegaConf
+    from ckheur.config import load_option
 
-    from ckheur.problems.sources import CONF_DIR
-
-    return set(OmegaConf.load(CONF_DIR / "backend" / "sim.yaml").get("calibration_sha256") or [])
+    return set(load_option("backend/sim").get("calibration_sha256") or [])
 
 
 def _write_oof(out_dir: Path, tb: Any, picked: dict) -> None:
