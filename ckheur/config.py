@@ -97,7 +97,14 @@ class SourceKind(_Choice):
     generate = "generate"
     miopen = "miopen"
     csv = "csv"
+    dataset = "dataset"  # the problems of a dataset folder, Parquet file or CK CSV
     set = "set"
+
+
+class PartialTarget(_Choice):
+    pairwise = "pairwise"  # partly measured problems: only pairwise orderings among measured kernels
+    naive = "naive"  # relative to the best measured kernel, as if it were the oracle
+    drop = "drop"  # train on fully measured problems only
 
 
 # ---------------------------------------------------------------- arch
@@ -220,6 +227,16 @@ class ProblemSourceSchema:
 class ShardSchema:
     index: int = 0
     count: int = 1
+    seed: Optional[int] = None  # None: every count-th problem; a seed: a seeded hash of the problem
+
+
+@dataclass
+class DataShardSchema:
+    """Keep the problems of one part of a seeded hash split (the same split as problems.shard with that seed)."""
+
+    index: int = 0
+    count: int = 1  # 1: every problem
+    seed: int = 0
 
 
 @dataclass
@@ -250,6 +267,15 @@ class SweepSchema:
     retry_failed: bool = False  # measure again pairs whose earlier attempt did not succeed
     output: Optional[str] = None  # dataset folder; default {paths.data}/{op}_{dtype}_{arch}/{problems}.parquet
     progress: str = "auto"  # auto (bar on a terminal, log lines otherwise), bar, log, none
+    log_every_s: float = 10.0
+
+
+@dataclass
+class TuneSchema:
+    top_k: int = 3  # kernels timed per problem: the model's k best
+    db: Optional[str] = None  # default {paths.tuning}/{family}_{direction}_{dtype}_{arch}
+    model_dir: Optional[str] = None  # default: as stage=predict (real model, else simulated, else analytic)
+    progress: str = "auto"  # auto, bar, log, none
     log_every_s: float = 10.0
 
 
@@ -335,6 +361,8 @@ class FeaturesSchema:
 class DataSchema:
     paths: List[str] = field(default_factory=list)  # train: datasets / CK CSVs; default: this op's sweep
     eval_paths: List[str] = field(default_factory=list)  # evaluate: default: the sweep of evaluate.problems
+    shard: DataShardSchema = field(default_factory=DataShardSchema)  # use one part of the problems
+    exclude_suspect: bool = False  # leave rows with status suspect out of training and the oracle
 
 
 @dataclass
@@ -345,6 +373,10 @@ class TrainSchema:
     warm_start: Optional[str] = None  # model dir to add trees to
     warm_start_trees: int = 100
     output: Optional[str] = None  # default: {paths.models}/{model_name}; sim data: {paths.sim_models}/...
+    partial: PartialTarget = PartialTarget.pairwise  # target for problems where only some kernels were measured
+    pairwise_weight: float = 1.0  # weight of the pairwise loss against the squared error of full problems
+    family_cv: bool = True  # also a leave-shape-family-out CV (folds of clustered problems)
+    family_clusters: int = 10  # clusters in log problem space, grouped into train.folds folds
 
 
 @dataclass
@@ -358,6 +390,8 @@ class EvaluateSchema:
     gate_max_loss_pts: float = 10.0
     plots: bool = True
     cascade: bool = True  # large pools: analytic pre-rank, model on the top 256 (false: model on all)
+    top_k: List[int] = field(default_factory=list)  # hybrid: efficiency when the model's top-k are measured
+    tie_tolerance: float = 0.02  # tie-aware top-1: a pick within this fraction of the oracle counts
 
 
 @dataclass
@@ -365,6 +399,7 @@ class PredictSchema:
     k: int = 5  # top-k kernels printed
     model_dir: Optional[str] = None  # default: {paths.models}/{model_name}; none: analytic fallback
     output: Optional[str] = None  # problems=<set>: CSV or JSON path; default predictions.csv in the run dir
+    tuning_db: Optional[str] = None  # a tuning database: its exact hits win (the tier used is printed)
 
 
 @dataclass
@@ -414,6 +449,7 @@ class PathsSchema:
     data: str = "data"
     models: str = "models"  # bundles trained on real measurements (shipped)
     sim_models: str = "outputs/sim_models"  # bundles trained on simulated data (never in models/)
+    tuning: str = "tuning"  # tuning databases written by stage=tune
 
 
 @dataclass
@@ -436,6 +472,7 @@ class Config:
     kernels: KernelsSchema = field(default_factory=KernelsSchema)
     list: ListSchema = field(default_factory=ListSchema)
     sweep: SweepSchema = field(default_factory=SweepSchema)
+    tune: TuneSchema = field(default_factory=TuneSchema)
     features: FeaturesSchema = field(default_factory=FeaturesSchema)
     data: DataSchema = field(default_factory=DataSchema)
     train: TrainSchema = field(default_factory=TrainSchema)

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import os
 import uuid
+import warnings
 from pathlib import Path
 from typing import Any, Iterable, Mapping, Sequence
 
@@ -21,7 +22,10 @@ from ckheur.ops import get_family
 from ckheur.problems.conv import CONV_FIELDS
 
 SCHEMA_VERSION = 1
-STATUSES = ("ok", "failed", "timeout", "unsupported", "wrong_result", "missing")
+STATUSES = ("ok", "failed", "timeout", "unsupported", "wrong_result", "missing", "suspect")
+# A suspect run has a valid timing but a sanity count unlike the other kernels of its problem:
+# kept and reported; it counts as a measurement unless the user excludes suspects.
+USABLE = ("ok", "suspect")
 MEASURE_COLUMNS = ("latency_ms", "latency_spread_ms", "tflops", "status", "error")
 PROVENANCE_COLUMNS = ("warmup", "repeat", "clock_mhz", "timestamp", "host", "ckheur_version", "schema_version")
 _STRINGS = {"layout", "pipeline", "scheduler", "epilogue", "kernel"}
@@ -47,6 +51,16 @@ class DatasetError(UserError):
     """A dataset or import file is missing, malformed or of another schema version."""
 
 
+class CorruptPartWarning(UserWarning):
+    """A part file of a dataset folder could not be read and was skipped."""
+
+
+def usable(df: Any, exclude_suspect: bool = False) -> Any:
+    """Mask of rows that are measurements to learn from and score against (positive TFLOPS)."""
+    statuses = ["ok"] if exclude_suspect else list(USABLE)
+    return df["status"].isin(statuses).to_numpy() & (df["tflops"].to_numpy(dtype=float) > 0)
+
+
 def arrow_schema(family: str = "grouped_conv"):
     """The versioned Arrow schema of a family's dataset."""
     import pyarrow as pa
@@ -69,6 +83,21 @@ def _family_of(df: Any) -> str:
     if families[0] not in FAMILIES:
         raise DatasetError(f"op {families[0]!r} in rows: the op column must start with one of {', '.join(FAMILIES)}")
     return families[0]
+
+
+def keep_shard(df: Any, shard: Mapping[str, Any], family: str = "grouped_conv") -> Any:
+    """Rows of the problems in part ``shard.index`` of a seeded ``shard.count``-way split
+    (the split ``problems.shard`` makes with the same seed); ``count`` 1 keeps everything."""
+    from ckheur.problems.sources import shard_of
+
+    count, index, seed = int(shard.get("count", 1)), int(shard.get("index", 0)), int(shard.get("seed", 0))
+    if count <= 1 or not len(df):
+        return df
+    if not 0 <= index < count:
+        raise DatasetError(f"data.shard: need 0 <= index < count, got index={index}, count={count}")
+    keys = list(df[list(get_family(family).problems.FIELDS)].itertuples(index=False, name=None))
+    part = {k: shard_of(k, count, seed) for k in set(keys)}
+    return df[[part[k] == index for k in keys]]
 
 
 def dataset_dir(data_root: str | Path, op: Mapping[str, Any], arch: str, problems: str) -> Path:
@@ -105,22 +134,47 @@ def write_part(folder: str | Path, rows: Sequence[Mapping[str, Any]] | Any) -> P
     return folder / name
 
 
-def _read_one(path: Path):
+def read_parts(folder: Path, skip: set[str] | frozenset = frozenset()) -> tuple[Any, list[str]]:
+    """Rows of a dataset folder's part files not named in ``skip``, and the names read.
+
+    A part that cannot be read (corrupt, truncated by a dying disk) is skipped with a
+    :class:`CorruptPartWarning`, never fatal: parts are written atomically, so this is damage,
+    and the other parts are still good."""
     import pandas as pd
+
+    frames, names = [], []
+    for p in sorted(folder.glob("part-*.parquet")):
+        if p.name in skip:
+            continue
+        try:
+            frames.append(_read_parquet(p))
+        except DatasetError:
+            raise
+        except Exception as e:  # noqa: BLE001 - any unreadable part is skipped, whatever pyarrow says
+            warnings.warn(f"skipping unreadable dataset part {p}: {str(e).splitlines()[0][:200]}",
+                          CorruptPartWarning, stacklevel=2)
+            continue
+        names.append(p.name)
+    frames = [f for f in frames if len(f)]
+    return (pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(columns=["op"])), names
+
+
+def _read_parquet(path: Path):
     import pyarrow.parquet as pq
 
-    if path.is_dir():
-        parts = sorted(path.glob("part-*.parquet"))
-        if not parts:
-            return pd.DataFrame(columns=["op"])
-        return pd.concat([_read_one(p) for p in parts], ignore_index=True)
-    if path.suffix == ".csv":
-        return read_ck_csv(path)
     table = pq.read_table(path)
     version = (table.schema.metadata or {}).get(b"ckheur_schema_version", b"?").decode()
     if version != str(SCHEMA_VERSION):
         raise DatasetError(f"{path}: schema version {version}, this ckheur reads {SCHEMA_VERSION}")
     return table.to_pandas()
+
+
+def _read_one(path: Path):
+    if path.is_dir():
+        return read_parts(path)[0]
+    if path.name.endswith((".csv", ".csv.gz")):
+        return read_ck_csv(path)
+    return _read_parquet(path)
 
 
 def read_dataset(paths: str | Path | Iterable[str | Path], dedupe: bool = True):
@@ -130,9 +184,11 @@ def read_dataset(paths: str | Path | Iterable[str | Path], dedupe: bool = True):
     """
     import pandas as pd
 
+    from ckheur.measurements import resolve
+
     paths = [paths] if isinstance(paths, (str, Path)) else list(paths)
     frames = []
-    for p in map(Path, paths):
+    for p in map(resolve, paths):
         if not p.exists():
             raise DatasetError(f"dataset {p} not found")
         frames.append(_read_one(p))
@@ -146,11 +202,44 @@ def read_dataset(paths: str | Path | Iterable[str | Path], dedupe: bool = True):
 
 # ------------------------------------------------------------------ CK tile_engine CSV import
 
-def read_ck_csv(path: str | Path, arch: str = "gfx950", tiles: Sequence[Mapping] | None = None):
-    """Import a CK tile_engine grouped-conv CSV (older 17-column or current form) into our schema.
+SUSPECT_RATIO = 4.0  # a non_zero count this many times off its problem's median is suspect
 
-    Direction, dtype and ndim come from each kernel name. Rows whose ``non_zero`` count differs
-    from the elements the direction writes get status ``wrong_result`` (never silently used).
+
+def non_zero_status(problem_ids: Sequence[Any], non_zero: Sequence[float],
+                    ratio: float = SUSPECT_RATIO) -> tuple[list[str], list[str]]:
+    """(status, reason) per row from CK's ``non_zero`` sanity counts.
+
+    The count is not a correctness proof: CK's own sweeps often report far fewer non-zero
+    elements than the output size for valid runs, every kernel of the problem alike. So only
+    ``non_zero == 0`` is ``wrong_result``; a count more than ``ratio`` times away from the
+    median of the other kernels of the same problem is ``suspect``; anything else is ``ok``."""
+    import pandas as pd
+
+    df = pd.DataFrame({"pid": list(problem_ids), "nz": pd.to_numeric(pd.Series(list(non_zero)), errors="coerce")})
+    status, reason = ["ok"] * len(df), [""] * len(df)
+    for _, g in df.groupby("pid", sort=False):
+        for i, nz in zip(g.index, g.nz):
+            if pd.isna(nz):
+                continue
+            if nz == 0:
+                status[i], reason[i] = "wrong_result", "non_zero=0: the kernel wrote no output"
+                continue
+            others = g.nz.drop(i).dropna()
+            others = others[others > 0]
+            if len(others) >= 2:
+                med = float(others.median())
+                if nz * ratio < med or nz > med * ratio:
+                    status[i], reason[i] = "suspect", (f"non_zero={int(nz)} departs from the median {med:.0f} of "
+                                                       f"the other kernels of this problem")
+    return status, reason
+
+
+def read_ck_csv(path: str | Path, arch: str = "gfx950", tiles: Sequence[Mapping] | None = None):
+    """Import a CK tile_engine grouped-conv CSV (older 17-column or current form, or gzipped).
+
+    Direction, dtype and ndim come from each kernel name. ``non_zero`` is judged by
+    :func:`non_zero_status` (0: ``wrong_result``; far from the problem's other kernels:
+    ``suspect``); a non-positive latency is ``failed``. No row is dropped.
     ``tiles`` (the op's tile table) fills wave layouts and warp tiles; default: shipped fwd op.
     """
     import pandas as pd
@@ -168,7 +257,7 @@ def read_ck_csv(path: str | Path, arch: str = "gfx950", tiles: Sequence[Mapping]
     if tiles is None:
         tiles = load_option("op/grouped_conv/fwd")["tiles"]
     stat = path.stat()
-    rows = []
+    rows, keys = [], []
     for i, r in enumerate(raw.to_dict("records"), start=2):
         try:
             p = problem_from_dict({c: r[c] for c in CONV_FIELDS if c in r and pd.notna(r[c])})
@@ -176,22 +265,45 @@ def read_ck_csv(path: str | Path, arch: str = "gfx950", tiles: Sequence[Mapping]
         except (ProblemError, KernelError) as e:
             raise DatasetError(f"{path} line {i}: {e}") from None
         lat = float(r["latency_ms"])
-        status, error = "ok", ""
-        if "non_zero" in r and pd.notna(r["non_zero"]) and int(r["non_zero"]) != p.output_elems(k.direction):
-            status, error = "wrong_result", f"non_zero={int(r['non_zero'])} != {p.output_elems(k.direction)} output elements"
-        if not lat > 0:
-            status, error = "failed", f"latency_ms={lat}"
+        keys.append((k.direction, *p.key()))
         rows.append({
             "op": f"grouped_conv/{k.direction}", "direction": k.direction, "dtype": k.dtype, "arch": arch,
             "backend": "ck_csv", **p.to_dict(), **kernel_columns(k),
             "latency_ms": lat, "latency_spread_ms": float("nan"),
             "tflops": p.flops / (lat * 1e-3) / 1e12 if lat > 0 else float("nan"),
-            "status": status, "error": error,
+            "status": "ok", "error": "",
             "warmup": 3, "repeat": 10, "clock_mhz": float("nan"),  # CK tile_engine defaults (data README)
             "timestamp": pd.Timestamp(stat.st_mtime, unit="s", tz="UTC").isoformat(timespec="microseconds"),
             "host": f"import:{path.name}", "ckheur_version": __version__, "schema_version": SCHEMA_VERSION,
         })
-    return pd.DataFrame(rows, columns=list(COLUMNS))
+    df = pd.DataFrame(rows, columns=list(COLUMNS))
+    if "non_zero" in raw.columns:
+        df["status"], df["error"] = non_zero_status(keys, raw["non_zero"].tolist())
+    failed = ~(df.latency_ms > 0)
+    df.loc[failed, "status"] = "failed"
+    df.loc[failed, "error"] = [f"latency_ms={v}" for v in df.latency_ms[failed]]
+    return df
+
+
+def measurement_rows(pairs: Sequence[tuple[Any, Any]], results: Any, common: Mapping[str, Any],
+                     problem_cols: Mapping[tuple, Mapping[str, Any]], kernel_cols: Mapping[str, Mapping[str, Any]],
+                     clock_mhz: float = float("nan")) -> list[dict]:
+    """Dataset rows for measured pairs (a backend's Results, in pair order), stamped now in UTC.
+
+    UTC ISO 8601 with microseconds, as imports use: "newest row wins" compares these strings."""
+    from datetime import datetime, timezone
+
+    stamp = datetime.now(timezone.utc).isoformat(timespec="microseconds")
+    rows = []
+    for i, (p, k) in enumerate(pairs):
+        lat = results.latency_ms[i]
+        ok = results.status[i] in USABLE and lat > 0
+        rows.append({**common, **problem_cols[p.key()], **kernel_cols[k.name], "latency_ms": lat,
+                     "latency_spread_ms": results.latency_spread_ms[i],
+                     "tflops": p.flops / (lat * 1e-3) / 1e12 if ok else float("nan"),
+                     "status": results.status[i], "error": results.error[i], "timestamp": stamp,
+                     "clock_mhz": clock_mhz})
+    return rows
 
 
 def kernel_columns(k: Any, family: str = "grouped_conv") -> dict[str, Any]:

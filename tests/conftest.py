@@ -9,8 +9,6 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
-SHARED_DATA = ROOT.parent / "shared" / "data"
-CK_FWD_CSV = SHARED_DATA / "ck_gfx950" / "fwd_bf16_2d_miopen200.csv"
 
 
 @pytest.fixture
@@ -34,10 +32,19 @@ def compose():
 
 
 @pytest.fixture(scope="session")
-def ck_fwd_csv() -> Path:
-    if not CK_FWD_CSV.exists():
-        pytest.skip(f"real CK data not found at {CK_FWD_CSV} (the shared/ folder beside the repo)")
-    return CK_FWD_CSV
+def ck_fwd_csv(tmp_path_factory) -> Path:
+    """The real gfx950 forward CSV, uncompressed from the copy shipped in the package (checked
+    against the published sha256), so the tests never depend on ../shared."""
+    import gzip
+    import hashlib
+
+    from ckheur.measurements import CK_GFX950_FWD, CK_GFX950_FWD_SHA256
+
+    raw = gzip.decompress(CK_GFX950_FWD.read_bytes())
+    assert hashlib.sha256(raw).hexdigest() == CK_GFX950_FWD_SHA256
+    path = tmp_path_factory.mktemp("ck_gfx950") / "fwd_bf16_2d_miopen200.csv"
+    path.write_bytes(raw)
+    return path
 
 
 def run_cli(*args: str, cwd: Path = ROOT, timeout: int = 120) -> subprocess.CompletedProcess:

@@ -152,16 +152,34 @@ def test_ck_csv_import_equals_source_rows(tmp_path, ck_fwd_csv):
     assert r.returncode == 0 and len(read_dataset(ds, dedupe=False)) == 3760
 
 
-def test_import_flags_wrong_outputs(tmp_path, ck_fwd_csv):
+def test_non_zero_rule_on_partial_counts(tmp_path, ck_fwd_csv):
+    """CK's non_zero is a sanity count: partial counts shared by a problem's kernels are fine;
+    only 0 is a wrong result; a count far from the problem's other kernels is suspect (kept)."""
     import pandas as pd
 
-    src = pd.read_csv(ck_fwd_csv).head(5)
-    src.loc[2, "non_zero"] = 17
-    bad = tmp_path / "bad.csv"
-    src.to_csv(bad, index=False)
+    src = pd.read_csv(ck_fwd_csv)
+    two = src[src.problem_idx.isin([0, 1])].copy()  # 2 problems x 20 kernels, full counts
+    assert len(two) == 40
+    first = two.problem_idx == 0
+    # Problem 0: every kernel reports a third of the output (as CK's own sweeps often do)...
+    two.loc[first, "non_zero"] = (two.loc[first, "non_zero"] // 3).astype(int)
+    idx0 = two.index[first]
+    two.loc[idx0[4], "non_zero"] = 0  # ...one wrote nothing
+    two.loc[idx0[7], "non_zero"] = int(two.loc[idx0[7], "non_zero"]) // 50  # ...one far below the others
+    idx1 = two.index[~first]
+    two.loc[idx1[2], "non_zero"] = int(two.loc[idx1[2], "non_zero"]) // 2  # within a factor of the others: ok
+    bad = tmp_path / "partial.csv"
+    two.to_csv(bad, index=False)
     df = read_ck_csv(bad)
-    assert df.status.tolist() == ["ok", "ok", "wrong_result", "ok", "ok"]
-    assert "non_zero=17" in df.error[2]
+    assert len(df) == 40  # nothing dropped
+    expected = ["ok"] * 40
+    expected[4], expected[7] = "wrong_result", "suspect"
+    assert df.status.tolist() == expected
+    assert "non_zero=0" in df.error[4] and "departs from the median" in df.error[7]
+    # Suspect rows count as measurements unless excluded; wrong results never do.
+    from ckheur.dataset import usable
+
+    assert usable(df).sum() == 39 and usable(df, exclude_suspect=True).sum() == 38
 
 
 def test_current_ck_csv_form_with_3d_columns(tmp_path):

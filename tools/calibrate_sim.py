@@ -22,7 +22,7 @@ import numpy as np
 
 ROOT = Path(__file__).resolve().parents[1]
 CSV_USED = None
-DEFAULT_CSV = ROOT.parent / "shared" / "data" / "ck_gfx950" / "fwd_bf16_2d_miopen200.csv"
+DEFAULT_CSV = ROOT / "ckheur" / "measurements" / "ck_gfx950" / "fwd_bf16_2d_miopen200.csv.gz"  # shipped copy
 
 
 def load_real(csv_path: Path):

@@ -60,3 +60,38 @@ def make_backend(cfg: Mapping[str, Any], op: Mapping[str, Any], arch: Mapping[st
     if name not in BACKENDS:
         raise BackendError(f"backend.name={name!r}: allowed values are {', '.join(BACKENDS)}")
     return importlib.import_module(BACKENDS[name]).make(cfg, op, arch)
+
+
+@dataclass
+class BackendMeasure:
+    """A backend as the measure callable of ``Selector.select``:
+    ``(problem, kernel_names) -> {kernel_name: latency_ms or None}``; ``results`` keeps the
+    statuses and reasons so failures are recorded like a sweep's."""
+
+    measurer: Measurer
+    kernels: Mapping[str, Any]
+
+    @property
+    def provenance(self) -> dict[str, Any]:
+        return {"backend": self.measurer.name, "warmup": self.measurer.warmup, "repeat": self.measurer.repeat}
+
+    def results(self, problem: Any, names: Sequence[str]) -> Results:
+        unknown = [n for n in names if n not in self.kernels]
+        if unknown:
+            raise BackendError(f"kernels not in this backend's pool: {', '.join(unknown[:5])}")
+        return self.measurer.measure([(problem, self.kernels[n]) for n in names])
+
+    def __call__(self, problem: Any, names: Sequence[str]) -> dict[str, float | None]:
+        from ckheur.dataset import USABLE
+
+        res = self.results(problem, names)
+        return {n: (lat if st in USABLE and lat > 0 else None) for n, lat, st in zip(names, res.latency_ms, res.status)}
+
+    def close(self) -> None:
+        self.measurer.close()
+
+
+def measure_function(cfg: Mapping[str, Any], op: Mapping[str, Any], arch: Mapping[str, Any],
+                     kernels: Sequence[Any]) -> BackendMeasure:
+    """A measure callable for ``Selector.select`` from a backend config (sim, replay, hip, command)."""
+    return BackendMeasure(make_backend(cfg, op, arch), {k.name: k for k in kernels})

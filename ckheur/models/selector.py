@@ -5,6 +5,16 @@
     sel.best({"N": 16, "C": 256, "K": 128, "Hi": 28, "Wi": 28, "Y": 3, "X": 3, "pad_h": 1, "pad_w": 1})
     sel.rank(problem, k=5)   # [(kernel name, predicted TFLOPS), ...] best first
 
+Hybrid selection, in tiers (every answer says which produced it):
+
+    sel = Selector.load("models/grouped_conv_fwd_bf16_gfx950", tuning_db="tuning/")
+    r = sel.select(problem, measure=None, k=3)
+    r.kernel, r.source       # "tuning_db" | "measured" | "model" | "analytic"
+
+An exact hit in the tuning database wins; otherwise the model (or, without one, the analytic
+model) ranks, and when ``measure`` is given its top-k are timed, the fastest is chosen, and
+every attempt is recorded in the database, so the next select of that problem is a hit.
+
 Hot path: kernel features are precomputed per spatial dimensionality; a problem's features are
 one vectorized numpy call; LightGBM scores a float32 matrix on one thread; no pandas; results
 are cached by problem (LRU). Pools larger than ``cascade_threshold`` are pre-ranked by the
@@ -14,8 +24,9 @@ analytic model and only its top ``cascade_top`` are scored by the learned model.
 from __future__ import annotations
 
 from collections import OrderedDict
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any, Callable, Mapping
 
 import numpy as np
 
@@ -38,6 +49,42 @@ def as_problem(problem: Any, family: str = "grouped_conv") -> Any:
                     + f", not {type(problem).__name__}")
 
 
+SOURCES = ("tuning_db", "measured", "model", "analytic")
+
+
+@dataclass(frozen=True)
+class Selection:
+    """A selected kernel and the tier that chose it.
+
+    ``latency_ms`` is measured for ``tuning_db`` and ``measured``, predicted otherwise;
+    ``timed`` maps each kernel measured by this call to its latency (None: the run failed)."""
+
+    kernel: str
+    source: str
+    latency_ms: float | None
+    timed: dict = field(default_factory=dict)
+
+
+def _results_of(measure: Callable, problem: Any, kernels: list) -> Any:
+    """Results of a measure callable: backends give statuses; a plain callable's None is a failure."""
+    from ckheur.backends import Results
+
+    names = [k.name for k in kernels]
+    if hasattr(measure, "results"):
+        return measure.results(problem, names)
+    got = measure(problem, names)
+    if not isinstance(got, Mapping):
+        raise TypeError(f"measure must return a dict {{kernel name: latency_ms or None}}, not {type(got).__name__}")
+    res = Results()
+    for n in names:
+        lat = got.get(n)
+        if lat is None or not float(lat) > 0:
+            res.add(float("nan"), "failed", "measure returned no time" if lat is None else f"latency_ms={lat}")
+        else:
+            res.add(float(lat))
+    return res
+
+
 class Selector:
     """Ranks an op's kernel pool for problems with a trained model (or the analytic model)."""
 
@@ -45,7 +92,7 @@ class Selector:
                  booster: Any = None, tflops_booster: Any = None, analytic_params: Mapping[str, Any] | None = None,
                  sim_params: Mapping[str, Any] | None = None, objective: str = "regression_log",
                  cascade_threshold: int = 512, cascade_top: int = 256, cache_size: int = 4096, label: str = "",
-                 op: Mapping[str, Any] | None = None) -> None:
+                 op: Mapping[str, Any] | None = None, tuning_db: Any = None) -> None:
         from ckheur.ops import get_family
         from ckheur.sim import kernel_arrays as sim_kernel_arrays
 
@@ -57,6 +104,8 @@ class Selector:
         self.sim_params = {**(sim_params or analytic_params or {}), "dtype": dtype}
         self.cascade_threshold, self.cascade_top = cascade_threshold, cascade_top
         self.label = label
+        self.tuning_db = self._open_db(tuning_db)
+        self._field_set = frozenset(self.family.problems.FIELDS)
         self._cache: OrderedDict = OrderedDict()
         self._cache_size = cache_size
         self._pools: dict[Any, tuple[list, dict, dict, dict]] = {}
@@ -72,7 +121,7 @@ class Selector:
         from ckheur.models.bundle import load_bundle
 
         b = load_bundle(model_dir)
-        spec = b.spec
+        spec = b.spec  # keywords (tuning_db, cascade_threshold, ...) pass through to __init__
         from ckheur.sim import load_params
 
         return cls(b.kernels, spec["arch"], spec["op"]["direction"], spec["op"]["dtype"], get_engine(spec["engine"]),
@@ -82,12 +131,88 @@ class Selector:
 
     @classmethod
     def analytic(cls, kernels: list, arch: Mapping[str, Any], direction: str, dtype: str,
-                 sim_params: Mapping[str, Any] | None = None, op: Mapping[str, Any] | None = None) -> "Selector":
+                 sim_params: Mapping[str, Any] | None = None, op: Mapping[str, Any] | None = None,
+                 tuning_db: Any = None) -> "Selector":
         """A selector that ranks with the calibrated analytic model alone (no learned model)."""
         from ckheur.sim import load_params
 
         return cls(kernels, arch, direction, dtype, sim_params=sim_params or load_params(), label="analytic model",
-                   op=op)
+                   op=op, tuning_db=tuning_db)
+
+    def _open_db(self, db: Any) -> Any:
+        """The tuning database (a path or an open one), checked to serve this selector's op and arch."""
+        from ckheur.tuning_db import TuningDB
+
+        if db is None:
+            return None
+        op = {**self.op, "direction": self.direction, "dtype": self.dtype}
+        if isinstance(db, TuningDB):
+            db.check_serves(op, self.arch["name"])
+            return db
+        return TuningDB.open(db, op, self.arch["name"])
+
+    def _lookup_key(self, problem: Any) -> tuple | None:
+        """A problem's key without building the problem: the DB-hit fast path. None when the
+        input is not a plain mapping of known fields with every required one (then the full
+        validation runs; an invalid problem is never in the database, so a hit implies a valid one)."""
+        if hasattr(problem, "key") and hasattr(problem, "gemm"):
+            return problem.key()
+        mod = self.family.problems
+        if not isinstance(problem, Mapping) or not problem.keys() <= self._field_set:
+            return None
+        defaults = mod.DEFAULTS
+        try:
+            return tuple(problem[f] if f in problem else defaults[f] for f in mod.FIELDS)
+        except KeyError:
+            return None
+
+    def select(self, problem: Any, measure: Callable | None = None, k: int = 3) -> Selection:
+        """The kernel for a problem, by tier: tuning database hit, else measured top-k, else the ranking.
+
+        ``measure(problem, kernel_names) -> {kernel_name: latency_ms or None}`` times kernels
+        (``ckheur.backends.measure_function`` makes one from any backend config). The k best
+        ranked are timed; if none runs, the next k, until one does or the pool is exhausted.
+        Every attempt, failures included, is recorded in the tuning database when there is one."""
+        db = self.tuning_db
+        if db is not None:
+            hit = db.best(self._lookup_key(problem))
+            if hit is not None:
+                return Selection(hit[0], "tuning_db", hit[1])
+        from ckheur.dataset import USABLE
+
+        p = as_problem(problem, self.family.name)
+        if db is not None:
+            hit = db.best(p.key())  # the same problem spelled differently (strings, a MIOpenDriver line)
+            if hit is not None:
+                return Selection(hit[0], "tuning_db", hit[1])
+        ks, scores, tflops = self.scores(p)
+        order = np.argsort(-scores, kind="stable")
+        ranked_by = "analytic" if self.booster is None else "model"
+        if measure is None:
+            i = int(order[0])
+            return Selection(ks[i].name, ranked_by, float(p.flops / (tflops[i] * 1e12) * 1e3) if tflops[i] > 0 else None)
+        if k < 1:
+            raise ValueError(f"k={k}: the number of kernels to time must be >= 1")
+        if db is not None:
+            db.refresh()  # another process may have tuned this problem meanwhile
+            hit = db.best(p.key())
+            if hit is not None:
+                return Selection(hit[0], "tuning_db", hit[1])
+        tried = db.runs(p.key()) if db is not None else {}
+        queue = [ks[i] for i in order if ks[i].name not in tried]
+        timed: dict[str, float | None] = {}
+        while queue:
+            batch, queue = queue[:k], queue[k:]
+            res = _results_of(measure, p, batch)
+            if db is not None:
+                db.record(p, batch, res, **getattr(measure, "provenance", {}))
+            for kern, lat, status in zip(batch, res.latency_ms, res.status):
+                timed[kern.name] = float(lat) if status in USABLE and lat > 0 else None
+            done = {n: t for n, t in timed.items() if t is not None}
+            if done:
+                best = min(done, key=done.get)
+                return Selection(best, "measured", done[best], timed)
+        raise ProblemError(f"no kernel of the pool ran {p.describe()}: every measurement failed ({len(timed)} timed)")
 
     @property
     def kernels(self) -> list:

@@ -69,5 +69,6 @@ def _build(node: Mapping[str, Any], family: str, stack: tuple[str, ...], apply_s
         probs = [p for p in probs if p.key() not in excluded]
     if apply_shard:
         sh = node.get("shard") or {}
-        probs = shard(probs, int(sh.get("index", 0)), int(sh.get("count", 1)))
+        seed = sh.get("seed")
+        probs = shard(probs, int(sh.get("index", 0)), int(sh.get("count", 1)), None if seed is None else int(seed))
     return probs

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import numbers
 import random
 from typing import Any, Callable, Mapping, Sequence
@@ -58,3 +59,8 @@ def checked_fields(d: Mapping[str, Any], allowed: Sequence[str], required: Seque
                 v = int(v)
         out[k] = v
     return out
+
+
+def field_defaults(problem_type: type) -> dict[str, Any]:
+    """Default values of a problem dataclass's optional fields (the required ones are absent)."""
+    return {f.name: f.default for f in dataclasses.fields(problem_type) if f.default is not dataclasses.MISSING}

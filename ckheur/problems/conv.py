@@ -18,7 +18,7 @@ import random
 from dataclasses import asdict, dataclass, fields
 from typing import Any, Mapping
 
-from ckheur.problems.base import ProblemError, checked_fields, draw_distinct
+from ckheur.problems.base import ProblemError, checked_fields, draw_distinct, field_defaults
 
 DIRECTIONS = ("fwd", "bwd_data", "bwd_weight")
 WRITTEN_TENSOR = {"fwd": "out", "bwd_data": "in", "bwd_weight": "wei"}  # what each direction computes
@@ -180,6 +180,7 @@ def problem_from_dict(d: Mapping[str, Any]) -> ConvProblem:
 
 
 FIELDS = CONV_FIELDS
+DEFAULTS = field_defaults(ConvProblem)
 
 
 # ------------------------------------------------------------------ generator

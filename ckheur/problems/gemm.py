@@ -10,7 +10,7 @@ import random
 from dataclasses import asdict, dataclass
 from typing import Any, Mapping
 
-from ckheur.problems.base import ProblemError, checked_fields, draw_distinct
+from ckheur.problems.base import ProblemError, checked_fields, draw_distinct, field_defaults
 
 FIELDS = ("M", "N", "K", "split_k", "layout")
 LAYOUTS = ("rcr", "rrr", "crr", "ccr")
@@ -78,6 +78,9 @@ class GemmProblem:
 
     def describe(self) -> str:
         return f"{self.layout} M{self.M} N{self.N} K{self.K}" + (f" split_k{self.split_k}" if self.split_k > 1 else "")
+
+
+DEFAULTS = field_defaults(GemmProblem)
 
 
 def problem_from_dict(d: Mapping[str, Any]) -> GemmProblem:

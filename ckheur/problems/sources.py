@@ -5,6 +5,9 @@ exclusion and sharding. Each source names its operator family (default grouped_c
 from __future__ import annotations
 
 import csv
+import gzip
+import hashlib
+import numbers
 from pathlib import Path
 from typing import Any, Callable, Iterable, Mapping, Sequence
 
@@ -14,12 +17,16 @@ from ckheur.problems.base import ProblemError
 # ------------------------------------------------------------------ loading sets
 def resolve_path(path: str) -> Path:
     """Absolute paths as given; relative ones against conf/ (shipped data), then the cwd."""
+    from ckheur.measurements import resolve
+
     p = Path(path).expanduser()
     if p.is_absolute():
         return p
     for base in (CONF_DIR, Path.cwd()):
         if (base / p).exists():
             return base / p
+    if resolve(p).exists():
+        return resolve(p)
     raise ProblemError(f"problem source path {path!r} not found (looked in {CONF_DIR} and {Path.cwd()})")
 
 
@@ -29,7 +36,7 @@ def read_csv(path: str | Path, family: str = "grouped_conv") -> list:
 
     mod = get_family(family).problems
     out = []
-    with open(path, newline="") as f:
+    with (gzip.open(path, "rt", newline="") if str(path).endswith(".gz") else open(path, newline="")) as f:
         reader = csv.DictReader(f)
         cols = [c for c in (reader.fieldnames or []) if c in mod.FIELDS]
         if not cols:
@@ -51,11 +58,33 @@ def dedupe(problems: Iterable[Any]) -> list:
     return list(seen.values())
 
 
-def shard(problems: Sequence[Any], index: int, count: int) -> list:
-    """Every count-th problem starting at index: shards partition the set."""
+def read_dataset_problems(path: str | Path, family: str = "grouped_conv") -> list:
+    """The distinct problems of a dataset folder, Parquet file or CK CSV, in order of appearance."""
+    from ckheur.dataset import read_dataset
+    from ckheur.ops import get_family
+
+    mod = get_family(family).problems
+    df = read_dataset(path, dedupe=False)
+    fields = [f for f in mod.FIELDS if f in df.columns]
+    return dedupe(mod.problem_from_dict(dict(zip(fields, r))) for r in df[fields].itertuples(index=False, name=None))
+
+
+def shard_of(key: tuple, count: int, seed: int) -> int:
+    """The part (0..count-1) of a problem key in a seeded hash split: independent of order and
+    of which other problems exist, so a dataset and a problem set split alike."""
+    norm = tuple(int(v) if isinstance(v, numbers.Integral) else v for v in key)  # numpy ints hash as ints
+    digest = hashlib.blake2b(repr((int(seed), norm)).encode(), digest_size=8).digest()
+    return int.from_bytes(digest, "little") % count
+
+
+def shard(problems: Sequence[Any], index: int, count: int, seed: int | None = None, what: str = "problems.shard") -> list:
+    """One part of a partition of the set: every count-th problem from index, or with a seed the
+    problems whose seeded hash falls in part ``index`` (:func:`shard_of`)."""
     if count < 1 or not 0 <= index < count:
-        raise ProblemError(f"problems.shard: need 0 <= index < count, got index={index}, count={count}")
-    return [p for i, p in enumerate(problems) if i % count == index]
+        raise ProblemError(f"{what}: need 0 <= index < count, got index={index}, count={count}")
+    if seed is None:
+        return [p for i, p in enumerate(problems) if i % count == index]
+    return [p for p in problems if shard_of(p.key(), count, seed) == index]
 
 
 def _with_batches(problems: list, batches: Sequence[int], mod: Any) -> list:
@@ -83,6 +112,8 @@ def load_source(src: Mapping[str, Any], load_set: Callable[[str], list], family:
                              src.get("families") or None, float(src.get("max_gflop", 20000.0)))
     elif kind == "csv":
         probs = read_csv(_source_path(src, kind), family)
+    elif kind == "dataset":
+        probs = read_dataset_problems(_source_path(src, kind), family)
     elif kind in mod.SOURCES:
         probs = mod.SOURCES[kind](_source_path(src, kind))
     elif kind == "set":
@@ -90,7 +121,7 @@ def load_source(src: Mapping[str, Any], load_set: Callable[[str], list], family:
             raise ProblemError("problem source kind=set needs a name (a shipped problem set)")
         probs = load_set(str(src["name"]))
     else:
-        allowed = ["inline", "generate", "csv", "set", *mod.SOURCES]
+        allowed = ["inline", "generate", "csv", "dataset", "set", *mod.SOURCES]
         raise ProblemError(f"problem source kind={kind!r} not available for {family}; allowed: {', '.join(allowed)}")
     return _with_batches(probs, list(src.get("batch") or []), mod)
 

@@ -16,7 +16,9 @@ def _eval_data(cfg: Any, ctx: Context, op: dict, arch: dict) -> list[Path]:
     from ckheur.dataset import dataset_dir
 
     if cfg.data.eval_paths:
-        paths = [Path(p) for p in cfg.data.eval_paths]
+        from ckheur.measurements import resolve
+
+        paths = [resolve(p) for p in cfg.data.eval_paths]
     else:
         name = cfg.evaluate.problems
         paths = [dataset_dir(cfg.paths.data, op, arch["name"], name)]

@@ -3,13 +3,15 @@
 from __future__ import annotations
 
 import json
+from collections import Counter
 from pathlib import Path
 from typing import Any
 
 from ckheur.stages import Context, StageError, plain
 
 
-def load_selector(cfg: Any, op: dict, arch: dict, model_dir: str | None = None) -> tuple[Any, str]:
+def load_selector(cfg: Any, op: dict, arch: dict, model_dir: str | None = None,
+                  tuning_db: str | None = None) -> tuple[Any, str]:
     """The trained model for op/dtype/arch, or the analytic model when there is none (labeled).
 
     Looks in ``model_dir`` if given, else in paths.models, then (for an op with no real-data
@@ -23,12 +25,12 @@ def load_selector(cfg: Any, op: dict, arch: dict, model_dir: str | None = None) 
     if not explicit and not model_dir.is_dir() and (Path(cfg.paths.sim_models) / op["model_name"]).is_dir():
         model_dir = Path(cfg.paths.sim_models) / op["model_name"]
     if model_dir.is_dir():
-        sel = Selector.load(model_dir)
+        sel = Selector.load(model_dir, tuning_db=tuning_db)
         return sel, sel.label
     if explicit:
         raise StageError(f"model dir {model_dir} not found")
     pool = enumerate_pool(op, arch, cfg.kernels.filter).kernels
-    return (Selector.analytic(pool, arch, op["direction"], op["dtype"], op=op),
+    return (Selector.analytic(pool, arch, op["direction"], op["dtype"], op=op, tuning_db=tuning_db),
             f"ANALYTIC MODEL (fallback: no trained model {model_dir} for {op['model_name']})")
 
 
@@ -54,28 +56,37 @@ def run(cfg: Any, ctx: Context) -> dict:
     from ckheur.problems import load_problem_set
 
     op, arch = plain(cfg.op), plain(cfg.arch)
-    selector, label = load_selector(cfg, op, arch)
+    selector, label = load_selector(cfg, op, arch, tuning_db=cfg.predict.tuning_db)
     k = int(cfg.predict.k)
     single = problem_from_cfg(cfg, op["family"])
     if single is not None:
         ranked = selector.rank(single, k=k)
+        chosen = selector.select(single)
         rows = [(i + 1, name, f"{tf:.2f}", f"{single.flops / (tf * 1e12) * 1e3:.4g}" if tf > 0 else "-")
                 for i, (name, tf) in enumerate(ranked)]
         print(f"{op['direction']} {op['dtype']} on {arch['name']}: {single.describe()} ({single.flops / 1e9:.3f} GFLOP)")
         print(f"ranked by: {label}")
         print(format_table(["rank", "kernel", "pred TFLOPS", "pred latency ms"], rows))
-        return {"problem": single.to_dict(), "ranking": ranked, "ranked_by": label}
+        print(f"selected: {chosen.kernel} (tier: {chosen.source}"
+              + (f", measured {chosen.latency_ms:.4g} ms in {selector.tuning_db.path}" if chosen.source == "tuning_db" else "")
+              + ")")
+        return {"problem": single.to_dict(), "ranking": ranked, "ranked_by": label, "selected": chosen.kernel,
+                "tier": chosen.source}
     problems = load_problem_set(plain(cfg.problems), op["family"])
     out = Path(cfg.predict.output) if cfg.predict.output else ctx.output_dir / "predictions.csv"
     records = []
+    tiers: Counter = Counter()
     for p in problems:
         try:
             ranked = selector.rank(p, k=k)
+            chosen = selector.select(p)
         except ValueError as e:
             records.append({**p.to_dict(), "rank": None, "kernel": None, "pred_tflops": None, "note": str(e)})
             continue
+        tiers[chosen.source] += 1
         records += [{**p.to_dict(), "rank": i + 1, "kernel": n, "pred_tflops": tf,
-                     "pred_latency_ms": p.flops / (tf * 1e12) * 1e3 if tf > 0 else None, "ranked_by": label}
+                     "pred_latency_ms": p.flops / (tf * 1e12) * 1e3 if tf > 0 else None, "ranked_by": label,
+                     "selected": chosen.kernel, "tier": chosen.source}
                     for i, (n, tf) in enumerate(ranked)]
     out.parent.mkdir(parents=True, exist_ok=True)
     if out.suffix == ".json":
@@ -85,4 +96,5 @@ def run(cfg: Any, ctx: Context) -> dict:
 
         pd.DataFrame(records).to_csv(out, index=False)
     print(f"predict: top-{k} kernels for {len(problems)} problems of {cfg.problems.name} (ranked by {label}) -> {out}")
-    return {"output": str(out), "problems": len(problems), "ranked_by": label}
+    print(f"predict: selected by tier: {', '.join(f'{t} {n}' for t, n in sorted(tiers.items())) or 'none'}")
+    return {"output": str(out), "problems": len(problems), "ranked_by": label, "tiers": dict(tiers)}

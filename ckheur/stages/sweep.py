@@ -6,10 +6,9 @@ import json
 import socket
 import sys
 import time
-from datetime import datetime, timezone
 from collections import Counter
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any, Callable, Sequence
 
 from ckheur.stages import Context, StageError, plain
 
@@ -17,7 +16,9 @@ from ckheur.stages import Context, StageError, plain
 class Progress:
     """A bar with rate and ETA on a terminal; plain periodic log lines otherwise."""
 
-    def __init__(self, total: int, mode: str = "auto", every_s: float = 10.0, stream: Any = None) -> None:
+    def __init__(self, total: int, mode: str = "auto", every_s: float = 10.0, stream: Any = None,
+                 prefix: str = "sweep") -> None:
+        self.prefix = prefix
         self.stream = stream or sys.stderr
         if mode == "auto":
             mode = "bar" if self.stream.isatty() else "log"
@@ -41,7 +42,7 @@ class Progress:
             if self.done >= self.total:
                 self.stream.write("\n")
         else:
-            self.stream.write(f"sweep: {msg}\n")
+            self.stream.write(f"{self.prefix}: {msg}\n")
         self.stream.flush()
 
 
@@ -61,11 +62,38 @@ def _not_run(pairs: Sequence[tuple[Any, Any]]) -> Any:
     return res
 
 
+def record_batches(out: Path, batches: Sequence[tuple[Sequence, Callable]], measurer: Any, op: dict, arch: dict,
+                   pcols: dict, kcols: dict, progress: Progress) -> tuple[Counter, bool]:
+    """Measure batches of pairs and append each as a part file of the dataset ``out``.
+
+    Shared by sweeps and tuning: a kill loses at most the batch in flight, and Ctrl-C stops
+    cleanly after saving what was measured. Returns the attempts by status and whether the
+    run was interrupted."""
+    from ckheur import __version__
+    from ckheur.dataset import SCHEMA_VERSION, measurement_rows, write_part
+
+    common = {"op": f"{op['family']}/{op['direction']}", "direction": op["direction"], "dtype": op["dtype"],
+              "arch": arch["name"], "backend": measurer.name, "warmup": measurer.warmup,
+              "repeat": measurer.repeat, "host": socket.gethostname(), "ckheur_version": __version__,
+              "schema_version": SCHEMA_VERSION}
+    statuses: Counter = Counter()
+    try:
+        for batch, measure in batches:
+            res = measure(batch)
+            write_part(out, measurement_rows(batch, res, common, pcols, kcols, measurer.clock_mhz()))
+            statuses.update(res.status)
+            progress.update(len(batch), f"(last batch: {dict(Counter(res.status))})")
+    except KeyboardInterrupt:
+        return statuses, True
+    finally:
+        measurer.close()
+    return statuses, False
+
+
 def run(cfg: Any, ctx: Context) -> dict:
     """Measure the pool on the problem set through the backend and append to the dataset."""
-    from ckheur import __version__
     from ckheur.backends import make_backend
-    from ckheur.dataset import SCHEMA_VERSION, dataset_dir, kernel_columns, read_dataset, write_part
+    from ckheur.dataset import USABLE, dataset_dir, kernel_columns, read_dataset
     from ckheur.kernels import enumerate_pool
     from ckheur.ops import get_family
     from ckheur.problems import load_problem_set
@@ -87,7 +115,7 @@ def run(cfg: Any, ctx: Context) -> dict:
     if old is not None and len(old):
         old = old[(old.arch == arch["name"]) & (old.direction == op["direction"]) & (old.dtype == op["dtype"])]
         if st.retry_failed:
-            old = old[old.status.isin(["ok", "unsupported"])]
+            old = old[old.status.isin([*USABLE, "unsupported"])]
         done = set(old[[*fields, "kernel"]].itertuples(index=False, name=None))
     groups = pool.by_group()
     support = {g: family.kernels.support_arrays(ks) for g, ks in groups.items()}
@@ -114,40 +142,13 @@ def run(cfg: Any, ctx: Context) -> dict:
         print(f"sweep: ... {len(skipped) - 10} more problems skipped (sweep_summary.json lists them)")
 
     measurer = make_backend(bcfg, op, arch)
-    common = {"op": f"{op['family']}/{op['direction']}", "direction": op["direction"], "dtype": op["dtype"],
-              "arch": arch["name"], "backend": measurer.name, "warmup": measurer.warmup,
-              "repeat": measurer.repeat, "host": socket.gethostname(), "ckheur_version": __version__,
-              "schema_version": SCHEMA_VERSION}
-    kcols = {k.name: kernel_columns(k, op["family"]) for k in pool.kernels}
-    statuses: Counter = Counter()
-    progress = Progress(len(todo) + len(unsupported), st.progress, st.log_every_s)
     pcols = {p.key(): p.to_dict() for p in problems}
+    kcols = {k.name: kernel_columns(k, op["family"]) for k in pool.kernels}
+    progress = Progress(len(todo) + len(unsupported), st.progress, st.log_every_s)
     t0 = time.perf_counter()
-    interrupted = False
     batches = [(b, _not_run) for b in _chunks(unsupported, 50_000)] + \
         [(b, measurer.measure) for b in _chunks(todo, measurer.batch_pairs)]
-    try:
-        for batch, measure in batches:
-            res = measure(batch)
-            # UTC ISO 8601, as imports use: "newest row wins" compares these strings across machines.
-            stamp = datetime.now(timezone.utc).isoformat(timespec="microseconds")
-            clock = measurer.clock_mhz()
-            rows = []
-            for i, (p, k) in enumerate(batch):
-                lat = res.latency_ms[i]
-                ok = res.status[i] == "ok" and lat > 0
-                rows.append({**common, **pcols[p.key()], **kcols[k.name], "latency_ms": lat,
-                             "latency_spread_ms": res.latency_spread_ms[i],
-                             "tflops": p.flops / (lat * 1e-3) / 1e12 if ok else float("nan"),
-                             "status": res.status[i], "error": res.error[i], "timestamp": stamp,
-                             "clock_mhz": clock})
-            write_part(out, rows)
-            statuses.update(res.status)
-            progress.update(len(batch), f"(last batch: {dict(Counter(res.status))})")
-    except KeyboardInterrupt:
-        interrupted = True
-    finally:
-        measurer.close()
+    statuses, interrupted = record_batches(out, batches, measurer, op, arch, pcols, kcols, progress)
     wall = time.perf_counter() - t0
     measured = sum(statuses.values())
     summary = {"dataset": str(out), "backend": measurer.name, "problems": len(problems),

@@ -20,7 +20,9 @@ def data_paths(cfg: Any, op: dict, arch: dict, explicit: list, problems: str) ->
     """Datasets to read: the explicit list, else this op's sweep dataset of a problem set."""
     from ckheur.dataset import dataset_dir
 
-    paths = [Path(p) for p in explicit] or [dataset_dir(cfg.paths.data, op, arch["name"], problems)]
+    from ckheur.measurements import resolve
+
+    paths = [resolve(p) for p in explicit] or [dataset_dir(cfg.paths.data, op, arch["name"], problems)]
     missing = [str(p) for p in paths if not p.exists()]
     if missing:
         raise StageError(f"dataset not found: {', '.join(missing)}; run stage=sweep (problems={problems}) "
@@ -29,11 +31,14 @@ def data_paths(cfg: Any, op: dict, arch: dict, explicit: list, problems: str) ->
 
 
 def sha256_of(path: Path) -> str:
-    """sha256 of a file, or of a dataset folder's part files in name order."""
+    """sha256 of a file (of its content when gzipped, so a compressed copy hashes as the
+    original), or of a dataset folder's part files in name order."""
+    import gzip
+
     h = hashlib.sha256()
     files = sorted(path.glob("part-*.parquet")) if path.is_dir() else [path]
     for f in files:
-        h.update(f.read_bytes())
+        h.update(gzip.decompress(f.read_bytes()) if f.suffix == ".gz" else f.read_bytes())
     return h.hexdigest()
 
 

@@ -1,0 +1,144 @@
+"""Tuning database: measured (problem, kernel) results for one op family, direction, dtype and arch.
+
+It is an ordinary ckheur dataset folder (the same schema and atomic part files as sweeps and
+imports, so any of them can train a model), plus ``tuning_db.json`` naming what it is for.
+Several processes may record into it at once: each record is a new uniquely named part, so
+nothing is lost. One load builds an in-memory index, after which a lookup is one dict access;
+``refresh()`` reads only the parts written since. A corrupt part is skipped with a warning.
+A database recorded for another arch, dtype, direction or operator family is refused.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import uuid
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Mapping, Sequence
+
+from ckheur.errors import UserError
+
+META = "tuning_db.json"
+IDENTITY = ("family", "direction", "dtype", "arch")
+
+
+class TuningDBError(UserError):
+    """A tuning database is for another op or arch, or cannot be used; the message says which."""
+
+
+@dataclass
+class TuningDB:
+    """A tuning database opened for one op family, direction, dtype and arch."""
+
+    path: Path
+    family: str
+    direction: str
+    dtype: str
+    arch: str
+    _best: dict = field(default_factory=dict)  # problem key -> (kernel name, latency_ms) of the fastest usable run
+    _runs: dict = field(default_factory=dict)  # problem key -> {kernel name: (status, latency_ms or None)}
+    _parts: set = field(default_factory=set)
+
+    @classmethod
+    def open(cls, path: str | Path, op: Mapping[str, Any], arch: str) -> "TuningDB":
+        """Open (creating if needed) the database at ``path`` for ``op`` (family, direction, dtype) on ``arch``."""
+        path = Path(path)
+        want = _identity(op, arch)
+        meta_file = path / META
+        if path.exists() and not path.is_dir():
+            raise TuningDBError(f"tuning database {path} is a file; give a folder")
+        if meta_file.exists():
+            try:
+                have = json.loads(meta_file.read_text())
+            except json.JSONDecodeError as e:
+                raise TuningDBError(f"{meta_file}: corrupted ({e}); it should name {', '.join(IDENTITY)}") from None
+            _refuse_mismatch(path, {k: have.get(k) for k in IDENTITY}, want)
+        else:
+            path.mkdir(parents=True, exist_ok=True)
+            tmp = path / f".tmp-{uuid.uuid4().hex}-{META}"
+            tmp.write_text(json.dumps({**want, "created_by": socket.gethostname()}, indent=2) + "\n")
+            os.replace(tmp, meta_file)  # concurrent creators write the same content
+        db = cls(path=path, **want)
+        db.refresh()
+        return db
+
+    def check_serves(self, op: Mapping[str, Any], arch: str) -> None:
+        """Refuse (TuningDBError) unless this database is for ``op`` on ``arch``."""
+        _refuse_mismatch(self.path, {k: getattr(self, k) for k in IDENTITY}, _identity(op, arch))
+
+    def refresh(self) -> int:
+        """Read the parts written since the last load (by this or another process); rows read."""
+        from ckheur.dataset import read_parts, usable
+
+        df, names = read_parts(self.path, skip=self._parts)
+        self._parts.update(names)
+        if not len(df):
+            return 0
+        _refuse_mismatch(self.path, _identity_of(df), {k: getattr(self, k) for k in IDENTITY})
+        from ckheur.ops import get_family
+
+        fields = list(get_family(self.family).problems.FIELDS)
+        df = df.sort_values("timestamp", kind="stable")  # newest row of a pair wins, as in read_dataset
+        keys = list(df[fields].itertuples(index=False, name=None))
+        for key, kernel, status, lat, good in zip(keys, df.kernel, df.status, df.latency_ms, usable(df)):
+            self._runs.setdefault(key, {})[kernel] = (status, float(lat) if good else None)
+        for key in set(keys):
+            times = [(lat, k) for k, (_, lat) in self._runs[key].items() if lat is not None]
+            if times:
+                lat, k = min(times)
+                self._best[key] = (k, lat)
+            else:
+                self._best.pop(key, None)
+        return len(df)
+
+    def best(self, key: tuple) -> tuple[str, float] | None:
+        """(kernel, latency_ms) of the fastest usable measurement of a problem key, or None."""
+        return self._best.get(key)
+
+    def runs(self, key: tuple) -> dict[str, tuple[str, float | None]]:
+        """Kernels attempted on a problem key: {kernel: (status, latency_ms or None)}, newest attempt."""
+        return dict(self._runs.get(key, {}))
+
+    def __len__(self) -> int:
+        return len(self._runs)
+
+    def __contains__(self, key: tuple) -> bool:
+        return key in self._best
+
+    def record(self, problem: Any, kernels: Sequence[Any], results: Any, backend: str = "callable",
+               warmup: int = 0, repeat: int = 1) -> Path:
+        """Append measurements of ``kernels`` on ``problem`` (a backend Results, same order) as one part."""
+        from ckheur import __version__
+        from ckheur.dataset import SCHEMA_VERSION, kernel_columns, measurement_rows, write_part
+
+        common = {"op": f"{self.family}/{self.direction}", "direction": self.direction, "dtype": self.dtype,
+                  "arch": self.arch, "backend": backend, "warmup": warmup, "repeat": repeat,
+                  "host": socket.gethostname(), "ckheur_version": __version__, "schema_version": SCHEMA_VERSION}
+        rows = measurement_rows([(problem, k) for k in kernels], results, common, {problem.key(): problem.to_dict()},
+                                {k.name: kernel_columns(k, self.family) for k in kernels})
+        part = write_part(self.path, rows)
+        self.refresh()
+        return part
+
+
+def _identity(op: Mapping[str, Any], arch: str) -> dict[str, str]:
+    return {"family": str(op["family"]), "direction": str(op["direction"]), "dtype": str(op["dtype"]), "arch": arch}
+
+
+def _identity_of(df: Any) -> dict[str, Any]:
+    """The single (family, direction, dtype, arch) of a dataset's rows; several values: refused."""
+    out = {}
+    for name, col in (("family", df["op"].astype(str).str.split("/").str[0]), ("direction", df["direction"]),
+                      ("dtype", df["dtype"]), ("arch", df["arch"])):
+        vals = sorted(set(map(str, col)))
+        out[name] = vals[0] if len(vals) == 1 else vals
+    return out
+
+
+def _refuse_mismatch(path: Path, have: Mapping[str, Any], want: Mapping[str, Any]) -> None:
+    bad = [f"{k} {have[k]!r} (wanted {want[k]!r})" for k in IDENTITY if have.get(k) != want[k]]
+    if bad:
+        raise TuningDBError(f"tuning database {path} was recorded for another configuration: {', '.join(bad)}; "
+                            "it is never served for another arch, dtype, direction or op; use a separate folder")
