@@ -376,7 +376,7 @@ class TrainSchema:
     partial: PartialTarget = PartialTarget.pairwise  # target for problems where only some kernels were measured
     pairwise_weight: float = 1.0  # weight of the pairwise loss against the squared error of full problems
     family_cv: bool = True  # also a leave-shape-family-out CV (folds of clustered problems)
-    family_clusters: int = 10  # clusters in log problem space, grouped into train.folds folds
+    family_clusters: int = 5  # clusters in log problem space (at least train.folds); 5: leave one family out
 
 
 @dataclass

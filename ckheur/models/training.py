@@ -11,6 +11,7 @@ import numpy as np
 from ckheur.errors import UserError
 
 OBJECTIVES = ("regression_log", "relative", "lambdarank")
+PARTIAL_TARGETS = ("pairwise", "naive", "drop")
 
 
 class TrainingError(UserError):
@@ -28,21 +29,37 @@ class Table:
     problems: list
     kernels: list
     feature_names: list[str]
+    full: np.ndarray = None  # per problem: every candidate kernel that can run it was attempted
     report: dict = field(default_factory=dict)
+
+    def subset(self, problems: np.ndarray) -> "Table":
+        """The table restricted to some problems (indices), renumbered."""
+        keep = np.isin(self.pid, problems)
+        new = np.full(len(self.problems), -1)
+        new[problems] = np.arange(len(problems))
+        return Table(X=self.X[keep], tflops=self.tflops[keep], pid=new[self.pid[keep]], kid=self.kid[keep],
+                     problems=[self.problems[i] for i in problems], kernels=self.kernels,
+                     feature_names=self.feature_names, full=self.full[problems], report=dict(self.report))
 
 
 def build_table(df: Any, op: Mapping[str, Any], arch: Mapping[str, Any], pool: Sequence[Any], engine: Any,
-                analytic_params: Mapping[str, Any] | None) -> Table:
-    """Training table from a dataset frame: status-ok rows of this op/arch whose kernel is in the pool."""
+                analytic_params: Mapping[str, Any] | None, exclude_suspect: bool = False) -> Table:
+    """Training table from a dataset frame: usable rows of this op/arch whose kernel is in the pool.
+
+    Marks each problem fully or partly measured: full when every candidate kernel (measured
+    somewhere in the data) that can run the problem has a row for it, whatever its status."""
+    from ckheur.dataset import usable
     from ckheur.ops import get_family
 
-    problems_mod = get_family(op["family"]).problems
+    family = get_family(op["family"])
+    problems_mod = family.problems
     fields = list(problems_mod.FIELDS)
     report: dict[str, Any] = {"rows_read": int(len(df))}
     mine = df[(df.arch == arch["name"]) & (df.direction == op["direction"]) & (df.dtype == op["dtype"])]
     report["rows_other_op_or_arch"] = int(len(df) - len(mine))
-    ok = mine[(mine.status == "ok") & (mine.tflops > 0)]
-    report["rows_not_ok_by_status"] = {str(k): int(v) for k, v in mine[mine.status != "ok"].status.value_counts().items()}
+    good = usable(mine, exclude_suspect)
+    ok = mine[good]
+    report["rows_not_used_by_status"] = {str(k): int(v) for k, v in mine[~good].status.value_counts().items()}
     names = {k.name: i for i, k in enumerate(pool)}
     outside = ok[~ok.kernel.isin(list(names))]
     report["rows_kernel_not_in_pool"] = int(len(outside))
@@ -63,14 +80,35 @@ def build_table(df: Any, op: Mapping[str, Any], arch: Mapping[str, Any], pool: S
     grid = engine.features(engine.problem_arrays(problems, op["direction"]), engine.kernel_arrays(pool), arch,
                            op["direction"], analytic_params)
     X = grid[pid * len(pool) + kid]
-    report.update(rows_used=int(len(X)), problems=len(problems),
-                  kernels_measured=int(len(np.unique(kid))), pool=len(pool))
+    full = _fully_measured(mine[mine.kernel.isin(list(names))], fields, uniq, set(ok.kernel), pool, family, op)
+    report.update(rows_used=int(len(X)), problems=len(problems), problems_fully_measured=int(full.sum()),
+                  problems_partly_measured=int((~full).sum()), kernels_measured=int(len(np.unique(kid))),
+                  pool=len(pool))
     return Table(X=X, tflops=tflops, pid=pid, kid=kid, problems=problems, kernels=list(pool),
-                 feature_names=engine.feature_names(analytic_params is not None), report=report)
+                 feature_names=engine.feature_names(analytic_params is not None), full=full, report=report)
+
+
+def _fully_measured(rows: Any, fields: list, keys: list, candidates: set, pool: Sequence[Any], family: Any,
+                    op: Mapping[str, Any]) -> np.ndarray:
+    """Per problem key: were all candidate kernels able to run it attempted (any status)?"""
+    attempted: dict[tuple, set] = {}
+    for key, kernel in zip(rows[fields].itertuples(index=False, name=None), rows.kernel):
+        attempted.setdefault(key, set()).add(kernel)
+    by_name = {k.name: k for k in pool}
+    out = np.ones(len(keys), dtype=bool)
+    for i, key in enumerate(keys):
+        missing = [by_name[n] for n in candidates - attempted.get(key, set())]
+        if missing:
+            # Kernels that cannot run the problem (another group, unsupported shape) are not missing.
+            p = family.problems.problem_from_dict(dict(zip(fields, key)))
+            same = [k for k in missing if k.group == p.group]
+            mask = family.kernels.support_mask(p, family.kernels.support_arrays(same), op)[0] if same else []
+            out[i] = not np.any(mask)
+    return out
 
 
 def labels(objective: str, tflops: np.ndarray, pid: np.ndarray, rank_power: float = 8.0) -> np.ndarray:
-    """Training target of an objective."""
+    """Training target of an objective (relative ones against the best measured kernel)."""
     if objective == "regression_log":
         return np.log1p(tflops)
     best = np.zeros(pid.max() + 1)
@@ -107,24 +145,102 @@ def _dataset(X: np.ndarray, y: np.ndarray, pid: np.ndarray, objective: str, cate
     return ds
 
 
+def pairwise_terms(tflops: np.ndarray, pid: np.ndarray, partial_rows: np.ndarray) -> tuple[np.ndarray, ...]:
+    """Pairs (i, j) of measured rows within each partly measured problem, with the target score
+    difference (t_i - t_j) / best measured and a weight 1/(m-1) (m: kernels measured there), so each
+    row weighs as much as one squared-error row. Nothing is said about unmeasured kernels, nor
+    about the level of the scores: the best measured kernel is not claimed to be the oracle."""
+    rows = np.flatnonzero(partial_rows)
+    pi, pj, delta, w = [], [], [], []
+    if len(rows):
+        bounds = np.flatnonzero(np.diff(pid[rows])) + 1
+        for g in np.split(rows, bounds):  # rows are sorted by problem
+            m = len(g)
+            if m < 2:
+                continue
+            a, b = np.triu_indices(m, 1)
+            best = tflops[g].max()
+            pi.append(g[a])
+            pj.append(g[b])
+            delta.append((tflops[g[a]] - tflops[g[b]]) / best)
+            w.append(np.full(len(a), 1.0 / (m - 1)))
+    cat = lambda xs, dt: np.concatenate(xs).astype(dt) if xs else np.zeros(0, dt)  # noqa: E731
+    return cat(pi, np.int64), cat(pj, np.int64), cat(delta, float), cat(w, float)
+
+
+def _mixed_loss(y: np.ndarray, full_rows: np.ndarray, tflops: np.ndarray, pid: np.ndarray, pair_weight: float):
+    """Objective and metric for `relative` with partial problems: squared error against the
+    relative target on fully measured problems, squared error of score differences on pairs of
+    measured kernels within partly measured ones."""
+    pi, pj, delta, w = pairwise_terms(tflops, pid, ~full_rows)
+    w = w * pair_weight
+
+    def grad_hess(preds: np.ndarray, _data: Any = None) -> tuple[np.ndarray, np.ndarray]:
+        grad = np.where(full_rows, preds - y, 0.0)
+        hess = full_rows.astype(float)
+        r = w * (preds[pi] - preds[pj] - delta)
+        np.add.at(grad, pi, r)
+        np.add.at(grad, pj, -r)
+        np.add.at(hess, pi, w)
+        np.add.at(hess, pj, w)
+        return grad, np.maximum(hess, 1e-6)  # rows of single-kernel partial problems carry no information
+
+    def loss(preds: np.ndarray) -> float:
+        full = float(np.sum(np.where(full_rows, (preds - y) ** 2, 0.0)))
+        pairs = float(np.sum(w * (preds[pi] - preds[pj] - delta) ** 2))
+        return 0.5 * (full + pairs) / max(1, len(preds))
+
+    return grad_hess, loss
+
+
 def fit(table: Table, rows: np.ndarray, model: Mapping[str, Any], objective: str, categorical: list[int],
-        seed: int, n_trees: int, valid_rows: np.ndarray | None = None, init_model: Any = None):
-    """Train one booster on `rows`; with `valid_rows`, early stopping on them."""
+        seed: int, n_trees: int, valid_rows: np.ndarray | None = None, init_model: Any = None,
+        partial: str = "naive", pair_weight: float = 1.0):
+    """Train one booster on `rows`; with `valid_rows`, early stopping on them.
+
+    ``partial`` is the target for partly measured problems under the `relative` objective:
+    ``naive`` (relative to the best measured kernel), ``pairwise`` (:func:`_mixed_loss`), or
+    ``drop`` (their rows are left out)."""
     import lightgbm as lgb
 
+    if partial not in PARTIAL_TARGETS:
+        raise TrainingError(f"train.partial={partial!r}: allowed values are {', '.join(PARTIAL_TARGETS)}")
+    full_rows = table.full[table.pid] if table.full is not None else np.ones(len(table.pid), dtype=bool)
+    mixed = objective == "relative" and partial == "pairwise" and not full_rows.all()
+    if objective == "relative" and partial == "drop":
+        rows = rows[full_rows[rows]]
+        valid_rows = valid_rows[full_rows[valid_rows]] if valid_rows is not None else None
+        if not len(rows):
+            raise TrainingError("train.partial=drop leaves no fully measured problem to train on")
+        if valid_rows is not None and not len(valid_rows):
+            valid_rows = None
     y = labels(objective, table.tflops, table.pid, model.get("rank_label_power", 8.0))
+    params = lgb_params(model, objective, seed)
     train = _dataset(table.X[rows], y[rows], table.pid[rows], objective, categorical)
     kw: dict[str, Any] = {}
+    if mixed:
+        params["objective"], _ = _mixed_loss(y[rows], full_rows[rows], table.tflops[rows], table.pid[rows],
+                                             pair_weight)
+        params["metric"] = "None"
     if valid_rows is not None:
-        kw["valid_sets"] = [_dataset(table.X[valid_rows], y[valid_rows], table.pid[valid_rows], objective,
-                                     categorical, ref=train)]
+        valid = _dataset(table.X[valid_rows], y[valid_rows], table.pid[valid_rows], objective, categorical, ref=train)
+        kw["valid_sets"] = [valid]
         kw["callbacks"] = [lgb.early_stopping(model["early_stopping_rounds"], verbose=False)]
-    return lgb.train(lgb_params(model, objective, seed), train, num_boost_round=n_trees, init_model=init_model, **kw)
+        if mixed:
+            _, valid_loss = _mixed_loss(y[valid_rows], full_rows[valid_rows], table.tflops[valid_rows],
+                                        table.pid[valid_rows], pair_weight)
+            kw["feval"] = lambda preds, _data: ("mixed_l2", valid_loss(preds), False)
+    return lgb.train(params, train, num_boost_round=n_trees, init_model=init_model, **kw)
 
 
 def cross_validate(table: Table, model: Mapping[str, Any], objective: str, categorical: list[int],
-                   folds: int, inner_valid_fraction: float, seed: int) -> dict:
-    """Grouped K-fold CV: out-of-fold scores, the tree counts early stopping chose, metrics."""
+                   folds: int, inner_valid_fraction: float, seed: int, groups: np.ndarray | None = None,
+                   partial: str = "naive", pair_weight: float = 1.0) -> dict:
+    """Grouped K-fold CV: out-of-fold scores, the tree counts early stopping chose, metrics.
+
+    Folds never split a problem; ``groups`` (per problem) makes them coarser, e.g. shape
+    families. Efficiency is scored on fully measured problems when there are any (a partly
+    measured problem has no known oracle)."""
     from sklearn.model_selection import GroupKFold, GroupShuffleSplit
 
     from ckheur.metrics import selection_report
@@ -132,17 +248,35 @@ def cross_validate(table: Table, model: Mapping[str, Any], objective: str, categ
     n_problems = len(table.problems)
     if n_problems < folds:
         raise TrainingError(f"train.folds={folds} but only {n_problems} problems in the data")
+    fold_groups = table.pid if groups is None else np.asarray(groups)[table.pid]
     oof = np.full(len(table.X), np.nan)
     best_iters = []
     fold_of = np.full(len(table.X), -1)
-    for f, (tr, te) in enumerate(GroupKFold(n_splits=folds).split(table.X, groups=table.pid)):
+    for f, (tr, te) in enumerate(GroupKFold(n_splits=folds).split(table.X, groups=fold_groups)):
         inner_tr, inner_va = next(GroupShuffleSplit(n_splits=1, test_size=inner_valid_fraction, random_state=seed + f)
                                   .split(tr, groups=table.pid[tr]))
         assert not set(table.pid[te]) & set(table.pid[tr])  # CV groups never split a problem
         booster = fit(table, np.sort(tr[inner_tr]), model, objective, categorical, seed, model["max_trees"],
-                      valid_rows=np.sort(tr[inner_va]))
+                      valid_rows=np.sort(tr[inner_va]), partial=partial, pair_weight=pair_weight)
         best_iters.append(int(booster.best_iteration or booster.current_iteration()))
         oof[te] = booster.predict(table.X[te], num_iteration=best_iters[-1])
         fold_of[te] = f
-    return {"oof": oof, "fold": fold_of, "best_iterations": best_iters,
-            "metrics": selection_report(table.pid, oof, table.tflops)}
+    scored = table.full[table.pid] if table.full is not None and table.full.any() else np.ones(len(oof), bool)
+    metrics = selection_report(table.pid[scored], oof[scored], table.tflops[scored])
+    metrics["scored_problems"] = int(len(np.unique(table.pid[scored])))
+    return {"oof": oof, "fold": fold_of, "best_iterations": best_iters, "metrics": metrics}
+
+
+def shape_families(problems: Sequence[Any], clusters: int, seed: int) -> np.ndarray:
+    """Cluster labels of problems in log problem space (k-means on standardized log2 of the
+    numeric fields): folds made of whole clusters test on shapes unlike the training ones."""
+    from sklearn.cluster import KMeans
+
+    rows = [[float(v) for v in p.key() if isinstance(v, (int, float)) and not isinstance(v, bool)] for p in problems]
+    Z = np.log2(np.maximum(np.asarray(rows, dtype=float), 0.0) + 1.0)
+    Z = Z[:, Z.std(axis=0) > 0]
+    if not Z.shape[1]:
+        return np.zeros(len(problems), dtype=np.int64)
+    Z = (Z - Z.mean(axis=0)) / Z.std(axis=0)
+    k = max(1, min(clusters, len(problems)))
+    return KMeans(n_clusters=k, n_init=10, random_state=seed).fit_predict(Z).astype(np.int64)

@@ -62,7 +62,7 @@ def run(cfg: Any, ctx: Context) -> dict:
     import lightgbm as lgb
 
     from ckheur import __version__
-    from ckheur.dataset import read_dataset
+    from ckheur.dataset import keep_shard, read_dataset
     from ckheur.features import get_engine
     from ckheur.kernels import enumerate_pool
     from ckheur.models.bundle import incompatibilities, load_bundle, save_bundle
@@ -72,7 +72,7 @@ def run(cfg: Any, ctx: Context) -> dict:
     op, arch, model = plain(cfg.op), plain(cfg.arch), plain(cfg.model)
     engine = get_engine(op["family"])
     paths = data_paths(cfg, op, arch, list(cfg.data.paths), cfg.problems.name)
-    df = read_dataset(paths)
+    df = keep_shard(read_dataset(paths), plain(cfg.data.shard), op["family"])
     pool = enumerate_pool(op, arch, cfg.kernels.filter).kernels
     hashes = {str(p): sha256_of(p) for p in paths}
     leaky_data = bool(_calibration_hashes() & set(hashes.values()))
@@ -82,7 +82,8 @@ def run(cfg: Any, ctx: Context) -> dict:
 
     def table(analytic: bool):
         if analytic not in tables:
-            tables[analytic] = build_table(df, op, arch, pool, engine, sim_params if analytic else None)
+            tables[analytic] = build_table(df, op, arch, pool, engine, sim_params if analytic else None,
+                                           bool(cfg.data.exclude_suspect))
         return tables[analytic]
 
     t0 = time.perf_counter()
@@ -95,8 +96,13 @@ def run(cfg: Any, ctx: Context) -> dict:
     if rep["rows_kernel_not_in_pool"]:
         print(f"train: {rep['rows_kernel_not_in_pool']} rows skipped: kernel not in the legal pool "
               f"(e.g. {', '.join(rep['kernels_not_in_pool'][:3])})")
-    if rep["rows_not_ok_by_status"]:
-        print(f"train: rows skipped by status: {rep['rows_not_ok_by_status']}")
+    if rep["rows_not_used_by_status"]:
+        print(f"train: rows skipped by status: {rep['rows_not_used_by_status']}")
+    partial, pair_weight = str(cfg.train.partial), float(cfg.train.pairwise_weight)
+    if rep["problems_partly_measured"]:
+        print(f"train: {rep['problems_partly_measured']} of {rep['problems']} problems are partly measured "
+              f"(tuning databases, interrupted sweeps); target for them: train.partial={partial}"
+              + (" (applies to the relative objective)" if str(cfg.model.objective) != "relative" else ""))
     backends = sorted(set(df.backend.dropna()))
     simulated = "sim" in backends
 
@@ -109,7 +115,7 @@ def run(cfg: Any, ctx: Context) -> dict:
         for objective, analytic in _candidates(cfg):
             tb = table(analytic)
             cv = cross_validate(tb, model, objective, cat(tb.feature_names), int(cfg.train.folds),
-                                float(cfg.train.inner_valid_fraction), seed)
+                                float(cfg.train.inner_valid_fraction), seed, partial=partial, pair_weight=pair_weight)
             leaky = analytic and leaky_data
             results.append({"objective": objective, "analytic": analytic, "leaky": leaky, **cv})
             e = cv["metrics"]["efficiency"]
@@ -135,18 +141,24 @@ def run(cfg: Any, ctx: Context) -> dict:
         if why:
             raise StageError(f"train.warm_start={cfg.train.warm_start} is incompatible: " + "; ".join(why))
         n_trees = int(cfg.train.warm_start_trees)
-        booster = fit(tb, everything, model, objective, cat(names), seed, n_trees, init_model=warm.booster)
+        booster = fit(tb, everything, model, objective, cat(names), seed, n_trees, init_model=warm.booster,
+                      partial=partial, pair_weight=pair_weight)
         print(f"train: warm start from {warm.path}: {warm.booster.current_iteration()} trees + {n_trees} on this data")
         cv_metrics = {"warm_start_from": str(warm.path), "previous": warm.cv_metrics}
     else:
         picked = next(r for r in results if (r["objective"], r["analytic"]) == chosen)
         n_trees = max(10, int(np.median(picked["best_iterations"])))
-        booster = fit(tb, everything, model, objective, cat(names), seed, n_trees)
+        booster = fit(tb, everything, model, objective, cat(names), seed, n_trees, partial=partial,
+                      pair_weight=pair_weight)
+        family_cv = _family_cv(cfg, tb, model, objective, cat(names), seed, partial, pair_weight, picked) \
+            if cfg.train.family_cv else None
         cv_metrics = {
             "chosen": {"objective": objective, "analytic": analytic, "trees": n_trees},
             "folds": int(cfg.train.folds), "group_key": "full problem identity (every field) within one direction",
             "early_stopping": f"inner group split ({cfg.train.inner_valid_fraction:.0%}) of the training folds",
-            "data_backend": backends, "simulated": simulated,
+            "data_backend": backends, "simulated": simulated, "partial_target": partial,
+            "problems_fully_measured": rep["problems_fully_measured"],
+            "problems_partly_measured": rep["problems_partly_measured"], "family_cv": family_cv,
             "candidates": [{"objective": r["objective"], "analytic": r["analytic"], "leaky": r["leaky"],
                             "best_iterations": r["best_iterations"], **r["metrics"]} for r in results]}
         _write_oof(ctx.output_dir, tb, picked)
@@ -167,6 +179,29 @@ def run(cfg: Any, ctx: Context) -> dict:
     print(f"train: chose {objective}{'+analytic' if analytic else ''} with {booster.current_iteration()} trees; "
           f"bundle ({'SIMULATED' if simulated else 'real'} data) -> {out}")
     return {"bundle": str(out), "cv": cv_metrics}
+
+
+def _family_cv(cfg: Any, tb: Any, model: dict, objective: str, categorical: list[int], seed: int, partial: str,
+               pair_weight: float, picked: dict) -> dict | None:
+    """Leave-shape-family-out CV: folds of whole clusters of problems in log problem space, so
+    each test fold holds shapes unlike the training ones. It estimates how far to trust the
+    model on a new workload, beside the grouped CV (which tests on neighbours of training shapes)."""
+    from ckheur.models.training import cross_validate, shape_families
+
+    folds = int(cfg.train.folds)
+    clusters = max(folds, int(cfg.train.family_clusters))
+    if len(tb.problems) < clusters:
+        print(f"train: leave-shape-family-out CV skipped: {len(tb.problems)} problems, fewer than {clusters} clusters")
+        return None
+    fam = shape_families(tb.problems, clusters, seed)
+    cv = cross_validate(tb, model, objective, categorical, folds, float(cfg.train.inner_valid_fraction), seed,
+                        groups=fam, partial=partial, pair_weight=pair_weight)
+    e, g = cv["metrics"]["efficiency"], picked["metrics"]["efficiency"]
+    print(f"train: leave-shape-family-out CV ({clusters} clusters in log problem space, {folds} folds): mean "
+          f"{100 * e['mean']:.2f}% median {100 * e['median']:.2f}% P10 {100 * e['p10']:.2f}% min {100 * e['min']:.2f}% "
+          f"(grouped CV: mean {100 * g['mean']:.2f}%, P10 {100 * g['p10']:.2f}%); expect new workloads between the two")
+    return {"clusters": clusters, "cluster_sizes": np.bincount(fam).tolist(), "best_iterations": cv["best_iterations"],
+            **cv["metrics"]}
 
 
 def _calibration_hashes() -> set[str]:
