@@ -102,8 +102,8 @@ class SourceKind(_Choice):
 
 
 class PartialTarget(_Choice):
-    pairwise = "pairwise"  # partly measured problems: only pairwise orderings among measured kernels
-    naive = "naive"  # relative to the best measured kernel, as if it were the oracle
+    naive = "naive"  # relative to the best measured kernel, as if it were the oracle (chosen on real data)
+    pairwise = "pairwise"  # only score differences among measured kernels; no level (loses on real data)
     drop = "drop"  # train on fully measured problems only
 
 
@@ -373,7 +373,7 @@ class TrainSchema:
     warm_start: Optional[str] = None  # model dir to add trees to
     warm_start_trees: int = 100
     output: Optional[str] = None  # default: {paths.models}/{model_name}; sim data: {paths.sim_models}/...
-    partial: PartialTarget = PartialTarget.pairwise  # target for problems where only some kernels were measured
+    partial: PartialTarget = PartialTarget.naive  # target for problems where only some kernels were measured
     pairwise_weight: float = 1.0  # weight of the pairwise loss against the squared error of full problems
     family_cv: bool = True  # also a leave-shape-family-out CV (folds of clustered problems)
     family_clusters: int = 5  # clusters in log problem space (at least train.folds); 5: leave one family out

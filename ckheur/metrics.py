@@ -30,6 +30,26 @@ def pick_efficiency(scores: np.ndarray, measured: np.ndarray, best: float | None
             "oracle_in_top5": float(bool(np.isin(order[:5], oracle).any())), "pick_failed": float(not ok[pick])}
 
 
+def hybrid_pick(scores: np.ndarray, measured: np.ndarray, k: int) -> tuple[int, int]:
+    """Hybrid selection on one problem: time the k best-scored candidates, keep the fastest that ran.
+
+    Returns (index of the chosen candidate, kernels timed). When none of the k ran, the
+    chosen one is the top-scored (a failed pick, efficiency 0)."""
+    measured = np.asarray(measured, dtype=float)
+    order = np.argsort(-np.asarray(scores, dtype=float), kind="stable")[:k]
+    vals = np.where(np.isfinite(measured[order]) & (measured[order] > 0), measured[order], -np.inf)
+    return int(order[int(np.argmax(vals))]) if np.isfinite(vals).any() else int(order[0]), len(order)
+
+
+def time_weighted(effs: Sequence[float], oracle_latency_ms: Sequence[float]) -> float:
+    """Sum of oracle latencies over sum of picked latencies (picked = oracle / efficiency): the
+    share of the best possible run time a network of these problems sees. Failed picks (0) are
+    left out; count them with ``pick_failed``."""
+    e, lat = np.asarray(effs, dtype=float), np.asarray(oracle_latency_ms, dtype=float)
+    ok = e > 0
+    return float(lat[ok].sum() / (lat[ok] / e[ok]).sum()) if ok.any() else float("nan")
+
+
 def summarize(effs: Sequence[float]) -> dict[str, float]:
     """Mean, median, P10 and min of per-problem efficiencies."""
     e = np.asarray(effs, dtype=float)

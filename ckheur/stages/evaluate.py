@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any
+from typing import Any, Sequence
 
 import numpy as np
 
@@ -40,15 +40,19 @@ def _eval_data(cfg: Any, ctx: Context, op: dict, arch: dict) -> list[Path]:
     return paths
 
 
-def per_problem(df: Any, selector: Any, direction: str) -> tuple[list[dict], list[dict], dict]:
-    """Per-problem pick efficiency; skipped problems with reasons; kernel-level tables for plots."""
-    from ckheur.metrics import pick_efficiency
+def per_problem(df: Any, selector: Any, direction: str, top_k: Sequence[int] = (),
+                exclude_suspect: bool = False) -> tuple[list[dict], list[dict], dict]:
+    """Per-problem pick efficiency (and, per k in ``top_k``, the hybrid pick: the fastest of the
+    model's k best, measured); skipped problems with reasons; kernel-level tables for plots."""
+    from ckheur.dataset import usable
+    from ckheur.metrics import hybrid_pick, pick_efficiency
 
     fields = list(selector.family.problems.FIELDS)
     rows, skipped, pairs = [], [], {"pred": [], "meas": [], "kernel": []}
     for key, g in df.groupby(fields, sort=True):
         p = selector.family.problems.problem_from_dict(dict(zip(fields, key)))
-        ok = g[(g.status == "ok") & (g.tflops > 0)]
+        good = usable(g, exclude_suspect)
+        ok = g[good]
         if ok.empty:
             skipped.append({"problem": p.describe(), "reason": "no successful measurement (no oracle)"})
             continue
@@ -57,7 +61,7 @@ def per_problem(df: Any, selector: Any, direction: str) -> tuple[list[dict], lis
         except ValueError as e:
             skipped.append({"problem": p.describe(), "reason": str(e)})
             continue
-        measured = dict(zip(g.kernel, np.where((g.status == "ok") & (g.tflops > 0), g.tflops, np.nan)))
+        measured = dict(zip(g.kernel, np.where(good, g.tflops, np.nan)))
         cand = [i for i, k in enumerate(ks) if k.name in measured]
         if not cand:
             skipped.append({"problem": p.describe(), "reason": "none of the model's candidates was measured"})
@@ -66,11 +70,17 @@ def per_problem(df: Any, selector: Any, direction: str) -> tuple[list[dict], lis
         best = float(ok.tflops.max())  # the oracle: best of everything measured, candidate or not
         m = pick_efficiency(scores[cand], meas, best)
         pick = cand[int(np.argmax(scores[cand]))]
+        hybrid = {}
+        for k in top_k:
+            i, timed = hybrid_pick(scores[cand], meas, k)
+            hybrid[k] = {"efficiency": float(meas[i] / best) if np.isfinite(meas[i]) and meas[i] > 0 else 0.0,
+                         "timed": timed, "pool": len(ks)}
         rows.append({"problem": p.describe(), "problem_obj": p, **p.to_dict(),
                      "pick": ks[pick].name, "pick_pipeline": ks[pick].pipeline,
                      "oracle": ok.loc[ok.tflops.idxmax(), "kernel"], "oracle_tflops": best,
                      "pick_tflops": float(measured[ks[pick].name]), "candidates": len(cand),
                      "pool_not_measured": len(ks) - len(cand), "gemm": p.gemm(direction), **m,
+                     "oracle_latency_ms": p.flops / (best * 1e12) * 1e3, "hybrid": hybrid,
                      "kernel_eff": {ks[i].name: (measured[ks[i].name] / best if np.isfinite(measured[ks[i].name]) else 0.0)
                                     for i in cand}})
         okc = np.isfinite(meas)
@@ -96,13 +106,20 @@ def _baselines(rows: list[dict], analytic_rows: list[dict]) -> dict:
 
 def run(cfg: Any, ctx: Context) -> dict:
     """Evaluate the model for op/dtype/arch on held-out measurements; write the report."""
-    from ckheur.dataset import read_dataset
-    from ckheur.metrics import summarize
+    from ckheur.dataset import keep_shard, read_dataset
+    from ckheur.metrics import summarize, time_weighted
     from ckheur.models.selector import Selector
 
     op, arch = plain(cfg.op), plain(cfg.arch)
+    top_k = sorted({int(k) for k in cfg.evaluate.top_k})
+    if any(k < 1 for k in top_k):
+        raise StageError(f"evaluate.top_k={list(cfg.evaluate.top_k)}: each k must be >= 1")
+    tol = float(cfg.evaluate.tie_tolerance)
+    if not 0 <= tol < 1:
+        raise StageError(f"evaluate.tie_tolerance={tol}: must be in [0, 1)")
+    exclude_suspect = bool(cfg.data.exclude_suspect)
     paths = _eval_data(cfg, ctx, op, arch)
-    df = read_dataset(paths)
+    df = keep_shard(read_dataset(paths), plain(cfg.data.shard), op["family"])
     df = df[(df.arch == arch["name"]) & (df.direction == op["direction"]) & (df.dtype == op["dtype"])]
     if df.empty:
         raise StageError(f"no rows for {op['direction']} {op['dtype']} on {arch['name']} in {', '.join(map(str, paths))}")
@@ -110,20 +127,23 @@ def run(cfg: Any, ctx: Context) -> dict:
     model_dir = Path(cfg.evaluate.model_dir) if cfg.evaluate.model_dir else \
         Path(cfg.paths.sim_models if simulated else cfg.paths.models) / op["model_name"]
     selector = Selector.load(model_dir, **({} if cfg.evaluate.cascade else {"cascade_threshold": 10**9}))
-    rows, skipped, pairs = per_problem(df, selector, op["direction"])
+    rows, skipped, pairs = per_problem(df, selector, op["direction"], top_k, exclude_suspect)
     if not rows:
         raise StageError(f"no problem could be evaluated: {skipped[:3]}")
     analytic = Selector.analytic(selector.kernels, arch, op["direction"], op["dtype"], op=op)
-    a_rows, _, _ = per_problem(df, analytic, op["direction"])
+    a_rows, _, _ = per_problem(df, analytic, op["direction"], (), exclude_suspect)
     a_by = {r["problem"]: r for r in a_rows}
     a_rows = [a_by[r["problem"]] for r in rows]
     effs = [r["efficiency"] for r in rows]
+    oracle_lat = [r["oracle_latency_ms"] for r in rows]
     metrics = {
         "model_dir": str(model_dir), "data": [str(p) for p in paths], "data_kind": "simulated" if simulated else "real",
         "cascade": bool(cfg.evaluate.cascade) and len(selector.kernels) > selector.cascade_threshold,
         "problems_evaluated": len(rows), "problems_skipped": len(skipped), "skipped": skipped,
-        "efficiency": summarize(effs),
+        "efficiency": {**summarize(effs), "time_weighted": time_weighted(effs, oracle_lat)},
         **{k: float(np.mean([r[k] for r in rows])) for k in ("top1", "within_1pct", "oracle_in_top5", "pick_failed")},
+        "top1_tie_aware": float(np.mean([r["efficiency"] >= 1 - tol for r in rows])), "tie_tolerance": tol,
+        "hybrid": {str(k): _hybrid_summary(rows, k, oracle_lat) for k in top_k},
         "pool_pairs_not_measured": int(sum(r["pool_not_measured"] for r in rows)),
         "slices": {}, "by_pick_pipeline": {}, "baselines": {},
     }
@@ -134,7 +154,8 @@ def run(cfg: Any, ctx: Context) -> dict:
     for pl in sorted({r["pick_pipeline"] for r in rows}):
         metrics["by_pick_pipeline"][pl] = summarize([r["efficiency"] for r in rows if r["pick_pipeline"] == pl])
     for name, b in _baselines(rows, a_rows).items():
-        metrics["baselines"][name] = {**{k: v for k, v in b.items() if k != "per_problem"}, **summarize(b["per_problem"])}
+        metrics["baselines"][name] = {**{k: v for k, v in b.items() if k != "per_problem"}, **summarize(b["per_problem"]),
+                                      "time_weighted": time_weighted(b["per_problem"], oracle_lat)}
         for r, e in zip(rows, b["per_problem"]):
             r[f"baseline: {name}"] = e
     gate = None
@@ -151,11 +172,22 @@ def run(cfg: Any, ctx: Context) -> dict:
     return metrics
 
 
+def _hybrid_summary(rows: list[dict], k: int, oracle_lat: list[float]) -> dict:
+    """Efficiency when the model's top-k are measured, and what that costs in kernels timed."""
+    from ckheur.metrics import summarize, time_weighted
+
+    effs = [r["hybrid"][k]["efficiency"] for r in rows]
+    timed = [r["hybrid"][k]["timed"] for r in rows]
+    return {**summarize(effs), "time_weighted": time_weighted(effs, oracle_lat),
+            "kernels_timed_per_problem": float(np.mean(timed)),
+            "fraction_of_pool_timed": float(np.mean([t / r["hybrid"][k]["pool"] for t, r in zip(timed, rows)]))}
+
+
 def _gate(cfg: Any, df: Any, rows: list[dict], direction: str) -> dict:
     from ckheur.metrics import summarize
     from ckheur.models.selector import Selector
 
-    base_rows, _, _ = per_problem(df, Selector.load(cfg.evaluate.baseline), direction)
+    base_rows, _, _ = per_problem(df, Selector.load(cfg.evaluate.baseline), direction, (), bool(cfg.data.exclude_suspect))
     base = {r["problem"]: r["efficiency"] for r in base_rows}
     common = [r for r in rows if r["problem"] in base]
     new, old = summarize([r["efficiency"] for r in common]), summarize([base[r["problem"]] for r in common])
@@ -175,7 +207,9 @@ def _gate(cfg: Any, df: Any, rows: list[dict], direction: str) -> dict:
 def _write(out: Path, rows: list[dict], metrics: dict, pairs: dict, plots: bool) -> None:
     import pandas as pd
 
-    table = pd.DataFrame([{k: v for k, v in r.items() if k not in ("problem_obj", "kernel_eff", "gemm")} for r in rows])
+    table = pd.DataFrame([{**{k: v for k, v in r.items() if k not in ("problem_obj", "kernel_eff", "gemm", "hybrid")},
+                           **{f"hybrid_top{k}_efficiency": h["efficiency"] for k, h in r["hybrid"].items()}}
+                          for r in rows])
     table.to_csv(out / "per_problem.csv", index=False)
     (out / "metrics.json").write_text(json.dumps(metrics, indent=2, default=str))
     (out / "report.md").write_text(_markdown(metrics))
@@ -188,15 +222,14 @@ def _pct(x: float) -> str:
 
 
 def _markdown(m: dict) -> str:
-    e = m["efficiency"]
     lines = [f"# ckheur evaluation ({m['data_kind']} data)", "",
              f"Model: `{m['model_dir']}`  ", f"Data: {', '.join(f'`{d}`' for d in m['data'])}  ",
              f"Problems evaluated: {m['problems_evaluated']}, skipped: {m['problems_skipped']}", "",
-             "| | mean | median | P10 | min |", "|---|---|---|---|---|",
-             f"| **model** | {_pct(e['mean'])} | {_pct(e['median'])} | {_pct(e['p10'])} | {_pct(e['min'])} |"]
-    for name, b in m["baselines"].items():
-        lines.append(f"| {name} | {_pct(b['mean'])} | {_pct(b['median'])} | {_pct(b['p10'])} | {_pct(b['min'])} |")
-    lines += ["", f"Exact top-1: {_pct(m['top1'])}; top-1 within 1% of the oracle: {_pct(m['within_1pct'])}; "
+             "| | mean | median | P10 | min | time-weighted | kernels timed per problem |",
+             "|---|---|---|---|---|---|---|"]
+    lines += [f"| {name} | " + " | ".join(cells) + " |" for name, *cells in _summary_rows(m)]
+    lines += ["", f"Exact top-1: {_pct(m['top1'])}; tie-aware top-1 (within {_pct(m['tie_tolerance'])}): "
+              f"{_pct(m['top1_tie_aware'])}; top-1 within 1% of the oracle: {_pct(m['within_1pct'])}; "
               f"oracle in predicted top-5: {_pct(m['oracle_in_top5'])}; failed picks (counted as 0): {_pct(m['pick_failed'])}.",
               "", "## Slices", "", "| slice | problems | mean | P10 |", "|---|---|---|---|"]
     for name, s in {**m["slices"], **{f"pick pipeline {k}": v for k, v in m["by_pick_pipeline"].items()}}.items():
@@ -249,14 +282,24 @@ def _plots(out: Path, rows: list[dict], m: dict, pairs: dict) -> None:
     plt.close(fig)
 
 
+def _summary_rows(m: dict) -> list[tuple[str, ...]]:
+    """Model, hybrid top-k and baselines: mean, median, P10, min, time-weighted, kernels timed."""
+    def cells(name: str, s: dict, timed: str) -> tuple[str, ...]:
+        return (name, _pct(s["mean"]), _pct(s["median"]), _pct(s["p10"]), _pct(s["min"]), _pct(s["time_weighted"]), timed)
+
+    rows = [cells("model", m["efficiency"], "0")]
+    rows += [cells(f"model top-{k} measured", h, f"{h['kernels_timed_per_problem']:.2f} "
+                   f"({_pct(h['fraction_of_pool_timed'])} of pool)") for k, h in m["hybrid"].items()]
+    rows += [cells(n, b, "0") for n, b in m["baselines"].items()]
+    return rows
+
+
 def _print(m: dict) -> None:
     from ckheur.display import format_table
 
-    e = m["efficiency"]
-    rows = [("model", _pct(e["mean"]), _pct(e["median"]), _pct(e["p10"]), _pct(e["min"]))]
-    rows += [(n, _pct(b["mean"]), _pct(b["median"]), _pct(b["p10"]), _pct(b["min"])) for n, b in m["baselines"].items()]
     print(f"evaluate: {m['problems_evaluated']} problems ({m['problems_skipped']} skipped), {m['data_kind']} data, "
           f"model {m['model_dir']}")
-    print(format_table(["", "mean", "median", "P10", "min"], rows))
-    print(f"top-1 exact {_pct(m['top1'])}, within 1% {_pct(m['within_1pct'])}, oracle in top-5 "
-          f"{_pct(m['oracle_in_top5'])}, failed picks {_pct(m['pick_failed'])}")
+    print(format_table(["", "mean", "median", "P10", "min", "time-weighted", "kernels timed"], _summary_rows(m)))
+    print(f"top-1 exact {_pct(m['top1'])}, tie-aware (within {_pct(m['tie_tolerance'])}) {_pct(m['top1_tie_aware'])}, "
+          f"within 1% {_pct(m['within_1pct'])}, oracle in top-5 {_pct(m['oracle_in_top5'])}, "
+          f"failed picks {_pct(m['pick_failed'])}")
