@@ -74,7 +74,8 @@ def run(cfg: Any, ctx: Context) -> dict:
     paths = data_paths(cfg, op, arch, list(cfg.data.paths), cfg.problems.name)
     df = keep_shard(read_dataset(paths), plain(cfg.data.shard), op["family"])
     pool = enumerate_pool(op, arch, cfg.kernels.filter).kernels
-    hashes = {str(p): sha256_of(p) for p in paths}
+    given = [str(p) for p in cfg.data.paths] or [str(p) for p in paths]  # as the user named them
+    hashes = {g: sha256_of(p) for g, p in zip(given, paths)}
     leaky_data = bool(_calibration_hashes() & set(hashes.values()))
     sim_params = load_params()
 
