@@ -285,6 +285,16 @@ def read_ck_csv(path: str | Path, arch: str = "gfx950", tiles: Sequence[Mapping]
     return df
 
 
+def common_columns(family: str, direction: str, dtype: str, arch: str, backend: str, warmup: int = 0,
+                   repeat: int = 1) -> dict[str, Any]:
+    """Columns shared by every row a measuring run writes: op, arch, backend and provenance."""
+    import socket
+
+    return {"op": f"{family}/{direction}", "direction": direction, "dtype": dtype, "arch": arch, "backend": backend,
+            "warmup": warmup, "repeat": repeat, "host": socket.gethostname(), "ckheur_version": __version__,
+            "schema_version": SCHEMA_VERSION}
+
+
 def measurement_rows(pairs: Sequence[tuple[Any, Any]], results: Any, common: Mapping[str, Any],
                      problem_cols: Mapping[tuple, Mapping[str, Any]], kernel_cols: Mapping[str, Mapping[str, Any]],
                      clock_mhz: float = float("nan")) -> list[dict]:

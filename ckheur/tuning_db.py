@@ -110,12 +110,9 @@ class TuningDB:
     def record(self, problem: Any, kernels: Sequence[Any], results: Any, backend: str = "callable",
                warmup: int = 0, repeat: int = 1) -> Path:
         """Append measurements of ``kernels`` on ``problem`` (a backend Results, same order) as one part."""
-        from ckheur import __version__
-        from ckheur.dataset import SCHEMA_VERSION, kernel_columns, measurement_rows, write_part
+        from ckheur.dataset import common_columns, kernel_columns, measurement_rows, write_part
 
-        common = {"op": f"{self.family}/{self.direction}", "direction": self.direction, "dtype": self.dtype,
-                  "arch": self.arch, "backend": backend, "warmup": warmup, "repeat": repeat,
-                  "host": socket.gethostname(), "ckheur_version": __version__, "schema_version": SCHEMA_VERSION}
+        common = common_columns(self.family, self.direction, self.dtype, self.arch, backend, warmup, repeat)
         rows = measurement_rows([(problem, k) for k in kernels], results, common, {problem.key(): problem.to_dict()},
                                 {k.name: kernel_columns(k, self.family) for k in kernels})
         part = write_part(self.path, rows)

@@ -49,9 +49,6 @@ def as_problem(problem: Any, family: str = "grouped_conv") -> Any:
                     + f", not {type(problem).__name__}")
 
 
-SOURCES = ("tuning_db", "measured", "model", "analytic")
-
-
 @dataclass(frozen=True)
 class Selection:
     """A selected kernel and the tier that chose it.
@@ -121,7 +118,7 @@ class Selector:
         from ckheur.models.bundle import load_bundle
 
         b = load_bundle(model_dir)
-        spec = b.spec  # keywords (tuning_db, cascade_threshold, ...) pass through to __init__
+        spec = b.spec
         from ckheur.sim import load_params
 
         return cls(b.kernels, spec["arch"], spec["op"]["direction"], spec["op"]["dtype"], get_engine(spec["engine"]),

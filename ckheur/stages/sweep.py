@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import socket
 import sys
 import time
 from collections import Counter
@@ -69,13 +68,10 @@ def record_batches(out: Path, batches: Sequence[tuple[Sequence, Callable]], meas
     Shared by sweeps and tuning: a kill loses at most the batch in flight, and Ctrl-C stops
     cleanly after saving what was measured. Returns the attempts by status and whether the
     run was interrupted."""
-    from ckheur import __version__
-    from ckheur.dataset import SCHEMA_VERSION, measurement_rows, write_part
+    from ckheur.dataset import common_columns, measurement_rows, write_part
 
-    common = {"op": f"{op['family']}/{op['direction']}", "direction": op["direction"], "dtype": op["dtype"],
-              "arch": arch["name"], "backend": measurer.name, "warmup": measurer.warmup,
-              "repeat": measurer.repeat, "host": socket.gethostname(), "ckheur_version": __version__,
-              "schema_version": SCHEMA_VERSION}
+    common = common_columns(op["family"], op["direction"], op["dtype"], arch["name"], measurer.name,
+                            measurer.warmup, measurer.repeat)
     statuses: Counter = Counter()
     try:
         for batch, measure in batches:
