@@ -32,15 +32,6 @@ class Table:
     full: np.ndarray = None  # per problem: every candidate kernel that can run it was attempted
     report: dict = field(default_factory=dict)
 
-    def subset(self, problems: np.ndarray) -> "Table":
-        """The table restricted to some problems (indices), renumbered."""
-        keep = np.isin(self.pid, problems)
-        new = np.full(len(self.problems), -1)
-        new[problems] = np.arange(len(problems))
-        return Table(X=self.X[keep], tflops=self.tflops[keep], pid=new[self.pid[keep]], kid=self.kid[keep],
-                     problems=[self.problems[i] for i in problems], kernels=self.kernels,
-                     feature_names=self.feature_names, full=self.full[problems], report=dict(self.report))
-
 
 def build_table(df: Any, op: Mapping[str, Any], arch: Mapping[str, Any], pool: Sequence[Any], engine: Any,
                 analytic_params: Mapping[str, Any] | None, exclude_suspect: bool = False) -> Table:
