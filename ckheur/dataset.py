@@ -55,6 +55,11 @@ class CorruptPartWarning(UserWarning):
     """A part file of a dataset folder could not be read and was skipped."""
 
 
+def ran_ok(status: str, latency_ms: float) -> bool:
+    """Whether one attempt is a measurement: a usable status and a positive latency."""
+    return status in USABLE and latency_ms > 0
+
+
 def usable(df: Any, exclude_suspect: bool = False) -> Any:
     """Mask of rows that are measurements to learn from and score against (positive TFLOPS)."""
     statuses = ["ok"] if exclude_suspect else list(USABLE)
@@ -213,23 +218,28 @@ def non_zero_status(problem_ids: Sequence[Any], non_zero: Sequence[float],
     elements than the output size for valid runs, every kernel of the problem alike. So only
     ``non_zero == 0`` is ``wrong_result``; a count more than ``ratio`` times away from the
     median of the other kernels of the same problem is ``suspect``; anything else is ``ok``."""
+    import numpy as np
     import pandas as pd
 
-    df = pd.DataFrame({"pid": list(problem_ids), "nz": pd.to_numeric(pd.Series(list(non_zero)), errors="coerce")})
-    status, reason = ["ok"] * len(df), [""] * len(df)
-    for _, g in df.groupby("pid", sort=False):
-        for i, nz in zip(g.index, g.nz):
-            if pd.isna(nz):
+    nz = pd.to_numeric(pd.Series(list(non_zero)), errors="coerce").to_numpy(dtype=float)
+    status, reason = ["ok"] * len(nz), [""] * len(nz)
+    groups: dict[Any, list[int]] = {}
+    for i, pid in enumerate(problem_ids):
+        groups.setdefault(pid, []).append(i)
+    for rows in groups.values():
+        counts = nz[rows]
+        for j, (i, c) in enumerate(zip(rows, counts)):
+            if np.isnan(c):
                 continue
-            if nz == 0:
+            if c == 0:
                 status[i], reason[i] = "wrong_result", "non_zero=0: the kernel wrote no output"
                 continue
-            others = g.nz.drop(i).dropna()
-            others = others[others > 0]
+            others = np.delete(counts, j)
+            others = others[others > 0]  # NaN and 0 compare False: only real counts
             if len(others) >= 2:
-                med = float(others.median())
-                if nz * ratio < med or nz > med * ratio:
-                    status[i], reason[i] = "suspect", (f"non_zero={int(nz)} departs from the median {med:.0f} of "
+                med = float(np.median(others))
+                if c * ratio < med or c > med * ratio:
+                    status[i], reason[i] = "suspect", (f"non_zero={int(c)} departs from the median {med:.0f} of "
                                                        f"the other kernels of this problem")
     return status, reason
 
@@ -307,7 +317,7 @@ def measurement_rows(pairs: Sequence[tuple[Any, Any]], results: Any, common: Map
     rows = []
     for i, (p, k) in enumerate(pairs):
         lat = results.latency_ms[i]
-        ok = results.status[i] in USABLE and lat > 0
+        ok = ran_ok(results.status[i], lat)
         rows.append({**common, **problem_cols[p.key()], **kernel_cols[k.name], "latency_ms": lat,
                      "latency_spread_ms": results.latency_spread_ms[i],
                      "tflops": p.flops / (lat * 1e-3) / 1e12 if ok else float("nan"),

@@ -82,10 +82,10 @@ class BackendMeasure:
         return self.measurer.measure([(problem, self.kernels[n]) for n in names])
 
     def __call__(self, problem: Any, names: Sequence[str]) -> dict[str, float | None]:
-        from ckheur.dataset import USABLE
+        from ckheur.dataset import ran_ok
 
         res = self.results(problem, names)
-        return {n: (lat if st in USABLE and lat > 0 else None) for n, lat, st in zip(names, res.latency_ms, res.status)}
+        return {n: (lat if ran_ok(st, lat) else None) for n, lat, st in zip(names, res.latency_ms, res.status)}
 
     def close(self) -> None:
         self.measurer.close()

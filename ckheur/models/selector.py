@@ -175,19 +175,17 @@ class Selector:
             hit = db.best(self._lookup_key(problem))
             if hit is not None:
                 return Selection(hit[0], "tuning_db", hit[1])
-        from ckheur.dataset import USABLE
+        from ckheur.dataset import ran_ok
 
         p = as_problem(problem, self.family.name)
         if db is not None:
             hit = db.best(p.key())  # the same problem spelled differently (strings, a MIOpenDriver line)
             if hit is not None:
                 return Selection(hit[0], "tuning_db", hit[1])
-        ks, scores, tflops = self.scores(p)
-        order = np.argsort(-scores, kind="stable")
-        ranked_by = "analytic" if self.booster is None else "model"
+        ranked, tflops = self.ranking(p)
         if measure is None:
-            i = int(order[0])
-            return Selection(ks[i].name, ranked_by, float(p.flops / (tflops[i] * 1e12) * 1e3) if tflops[i] > 0 else None)
+            return Selection(ranked[0].name, "analytic" if self.booster is None else "model",
+                             float(p.flops / (tflops[0] * 1e12) * 1e3) if tflops[0] > 0 else None)
         if k < 1:
             raise ValueError(f"k={k}: the number of kernels to time must be >= 1")
         if db is not None:
@@ -196,7 +194,7 @@ class Selector:
             if hit is not None:
                 return Selection(hit[0], "tuning_db", hit[1])
         tried = db.runs(p.key()) if db is not None else {}
-        queue = [ks[i] for i in order if ks[i].name not in tried]
+        queue = [kern for kern in ranked if kern.name not in tried]
         timed: dict[str, float | None] = {}
         while queue:
             batch, queue = queue[:k], queue[k:]
@@ -204,7 +202,7 @@ class Selector:
             if db is not None:
                 db.record(p, batch, res, **getattr(measure, "provenance", {}))
             for kern, lat, status in zip(batch, res.latency_ms, res.status):
-                timed[kern.name] = float(lat) if status in USABLE and lat > 0 else None
+                timed[kern.name] = float(lat) if ran_ok(status, lat) else None
             done = {n: t for n, t in timed.items() if t is not None}
             if done:
                 best = min(done, key=done.get)
@@ -278,6 +276,12 @@ class Selector:
         else:
             self._cache.move_to_end(key)
         return hit
+
+    def ranking(self, problem: Any) -> tuple[list, np.ndarray]:
+        """(kernel objects, predicted TFLOPS) over the pool, best first (ties keep pool order)."""
+        ks, scores, tflops = self.scores(problem)
+        order = np.argsort(-scores, kind="stable")
+        return [ks[i] for i in order], tflops[order]
 
     def rank(self, problem: Any, k: int | None = 5) -> list[tuple[str, float]]:
         """(kernel name, predicted TFLOPS) pairs, best first; ``k=None``: the whole pool."""

@@ -77,11 +77,11 @@ def shard_of(key: tuple, count: int, seed: int) -> int:
     return int.from_bytes(digest, "little") % count
 
 
-def shard(problems: Sequence[Any], index: int, count: int, seed: int | None = None, what: str = "problems.shard") -> list:
+def shard(problems: Sequence[Any], index: int, count: int, seed: int | None = None) -> list:
     """One part of a partition of the set: every count-th problem from index, or with a seed the
     problems whose seeded hash falls in part ``index`` (:func:`shard_of`)."""
     if count < 1 or not 0 <= index < count:
-        raise ProblemError(f"{what}: need 0 <= index < count, got index={index}, count={count}")
+        raise ProblemError(f"problems.shard: need 0 <= index < count, got index={index}, count={count}")
     if seed is None:
         return [p for i, p in enumerate(problems) if i % count == index]
     return [p for p in problems if shard_of(p.key(), count, seed) == index]

@@ -67,7 +67,7 @@ def record_batches(out: Path, batches: Sequence[tuple[Sequence, Callable]], meas
 
     Shared by sweeps and tuning: a kill loses at most the batch in flight, and Ctrl-C stops
     cleanly after saving what was measured. Returns the attempts by status and whether the
-    run was interrupted."""
+    run was interrupted. The caller owns (and closes) the measurer."""
     from ckheur.dataset import common_columns, measurement_rows, write_part
 
     common = common_columns(op["family"], op["direction"], op["dtype"], arch["name"], measurer.name,
@@ -81,8 +81,6 @@ def record_batches(out: Path, batches: Sequence[tuple[Sequence, Callable]], meas
             progress.update(len(batch), f"(last batch: {dict(Counter(res.status))})")
     except KeyboardInterrupt:
         return statuses, True
-    finally:
-        measurer.close()
     return statuses, False
 
 
@@ -144,7 +142,10 @@ def run(cfg: Any, ctx: Context) -> dict:
     t0 = time.perf_counter()
     batches = [(b, _not_run) for b in _chunks(unsupported, 50_000)] + \
         [(b, measurer.measure) for b in _chunks(todo, measurer.batch_pairs)]
-    statuses, interrupted = record_batches(out, batches, measurer, op, arch, pcols, kcols, progress)
+    try:
+        statuses, interrupted = record_batches(out, batches, measurer, op, arch, pcols, kcols, progress)
+    finally:
+        measurer.close()
     wall = time.perf_counter() - t0
     measured = sum(statuses.values())
     summary = {"dataset": str(out), "backend": measurer.name, "problems": len(problems),

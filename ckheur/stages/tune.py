@@ -49,12 +49,9 @@ def run(cfg: Any, ctx: Context) -> dict:
     skipped = []
     for p in problems:
         try:
-            ks, scores, _ = selector.scores(p)
+            ranked[p.key()] = selector.ranking(p)[0]
         except ProblemError as e:
             skipped.append({"problem": p.describe(), "reason": str(e)})
-            continue
-        order = sorted(range(len(ks)), key=lambda i: -scores[i])
-        ranked[p.key()] = [ks[i] for i in order]
     by_key = {p.key(): p for p in problems}
 
     measurer = make_backend(bcfg, op, arch)
@@ -64,28 +61,30 @@ def run(cfg: Any, ctx: Context) -> dict:
     t0 = time.perf_counter()
     interrupted, rounds = False, 0
     already = 0
-    while True:
-        # Round 1: the top-k not yet attempted. Later rounds: the next k for problems with no usable run.
-        todo = []
-        for key, ks in ranked.items():
-            tried = db.runs(key)
-            if rounds and (any(lat is not None for _, lat in tried.values()) or len(tried) >= len(ks)):
-                continue
-            want = ks[:k] if not rounds else [kern for kern in ks if kern.name not in tried][:k]
-            todo += [(by_key[key], kern) for kern in want if kern.name not in tried]
-            if not rounds:
-                already += sum(kern.name in tried for kern in want)
-        if not todo:
-            break
-        rounds += 1
-        progress = Progress(len(todo), tc.progress, tc.log_every_s, prefix="tune")
-        batches = [(b, measurer.measure) for b in _chunks(todo, measurer.batch_pairs)]
-        got, interrupted = record_batches(db.path, batches, _kept_open(measurer), op, arch, pcols, kcols, progress)
-        statuses.update(got)
-        db.refresh()
-        if interrupted:
-            break
-    measurer.close()
+    try:
+        while True:
+            # Round 1: the top-k not yet attempted. Later rounds: the next k for problems with no usable run.
+            todo = []
+            for key, ks in ranked.items():
+                tried = db.runs(key)
+                if rounds and (any(lat is not None for _, lat in tried.values()) or len(tried) >= len(ks)):
+                    continue
+                want = ks[:k] if not rounds else [kern for kern in ks if kern.name not in tried][:k]
+                todo += [(by_key[key], kern) for kern in want if kern.name not in tried]
+                if not rounds:
+                    already += sum(kern.name in tried for kern in want)
+            if not todo:
+                break
+            rounds += 1
+            progress = Progress(len(todo), tc.progress, tc.log_every_s, prefix="tune")
+            batches = [(b, measurer.measure) for b in _chunks(todo, measurer.batch_pairs)]
+            got, interrupted = record_batches(db.path, batches, measurer, op, arch, pcols, kcols, progress)
+            statuses.update(got)
+            db.refresh()
+            if interrupted:
+                break
+    finally:
+        measurer.close()  # rounds share one backend
     wall = time.perf_counter() - t0
     summary = _summary(db, ranked, k, skipped, statuses, already, rounds, wall, interrupted, label)
     _print(summary, single is not None and not skipped, db, ranked, by_key, k)
@@ -96,13 +95,6 @@ def run(cfg: Any, ctx: Context) -> dict:
               file=sys.stderr)
         raise SystemExit(130)
     return summary
-
-
-def _kept_open(measurer: Any) -> Any:
-    """The measurer with a no-op close: rounds share one backend, closed once at the end."""
-    from dataclasses import replace
-
-    return replace(measurer, close=lambda: None)
 
 
 def _summary(db: Any, ranked: dict, k: int, skipped: list, statuses: Counter, already: int, rounds: int,
