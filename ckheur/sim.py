@@ -92,30 +92,51 @@ def _unit_normal(h: np.ndarray) -> np.ndarray:
     return np.sqrt(-2.0 * np.log(u1)) * np.cos(2.0 * np.pi * u2)
 
 
-def predict_latency_ms(prob: Mapping[str, np.ndarray], kern: Mapping[str, np.ndarray],
-                       arch: Mapping[str, Any], params: Mapping[str, Any], direction: str) -> np.ndarray:
-    """Noise-free latency [problems x kernels] in ms, including the per-kernel effect."""
-    P = {k: v[:, None] for k, v in prob.items()}
-    Kn = {k: v[None, :] for k, v in kern.items()}
+def kernel_terms(kern: Mapping[str, np.ndarray], arch: Mapping[str, Any], params: Mapping[str, Any]) -> dict[str, np.ndarray]:
+    """The parts of the latency model that depend on the kernel alone (one value per kernel).
+
+    ``predict_latency_ms`` combines them with the problem; the C export writes them as constants."""
     cus = float(arch["num_cus"])
     clock_hz = float(arch["max_clock_mhz"]) * 1e6
     dtype = params.get("dtype", "bf16")
     peak = float(arch["peak_tflops"].get(dtype, max(arch["peak_tflops"].values()))) * 1e12
     flop_per_cycle_cu = peak / (cus * clock_hz)
-
-    pipe = Kn["pipe"]
+    pipe = kern["pipe"]
     pp = {name: np.array([float(params["pipelines"].get(p, params["pipelines"]["compv3"])[name])
                           for p in PIPELINES])[pipe]
           for name in ("mfma_eff", "prologue_iters", "occupancy_cap")}
+    # Occupancy: workgroups per CU limited by LDS, waves, and the pipeline's register use.
+    lds_total = float(arch["lds_bytes"])
+    occ = np.minimum(np.floor(lds_total / kern["lds"]), np.floor(float(arch["max_waves_per_cu"]) / kern["waves"]))
+    occ = np.maximum(1.0, np.minimum(occ, pp["occupancy_cap"] / (1.0 + kern["dsb"])))
+    # Per k-iteration: MFMA cycles on a CU shared by `occ` workgroups, and operand loads.
+    warp_eff = np.where(kern["warp_m"] >= 32, 1.0, float(params["warp16_eff"]))
+    sched = 1.0 - float(params["interwave_penalty"]) * kern["inter"]
+    mfma_cycles = 2.0 * kern["tm"] * kern["tn"] * kern["tk"] / (flop_per_cycle_cu * pp["mfma_eff"] * warp_eff * sched)
+    # GEMM traits (zero for conv kernels): padded tiles; the default epilogue; persistent kernels.
+    mfma_cycles = mfma_cycles * (1.0 + float(params.get("pad_overhead", 0.0)) * kern["padded"])
+    load_cycles = (kern["tm"] + kern["tn"]) * kern["tk"] * kern["dtype_bytes"] / float(params["l2_bytes_per_cycle_cu"])
+    epilogue_cycles = kern["tm"] * kern["tn"] * kern["dtype_bytes"] / float(params["store_bytes_per_cycle_cu"])
+    epilogue_cycles = epilogue_cycles * (1.0 + float(params.get("default_epilogue_penalty", 0.0)) * kern["epi_default"])
+    overhead = float(params["wg_overhead_cycles"]) * (1.0 - float(params.get("persistent_saving", 0.0)) * kern["persistent"])
+    effect = np.exp(float(params["kernel_effect_sigma"]) * _unit_normal(kern["hash"] ^ np.uint64(0xA5A5)))
+    return {"occ": occ, "slots": cus * occ, "mfma_cycles": mfma_cycles, "load_cycles": load_cycles,
+            "prologue_iters": pp["prologue_iters"], "epilogue_cycles": epilogue_cycles, "overhead": overhead,
+            "effect": effect,
+            "tm": kern["tm"], "tn": kern["tn"], "tk": kern["tk"], "dtype_bytes": kern["dtype_bytes"]}
 
+
+def predict_latency_ms(prob: Mapping[str, np.ndarray], kern: Mapping[str, np.ndarray],
+                       arch: Mapping[str, Any], params: Mapping[str, Any], direction: str) -> np.ndarray:
+    """Noise-free latency [problems x kernels] in ms, including the per-kernel effect."""
+    P = {k: v[:, None] for k, v in prob.items()}
+    Kn = {k: v[None, :] for k, v in kernel_terms(kern, arch, params).items()}
+    cus = float(arch["num_cus"])
+    clock_hz = float(arch["max_clock_mhz"]) * 1e6
     tiles_m = np.ceil(P["M"] / Kn["tm"])
     tiles_n = np.ceil(P["N"] / Kn["tn"])
     k_iters = np.ceil(P["K"] / Kn["tk"])
-    # Occupancy: workgroups per CU limited by LDS, waves, and the pipeline's register use.
-    lds_total = float(arch["lds_bytes"])
-    occ = np.minimum(np.floor(lds_total / Kn["lds"]), np.floor(float(arch["max_waves_per_cu"]) / Kn["waves"]))
-    occ = np.maximum(1.0, np.minimum(occ, pp["occupancy_cap"] / (1.0 + Kn["dsb"])))
-    slots = cus * occ
+    occ, slots = Kn["occ"], Kn["slots"]
     wgs = P["G"] * tiles_m * tiles_n
     if direction == "bwd_weight":
         # CK splits the long GEMM K (N*Do*Ho*Wo) over k_batch workgroups to fill the GPU.
@@ -127,22 +148,14 @@ def predict_latency_ms(prob: Mapping[str, np.ndarray], kern: Mapping[str, np.nda
         wgs = wgs * k_batch
         k_iters = np.ceil(k_iters / k_batch)
     rounds = np.ceil(wgs / slots)
-    # Per k-iteration: MFMA cycles on a CU shared by `occ` workgroups, and operand loads.
-    warp_eff = np.where(Kn["warp_m"] >= 32, 1.0, float(params["warp16_eff"]))
-    sched = 1.0 - float(params["interwave_penalty"]) * Kn["inter"]
-    mfma_cycles = 2.0 * Kn["tm"] * Kn["tn"] * Kn["tk"] / (flop_per_cycle_cu * pp["mfma_eff"] * warp_eff * sched)
-    load_cycles = (Kn["tm"] + Kn["tn"]) * Kn["tk"] * Kn["dtype_bytes"] / float(params["l2_bytes_per_cycle_cu"])
-    # GEMM traits (zero for conv kernels): transposed operand loads, padded tiles.
-    load_cycles = load_cycles * (1.0 + float(params.get("layout_penalty", 0.0)) * P["transposed"])
-    mfma_cycles = mfma_cycles * (1.0 + float(params.get("pad_overhead", 0.0)) * Kn["padded"])
+    mfma_cycles = Kn["mfma_cycles"]
+    # Transposed operand loads (GEMM layouts; zero for conv).
+    load_cycles = Kn["load_cycles"] * (1.0 + float(params.get("layout_penalty", 0.0)) * P["transposed"])
     # Implicit-GEMM gather: small channel runs (C/G) break vector loads of the A operand.
     gather = 1.0 + float(params["gather_penalty"]) * (P["filt"] > 1) / np.minimum(P["cpg"] / 8.0, 8.0).clip(1.0)
     iter_cycles = np.maximum(mfma_cycles, load_cycles * gather) + float(params["overlap_loss"]) * np.minimum(
         mfma_cycles, load_cycles * gather)
-    epilogue_cycles = Kn["tm"] * Kn["tn"] * Kn["dtype_bytes"] / float(params["store_bytes_per_cycle_cu"])
-    epilogue_cycles = epilogue_cycles * (1.0 + float(params.get("default_epilogue_penalty", 0.0)) * Kn["epi_default"])
-    overhead = float(params["wg_overhead_cycles"]) * (1.0 - float(params.get("persistent_saving", 0.0)) * Kn["persistent"])
-    wg_cycles = (k_iters + pp["prologue_iters"]) * iter_cycles + epilogue_cycles + overhead
+    wg_cycles = (k_iters + Kn["prologue_iters"]) * iter_cycles + Kn["epilogue_cycles"] + Kn["overhead"]
     # A round runs `occ` workgroups per CU concurrently; they share the MFMA units.
     compute_s = rounds * wg_cycles * np.minimum(occ, np.ceil(wgs / cus)) / clock_hz
     # HBM: A re-read per tile column, B per tile row (L2 absorbs part), C written once.
@@ -154,8 +167,7 @@ def predict_latency_ms(prob: Mapping[str, np.ndarray], kern: Mapping[str, np.nda
     hbm_bytes = a_bytes * np.maximum(1.0, tiles_n / reuse) + b_bytes * np.maximum(1.0, tiles_m / reuse) + c_bytes
     mem_s = hbm_bytes / (float(arch["hbm_bandwidth_gbps"]) * 1e9 * float(params["hbm_eff"]))
     seconds = np.maximum(compute_s, mem_s) + float(params["launch_us"]) * 1e-6
-    effect = np.exp(float(params["kernel_effect_sigma"]) * _unit_normal(Kn["hash"] ^ np.uint64(0xA5A5)))
-    return seconds * 1e3 * effect
+    return seconds * 1e3 * Kn["effect"]
 
 
 def simulate(problems: Sequence[Any], kernels: Sequence[Any], arch: Mapping[str, Any],

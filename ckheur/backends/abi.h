@@ -20,6 +20,12 @@ typedef struct ckheur_conv_problem {
     int32_t dtype;     /* 0 fp16, 1 bf16, 2 fp8, 3 fp32 */
 } ckheur_conv_problem;
 
+typedef struct ckheur_gemm_problem {
+    int64_t M, N, K, split_k;
+    int32_t layout;    /* 0 rcr, 1 rrr, 2 crr, 3 ccr (A, B, C: r row-major, c column-major) */
+    int32_t dtype;     /* 0 fp16, 1 bf16, 2 fp8, 3 fp32 */
+} ckheur_gemm_problem;
+
 #ifdef __cplusplus
 extern "C" {
 #endif

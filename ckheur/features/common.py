@@ -21,6 +21,12 @@ def lds_budget(arch: Mapping[str, Any], pipe: np.ndarray) -> np.ndarray:
     return per[pipe]
 
 
+def coverage_occupancy(kern: Mapping[str, np.ndarray], arch: Mapping[str, Any]) -> np.ndarray:
+    """Workgroups per CU each kernel can hold (LDS and waves; at least 1): kernel-only."""
+    return np.maximum(1.0, np.minimum(np.floor(float(arch["lds_bytes"]) / kern["lds"]),
+                                      np.floor(float(arch["max_waves_per_cu"]) / kern["waves"])))
+
+
 def tile_coverage(M: np.ndarray, N: np.ndarray, K: np.ndarray, G: np.ndarray, kern: Mapping[str, np.ndarray],
                   arch: Mapping[str, Any], k_splits: np.ndarray | float = 1.0) -> dict[str, np.ndarray]:
     """Tile and wave quantization of a batch-G GEMM by each kernel's tile_m/n/k.
@@ -30,13 +36,12 @@ def tile_coverage(M: np.ndarray, N: np.ndarray, K: np.ndarray, G: np.ndarray, ke
     """
     cus = float(arch["num_cus"])
     tm, tn, tk = kern["tm"], kern["tn"], kern["tk"]
+    occ = coverage_occupancy(kern, arch)
     tiles_m, tiles_n = np.ceil(M / tm), np.ceil(N / tn)
     k_iters = np.ceil(np.ceil(K / k_splits) / tk)
     eff_m, eff_n = M / (tiles_m * tm), N / (tiles_n * tn)
     eff_k = K / (k_iters * k_splits * tk)
     wgs = G * tiles_m * tiles_n * k_splits
-    occ = np.maximum(1.0, np.minimum(np.floor(float(arch["lds_bytes"]) / kern["lds"]),
-                                     np.floor(float(arch["max_waves_per_cu"]) / kern["waves"])))
     slots = cus * occ
     rounds = np.ceil(wgs / slots)
     return {

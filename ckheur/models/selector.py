@@ -33,6 +33,10 @@ import numpy as np
 from ckheur.problems.base import ProblemError
 
 
+CASCADE_THRESHOLD = 512  # pools larger than this are pre-ranked by the analytic model ...
+CASCADE_TOP = 256  # ... and the learned model scores only its top candidates
+
+
 def as_problem(problem: Any, family: str = "grouped_conv") -> Any:
     """A problem object from a problem, a dict with CK field names, or (conv) a MIOpenDriver line."""
     from ckheur.ops import get_family
@@ -88,7 +92,7 @@ class Selector:
     def __init__(self, kernels: list, arch: Mapping[str, Any], direction: str, dtype: str, engine: Any = None,
                  booster: Any = None, tflops_booster: Any = None, analytic_params: Mapping[str, Any] | None = None,
                  sim_params: Mapping[str, Any] | None = None, objective: str = "regression_log",
-                 cascade_threshold: int = 512, cascade_top: int = 256, cache_size: int = 4096, label: str = "",
+                 cascade_threshold: int = CASCADE_THRESHOLD, cascade_top: int = CASCADE_TOP, cache_size: int = 4096, label: str = "",
                  op: Mapping[str, Any] | None = None, tuning_db: Any = None) -> None:
         from ckheur.ops import get_family
         from ckheur.sim import kernel_arrays as sim_kernel_arrays
@@ -101,6 +105,7 @@ class Selector:
         self.sim_params = {**(sim_params or analytic_params or {}), "dtype": dtype}
         self.cascade_threshold, self.cascade_top = cascade_threshold, cascade_top
         self.label = label
+        self.compiled: Any = None  # a CompiledModel ranking in C (Selector.load(..., compiled=True))
         self.tuning_db = self._open_db(tuning_db)
         self._field_set = frozenset(self.family.problems.FIELDS)
         self._cache: OrderedDict = OrderedDict()
@@ -112,19 +117,29 @@ class Selector:
             self._pools[group] = (ks, feats, sim_kernel_arrays(ks), self.family.kernels.support_arrays(ks))
 
     @classmethod
-    def load(cls, model_dir: str | Path, **kw: Any) -> "Selector":
-        """A selector from a model bundle folder (verified on load)."""
+    def load(cls, model_dir: str | Path, compiled: bool = False, **kw: Any) -> "Selector":
+        """A selector from a model bundle folder (verified on load).
+
+        ``compiled=True`` ranks through the model exported as C (built with the system compiler
+        once, cached by the bundle's hash); without a compiler it warns and uses the Python path."""
         from ckheur.features import get_engine
         from ckheur.models.bundle import load_bundle
+        from ckheur.sim import load_params
 
         b = load_bundle(model_dir)
         spec = b.spec
-        from ckheur.sim import load_params
+        sel = cls(b.kernels, spec["arch"], spec["op"]["direction"], spec["op"]["dtype"], get_engine(spec["engine"]),
+                  b.booster, b.tflops_booster, spec.get("analytic_params"), load_params(),
+                  spec["objective"], op=spec.get("op_config") or spec["op"],
+                  label=f"model {b.path} (trained on {b.manifest.get('data_kind', 'unknown')} data)", **kw)
+        if compiled:
+            from ckheur.models.compiled import load_compiled
 
-        return cls(b.kernels, spec["arch"], spec["op"]["direction"], spec["op"]["dtype"], get_engine(spec["engine"]),
-                   b.booster, b.tflops_booster, spec.get("analytic_params"), load_params(),
-                   spec["objective"], op=spec.get("op_config") or spec["op"],
-                   label=f"model {b.path} (trained on {b.manifest.get('data_kind', 'unknown')} data)", **kw)
+            sel.compiled = load_compiled(b.path)
+            if sel.compiled is not None:
+                sel._bundle_kernels = list(b.kernels)
+                sel.label += " [compiled C]"
+        return sel
 
     @classmethod
     def analytic(cls, kernels: list, arch: Mapping[str, Any], direction: str, dtype: str,
@@ -222,6 +237,9 @@ class Selector:
 
     def _score(self, p: Any) -> tuple[list, np.ndarray, np.ndarray]:
         """(candidate kernels, scores, predicted TFLOPS) for one problem, uncached."""
+        if self.compiled is not None:
+            idx, scores, tflops = self.compiled.predict(p)
+            return [self._bundle_kernels[i] for i in idx], scores, tflops
         if p.group not in self._pools:
             what = f"{p.ndim}D problems" if self.family.name == "grouped_conv" else f"group {p.group!r}"
             raise ProblemError(f"no kernel for {what} in this pool (groups: {sorted(self._pools)})")

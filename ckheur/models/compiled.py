@@ -1,0 +1,164 @@
+"""Rank through an exported C package from Python: built once with the system C compiler
+(cached by the bundle's hash), called through ctypes.
+
+    model = load_compiled("models/grouped_conv_fwd_bf16_gfx950")   # None (with a warning) without a compiler
+    idx, scores, tflops = model.predict(problem)
+"""
+
+from __future__ import annotations
+
+import ctypes
+import hashlib
+import json
+import os
+import shutil
+import subprocess
+import tempfile
+import warnings
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from ckheur.problems.base import ProblemError
+
+BUNDLE_FILES = ("model.txt.gz", "tflops_model.txt.gz", "feature_spec.json", "kernels.json")
+
+
+class ConvProblemC(ctypes.Structure):
+    """ckheur_conv_problem of ckheur/backends/abi.h."""
+
+    _fields_ = [(f, ctypes.c_int64) for f in (
+        "N", "C", "K", "G", "Di", "Hi", "Wi", "Z", "Y", "X", "stride_d", "stride_h", "stride_w", "pad_d", "pad_h",
+        "pad_w", "dilation_d", "dilation_h", "dilation_w")] + [("direction", ctypes.c_int32), ("dtype", ctypes.c_int32)]
+
+
+class GemmProblemC(ctypes.Structure):
+    """ckheur_gemm_problem of ckheur/backends/abi.h."""
+
+    _fields_ = [(f, ctypes.c_int64) for f in ("M", "N", "K", "split_k")] + [
+        ("layout", ctypes.c_int32), ("dtype", ctypes.c_int32)]
+
+
+def find_compiler() -> str | None:
+    """The C compiler: $CC, else cc, gcc or clang on PATH (None when there is none)."""
+    cc = os.environ.get("CC")
+    if cc:
+        return cc if shutil.which(cc.split()[0]) else None
+    for name in ("cc", "gcc", "clang"):
+        if shutil.which(name):
+            return name
+    return None
+
+
+def cache_dir() -> Path:
+    """Where built libraries are kept: $CKHEUR_CACHE_DIR, else ~/.cache/ckheur/compiled."""
+    env = os.environ.get("CKHEUR_CACHE_DIR")
+    return Path(env) if env else Path.home() / ".cache" / "ckheur" / "compiled"
+
+
+def bundle_hash(model_dir: Path, sim_params: Any = None) -> str:
+    """Hash of what the generated C depends on: the bundle's model files, the exporter's C code
+    and the latency-model parameters (the cascade uses them)."""
+    from ckheur.models.export_c import C_DIR
+    from ckheur.sim import load_params
+
+    h = hashlib.sha256()
+    for name in BUNDLE_FILES:
+        path = model_dir / name
+        h.update(name.encode() + (path.read_bytes() if path.exists() else b"-"))
+    for path in sorted(C_DIR.glob("*.c")) + [Path(__file__).with_name("export_c.py")]:
+        h.update(path.read_bytes())
+    h.update(json.dumps(sim_params or load_params(), sort_keys=True, default=str).encode())
+    return h.hexdigest()[:20]
+
+
+def compile_command(cc: str, sources: list[Path], out: Path, shared: bool) -> list[str]:
+    """The build command: plain C99 with libm, as the package README gives it."""
+    flags = ["-O2", "-std=c99"] + (["-shared", "-fPIC"] if shared else [])
+    return [*cc.split(), *flags, "-o", str(out), *map(str, sources), "-lm"]
+
+
+def build(package: Path, name: str, cc: str, shared: bool = True, out: Path | None = None) -> Path:
+    """Compile an exported package: the shared library (default) or the ckheur_select program."""
+    srcs = [package / f"{name}.c"] + ([] if shared else [package / "ckheur_select.c"])
+    out = out or package / (f"lib{name}.so" if shared else "ckheur_select")
+    r = subprocess.run(compile_command(cc, srcs, out, shared), capture_output=True, text=True)
+    if r.returncode != 0:
+        raise RuntimeError(f"building {out.name} failed:\n{r.stderr[-2000:]}")
+    return out
+
+
+class CompiledModel:
+    """An exported model's shared library, called through ctypes."""
+
+    def __init__(self, lib_path: Path, info: dict) -> None:
+        from ckheur.models.export_c import DIRECTION_CODES, DTYPE_CODES
+
+        self.path, self.info = lib_path, info
+        self.family = info["family"]
+        self._lib = ctypes.CDLL(str(lib_path))
+        p = info["prefix"]
+        self._struct = GemmProblemC if self.family == "gemm" else ConvProblemC
+        self._predict = getattr(self._lib, f"{p}_predict")
+        self._predict.restype = ctypes.c_int
+        self._error = getattr(self._lib, f"{p}_error")
+        self._error.restype = ctypes.c_char_p
+        self.num_kernels = int(getattr(self._lib, f"{p}_num_kernels")())
+        n = self.num_kernels
+        self._idx, self._score, self._tflops = np.empty(n, np.int32), np.empty(n), np.empty(n)
+        self._ptrs = (self._idx.ctypes.data_as(ctypes.POINTER(ctypes.c_int)),
+                      self._score.ctypes.data_as(ctypes.POINTER(ctypes.c_double)),
+                      self._tflops.ctypes.data_as(ctypes.POINTER(ctypes.c_double)))
+        self._dtype = DTYPE_CODES[info["dtype"]]
+        self._direction = DIRECTION_CODES[info["direction"]]
+
+    def problem_struct(self, p: Any) -> ctypes.Structure:
+        """The C struct of a problem object."""
+        if self.family == "gemm":
+            from ckheur.problems.gemm import LAYOUTS
+
+            return GemmProblemC(p.M, p.N, p.K, p.split_k, LAYOUTS.index(p.layout), self._dtype)
+        return ConvProblemC(*p.key(), self._direction, self._dtype)
+
+    def predict(self, p: Any) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """(kernel indices, scores, predicted TFLOPS) of the problem's candidates, in candidate order."""
+        s = self.problem_struct(p)
+        n = self._predict(ctypes.byref(s), self.num_kernels, *self._ptrs)
+        if n < 0:
+            raise ProblemError(f"{p.describe()}: {self._error(n).decode()}")
+        return self._idx[:n].copy(), self._score[:n].copy(), self._tflops[:n].copy()
+
+
+def load_compiled(model_dir: str | Path, cc: str | None = None) -> CompiledModel | None:
+    """The bundle's compiled selector, exported and built on first use; None (with a warning) when
+    there is no C compiler or the build fails, so callers fall back to the Python path."""
+    from ckheur.models.bundle import resolve_model_dir
+    from ckheur.models.export_c import export_bundle
+
+    model_dir = resolve_model_dir(model_dir)
+    cc = cc or find_compiler()
+    if cc is None:
+        warnings.warn("no C compiler found ($CC, cc, gcc or clang): ranking with the Python path", stacklevel=2)
+        return None
+    target = cache_dir() / bundle_hash(model_dir)
+    info_path = target / "export.json"
+    if not info_path.exists():
+        target.parent.mkdir(parents=True, exist_ok=True)
+        tmp = Path(tempfile.mkdtemp(prefix=".build-", dir=target.parent))
+        try:
+            res = export_bundle(model_dir, tmp)
+            build(tmp, res.name, cc)
+            try:
+                os.replace(tmp, target)
+            except OSError:
+                if not info_path.exists():  # not a concurrent build that finished first
+                    raise
+                shutil.rmtree(tmp, ignore_errors=True)
+        except (RuntimeError, OSError) as e:
+            shutil.rmtree(tmp, ignore_errors=True)
+            warnings.warn(f"building the compiled selector failed ({str(e).splitlines()[0]}): ranking with the "
+                          "Python path", stacklevel=2)
+            return None
+    info = json.loads(info_path.read_text())
+    return CompiledModel(target / f"lib{info['name']}.so", info)

@@ -1,0 +1,635 @@
+"""Export a model bundle as a self-contained C99 package (C standard library and libm only).
+
+    export_bundle("models/grouped_conv_fwd_bf16_gfx950", "out/")   # -> ExportResult
+
+Writes ``<name>.h``/``<name>.c`` (features, trees, kernel table, applicability, cascade),
+``ckheur_abi.h`` (the problem structs of ckheur/backends/abi.h), ``ckheur_select.c`` (a CSV
+command-line ranker), ``CMakeLists.txt`` and ``README.md``.
+
+What cannot drift between Python and C, by construction:
+- feature order and names: every C feature slot is generated from the bundle's feature spec,
+  and export fails when the family's C code does not compute a feature the model uses;
+- kernel-only values (kernel features, the latency model's kernel terms) are computed by the
+  Python code itself and written as exact hexadecimal constants;
+- what C computes (problem and problem x kernel features) is checked against Python by the
+  parity tests and, when a compiler is present, by ``stage=export`` itself.
+
+Trees become compact arrays evaluated QuickScorer-style for all candidates at once (see
+c/runtime.c): a few thousand nodes stay small as data, whereas generated if-else code would grow
+with every tree and cannot share work between the candidates of a problem.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Mapping, Sequence
+
+import numpy as np
+
+from ckheur.errors import UserError
+
+C_DIR = Path(__file__).resolve().parent / "c"
+ABI_H = Path(__file__).resolve().parent.parent / "backends" / "abi.h"
+DTYPE_CODES = {"fp16": 0, "bf16": 1, "fp8": 2, "fp32": 3}  # as ckheur_conv_problem.dtype
+DIRECTION_CODES = {"fwd": 0, "bwd_data": 1, "bwd_weight": 2}
+FIELD_MAX = 2**31 - 1
+CHUNK = 64  # candidates evaluated together (bounds the stack use of a call)
+KMASK_MAX_ENTRIES = 200_000  # kernels x trees above this: kernel-feature nodes are tested at run time
+# LightGBM objectives whose prediction is the raw score (no link function to reproduce).
+RAW_OBJECTIVES = ("regression", "regression_l1", "huber", "fair", "quantile", "mape", "lambdarank",
+                  "rank_xendcg", "custom", "none")
+ZERO = float(np.float32(1e-35))  # LightGBM's kZeroThreshold
+
+
+class ExportError(UserError):
+    """A model cannot be exported; the message says why."""
+
+
+@dataclass
+class ExportResult:
+    """The package written by ``export_bundle``."""
+
+    path: Path
+    name: str
+    files: list[Path]
+    family: str
+    num_kernels: int
+    num_trees: int
+    kmask: bool
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def source_bytes(self) -> int:
+        return sum(f.stat().st_size for f in self.files)
+
+
+def c_identifier(text: str) -> str:
+    """A C identifier from a model name (lower case, non-alphanumerics as underscores)."""
+    out = re.sub(r"[^0-9a-zA-Z_]", "_", text).lower().strip("_")
+    return out if out and not out[0].isdigit() else f"m_{out}"
+
+
+# ---------------------------------------------------------------- literals
+def _hex(x: float) -> str:
+    """An exact C double literal."""
+    x = float(x)
+    if np.isnan(x):
+        raise ExportError("a NaN constant cannot be exported")
+    if np.isinf(x):
+        return "HUGE_VAL" if x > 0 else "(-HUGE_VAL)"
+    return float.hex(x)
+
+
+def _hexf(x: np.float32) -> str:
+    """An exact C float literal."""
+    x = float(x)
+    if np.isinf(x):
+        return "HUGE_VALF" if x > 0 else "(-HUGE_VALF)"
+    return float.hex(x) + "f"
+
+
+def _float_down(thr: float) -> np.float32:
+    """The largest float32 t with t <= thr: for any float x, ``x <= t`` iff ``(double)x <= thr``."""
+    with np.errstate(over="ignore"):
+        t = np.float32(thr)
+    if float(t) > thr:
+        t = np.nextafter(t, np.float32(-np.inf))
+    return t
+
+
+def _rows(items: Sequence[str], per_line: int = 8, indent: str = "    ") -> str:
+    return ",\n".join(indent + ", ".join(items[i:i + per_line]) for i in range(0, len(items), per_line))
+
+
+# ---------------------------------------------------------------- trees
+def goes_left(values: np.ndarray, node: Mapping[str, Any]) -> np.ndarray:
+    """LightGBM's decision for float32 feature values at a node of ``Booster.dump_model()``."""
+    x = np.asarray(values, dtype=np.float32).astype(np.float64)
+    x = np.where(np.abs(x) <= ZERO, 0.0, x)  # LightGBM reads these as zero
+    if node["decision_type"] == "==":
+        cats = {int(c) for c in str(node["threshold"]).split("||")}
+        out = np.zeros(len(x), dtype=bool)
+        for i, v in enumerate(x):
+            if np.isnan(v) or v >= 2.0**31 or v <= -(2.0**31) - 1:
+                continue
+            iv = int(v)  # truncation toward zero, as a C cast
+            out[i] = iv >= 0 and iv in cats
+        return out
+    miss = node["missing_type"]
+    if miss != "NaN":
+        x = np.where(np.isnan(x), 0.0, x)
+    with np.errstate(invalid="ignore"):
+        missing = ((miss == "Zero") & (np.abs(x) <= ZERO)) | ((miss == "NaN") & np.isnan(x))
+        return np.where(missing, bool(node["default_left"]), x <= float(node["threshold"]))
+
+
+@dataclass
+class Forest:
+    """A LightGBM model as QuickScorer arrays (one per feature class)."""
+
+    ntree: int
+    leaves: list[list[float]]
+    nodes: list[tuple[int, dict, int, int]]  # (tree, dump node, masks of the left and right subtrees' leaves)
+    max_leaves: int
+
+
+def read_forest(booster: Any) -> Forest:
+    """The trees of a booster, leaves numbered left to right, with each split's left-leaf mask."""
+    d = booster.dump_model()
+    if d.get("num_class", 1) != 1 or d.get("num_tree_per_iteration", 1) != 1:
+        raise ExportError("multiclass models cannot be exported (one score per kernel is needed)")
+    objective = str(d.get("objective", "none")).split()[0]
+    if objective not in RAW_OBJECTIVES:
+        raise ExportError(f"LightGBM objective {objective!r} transforms its raw score; exportable objectives: "
+                          f"{', '.join(RAW_OBJECTIVES)}")
+    if d.get("average_output"):
+        raise ExportError("random-forest models (average_output) cannot be exported")
+    leaves: list[list[float]] = []
+    nodes: list[tuple[int, dict, int, int]] = []
+    for t, info in enumerate(d["tree_info"]):
+        if info.get("is_linear"):
+            raise ExportError("linear trees cannot be exported")
+        vals: list[float] = []
+
+        def walk(n: Mapping[str, Any]) -> int:
+            """Visit a subtree; return the bit mask of its leaves."""
+            if "leaf_value" in n or "split_feature" not in n:
+                vals.append(float(n.get("leaf_value", 0.0)))
+                return 1 << (len(vals) - 1)
+            if n.get("leaf_coeff"):
+                raise ExportError("linear trees cannot be exported")
+            i = len(nodes)
+            nodes.append((t, dict(n), 0, 0))
+            left = walk(n["left_child"])
+            right = walk(n["right_child"])
+            nodes[i] = (t, nodes[i][1], left, right)
+            return left | right
+
+        walk(info["tree_structure"])
+        if len(vals) > 64:
+            raise ExportError(f"tree {t} has {len(vals)} leaves; the C export evaluates trees of at most 64 leaves "
+                              "(train with model.num_leaves <= 64)")
+        leaves.append(vals)
+    return Forest(len(leaves), leaves, nodes, max((len(v) for v in leaves), default=1))
+
+
+def _forest_c(tag: str, forest: Forest, feat_class: Sequence[str], slot: Sequence[int],
+              kernel_values: np.ndarray, use_kmask: bool, kmask_type: str) -> str:
+    """C arrays and the ckh_forest of one model (main or companion)."""
+    pnodes, cnodes = [], []
+    cat_words: list[int] = []
+    cat_ofs = [0]
+    nk = kernel_values.shape[0]
+    kmask = np.full((nk, max(forest.ntree, 1)), np.uint64((1 << 64) - 1), dtype=np.uint64)
+    full = (1 << 64) - 1
+    for t, n, left, right in forest.nodes:
+        f = int(n["split_feature"])
+        cls = feat_class[f]
+        if cls == "K" and use_kmask:
+            to_left = goes_left(kernel_values[:, slot[f]], n)
+            kmask[to_left, t] &= np.uint64(~right & full)
+            kmask[~to_left, t] &= np.uint64(~left & full)
+            continue
+        cat = -1
+        if n["decision_type"] == "==":
+            cats = sorted({int(c) for c in str(n["threshold"]).split("||")})
+            words = [0] * (max(cats) // 32 + 1)
+            for c in cats:
+                words[c // 32] |= 1 << (c % 32)
+            cat = len(cat_ofs) - 1
+            cat_words.extend(words)
+            cat_ofs.append(len(cat_words))
+            kind, thr = 3, np.float32(0.0)
+        else:
+            kind = {"None": 0, "Zero": 1, "NaN": 2}[n["missing_type"]]
+            thr = _float_down(float(n["threshold"]))
+        src = 1 if cls == "K" else 0
+        row = (f"{{{_hexf(thr)}, {t}, {slot[f]}, {kind}, {int(bool(n['default_left']))}, {src}, 0, {cat}, "
+               f"UINT64_C({left:#x}), UINT64_C({right:#x})}}")
+        (pnodes if cls == "P" else cnodes).append((t, row))
+    cofs = [0] * (forest.ntree + 1)
+    for t, _ in cnodes:
+        cofs[t + 1] += 1
+    for t in range(forest.ntree):
+        cofs[t + 1] += cofs[t]
+    leaf_vals = [v for vals in forest.leaves for v in vals]
+    leaf_ofs = np.cumsum([0] + [len(v) for v in forest.leaves])[:-1].tolist() or [0]
+    none = "{0.0f, 0, 0, 0, 0, 0, 0, -1, 0, 0}"
+    out = [
+        f"static const ckh_node ckh_{tag}_pnodes[] = {{\n{_rows([r for _, r in pnodes], 1) or '    ' + none}\n}};",
+        f"static const ckh_node ckh_{tag}_cnodes[] = {{\n{_rows([r for _, r in cnodes], 1) or '    ' + none}\n}};",
+        f"static const int32_t ckh_{tag}_cofs[] = {{\n{_rows([str(x) for x in cofs], 16)}\n}};",
+        f"static const double ckh_{tag}_leaf[] = {{\n{_rows([_hex(v) for v in leaf_vals], 4)}\n}};",
+        f"static const int32_t ckh_{tag}_leaf_ofs[] = {{\n{_rows([str(x) for x in leaf_ofs], 16)}\n}};",
+        f"static const uint32_t ckh_{tag}_cat_bits[] = {{\n{_rows([f'{w:#x}u' for w in cat_words], 8) or '    0u'}\n}};",
+        f"static const int32_t ckh_{tag}_cat_ofs[] = {{\n{_rows([str(x) for x in cat_ofs], 16)}\n}};",
+    ]
+    if use_kmask:
+        bits = {"uint16_t": 16, "uint32_t": 32, "uint64_t": 64}[kmask_type]
+        lim = (1 << bits) - 1
+        vals = [f"{int(v) & lim:#x}u" for v in kmask.reshape(-1)]
+        out.append(f"static const CKH_KMASK_T ckh_{tag}_kmask[] = {{\n{_rows(vals, 12)}\n}};")
+    out.append(
+        f"static const ckh_forest ckh_forest_{tag} = {{{forest.ntree}, ckh_{tag}_pnodes, {len(pnodes)}, "
+        f"ckh_{tag}_cnodes, ckh_{tag}_cofs, ckh_{tag}_leaf, ckh_{tag}_leaf_ofs, ckh_{tag}_cat_bits, "
+        f"ckh_{tag}_cat_ofs, {f'ckh_{tag}_kmask' if use_kmask else 'NULL'}}};")
+    return "\n".join(out) + "\n"
+
+
+# ---------------------------------------------------------------- features and kernels
+def _classify(engine: Any, names: Sequence[str]) -> list[str]:
+    """Each feature's class: P (problem only), K (kernel or hardware only), I (problem x kernel)."""
+    problem = set(engine.PROBLEM_FEATURES)
+    kernel = set(engine.KERNEL_FEATURES) | set(engine.HARDWARE_FEATURES)
+    return ["P" if n in problem else "K" if n in kernel else "I" for n in names]
+
+
+def _check_classes(X: np.ndarray, n_problems: int, n_kernels: int, classes: Sequence[str],
+                   names: Sequence[str]) -> None:
+    """Kernel-only columns must not vary with the problem, problem-only ones not with the kernel."""
+    Y = X.reshape(n_problems, n_kernels, -1)
+    for j, (c, n) in enumerate(zip(classes, names)):
+        col = Y[:, :, j]
+        if c == "K" and not np.array_equal(col, np.broadcast_to(col[:1], col.shape), equal_nan=True):
+            raise ExportError(f"feature {n} is declared kernel-only but varies with the problem")
+        if c == "P" and not np.array_equal(col, np.broadcast_to(col[:, :1], col.shape), equal_nan=True):
+            raise ExportError(f"feature {n} is declared problem-only but varies with the kernel")
+
+
+def _probe_problems(family: Any, kernels: Sequence[Any]) -> list:
+    """Two valid problems of the first kernel's group (features are probed on them)."""
+    mod = family.problems
+    group = kernels[0].group
+    if family.name == "gemm":
+        return mod.generate(0, 2, layouts=(group,))
+    return mod.generate(0, 2, ndim=int(group))
+
+
+def _template_names(text: str, macro: str) -> set[str]:
+    return set(re.findall(rf"\b{macro}\((\w+),", text))
+
+
+def _sim_c(tag: str, kernels: Sequence[Any], arch: Mapping[str, Any], params: Mapping[str, Any]) -> str:
+    """The latency model's kernel terms and constants for one parameter set."""
+    from ckheur.sim import kernel_arrays, kernel_terms
+
+    terms = kernel_terms(kernel_arrays(kernels), arch, params)
+    cols = ("occ", "slots", "mfma_cycles", "load_cycles", "prologue_iters", "epilogue_cycles", "overhead", "effect",
+            "tm", "tn", "tk", "dtype_bytes")
+    rows = ["{" + ", ".join(_hex(terms[c][i]) for c in cols) + "}" for i in range(len(kernels))]
+    consts = [float(arch["num_cus"]), float(arch["max_clock_mhz"]) * 1e6, float(params.get("layout_penalty", 0.0)),
+              float(params["gather_penalty"]), float(params["overlap_loss"]), float(params["l2_reuse"]),
+              float(arch["hbm_bandwidth_gbps"]) * 1e9 * float(params["hbm_eff"]), float(params["launch_us"]) * 1e-6]
+    return (f"static const ckh_sim_kernel ckh_sim_{tag}[] = {{\n{_rows(rows, 1)}\n}};\n"
+            f"static const ckh_sim_params ckh_simp_{tag} = {{{', '.join(_hex(c) for c in consts)}}};\n")
+
+
+def _errors(family: Any) -> list[tuple[str, int, str]]:
+    """(macro, code, message) of every error the exported library can return."""
+    errs = [
+        ("NULL", -1, "a pointer argument is NULL"),
+        ("K", -2, "k must be >= 1"),
+        ("DIRECTION", -3, "the problem's direction is not the model's"),
+        ("DTYPE", -4, "the problem's dtype is not the model's"),
+        ("C_GROUPS", -5, "invalid problem: C must be divisible by G"),
+        ("K_GROUPS", -6, "invalid problem: K must be divisible by G"),
+        ("EMPTY_OUTPUT", -7, "invalid problem: an output size (Do, Ho or Wo) is < 1 (input too small for "
+                             "filter/dilation/padding)"),
+        ("UNSUPPORTED", -8, "unsupported problem: no kernel of the pool can run it (e.g. no kernel of its "
+                            "spatial dimensionality or layout, or none pads its sizes)"),
+        ("TOO_LARGE", -9, "unsupported problem: FLOPs or tensor elements reach 2^53"),
+        ("CAPACITY", -10, "cap is smaller than the number of candidate kernels (use num_kernels())"),
+        ("SPLIT_K", -11, "invalid problem: split_k must be <= K"),
+        ("LAYOUT", -12, "invalid problem: layout must be 0 (rcr), 1 (rrr), 2 (crr) or 3 (ccr)"),
+        ("CONTIGUOUS", -13, "unsupported problem: a contiguous dimension is below the elements vector loads "
+                            "need (op.min_contiguous_elems)"),
+    ]
+    for i, f in enumerate(family.problems.FIELDS):
+        if f == "layout":
+            continue
+        lo = _field_min(family, f)
+        errs.append((f"FIELD_{f}", -100 - i, f"invalid problem field {f}: must be >= {lo}"))
+        errs.append((f"FIELD_LARGE_{f}", -200 - i, f"invalid problem field {f}: must be <= {FIELD_MAX}"))
+    return errs
+
+
+def _field_min(family: Any, f: str) -> int:
+    if family.name == "grouped_conv":
+        from ckheur.problems.conv import _MIN_ONE
+
+        return 1 if f in _MIN_ONE else 0
+    return 1
+
+
+# ---------------------------------------------------------------- package
+def export_bundle(model_dir: str | Path, output: str | Path, name: str | None = None,
+                  sim_params: Mapping[str, Any] | None = None) -> ExportResult:
+    """Write the C package of a model bundle into ``output`` (created; files there are replaced)."""
+    from ckheur.features import get_engine
+    from ckheur.models.bundle import load_bundle
+    from ckheur.models.selector import CASCADE_THRESHOLD, CASCADE_TOP
+    from ckheur.ops import get_family
+    from ckheur.sim import load_params
+
+    b = load_bundle(model_dir)
+    spec = b.spec
+    family = get_family(spec["op"]["family"])
+    if family.name not in ("grouped_conv", "gemm"):
+        raise ExportError(f"op family {family.name!r} has no C feature code (ckheur/models/c/{family.name}.c)")
+    engine = get_engine(spec["engine"])
+    arch, direction, dtype = spec["arch"], spec["op"]["direction"], spec["op"]["dtype"]
+    op_cfg = spec.get("op_config") or spec["op"]
+    kernels = b.kernels
+    if not kernels:
+        raise ExportError(f"{b.path}: the bundle has no kernels")
+    if {k.dtype for k in kernels} != {dtype}:
+        raise ExportError(f"{b.path}: kernels of dtypes {sorted({k.dtype for k in kernels})}, model dtype {dtype}")
+    name = c_identifier(name or b.path.name)
+    prefix = f"ckheur_{name}"
+    names = list(spec["feature_names"])
+    classes = _classify(engine, names)
+    analytic = {**spec["analytic_params"], "dtype": dtype} if spec.get("analytic") else None
+
+    # Kernel-only feature values, computed by the Python engine itself.
+    probes = _probe_problems(family, kernels)
+    kfeat = engine.kernel_arrays(kernels)
+    X = engine.features(engine.problem_arrays(probes, direction), kfeat, arch, direction, analytic)
+    _check_classes(X, len(probes), len(kernels), classes, names)
+    X = X.reshape(len(probes), len(kernels), -1)[0]
+    slot, counters = [], {"P": 0, "K": 0, "I": 0}
+    for c in classes:
+        slot.append(counters[c])
+        counters[c] += 1
+    kcols = [j for j, c in enumerate(classes) if c == "K"]
+    kernel_values = X[:, kcols] if kcols else np.zeros((len(kernels), 1), dtype=np.float32)
+
+    template = (C_DIR / f"{family.name}.c").read_text()
+    for macro, cls in (("SETP", "P"), ("SETI", "I")):
+        missing = [n for n, c in zip(names, classes) if c == cls and n not in _template_names(template, macro)]
+        if missing:
+            raise ExportError(f"the C feature code of {family.name} does not compute {', '.join(missing)} "
+                              f"(ckheur/models/c/{family.name}.c)")
+
+    forest = read_forest(b.booster)
+    companion = read_forest(b.tflops_booster) if b.tflops_booster is not None else None
+    trees_total = forest.ntree + (companion.ntree if companion else 0)
+    use_kmask = len(kernels) * trees_total <= KMASK_MAX_ENTRIES
+    max_leaves = max(forest.max_leaves, companion.max_leaves if companion else 1)
+    kmask_type = "uint16_t" if max_leaves <= 16 else "uint32_t" if max_leaves <= 32 else "uint64_t"
+
+    groups: dict[Any, int] = {}
+    for k in kernels:
+        groups[k.group] = groups.get(k.group, 0) + 1
+    max_cand = max(min(n, max(CASCADE_THRESHOLD, CASCADE_TOP)) if n > CASCADE_THRESHOLD else n
+                   for n in groups.values())
+    cascade = any(n > CASCADE_THRESHOLD for n in groups.values())
+    sim_params = {**(sim_params or load_params()), "dtype": dtype}
+
+    def group_code(g: Any) -> int:
+        if family.name == "gemm":
+            from ckheur.problems.gemm import LAYOUTS
+
+            return LAYOUTS.index(g)
+        return int(g)
+
+    kern_rows = []
+    for k in kernels:
+        ka = engine.kernel_arrays([k])
+        from ckheur.features.common import coverage_occupancy
+
+        occ = coverage_occupancy(ka, arch)[0]
+        kern_rows.append("{" + ", ".join([_hex(k.tile_m), _hex(k.tile_n), _hex(k.tile_k), _hex(occ)]) + ", "
+                         + ", ".join(str(int(v)) for v in (group_code(k.group), getattr(k, "pad_m", 0),
+                                                           getattr(k, "pad_n", 0), getattr(k, "pad_k", 0))) + "}")
+    errors = _errors(family)
+    fields = list(family.problems.FIELDS)
+    numeric_fields = [f for f in fields if f != "layout"]
+    defines = {
+        "CKH_PREFIX": prefix, "CKH_NKERN": len(kernels), "CKH_NTREE": max(forest.ntree, 1),
+        "CKH_NTREE2": companion.ntree if companion else 0, "CKH_NPS": counters["P"], "CKH_NIS": counters["I"],
+        "CKH_NKS": counters["K"], "CKH_CHUNK": CHUNK, "CKH_MAX_CAND": max_cand,
+        "CKH_ANALYTIC_FEATURES": int(analytic is not None),
+        "CKH_CASCADE_THRESHOLD": CASCADE_THRESHOLD, "CKH_CASCADE_TOP": CASCADE_TOP if cascade else 0,
+        "CKH_RELATIVE_TFLOPS": int(spec["objective"] == "relative" and companion is not None),
+        "CKH_BWD_WEIGHT": int(direction == "bwd_weight"), "CKH_DIRECTION": DIRECTION_CODES[direction],
+        "CKH_DTYPE": DTYPE_CODES[dtype], "CKH_DTYPE_BYTES": _hex(_dtype_bytes(dtype)),
+        "CKH_NUM_CUS": _hex(float(arch["num_cus"])), "CKH_NFIELDS": len(numeric_fields),
+        "CKH_FIELD_MAX": f"INT64_C({FIELD_MAX})", "CKH_MIN_CONTIGUOUS": int(op_cfg.get("min_contiguous_elems", 2)),
+        "CKH_E_FIELD": -100, "CKH_E_FIELD_LARGE": -200, "CKH_KMASK_T": kmask_type,
+    }
+    for macro, code, _ in errors:
+        if not macro.startswith("FIELD"):
+            defines[f"CKH_E_{macro}"] = code
+    lines = [f"#define {k} {v}" for k, v in defines.items()]
+    lines.append(f"typedef {'ckheur_gemm_problem' if family.name == 'gemm' else 'ckheur_conv_problem'} ckh_problem_t;")
+    # Feature slots of the family code: the model's slot, or -1 where the model does not use it.
+    for macro, cls in (("SETP", "P"), ("SETI", "I")):
+        used = {n: slot[j] for j, n in enumerate(names) if classes[j] == cls}
+        for n in sorted(_template_names(template, macro)):
+            lines.append(f"#define {cls}_{n} {used.get(n, -1)}")
+    config = "\n".join(lines) + "\n"
+    tables = ""
+    tables += f"static const char* const ckh_kernel_names[] = {{\n{_rows([json.dumps(k.name) for k in kernels], 1)}\n}};\n"
+    tables += f"static const ckh_kernel ckh_kernels[] = {{\n{_rows(kern_rows, 1)}\n}};\n"
+    if family.name == "gemm":
+        tables += "static const char* const ckh_layouts[] = {\"rcr\", \"rrr\", \"crr\", \"ccr\"};\n"
+    tables += ("static const int64_t ckh_field_min[] = {"
+               + ", ".join(str(_field_min(family, f)) for f in numeric_fields) + "};\n")
+    tables += ("static const struct { int code; const char* message; } ckh_errors[] = {\n"
+               + _rows([f"{{{c}, {json.dumps(m)}}}" for _, c, m in errors], 1) + "\n};\n")
+    if use_kmask or not kcols:
+        tables += "static float ckh_kernel_feature(int k, int slot) { (void)k; (void)slot; return 0.0f; }\n"
+    else:
+        krows = ["{" + ", ".join(_hexf(v) for v in row) + "}" for row in kernel_values]
+        tables += (f"static const float ckh_kfeat[][{len(kcols)}] = {{\n{_rows(krows, 1)}\n}};\n"
+                   "static float ckh_kernel_feature(int k, int slot) { return ckh_kfeat[k][slot]; }\n")
+    tables += _sim_c("cascade", kernels, arch, sim_params) if cascade else ""
+    tables += _sim_c("feature", kernels, arch, analytic) if analytic else ""
+    tables += _forest_c("main", forest, classes, slot, kernel_values, use_kmask, kmask_type)
+    if companion:
+        tables += _forest_c("tflops", companion, classes, slot, kernel_values, use_kmask, kmask_type)
+    runtime = (C_DIR / "runtime.c").read_text()
+    source = (f"/* {prefix}: generated by ckheur from {b.path.name}; do not edit. */\n"
+              f"#include \"{name}.h\"\n" + runtime.replace("/*@CONFIG@*/", config).replace("/*@TABLES@*/", tables).replace("/*@FAMILY@*/", template))
+
+    out = Path(output)
+    out.mkdir(parents=True, exist_ok=True)
+    kind = b.manifest.get("data_kind", "unknown")
+    info = {"name": name, "prefix": prefix, "family": family.name, "direction": direction, "dtype": dtype,
+            "arch": arch["name"], "objective": spec["objective"], "data_kind": kind, "bundle": str(b.path),
+            "kernels": len(kernels), "trees": forest.ntree, "companion_trees": companion.ntree if companion else 0,
+            "cascade": cascade, "analytic_features": analytic is not None, "fields": fields,
+            "defaults": {f: family.problems.DEFAULTS.get(f) for f in fields}}
+    files = {
+        f"{name}.c": source,
+        f"{name}.h": _header(info, errors),
+        "ckheur_abi.h": ABI_H.read_text(),
+        "ckheur_select.c": _cli(info),
+        "CMakeLists.txt": _cmake(name),
+        "README.md": _readme(info),
+        "export.json": json.dumps(info, indent=2) + "\n",
+    }
+    written = []
+    for fname, text in files.items():
+        (out / fname).write_text(text)
+        written.append(out / fname)
+    notes = [] if kind == "real" else [f"the model was trained on {kind} data"]
+    return ExportResult(out, name, written, family.name, len(kernels), trees_total, use_kmask, notes)
+
+
+def _dtype_bytes(dtype: str) -> float:
+    from ckheur.kernels.conv import DTYPE_BYTES
+
+    return float(DTYPE_BYTES[dtype])
+
+
+def _header(info: Mapping[str, Any], errors: Sequence[tuple[str, int, str]]) -> str:
+    p, struct = info["prefix"], "ckheur_gemm_problem" if info["family"] == "gemm" else "ckheur_conv_problem"
+    guard = f"{p.upper()}_H"
+    codes = "\n".join(f"#define CKHEUR_E_{m} ({c}) /* {msg} */" for m, c, msg in errors if not m.startswith("FIELD"))
+    sim = "" if info["data_kind"] == "real" else f"\n * TRAINED ON {str(info['data_kind']).upper()} DATA (not measured)."
+    return f"""/* {p}: kernel selector for {info['family']} {info['direction']} {info['dtype']} on {info['arch']}.
+ * Generated by ckheur (stage=export) from {Path(info['bundle']).name}: objective {info['objective']},
+ * {info['kernels']} kernels, {info['trees']} trees ({info['companion_trees']} companion TFLOPS trees).{sim}
+ * Reentrant: no global mutable state, no allocation. Needs only the C standard library and libm.
+ */
+#ifndef {guard}
+#define {guard}
+#include "ckheur_abi.h"
+
+#ifndef CKHEUR_E_NULL
+{codes}
+#define CKHEUR_E_FIELD (-100)       /* -100 - i: problem field i (struct order) below its minimum */
+#define CKHEUR_E_FIELD_LARGE (-200) /* -200 - i: problem field i above {FIELD_MAX} */
+#endif
+
+#define {p.upper()}_DIRECTION {DIRECTION_CODES[info['direction']]}
+#define {p.upper()}_DTYPE {DTYPE_CODES[info['dtype']]}
+
+#ifdef __cplusplus
+extern "C" {{
+#endif
+/* The k best kernels for a problem, best first (ties keep pool order): writes kernel indices and
+ * scores (higher is better); returns the number written (min(k, candidates)) or a negative error. */
+int {p}_rank(const {struct}* p, int k, int* kernel_index, float* score);
+/* Every candidate kernel with its raw score and, if tflops is not NULL, predicted TFLOPS (in the
+ * candidate order the ranking breaks ties by). cap >= {p}_num_kernels() always suffices. */
+int {p}_predict(const {struct}* p, int cap, int* kernel_index, double* score, double* tflops);
+const char* {p}_kernel_name(int kernel_index); /* NULL when out of range */
+int {p}_num_kernels(void);
+const char* {p}_error(int code);               /* message of an error code */
+#ifdef __cplusplus
+}}
+#endif
+#endif
+"""
+
+
+def _cli(info: Mapping[str, Any]) -> str:
+    fields, defaults = info["fields"], info["defaults"]
+    text = [f for f in fields if f == "layout"]
+    pre = [f'#include "{info["name"]}.h"',
+           f"#define CKH_MODEL(fn) {info['prefix']}_##fn",
+           f"typedef {'ckheur_gemm_problem' if info['family'] == 'gemm' else 'ckheur_conv_problem'} ckh_problem_t;",
+           f"#define CKH_NFIELDS {len(fields)}",
+           "static const char* const field_names[] = {" + ", ".join(json.dumps(f) for f in fields) + "};",
+           "static const int field_required[] = {" + ", ".join("1" if defaults[f] is None else "0" for f in fields) + "};",
+           "static const int field_text[] = {" + ", ".join("1" if f in text else "0" for f in fields) + "};",
+           "static const char* const layouts[] = {\"rcr\", \"rrr\", \"crr\", \"ccr\"};"]
+    init = ["static void init_problem(ckh_problem_t* p) {", "    memset(p, 0, sizeof *p);"]
+    for f in fields:
+        d = defaults[f]
+        if f == "layout":
+            init.append(f"    p->layout = {['rcr', 'rrr', 'crr', 'ccr'].index(d)};")
+        elif d is not None:
+            init.append(f"    p->{f} = {int(d)};")
+    if info["family"] != "gemm":
+        init.append(f"    p->direction = {DIRECTION_CODES[info['direction']]};")
+    init.append(f"    p->dtype = {DTYPE_CODES[info['dtype']]};")
+    init.append("}")
+    setter = ["static void set_field(ckh_problem_t* p, int i, long long v) {", "    switch (i) {"]
+    for i, f in enumerate(fields):
+        setter.append(f"    case {i}: p->{f} = v; break;")
+    setter += ["    default: break;", "    }", "}"]
+    body = (C_DIR / "select_main.c").read_text()
+    return body.replace("/*@PREAMBLE@*/", "\n".join(pre + init + setter))
+
+
+def _cmake(name: str) -> str:
+    return f"""cmake_minimum_required(VERSION 3.10)
+project({name} C)
+set(CMAKE_C_STANDARD 99)
+set(CMAKE_C_STANDARD_REQUIRED ON)
+if(NOT CMAKE_BUILD_TYPE)
+  set(CMAKE_BUILD_TYPE Release)
+endif()
+add_library({name} {name}.c)
+target_include_directories({name} PUBLIC ${{CMAKE_CURRENT_SOURCE_DIR}})
+find_library(MATH_LIBRARY m)
+if(MATH_LIBRARY)
+  target_link_libraries({name} PUBLIC ${{MATH_LIBRARY}})
+endif()
+add_executable(ckheur_select ckheur_select.c)
+target_link_libraries(ckheur_select PRIVATE {name})
+"""
+
+
+def _readme(info: Mapping[str, Any]) -> str:
+    p, fam = info["prefix"], info["family"]
+    struct = "ckheur_gemm_problem" if fam == "gemm" else "ckheur_conv_problem"
+    sim = "" if info["data_kind"] == "real" else (
+        f"\n**This model was trained on {info['data_kind']} data, not on measurements.**\n")
+    if fam == "gemm":
+        example_problem = "    ckheur_gemm_problem p = {};\n    p.M = 4096; p.N = 4096; p.K = 4096; p.split_k = 1;\n" \
+                          f"    p.layout = 0;  // rcr\n    p.dtype = {p.upper()}_DTYPE;\n"
+        csv = "M,N,K,layout\n4096,4096,4096,rcr\n"
+    else:
+        example_problem = ("    ckheur_conv_problem p = {};\n    p.N = 16; p.C = 256; p.K = 128; p.G = 1;\n"
+                           "    p.Di = 1; p.Hi = 28; p.Wi = 28; p.Z = 1; p.Y = 3; p.X = 3;\n"
+                           "    p.stride_d = p.stride_h = p.stride_w = 1; p.pad_d = 0; p.pad_h = p.pad_w = 1;\n"
+                           "    p.dilation_d = p.dilation_h = p.dilation_w = 1;\n"
+                           f"    p.direction = {p.upper()}_DIRECTION; p.dtype = {p.upper()}_DTYPE;\n")
+        csv = "N,C,K,Hi,Wi,Y,X,pad_h,pad_w\n16,256,128,28,28,3,3,1,1\n"
+    return f"""# {info['name']}: compiled kernel selector
+
+Generated by `ckheur` (`stage=export`) from the model bundle `{Path(info['bundle']).name}`
+({fam} {info['direction']} {info['dtype']} on {info['arch']}, objective {info['objective']},
+{info['kernels']} kernels). Plain C99; needs only the C standard library and libm.
+{sim}
+## Build
+
+    cc -O2 -std=c99 *.c -lm -o ckheur_select       # or: cmake -S . -B build && cmake --build build
+
+## Command line
+
+    printf '{csv.replace(chr(10), chr(92) + 'n')}' | ./ckheur_select --k 3
+
+The CSV header names problem fields with CK's names ({', '.join(info['fields'])}); missing
+optional fields take their defaults. Output: `row,rank,kernel,score` (row: 0-based data row;
+rank: 1 = best). `--repeat R` ranks every row R times and prints `selection_ns_p50=<ns>` to stderr.
+
+## C / C++ dispatcher
+
+```cpp
+#include "{info['name']}.h"
+
+const char* pick_kernel() {{
+{example_problem}    int idx[3];
+    float score[3];
+    int n = {p}_rank(&p, 3, idx, score);
+    if (n < 0) {{
+        std::fprintf(stderr, "ckheur: %s\\n", {p}_error(n));
+        return nullptr;  // fall back to the library's default heuristic
+    }}
+    return {p}_kernel_name(idx[0]);  // map the name to your kernel instance table once, at startup
+}}
+```
+
+`{p}_rank` is reentrant (no global mutable state) and allocates nothing. Invalid problems
+(a size below its minimum, C or K not divisible by G, an empty output, a problem no kernel supports)
+return a negative code; `{p}_error(code)` says which. Problem struct: `{struct}` in `ckheur_abi.h`.
+"""
