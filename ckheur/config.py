@@ -280,6 +280,16 @@ class TuneSchema:
 
 
 @dataclass
+class ExportSchema:
+    output: Optional[str] = None  # package folder; default exports/{op.model_name}
+    model_dir: Optional[str] = None  # default: as stage=predict (the op's shipped bundle, else a simulated one)
+    name: Optional[str] = None  # C name of the model (functions ckheur_<name>_*); default: the bundle's folder name
+    build: bool = True  # with a C compiler: build ckheur_select and check it against the Python selector
+    check_problems: int = 1000  # seeded random problems of the check
+    seed: int = 0
+
+
+@dataclass
 class ImportSchema:
     path: Optional[str] = None  # a CK tile_engine CSV
     dataset: Optional[str] = None  # dataset name; default: the CSV's file stem
@@ -473,6 +483,7 @@ class Config:
     list: ListSchema = field(default_factory=ListSchema)
     sweep: SweepSchema = field(default_factory=SweepSchema)
     tune: TuneSchema = field(default_factory=TuneSchema)
+    export: ExportSchema = field(default_factory=ExportSchema)
     features: FeaturesSchema = field(default_factory=FeaturesSchema)
     data: DataSchema = field(default_factory=DataSchema)
     train: TrainSchema = field(default_factory=TrainSchema)

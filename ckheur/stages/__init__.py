@@ -15,7 +15,8 @@ from ckheur.errors import UserError
 
 STAGES = {"list": "ckheur.stages.list_stage", "sweep": "ckheur.stages.sweep", "import": "ckheur.stages.import_stage",
           "train": "ckheur.stages.train", "evaluate": "ckheur.stages.evaluate", "predict": "ckheur.stages.predict",
-          "search": "ckheur.stages.search", "tune": "ckheur.stages.tune"}
+          "search": "ckheur.stages.search", "tune": "ckheur.stages.tune",
+          "export": "ckheur.stages.export"}
 
 
 class StageError(UserError):

@@ -212,14 +212,17 @@ static void ckh_cover(const ckh_prob* q, const ckh_kernel* k, ckh_coverage* v) {
 static int ckh_candidates(const ckh_prob* q, int* cand) {
     int n = 0;
     for (int k = 0; k < CKH_NKERN; ++k)
-        if (ckh_kernels[k].group == q->group && ckh_supports(q, &ckh_kernels[k])) cand[n++] = k;
-    if (n == 0) return 0;
+        if (ckh_kernels[k].group == q->group && ckh_supports(q, &ckh_kernels[k])) {
+            if (n < CKH_MAX_CAND) cand[n] = k;
+            ++n;
+        }
 #if CKH_CASCADE_TOP > 0
     if (n > CKH_CASCADE_THRESHOLD) {
         /* Keep the CKH_CASCADE_TOP best by (analytic TFLOPS desc, position asc): a min-heap of the best. */
         double hv[CKH_CASCADE_TOP]; int hp[CKH_CASCADE_TOP]; int h = 0;
-        for (int i = 0; i < n; ++i) {
-            double v = ckh_sim_tflops(q, &ckh_sim_cascade[cand[i]], &ckh_simp_cascade);
+        for (int k = 0; k < CKH_NKERN; ++k) {
+            if (ckh_kernels[k].group != q->group || !ckh_supports(q, &ckh_kernels[k])) continue;
+            double v = ckh_sim_tflops(q, &ckh_sim_cascade[k], &ckh_simp_cascade);
             if (h == CKH_CASCADE_TOP && !(v > hv[0])) continue;   /* equal value: the earlier position wins */
             int j;
             if (h < CKH_CASCADE_TOP) { j = h++; }
@@ -227,31 +230,30 @@ static int ckh_candidates(const ckh_prob* q, int* cand) {
                 j = 0;
                 for (;;) {
                     int l = 2 * j + 1, r = l + 1, s = j;
-                    double sv = v; int sp = i;
+                    double sv = v; int sp = k;
                     if (l < h && (hv[l] < sv || (hv[l] == sv && hp[l] > sp))) { s = l; sv = hv[l]; sp = hp[l]; }
                     if (r < h && (hv[r] < sv || (hv[r] == sv && hp[r] > sp))) { s = r; }
                     if (s == j) break;
                     hv[j] = hv[s]; hp[j] = hp[s]; j = s;
                 }
-                hv[j] = v; hp[j] = i;
+                hv[j] = v; hp[j] = k;
                 continue;
             }
             while (j > 0) {  /* sift up: the worst (lowest value, then latest position) at the root */
                 int p = (j - 1) / 2;
-                if (hv[p] < v || (hv[p] == v && hp[p] > i)) break;
+                if (hv[p] < v || (hv[p] == v && hp[p] > k)) break;
                 hv[j] = hv[p]; hp[j] = hp[p]; j = p;
             }
-            hv[j] = v; hp[j] = i;
+            hv[j] = v; hp[j] = k;
         }
-        /* Order the kept ones best first (insertion sort on (value desc, position asc)). */
+        /* Order the kept ones best first (insertion sort on (value desc, position asc); kernel
+         * indices grow with the position among supported kernels, so they order ties alike). */
         for (int a = 1; a < h; ++a) {
             double v = hv[a]; int p = hp[a]; int b = a - 1;
             while (b >= 0 && (hv[b] < v || (hv[b] == v && hp[b] > p))) { hv[b + 1] = hv[b]; hp[b + 1] = hp[b]; --b; }
             hv[b + 1] = v; hp[b + 1] = p;
         }
-        int kept[CKH_CASCADE_TOP];
-        for (int a = 0; a < h; ++a) kept[a] = cand[hp[a]];
-        for (int a = 0; a < h; ++a) cand[a] = kept[a];
+        for (int a = 0; a < h; ++a) cand[a] = hp[a];
         n = h;
     }
 #endif

@@ -1,0 +1,337 @@
+"""C export: the compiled selector equals the Python one (scores to 1e-5, same top-1), errors are
+codes with messages, the CLI reads CK-named CSVs, and the ctypes path falls back without a compiler."""
+
+from __future__ import annotations
+
+import ctypes
+import subprocess
+import warnings
+
+import numpy as np
+import pytest
+
+from ckheur.config import plain
+from ckheur.models.compiled import ConvProblemC, GemmProblemC, build, find_compiler, load_compiled
+from ckheur.models.export_c import ExportError, export_bundle, goes_left, read_forest
+from ckheur.models.selector import Selector
+from ckheur.problems.base import ProblemError
+from ckheur.stages.export import check_problems, problems_csv
+from conftest import ROOT, run_cli
+
+SHIPPED = ROOT / "models" / "grouped_conv_fwd_bf16_gfx950"
+pytestmark = pytest.mark.skipif(find_compiler() is None, reason="no C compiler")
+
+
+@pytest.fixture(autouse=True)
+def _cache(tmp_path_factory, monkeypatch):
+    monkeypatch.setenv("CKHEUR_CACHE_DIR", str(tmp_path_factory.getbasetemp() / "ckheur_cache"))
+
+
+def train_small_bundle(out, compose, op_name, objective="relative", analytic=False, n_problems=40, trees=25,
+                       kernel_sample=None, lgb_params=None, nan_fraction=0.0, overrides=()):
+    """A small model trained here on simulated data (labeled sim), saved as a bundle."""
+    import lightgbm as lgb
+
+    from ckheur.kernels import enumerate_pool
+    from ckheur.models.bundle import save_bundle
+    from ckheur.ops import get_family
+    from ckheur.sim import load_params, simulate
+
+    cfg = compose([f"op={op_name}", *overrides])
+    op, arch = plain(cfg.op), plain(cfg.arch)
+    pool = enumerate_pool(op, arch).kernels
+    family = get_family(op["family"])
+    engine = family.features
+    params = {**load_params(), "dtype": op["dtype"]}
+    names = engine.feature_names(analytic)
+    rng = np.random.default_rng(0)
+    groups = sorted({k.group for k in pool}, key=str)
+    X, y, tf_all, sizes = [], [], [], []
+    for g in groups:
+        ks = [k for k in pool if k.group == g]
+        if kernel_sample and len(ks) > kernel_sample:
+            ks = [ks[i] for i in sorted(rng.choice(len(ks), kernel_sample, replace=False))]
+        ps = check_problems(family, [g], n_problems // len(groups), seed=11)
+        lat = simulate(ps, ks, arch, params, op["direction"], seed=0)
+        tf = np.array([p.flops for p in ps])[:, None] / (lat * 1e-3) / 1e12
+        X.append(engine.features(engine.problem_arrays(ps, op["direction"]), engine.kernel_arrays(ks), arch,
+                                 op["direction"], params if analytic else None))
+        rel = tf / tf.max(axis=1, keepdims=True)
+        y.append({"relative": rel, "regression_log": np.log1p(tf),
+                  "lambdarank": np.round(30 * rel ** 8)}[objective].reshape(-1))
+        tf_all.append(np.log1p(tf).reshape(-1))
+        sizes += [len(ks)] * len(ps)
+    X, y, tf_all = np.vstack(X), np.concatenate(y), np.concatenate(tf_all)
+    if nan_fraction:
+        X = X.copy()
+        X[rng.random(X.shape) < nan_fraction] = np.nan
+    cat = [names.index(c) for c in engine.CATEGORICAL]
+    base = {"num_leaves": 15, "learning_rate": 0.2, "min_data_in_leaf": 5, "verbose": -1, "num_threads": 1,
+            "seed": 0, **(lgb_params or {})}
+    if objective == "lambdarank":
+        ds = lgb.Dataset(X, y, group=sizes, categorical_feature=cat, free_raw_data=False)
+        booster = lgb.train({**base, "objective": "lambdarank"}, ds, trees)
+    else:
+        booster = lgb.train({**base, "objective": "regression"},
+                            lgb.Dataset(X, y, categorical_feature=cat, free_raw_data=False), trees)
+    companion = None
+    if objective != "regression_log":
+        companion = lgb.train({**base, "objective": "regression"},
+                              lgb.Dataset(X, tf_all, categorical_feature=cat, free_raw_data=False), 10)
+    spec = {"engine": op["family"], "encoding_version": engine.ENCODING_VERSION, "feature_names": names,
+            "categorical": list(engine.CATEGORICAL), "analytic": analytic,
+            "analytic_params": load_params() if analytic else None, "objective": objective, "arch": arch,
+            "op": {"family": op["family"], "direction": op["direction"], "dtype": op["dtype"]}, "op_config": op}
+    save_bundle(out, booster, companion, spec, pool, {}, {}, {"data_kind": "sim"})
+    return out
+
+
+def assert_parity(py: Selector, compiled, problems) -> dict:
+    """Every problem: the same candidates in the same order, scores and TFLOPS to 1e-5, same top-1."""
+    ranked = rejected = 0
+    names = names_of(compiled)
+    for p in problems:
+        try:
+            k1, s1, t1 = py._score(p)
+        except ProblemError:
+            with pytest.raises(ProblemError):
+                compiled.predict(p)
+            rejected += 1
+            continue
+        idx, s2, t2 = compiled.predict(p)
+        assert [k.name for k in k1] == [names[i] for i in idx], p.describe()
+        np.testing.assert_allclose(s2, s1, rtol=1e-5, atol=0, err_msg=p.describe())
+        np.testing.assert_allclose(t2, t1, rtol=1e-5, atol=0, err_msg=p.describe())
+        assert int(np.argmax(s1)) == int(np.argmax(s2)), p.describe()
+        ranked += 1
+    return {"ranked": ranked, "rejected": rejected}
+
+
+def names_of(compiled) -> list[str]:
+    fn = getattr(compiled._lib, f"{compiled.info['prefix']}_kernel_name")
+    fn.restype = ctypes.c_char_p
+    return [fn(i).decode() for i in range(compiled.num_kernels)]
+
+
+@pytest.fixture(scope="module")
+def shipped(tmp_path_factory):
+    import os
+
+    os.environ.setdefault("CKHEUR_CACHE_DIR", str(tmp_path_factory.getbasetemp() / "ckheur_cache"))
+    return Selector.load(SHIPPED, cache_size=0), load_compiled(SHIPPED)
+
+
+def test_shipped_model_parity_on_real_and_shipped_sets_and_random_problems(shipped, ck_fwd_csv, compose):
+    from ckheur.problems import load_named_set
+    from ckheur.problems.conv import generate
+    from ckheur.problems.sources import read_csv
+
+    py, compiled = shipped
+    real = read_csv(ck_fwd_csv)
+    sets = [p for name in ("nets", "holdout", "smoke") for p in load_named_set(name)]
+    rand = generate(5, 3000) + generate(6, 200, ndim=3)
+    got = assert_parity(py, compiled, real + sets + rand)
+    assert len(real) >= 185 and got["ranked"] >= len(real) + 3000
+    assert got["rejected"] >= 200  # the shipped pool is 2D only: 3D problems are unsupported on both sides
+
+
+def test_small_models_of_every_family_objective_and_split_kind(tmp_path, compose):
+    """Conv fwd 2D+3D (relative, categorical splits, zero-as-missing branches), bwd_data (lambdarank,
+    NaN-trained missing-value branches), bwd_weight (regression_log with analytic features), GEMM
+    (5,216 kernels: cascade, kernel-feature nodes tested at run time)."""
+    from ckheur.ops import get_family
+
+    cases = [
+        ("grouped_conv/fwd", dict(objective="relative", lgb_params={"zero_as_missing": True}), ["op.ndims=[2,3]"]),
+        ("grouped_conv/bwd_data", dict(objective="lambdarank", nan_fraction=0.05), []),
+        ("grouped_conv/bwd_weight", dict(objective="regression_log", analytic=True), []),
+        ("gemm/universal", dict(objective="relative", kernel_sample=200, n_problems=30, trees=60), []),
+    ]
+    for op_name, kw, overrides in cases:
+        out = train_small_bundle(tmp_path / op_name.replace("/", "_"), compose, op_name, overrides=overrides, **kw)
+        forest = read_forest(Selector.load(out).booster)
+        kinds = {(n["decision_type"], n["missing_type"]) for _, n, _, _ in forest.nodes}
+        if kw.get("lgb_params"):
+            assert ("<=", "Zero") in kinds
+        if kw.get("nan_fraction"):
+            assert ("<=", "NaN") in kinds
+        assert any(d == "==" for d, _ in kinds) or op_name.startswith("gemm")
+        py, compiled = Selector.load(out, cache_size=0), load_compiled(out)
+        assert compiled is not None
+        family = get_family(py.family.name)
+        groups = sorted({k.group for k in py.kernels}, key=str)
+        n = 120 if family.name == "gemm" else 1000
+        got = assert_parity(py, compiled, check_problems(family, groups, n, seed=3))
+        assert got["ranked"] >= n // 2, (op_name, got)
+        if family.name == "gemm":
+            assert compiled.info["cascade"] and len(py.kernels) > 5000
+
+
+def test_goes_left_follows_lightgbm_on_missing_zero_and_categorical_values():
+    """The Python decision rule (used for kernel-feature nodes) against LightGBM's own predictions."""
+    import lightgbm as lgb
+
+    rng = np.random.default_rng(1)
+    X = rng.normal(size=(3000, 3))
+    X[:, 2] = rng.integers(0, 6, 3000)
+    X[rng.random(X.shape) < 0.1] = np.nan
+    X[rng.random(X.shape) < 0.1] = 0.0
+    y = np.nan_to_num(X[:, 0]) * 2 + (np.nan_to_num(X[:, 2]) % 3) + np.isnan(X[:, 1])
+    for params in ({}, {"zero_as_missing": True}):
+        b = lgb.train({"objective": "regression", "num_leaves": 15, "verbose": -1, "min_data_in_leaf": 5, **params},
+                      lgb.Dataset(X, y, categorical_feature=[2]), 20)
+        T = np.vstack([X[:500], [[np.nan, np.nan, np.nan], [1e-36, -1e-36, 0.5], [0.0, 0.0, -0.5], [1e9, 1e9, 3e9]]])
+        T32 = T.astype(np.float32)
+        forest = read_forest(b)
+        pred = np.zeros(len(T))
+        for t in range(forest.ntree):
+            mask = np.full(len(T), (1 << 64) - 1, dtype=object)
+            for tree, n, left, right in forest.nodes:
+                if tree == t:
+                    go = goes_left(T32[:, n["split_feature"]], n)
+                    mask = np.where(go, mask & ~right, mask & ~left)
+            leaf = [(int(m) & -int(m)).bit_length() - 1 for m in mask]
+            pred += np.array(forest.leaves[t])[leaf]
+        np.testing.assert_allclose(pred, b.predict(T32), rtol=1e-12)
+
+
+def test_error_codes_name_each_invalid_field(shipped):
+    from ckheur.problems.conv import CONV_FIELDS, _MIN_ONE
+
+    _, compiled = shipped
+    lib, pre = compiled._lib, compiled.info["prefix"]
+    rank, err = getattr(lib, f"{pre}_rank"), getattr(lib, f"{pre}_error")
+    err.restype = ctypes.c_char_p
+    idx, score = (ctypes.c_int * 4)(), (ctypes.c_float * 4)()
+    good = dict(N=4, C=64, K=64, G=1, Di=1, Hi=14, Wi=14, Z=1, Y=3, X=3, stride_d=1, stride_h=1, stride_w=1,
+                pad_d=0, pad_h=1, pad_w=1, dilation_d=1, dilation_h=1, dilation_w=1)
+
+    def call(direction=0, dtype=1, k=4, **over):
+        s = ConvProblemC(*[{**good, **over}[f] for f in CONV_FIELDS], direction, dtype)
+        code = rank(ctypes.byref(s), k, idx, score)
+        return code, (err(code).decode() if code < 0 else "")
+
+    assert call()[0] == 4
+    for i, f in enumerate(CONV_FIELDS):
+        lo = 1 if f in _MIN_ONE else 0
+        code, msg = call(**{f: lo - 1})
+        assert code == -100 - i and f"field {f}" in msg and f">= {lo}" in msg
+        code, msg = call(**{f: 2**31})
+        assert code == -200 - i and f"field {f}" in msg
+    assert call(C=63, G=2, K=64)[0] == -5 and "divisible" in call(C=63, G=2, K=64)[1]
+    assert call(C=64, G=2, K=63)[0] == -6
+    assert call(Hi=2, Y=5, pad_h=0)[0] == -7 and "output" in call(Hi=2, Y=5, pad_h=0)[1]
+    assert call(direction=1)[0] == -3 and call(dtype=0)[0] == -4
+    assert call(Di=4, Z=3, pad_d=1)[0] == -8  # a 3D problem: the shipped pool has no 3D kernel
+    assert call(k=0)[0] == -2
+    assert rank(None, 1, idx, score) == -1
+
+
+def test_gemm_error_codes(tmp_path, compose):
+    out = train_small_bundle(tmp_path / "g", compose, "gemm/universal", kernel_sample=50, n_problems=10, trees=5)
+    compiled = load_compiled(out)
+    lib, pre = compiled._lib, compiled.info["prefix"]
+    rank, err = getattr(lib, f"{pre}_rank"), getattr(lib, f"{pre}_error")
+    err.restype = ctypes.c_char_p
+    idx, score = (ctypes.c_int * 4)(), (ctypes.c_float * 4)()
+
+    def call(M=1024, N=1024, K=1024, split_k=1, layout=0, dtype=0):
+        code = rank(ctypes.byref(GemmProblemC(M, N, K, split_k, layout, dtype)), 4, idx, score)
+        return code, err(code).decode()
+
+    assert call()[0] == 4
+    assert call(M=0) == (-100, "invalid problem field M: must be >= 1")
+    assert call(split_k=0)[0] == -103 and call(split_k=2048, K=1024)[0] == -11
+    assert call(layout=7)[0] == -12 and "rcr" in call(layout=7)[1]
+    assert call(K=1)[0] == -13  # rcr: A is contiguous in K
+    assert call(layout=1)[0] == -8  # the pool has rcr kernels only
+    assert call(dtype=1)[0] == -4
+
+
+def test_cli_reads_ck_csv_with_missing_optional_columns(shipped, tmp_path):
+    py, _ = shipped
+    res = export_bundle(SHIPPED, tmp_path / "pkg")
+    binary = build(res.path, res.name, find_compiler(), shared=False)
+    text = "N,C,K,Hi,Wi,Y,X\n16,256,128,28,28,3,3\n1,64,64,56,56,1,1\n"
+    r = subprocess.run([str(binary), "--k", "3"], input=text, capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+    lines = r.stdout.strip().splitlines()
+    assert lines[0] == "row,rank,kernel,score" and len(lines) == 7
+    for row, p in enumerate(({"N": 16, "C": 256, "K": 128, "Hi": 28, "Wi": 28, "Y": 3, "X": 3},
+                             {"N": 1, "C": 64, "K": 64, "Hi": 56, "Wi": 56, "Y": 1, "X": 1})):
+        want = py.rank(p, 3)
+        got = [ln.split(",") for ln in lines[1 + 3 * row: 4 + 3 * row]]
+        assert [g[2] for g in got] == [w[0] for w in want]
+        assert [int(g[1]) for g in got] == [1, 2, 3] and all(int(g[0]) == row for g in got)
+        ks, sc, _ = py.scores(p)
+        by_name = dict(zip([k.name for k in ks], sc))
+        np.testing.assert_allclose([float(g[3]) for g in got], [by_name[g[2]] for g in got], rtol=1e-6)
+    # A bad row is reported and skipped; the others are ranked; timing goes to stderr.
+    r = subprocess.run([str(binary), "--repeat", "5"], input="N,C,K,G\n8,64,64,1\n8,63,64,2\n", capture_output=True,
+                       text=True)
+    assert r.returncode == 1 and "row 1: invalid problem: C must be divisible by G" in r.stderr
+    assert len(r.stdout.strip().splitlines()) == 2 and "selection_ns_p50=" in r.stderr
+    r = subprocess.run([str(binary)], input="N,C,K,foo\n1,2,3,4\n", capture_output=True, text=True)
+    assert r.returncode == 2 and "unknown column 'foo'" in r.stderr and "dilation_w" in r.stderr
+    r = subprocess.run([str(binary)], input="C,K\n1,2\n", capture_output=True, text=True)
+    assert r.returncode == 2 and "required column 'N'" in r.stderr
+
+
+def test_package_is_plain_c99_with_cmake_and_readme(tmp_path):
+    res = export_bundle(SHIPPED, tmp_path / "pkg")
+    names = {f.name for f in res.files}
+    assert {f"{res.name}.c", f"{res.name}.h", "ckheur_abi.h", "ckheur_select.c", "CMakeLists.txt",
+            "README.md"} <= names
+    includes = set()
+    for f in res.files:
+        if f.suffix in (".c", ".h"):
+            includes |= {ln.split()[1] for ln in f.read_text().splitlines() if ln.startswith("#include")}
+    assert includes <= {"<math.h>", "<stddef.h>", "<stdint.h>", "<string.h>", "<stdio.h>", "<stdlib.h>", "<time.h>",
+                        f'"{res.name}.h"', '"ckheur_abi.h"'}
+    r = subprocess.run([find_compiler(), "-std=c99", "-pedantic", "-Werror", "-Wall", "-c", str(res.path / f"{res.name}.c"),
+                        "-o", str(tmp_path / "m.o")], capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+    assert res.source_bytes < 2_000_000
+    assert f"{res.name}_rank" in (res.path / "README.md").read_text()
+
+
+def test_compiled_selector_and_fallback_without_compiler(monkeypatch):
+    sel = Selector.load(SHIPPED, compiled=True)
+    assert sel.compiled is not None and "[compiled C]" in sel.label
+    p = {"N": 16, "C": 256, "K": 128, "Hi": 28, "Wi": 28, "Y": 3, "X": 3, "pad_h": 1, "pad_w": 1}
+    want = Selector.load(SHIPPED).rank(p, 5)
+    got = sel.rank(p, 5)
+    assert [n for n, _ in got] == [n for n, _ in want]
+    np.testing.assert_allclose([t for _, t in got], [t for _, t in want], rtol=1e-5)
+    with pytest.raises(ProblemError, match="3D"):
+        Selector.load(SHIPPED).best({**p, "Di": 4, "Z": 3, "pad_d": 1})
+    with pytest.raises(ProblemError, match="no kernel of the pool"):
+        sel.best({**p, "Di": 4, "Z": 3, "pad_d": 1})
+    monkeypatch.setenv("CC", "no-such-compiler-ckheur")
+    with warnings.catch_warnings(record=True) as w:
+        warnings.simplefilter("always")
+        fb = Selector.load(SHIPPED, compiled=True)
+    assert fb.compiled is None and any("no C compiler" in str(x.message) for x in w)
+    assert fb.rank(p, 5) == want
+
+
+def test_export_refuses_trees_over_64_leaves():
+    import lightgbm as lgb
+
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(4000, 4))
+    b = lgb.train({"objective": "regression", "num_leaves": 100, "min_data_in_leaf": 2, "verbose": -1},
+                  lgb.Dataset(X, X @ [1, 2, 3, 4] + np.sin(20 * X[:, 0])), 2)
+    with pytest.raises(ExportError, match="at most 64 leaves"):
+        read_forest(b)
+
+
+def test_export_stage_builds_and_checks(tmp_path):
+    r = run_cli("stage=export", f"export.output={tmp_path / 'pkg'}", "export.check_problems=300",
+                f"hydra.run.dir={tmp_path / 'run'}")
+    assert r.returncode == 0, r.stderr
+    assert "same top-1 kernel 300/300" in r.stdout
+    assert (tmp_path / "pkg" / "ckheur_select").exists()
+    r = run_cli("stage=export", "export.model_dir=nowhere", f"hydra.run.dir={tmp_path / 'run2'}")
+    assert r.returncode != 0 and "nowhere" in r.stderr
+    assert "a\n" in problems_csv([], ["a"])
