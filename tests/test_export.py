@@ -13,6 +13,7 @@ import pytest
 from ckheur.config import plain
 from ckheur.models.compiled import ConvProblemC, GemmProblemC, build, find_compiler, load_compiled
 from ckheur.models.export_c import ExportError, export_bundle, goes_left, read_forest
+from ckheur.models.quick import train_quick_bundle
 from ckheur.models.selector import Selector
 from ckheur.problems.base import ProblemError
 from ckheur.stages.export import check_problems, problems_csv
@@ -27,63 +28,10 @@ def _cache(tmp_path_factory, monkeypatch):
     monkeypatch.setenv("CKHEUR_CACHE_DIR", str(tmp_path_factory.getbasetemp() / "ckheur_cache"))
 
 
-def train_small_bundle(out, compose, op_name, objective="relative", analytic=False, n_problems=40, trees=25,
-                       kernel_sample=None, lgb_params=None, nan_fraction=0.0, overrides=()):
+def train_small_bundle(out, compose, op_name, overrides=(), **kw):
     """A small model trained here on simulated data (labeled sim), saved as a bundle."""
-    import lightgbm as lgb
-
-    from ckheur.kernels import enumerate_pool
-    from ckheur.models.bundle import save_bundle
-    from ckheur.ops import get_family
-    from ckheur.sim import load_params, simulate
-
     cfg = compose([f"op={op_name}", *overrides])
-    op, arch = plain(cfg.op), plain(cfg.arch)
-    pool = enumerate_pool(op, arch).kernels
-    family = get_family(op["family"])
-    engine = family.features
-    params = {**load_params(), "dtype": op["dtype"]}
-    names = engine.feature_names(analytic)
-    rng = np.random.default_rng(0)
-    groups = sorted({k.group for k in pool}, key=str)
-    X, y, tf_all, sizes = [], [], [], []
-    for g in groups:
-        ks = [k for k in pool if k.group == g]
-        if kernel_sample and len(ks) > kernel_sample:
-            ks = [ks[i] for i in sorted(rng.choice(len(ks), kernel_sample, replace=False))]
-        ps = check_problems(family, [g], n_problems // len(groups), seed=11)
-        lat = simulate(ps, ks, arch, params, op["direction"], seed=0)
-        tf = np.array([p.flops for p in ps])[:, None] / (lat * 1e-3) / 1e12
-        X.append(engine.features(engine.problem_arrays(ps, op["direction"]), engine.kernel_arrays(ks), arch,
-                                 op["direction"], params if analytic else None))
-        rel = tf / tf.max(axis=1, keepdims=True)
-        y.append({"relative": rel, "regression_log": np.log1p(tf),
-                  "lambdarank": np.round(30 * rel ** 8)}[objective].reshape(-1))
-        tf_all.append(np.log1p(tf).reshape(-1))
-        sizes += [len(ks)] * len(ps)
-    X, y, tf_all = np.vstack(X), np.concatenate(y), np.concatenate(tf_all)
-    if nan_fraction:
-        X = X.copy()
-        X[rng.random(X.shape) < nan_fraction] = np.nan
-    cat = [names.index(c) for c in engine.CATEGORICAL]
-    base = {"num_leaves": 15, "learning_rate": 0.2, "min_data_in_leaf": 5, "verbose": -1, "num_threads": 1,
-            "seed": 0, **(lgb_params or {})}
-    if objective == "lambdarank":
-        ds = lgb.Dataset(X, y, group=sizes, categorical_feature=cat, free_raw_data=False)
-        booster = lgb.train({**base, "objective": "lambdarank"}, ds, trees)
-    else:
-        booster = lgb.train({**base, "objective": "regression"},
-                            lgb.Dataset(X, y, categorical_feature=cat, free_raw_data=False), trees)
-    companion = None
-    if objective != "regression_log":
-        companion = lgb.train({**base, "objective": "regression"},
-                              lgb.Dataset(X, tf_all, categorical_feature=cat, free_raw_data=False), 10)
-    spec = {"engine": op["family"], "encoding_version": engine.ENCODING_VERSION, "feature_names": names,
-            "categorical": list(engine.CATEGORICAL), "analytic": analytic,
-            "analytic_params": load_params() if analytic else None, "objective": objective, "arch": arch,
-            "op": {"family": op["family"], "direction": op["direction"], "dtype": op["dtype"]}, "op_config": op}
-    save_bundle(out, booster, companion, spec, pool, {}, {}, {"data_kind": "sim"})
-    return out
+    return train_quick_bundle(out, plain(cfg.op), plain(cfg.arch), **kw)
 
 
 def assert_parity(py: Selector, compiled, problems) -> dict:

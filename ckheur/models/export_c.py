@@ -207,7 +207,8 @@ def _forest_c(tag: str, forest: Forest, feat_class: Sequence[str], slot: Sequenc
             kind = {"None": 0, "Zero": 1, "NaN": 2}[n["missing_type"]]
             thr = _float_down(float(n["threshold"]))
         src = 1 if cls == "K" else 0
-        row = (f"{{{_hexf(thr)}, {t}, {slot[f]}, {kind}, {int(bool(n['default_left']))}, {src}, 0, {cat}, "
+        zero_left = int(kind == 0 and 0.0 <= float(thr))
+        row = (f"{{{_hexf(thr)}, {t}, {slot[f]}, {kind}, {int(bool(n['default_left']))}, {src}, {zero_left}, {cat}, "
                f"UINT64_C({left:#x}), UINT64_C({right:#x})}}")
         (pnodes if cls == "P" else cnodes).append((t, row))
     cofs = [0] * (forest.ntree + 1)

@@ -30,7 +30,8 @@ enum { CKH_SRC_PAIR = 0, CKH_SRC_KERNEL = 1 };
 typedef struct {
     float thr;              /* the largest float <= LightGBM's double threshold */
     uint16_t tree, slot;
-    uint8_t kind, default_left, src, pad_;
+    uint8_t kind, default_left, src;
+    uint8_t zero_left;      /* numerical: a NaN reads as 0; 1 when 0 goes left */
     int32_t cat;            /* categorical: index into the forest's bitset offsets */
     uint64_t clear;         /* leaves of the left subtree (cleared when the row goes right) */
     uint64_t right;         /* leaves of the right subtree */
@@ -100,7 +101,10 @@ static void ckh_problem_masks(const ckh_forest* f, const float* xp, uint64_t* pm
     for (int t = 0; t < f->ntree; ++t) pm[t] = ~(uint64_t)0;
     for (int i = 0; i < f->npnodes; ++i) {
         const ckh_node* n = &f->pnodes[i];
-        pm[n->tree] &= ckh_go_left(xp[n->slot], n, f->cat_bits, f->cat_ofs) ? ~n->right : ~n->clear;
+        float x = xp[n->slot];  /* values near zero were zeroed when written */
+        int left = n->kind != CKH_NUM_NONE ? ckh_go_left(x, n, f->cat_bits, f->cat_ofs)
+                   : n->zero_left ? !(x > n->thr) : x <= n->thr;  /* NaN: as 0 */
+        pm[n->tree] &= left ? ~n->right : ~n->clear;
     }
 }
 
@@ -120,11 +124,15 @@ static void ckh_forest_chunk(const ckh_forest* f, const uint64_t* pm, const floa
             if (!(nd->clear & pm[t])) continue;  /* its left subtree is out of the problem's reach */
             const uint64_t keep = ~nd->clear;
             if (nd->src == CKH_SRC_PAIR && nd->kind == CKH_NUM_NONE) {
+                /* Branch-free: one compare per lane, whose NaN result matches reading NaN as 0.
+                 * Values near zero were zeroed when written. */
                 const float* v = xi[nd->slot];
                 const float thr = nd->thr;
-                for (int c = 0; c < n; ++c) {
-                    float x = (v[c] != v[c] || fabsf(v[c]) <= 1e-35f) ? 0.0f : v[c];
-                    m[c] &= x <= thr ? ~(uint64_t)0 : keep;
+                const uint64_t clear = nd->clear;
+                if (nd->zero_left) {
+                    for (int c = 0; c < n; ++c) m[c] &= ~(clear & ((uint64_t)0 - (uint64_t)(v[c] > thr)));
+                } else {
+                    for (int c = 0; c < n; ++c) m[c] &= ~(clear & ((uint64_t)0 - (uint64_t)!(v[c] <= thr)));
                 }
             } else {
                 for (int c = 0; c < n; ++c) {
@@ -202,8 +210,13 @@ static void ckh_cover(const ckh_prob* q, const ckh_kernel* k, ckh_coverage* v) {
     v->padded_flops = 2.0 * q->G * v->tiles_m * k->tm * v->tiles_n * k->tn * v->k_iters * ks * k->tk;
 }
 
-#define SETP(name, expr) do { if (P_##name >= 0) xp[P_##name < 0 ? 0 : P_##name] = (float)(expr); } while (0)
-#define SETI(name, expr) do { if (I_##name >= 0) xi[I_##name < 0 ? 0 : I_##name][c] = (float)(expr); } while (0)
+/* A feature as LightGBM reads it: rounded to float, and values within 1e-35 of zero read as zero. */
+static float ckh_lgb_value(double v) {
+    float x = (float)v;
+    return fabsf(x) <= 1e-35f ? 0.0f : x;
+}
+#define SETP(name, expr) do { if (P_##name >= 0) xp[P_##name < 0 ? 0 : P_##name] = ckh_lgb_value(expr); } while (0)
+#define SETI(name, expr) do { if (I_##name >= 0) xi[I_##name < 0 ? 0 : I_##name][c] = ckh_lgb_value(expr); } while (0)
 
 /*@FAMILY@*/
 
