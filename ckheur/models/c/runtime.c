@@ -115,7 +115,9 @@ static void ckh_forest_chunk(const ckh_forest* f, const uint64_t* pm, const floa
     for (int c = 0; c < n; ++c) out[c] = 0.0;
     for (int t = 0; t < f->ntree; ++t) {
         if (f->kmask) {
-            for (int c = 0; c < n; ++c) m[c] = pm[t] & (uint64_t)f->kmask[(size_t)kid[c] * (size_t)f->ntree + (size_t)t];
+            const CKH_KMASK_T* km = f->kmask + t;
+            const size_t stride = (size_t)f->ntree;
+            for (int c = 0; c < n; ++c) m[c] = pm[t] & (uint64_t)km[(size_t)kid[c] * stride];
         } else {
             for (int c = 0; c < n; ++c) m[c] = pm[t];
         }
@@ -129,10 +131,15 @@ static void ckh_forest_chunk(const ckh_forest* f, const uint64_t* pm, const floa
                 const float* v = xi[nd->slot];
                 const float thr = nd->thr;
                 const uint64_t clear = nd->clear;
+#define CKH_TEST_GT(c) m[c] &= ~(clear & ((uint64_t)0 - (uint64_t)(v[c] > thr)))
+#define CKH_TEST_NLE(c) m[c] &= ~(clear & ((uint64_t)0 - (uint64_t)!(v[c] <= thr)))
+                int c = 0;
                 if (nd->zero_left) {
-                    for (int c = 0; c < n; ++c) m[c] &= ~(clear & ((uint64_t)0 - (uint64_t)(v[c] > thr)));
+                    for (; c + 4 <= n; c += 4) { CKH_TEST_GT(c); CKH_TEST_GT(c + 1); CKH_TEST_GT(c + 2); CKH_TEST_GT(c + 3); }
+                    for (; c < n; ++c) CKH_TEST_GT(c);
                 } else {
-                    for (int c = 0; c < n; ++c) m[c] &= ~(clear & ((uint64_t)0 - (uint64_t)!(v[c] <= thr)));
+                    for (; c + 4 <= n; c += 4) { CKH_TEST_NLE(c); CKH_TEST_NLE(c + 1); CKH_TEST_NLE(c + 2); CKH_TEST_NLE(c + 3); }
+                    for (; c < n; ++c) CKH_TEST_NLE(c);
                 }
             } else {
                 for (int c = 0; c < n; ++c) {
@@ -142,7 +149,14 @@ static void ckh_forest_chunk(const ckh_forest* f, const uint64_t* pm, const floa
             }
         }
         const double* leaf = f->leaf + f->leaf_ofs[t];
-        for (int c = 0; c < n; ++c) out[c] += leaf[ckh_ctz64(m[c])];
+        int c = 0;
+        for (; c + 4 <= n; c += 4) {
+            out[c] += leaf[ckh_ctz64(m[c])];
+            out[c + 1] += leaf[ckh_ctz64(m[c + 1])];
+            out[c + 2] += leaf[ckh_ctz64(m[c + 2])];
+            out[c + 3] += leaf[ckh_ctz64(m[c + 3])];
+        }
+        for (; c < n; ++c) out[c] += leaf[ckh_ctz64(m[c])];
     }
 }
 
