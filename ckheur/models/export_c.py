@@ -444,7 +444,9 @@ def export_bundle(model_dir: str | Path, output: str | Path, name: str | None = 
     if use_kmask or not kcols:
         tables += "static float ckh_kernel_feature(int k, int slot) { (void)k; (void)slot; return 0.0f; }\n"
     else:
-        krows = ["{" + ", ".join(_hexf(v) for v in row) + "}" for row in kernel_values]
+        # As LightGBM reads them: values within 1e-35 of zero are zero (the runtime tests them as is).
+        clean = np.where(np.abs(kernel_values) <= np.float32(1e-35), np.float32(0), kernel_values)
+        krows = ["{" + ", ".join(_hexf(v) for v in row) + "}" for row in clean]
         tables += (f"static const float ckh_kfeat[][{len(kcols)}] = {{\n{_rows(krows, 1)}\n}};\n"
                    "static float ckh_kernel_feature(int k, int slot) { return ckh_kfeat[k][slot]; }\n")
     tables += _sim_c("cascade", kernels, arch, sim_params) if cascade else ""

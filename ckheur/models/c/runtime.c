@@ -141,6 +141,13 @@ static void ckh_forest_chunk(const ckh_forest* f, const uint64_t* pm, const floa
                     for (; c + 4 <= n; c += 4) { CKH_TEST_NLE(c); CKH_TEST_NLE(c + 1); CKH_TEST_NLE(c + 2); CKH_TEST_NLE(c + 3); }
                     for (; c < n; ++c) CKH_TEST_NLE(c);
                 }
+            } else if (nd->kind == CKH_NUM_NONE) {  /* a kernel feature, from the kernel table */
+                const float thr = nd->thr;
+                const uint64_t clear = nd->clear;
+                for (int c = 0; c < n; ++c) {
+                    float x = ckh_kernel_feature(kid[c], nd->slot);
+                    m[c] &= ~(clear & ((uint64_t)0 - (uint64_t)(nd->zero_left ? x > thr : !(x <= thr))));
+                }
             } else {
                 for (int c = 0; c < n; ++c) {
                     float x = nd->src == CKH_SRC_PAIR ? xi[nd->slot][c] : ckh_kernel_feature(kid[c], nd->slot);
