@@ -87,7 +87,7 @@ def main() -> None:
         compiled = CompiledModel(lib, json.loads((res.path / "export.json").read_text()))
         py = Selector.load(shipped, cache_size=0)
         sel_c = Selector.load(shipped, cache_size=0)
-        sel_c.compiled, sel_c._bundle_kernels = compiled, list(py.kernels)
+        sel_c.compiled = compiled
         py_us = py_p50_us(lambda p: py.rank(p, 5), problems, args.rounds)
         ctypes_us = py_p50_us(compiled.predict, problems, args.rounds)
         sel_us = py_p50_us(lambda p: sel_c.rank(p, 5), problems, args.rounds)

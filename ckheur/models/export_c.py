@@ -330,6 +330,7 @@ def export_bundle(model_dir: str | Path, output: str | Path, name: str | None = 
                   sim_params: Mapping[str, Any] | None = None) -> ExportResult:
     """Write the C package of a model bundle into ``output`` (created; files there are replaced)."""
     from ckheur.features import get_engine
+    from ckheur.features.common import coverage_occupancy
     from ckheur.models.bundle import load_bundle
     from ckheur.models.selector import CASCADE_THRESHOLD, CASCADE_TOP
     from ckheur.ops import get_family
@@ -396,12 +397,9 @@ def export_bundle(model_dir: str | Path, output: str | Path, name: str | None = 
             return LAYOUTS.index(g)
         return int(g)
 
+    occupancy = coverage_occupancy(kfeat, arch)
     kern_rows = []
-    for k in kernels:
-        ka = engine.kernel_arrays([k])
-        from ckheur.features.common import coverage_occupancy
-
-        occ = coverage_occupancy(ka, arch)[0]
+    for k, occ in zip(kernels, occupancy):
         kern_rows.append("{" + ", ".join([_hex(k.tile_m), _hex(k.tile_n), _hex(k.tile_k), _hex(occ)]) + ", "
                          + ", ".join(str(int(v)) for v in (group_code(k.group), getattr(k, "pad_m", 0),
                                                            getattr(k, "pad_n", 0), getattr(k, "pad_k", 0))) + "}")

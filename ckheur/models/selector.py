@@ -92,8 +92,8 @@ class Selector:
     def __init__(self, kernels: list, arch: Mapping[str, Any], direction: str, dtype: str, engine: Any = None,
                  booster: Any = None, tflops_booster: Any = None, analytic_params: Mapping[str, Any] | None = None,
                  sim_params: Mapping[str, Any] | None = None, objective: str = "regression_log",
-                 cascade_threshold: int = CASCADE_THRESHOLD, cascade_top: int = CASCADE_TOP, cache_size: int = 4096, label: str = "",
-                 op: Mapping[str, Any] | None = None, tuning_db: Any = None) -> None:
+                 cascade_threshold: int = CASCADE_THRESHOLD, cascade_top: int = CASCADE_TOP, cache_size: int = 4096,
+                 label: str = "", op: Mapping[str, Any] | None = None, tuning_db: Any = None) -> None:
         from ckheur.ops import get_family
         from ckheur.sim import kernel_arrays as sim_kernel_arrays
 
@@ -106,6 +106,7 @@ class Selector:
         self.cascade_threshold, self.cascade_top = cascade_threshold, cascade_top
         self.label = label
         self.compiled: Any = None  # a CompiledModel ranking in C (Selector.load(..., compiled=True))
+        self._all_kernels = list(kernels)  # the compiled model's kernel indices point into this list
         self.tuning_db = self._open_db(tuning_db)
         self._field_set = frozenset(self.family.problems.FIELDS)
         self._cache: OrderedDict = OrderedDict()
@@ -133,11 +134,16 @@ class Selector:
                   spec["objective"], op=spec.get("op_config") or spec["op"],
                   label=f"model {b.path} (trained on {b.manifest.get('data_kind', 'unknown')} data)", **kw)
         if compiled:
+            import warnings
+
             from ckheur.models.compiled import load_compiled
 
+            if (sel.cascade_threshold, sel.cascade_top) != (CASCADE_THRESHOLD, CASCADE_TOP):
+                warnings.warn(f"the compiled selector cascades at {CASCADE_THRESHOLD}/{CASCADE_TOP}, not "
+                              f"{sel.cascade_threshold}/{sel.cascade_top}: ranking with the Python path", stacklevel=2)
+                return sel
             sel.compiled = load_compiled(b.path)
             if sel.compiled is not None:
-                sel._bundle_kernels = list(b.kernels)
                 sel.label += " [compiled C]"
         return sel
 
@@ -239,7 +245,7 @@ class Selector:
         """(candidate kernels, scores, predicted TFLOPS) for one problem, uncached."""
         if self.compiled is not None:
             idx, scores, tflops = self.compiled.predict(p)
-            return [self._bundle_kernels[i] for i in idx], scores, tflops
+            return [self._all_kernels[i] for i in idx], scores, tflops
         if p.group not in self._pools:
             what = f"{p.ndim}D problems" if self.family.name == "grouped_conv" else f"group {p.group!r}"
             raise ProblemError(f"no kernel for {what} in this pool (groups: {sorted(self._pools)})")
