@@ -4,6 +4,7 @@ codes with messages, the CLI reads CK-named CSVs, and the ctypes path falls back
 from __future__ import annotations
 
 import ctypes
+import shutil
 import subprocess
 import warnings
 
@@ -241,6 +242,20 @@ def test_package_is_plain_c99_with_cmake_and_readme(tmp_path):
     assert r.returncode == 0, r.stderr
     assert res.source_bytes < 2_000_000
     assert f"{res.name}_rank" in (res.path / "README.md").read_text()
+    if shutil.which("cmake"):  # the CMake project builds the library and the program
+        build_dir = tmp_path / "build"
+        for cmd in (["cmake", "-S", str(res.path), "-B", str(build_dir)], ["cmake", "--build", str(build_dir)]):
+            r = subprocess.run(cmd, capture_output=True, text=True)
+            assert r.returncode == 0, r.stdout + r.stderr
+        r = subprocess.run([str(build_dir / "ckheur_select")], input="N,C,K\n8,64,64\n", capture_output=True, text=True)
+        assert r.returncode == 0 and r.stdout.startswith("row,rank,kernel,score\n0,1,grouped_conv_forward_")
+    if shutil.which("c++"):  # the header serves C++ dispatchers
+        src = tmp_path / "use.cpp"
+        src.write_text(f'#include "{res.name}.h"\nint main() {{ return ckheur_{res.name}_num_kernels() > 0 ? 0 : 1; }}\n')
+        r = subprocess.run(["c++", "-I", str(res.path), str(src), str(tmp_path / "m.o"), "-lm", "-o",
+                            str(tmp_path / "use")], capture_output=True, text=True)
+        assert r.returncode == 0, r.stderr
+        assert subprocess.run([str(tmp_path / "use")]).returncode == 0
 
 
 def test_compiled_selector_and_fallback_without_compiler(monkeypatch):
