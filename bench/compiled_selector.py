@@ -61,7 +61,8 @@ def main() -> None:
     from ckheur.models.selector import Selector
     from ckheur.measurements import CK_GFX950_FWD
     from ckheur.problems.sources import read_csv
-    from ckheur.stages.export import check_problems, problems_csv
+    from ckheur.problems import random_problems
+    from ckheur.stages.export import problems_csv
 
     cc = find_compiler()
     if cc is None:
@@ -109,7 +110,7 @@ def main() -> None:
         gdir = train_quick_bundle(tmp / "gemm_bundle", op, arch, kernel_sample=300, n_problems=60, trees=100)
         g = export_bundle(gdir, tmp / "gemm")
         gbin = build(g.path, g.name, cc, shared=False)
-        gprobs = check_problems(get_family("gemm"), ["rcr"], 100, seed=1)
+        gprobs = random_problems(get_family("gemm"), ["rcr"], 100, seed=1)
         g_us = c_p50_ns(gbin, problems_csv(gprobs, ["M", "N", "K", "split_k", "layout"]), max(5, args.repeat // 20),
                         args.runs) / 1e3
         gpy = Selector.load(gdir, cache_size=0)

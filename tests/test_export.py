@@ -17,7 +17,8 @@ from ckheur.models.export_c import ExportError, export_bundle, goes_left, read_f
 from ckheur.models.quick import train_quick_bundle
 from ckheur.models.selector import Selector
 from ckheur.problems.base import ProblemError
-from ckheur.stages.export import check_problems, problems_csv
+from ckheur.problems import random_problems
+from ckheur.stages.export import problems_csv
 from conftest import ROOT, run_cli
 
 SHIPPED = ROOT / "models" / "grouped_conv_fwd_bf16_gfx950"
@@ -110,7 +111,7 @@ def test_small_models_of_every_family_objective_and_split_kind(tmp_path, compose
         family = get_family(py.family.name)
         groups = sorted({k.group for k in py.kernels}, key=str)
         n = 120 if family.name == "gemm" else 1000
-        got = assert_parity(py, compiled, check_problems(family, groups, n, seed=3))
+        got = assert_parity(py, compiled, random_problems(family, groups, n, seed=3))
         assert got["ranked"] >= n // 2, (op_name, got)
         if family.name == "gemm":
             assert compiled.info["cascade"] and len(py.kernels) > 5000

@@ -24,7 +24,7 @@ def train_quick_bundle(out: str | Path, op: Mapping[str, Any], arch: Mapping[str
     from ckheur.models.bundle import save_bundle
     from ckheur.ops import get_family
     from ckheur.sim import load_params, simulate
-    from ckheur.stages.export import check_problems
+    from ckheur.problems import random_problems
 
     pool = enumerate_pool(op, arch).kernels
     family = get_family(op["family"])
@@ -38,7 +38,7 @@ def train_quick_bundle(out: str | Path, op: Mapping[str, Any], arch: Mapping[str
         ks = [k for k in pool if k.group == g]
         if kernel_sample and len(ks) > kernel_sample:
             ks = [ks[i] for i in sorted(rng.choice(len(ks), kernel_sample, replace=False))]
-        ps = check_problems(family, [g], n_problems // len(groups), seed=11)
+        ps = random_problems(family, [g], n_problems // len(groups), seed=11)
         lat = simulate(ps, ks, arch, params, op["direction"], seed=0)
         tf = np.array([p.flops for p in ps], dtype=np.float64)[:, None] / (lat * 1e-3) / 1e12
         X.append(engine.features(engine.problem_arrays(ps, op["direction"]), engine.kernel_arrays(ks), arch,

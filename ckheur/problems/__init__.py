@@ -15,7 +15,7 @@ from ckheur.problems.sources import dedupe, load_source, shard
 
 __all__ = [
     "CONV_FIELDS", "DIRECTIONS", "ConvProblem", "ProblemError", "problem_from_dict",
-    "parse_miopen", "load_problem_set", "load_named_set", "set_node", "shipped_sets",
+    "parse_miopen", "load_problem_set", "load_named_set", "set_node", "shipped_sets", "random_problems",
 ]
 
 
@@ -72,3 +72,15 @@ def _build(node: Mapping[str, Any], family: str, stack: tuple[str, ...], apply_s
         seed = sh.get("seed")
         probs = shard(probs, int(sh.get("index", 0)), int(sh.get("count", 1)), None if seed is None else int(seed))
     return probs
+
+
+def random_problems(family: Any, groups: list, count: int, seed: int) -> list:
+    """Seeded random valid problems of an op family spread over kernel groups (conv: 2D/3D; GEMM: layouts)."""
+    per = max(1, count // max(1, len(groups)))
+    out = []
+    for i, g in enumerate(groups):
+        if family.name == "gemm":
+            out += family.problems.generate(seed + i, per, layouts=(g,))
+        else:
+            out += family.problems.generate(seed + i, per, ndim=int(g))
+    return out

@@ -12,18 +12,6 @@ from typing import Any
 from ckheur.stages import Context, StageError, plain
 
 
-def check_problems(family: Any, groups: list, count: int, seed: int) -> list:
-    """Seeded random valid problems spread over the pool's groups (conv: 2D/3D; GEMM: layouts)."""
-    per = max(1, count // max(1, len(groups)))
-    out = []
-    for i, g in enumerate(groups):
-        if family.name == "gemm":
-            out += family.problems.generate(seed + i, per, layouts=(g,))
-        else:
-            out += family.problems.generate(seed + i, per, ndim=int(g))
-    return out
-
-
 def problems_csv(problems: list, fields: list[str]) -> str:
     """Problems as CSV with CK's field names (the input of ckheur_select)."""
     buf = io.StringIO()
@@ -73,6 +61,7 @@ def run(cfg: Any, ctx: Context) -> dict:
     from ckheur.models.export_c import export_bundle
     from ckheur.models.selector import Selector
     from ckheur.ops import get_family
+    from ckheur.problems import random_problems
     from ckheur.stages.predict import default_model_dir
 
     op, opts = plain(cfg.op), cfg.export
@@ -104,7 +93,7 @@ def run(cfg: Any, ctx: Context) -> dict:
     family = get_family(op["family"])
     selector = Selector.load(model_dir)
     groups = sorted({k.group for k in selector.kernels}, key=str)
-    probs = check_problems(family, groups, int(opts.check_problems), int(opts.seed))
+    probs = random_problems(family, groups, int(opts.check_problems), int(opts.seed))
     check = compare_with_python(selector, probs, binary, list(family.problems.FIELDS))
     print(f"export: check against the Python selector on {check['problems']} seeded random problems: "
           f"same top-1 kernel {check['same_top1']}/{check['problems'] - check['both_invalid']}, "
