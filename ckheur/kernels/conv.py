@@ -12,6 +12,7 @@ from __future__ import annotations
 import itertools
 import re
 from dataclasses import asdict, dataclass
+from functools import cached_property
 from typing import Any, Mapping, Sequence
 
 from ckheur.errors import UserError
@@ -52,7 +53,7 @@ class ConvKernel:
     dsb: bool = False
     si: bool = False
 
-    @property
+    @cached_property  # the fields are frozen; the selector's hot path reads names
     def name(self) -> str:
         """CK's current kernel name (with scheduler suffix)."""
         return format_name(self)

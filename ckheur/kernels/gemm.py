@@ -12,6 +12,7 @@ from __future__ import annotations
 import itertools
 import re
 from dataclasses import asdict, dataclass
+from functools import cached_property
 from typing import Any, Mapping, Sequence
 
 import numpy as np
@@ -58,7 +59,7 @@ class GemmKernel:
     dsb = False  # double buffering is the pipeline's (compv4), not a separate trait here
     si = False
 
-    @property
+    @cached_property  # the fields are frozen; the selector's hot path reads names
     def name(self) -> str:
         f = lambda b: "True" if b else "False"  # noqa: E731
         return (f"gemm_universal_{self.dtype}_{self.layout}_{self.pipeline}_{self.epilogue}_{self.scheduler}_"
