@@ -60,6 +60,8 @@ def main() -> None:
     from ckheur.models.export_c import export_bundle
     from ckheur.models.selector import Selector
     from ckheur.measurements import CK_GFX950_FWD
+    from ckheur.problems.conv import CONV_FIELDS
+    from ckheur.problems.gemm import FIELDS as GEMM_FIELDS
     from ckheur.problems.sources import read_csv
     from ckheur.problems import random_problems
     from ckheur.stages.export import problems_csv
@@ -69,8 +71,7 @@ def main() -> None:
         raise SystemExit("no C compiler: nothing to measure")
     shipped = ROOT / "models" / "grouped_conv_fwd_bf16_gfx950"
     problems = read_csv(CK_GFX950_FWD)[:100]
-    fields = ["N", "C", "K", "G", "Di", "Hi", "Wi", "Z", "Y", "X", "stride_d", "stride_h", "stride_w", "pad_d",
-              "pad_h", "pad_w", "dilation_d", "dilation_h", "dilation_w"]
+    fields = list(CONV_FIELDS)
     with tempfile.TemporaryDirectory() as tmp:
         tmp = Path(tmp)
         t0 = time.perf_counter()
@@ -111,7 +112,7 @@ def main() -> None:
         g = export_bundle(gdir, tmp / "gemm")
         gbin = build(g.path, g.name, cc, shared=False)
         gprobs = random_problems(get_family("gemm"), ["rcr"], 100, seed=1)
-        g_us = c_p50_ns(gbin, problems_csv(gprobs, ["M", "N", "K", "split_k", "layout"]), max(5, args.repeat // 20),
+        g_us = c_p50_ns(gbin, problems_csv(gprobs, list(GEMM_FIELDS)), max(5, args.repeat // 20),
                         args.runs) / 1e3
         gpy = Selector.load(gdir, cache_size=0)
         gpy_us = py_p50_us(lambda p: gpy.rank(p, 5), gprobs[:20], 1)

@@ -12,7 +12,8 @@ import numpy as np
 import pytest
 
 from ckheur.config import plain
-from ckheur.models.compiled import ConvProblemC, GemmProblemC, build, find_compiler, load_compiled
+from ckheur.backends.abi import ConvProblemC, GemmProblemC
+from ckheur.models.compiled import build, find_compiler, load_compiled
 from ckheur.models.export_c import ExportError, export_bundle, goes_left, read_forest
 from ckheur.models.quick import train_quick_bundle
 from ckheur.models.selector import Selector

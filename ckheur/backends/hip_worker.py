@@ -19,14 +19,8 @@ from typing import Any
 
 import numpy as np
 
+from ckheur.backends.abi import DIRECTION_CODES, DTYPE_CODES, ConvProblemC
 from ckheur.problems.conv import CONV_FIELDS, WRITTEN_TENSOR, problem_from_dict
-
-DIRECTION_CODES = {"fwd": 0, "bwd_data": 1, "bwd_weight": 2}
-DTYPE_CODES = {"fp16": 0, "bf16": 1, "fp8": 2, "fp32": 3}
-
-
-class ConvProblemC(ctypes.Structure):
-    _fields_ = [(f, ctypes.c_int64) for f in CONV_FIELDS] + [("direction", ctypes.c_int32), ("dtype", ctypes.c_int32)]
 
 
 def _shapes(p: dict) -> dict[str, tuple]:

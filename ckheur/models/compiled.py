@@ -20,24 +20,10 @@ from typing import Any
 
 import numpy as np
 
+from ckheur.backends.abi import DIRECTION_CODES, DTYPE_CODES, ConvProblemC, GemmProblemC
 from ckheur.problems.base import ProblemError
 
 BUNDLE_FILES = ("model.txt.gz", "tflops_model.txt.gz", "feature_spec.json", "kernels.json")
-
-
-class ConvProblemC(ctypes.Structure):
-    """ckheur_conv_problem of ckheur/backends/abi.h."""
-
-    _fields_ = [(f, ctypes.c_int64) for f in (
-        "N", "C", "K", "G", "Di", "Hi", "Wi", "Z", "Y", "X", "stride_d", "stride_h", "stride_w", "pad_d", "pad_h",
-        "pad_w", "dilation_d", "dilation_h", "dilation_w")] + [("direction", ctypes.c_int32), ("dtype", ctypes.c_int32)]
-
-
-class GemmProblemC(ctypes.Structure):
-    """ckheur_gemm_problem of ckheur/backends/abi.h."""
-
-    _fields_ = [(f, ctypes.c_int64) for f in ("M", "N", "K", "split_k")] + [
-        ("layout", ctypes.c_int32), ("dtype", ctypes.c_int32)]
 
 
 def find_compiler() -> str | None:
@@ -93,13 +79,10 @@ class CompiledModel:
     """An exported model's shared library, called through ctypes."""
 
     def __init__(self, lib_path: Path, info: dict) -> None:
-        from ckheur.models.export_c import DIRECTION_CODES, DTYPE_CODES
-
         self.path, self.info = lib_path, info
         self.family = info["family"]
         self._lib = ctypes.CDLL(str(lib_path))
         p = info["prefix"]
-        self._struct = GemmProblemC if self.family == "gemm" else ConvProblemC
         self._predict = getattr(self._lib, f"{p}_predict")
         self._predict.restype = ctypes.c_int
         self._error = getattr(self._lib, f"{p}_error")

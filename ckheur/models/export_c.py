@@ -29,12 +29,13 @@ from typing import Any, Mapping, Sequence
 
 import numpy as np
 
+from ckheur.backends.abi import DIRECTION_CODES, DTYPE_CODES
 from ckheur.errors import UserError
+from ckheur.kernels.conv import DTYPE_BYTES
+from ckheur.problems.gemm import LAYOUTS
 
 C_DIR = Path(__file__).resolve().parent / "c"
 ABI_H = Path(__file__).resolve().parent.parent / "backends" / "abi.h"
-DTYPE_CODES = {"fp16": 0, "bf16": 1, "fp8": 2, "fp32": 3}  # as ckheur_conv_problem.dtype
-DIRECTION_CODES = {"fwd": 0, "bwd_data": 1, "bwd_weight": 2}
 FIELD_MAX = 2**31 - 1
 CHUNK = 64  # candidates evaluated together (bounds the stack use of a call)
 KMASK_MAX_ENTRIES = 200_000  # kernels x trees above this: kernel-feature nodes are tested at run time
@@ -98,6 +99,11 @@ def _float_down(thr: float) -> np.float32:
     if float(t) > thr:
         t = np.nextafter(t, np.float32(-np.inf))
     return t
+
+
+def _c_strings(items: Sequence[str]) -> str:
+    """A C initializer of string literals."""
+    return "{" + ", ".join(json.dumps(x) for x in items) + "}"
 
 
 def _rows(items: Sequence[str], per_line: int = 8, indent: str = "    ") -> str:
@@ -304,7 +310,8 @@ def _errors(family: Any) -> list[tuple[str, int, str]]:
         ("TOO_LARGE", -9, "unsupported problem: FLOPs or tensor elements reach 2^53"),
         ("CAPACITY", -10, "cap is smaller than the number of candidate kernels (use num_kernels())"),
         ("SPLIT_K", -11, "invalid problem: split_k must be <= K"),
-        ("LAYOUT", -12, "invalid problem: layout must be 0 (rcr), 1 (rrr), 2 (crr) or 3 (ccr)"),
+        ("LAYOUT", -12, "invalid problem: layout must be "
+                        + ", ".join(f"{i} ({x})" for i, x in enumerate(LAYOUTS))),
         ("CONTIGUOUS", -13, "unsupported problem: a contiguous dimension is below the elements vector loads "
                             "need (op.min_contiguous_elems)"),
     ]
@@ -391,11 +398,7 @@ def export_bundle(model_dir: str | Path, output: str | Path, name: str | None = 
     sim_params = {**(sim_params or load_params()), "dtype": dtype}
 
     def group_code(g: Any) -> int:
-        if family.name == "gemm":
-            from ckheur.problems.gemm import LAYOUTS
-
-            return LAYOUTS.index(g)
-        return int(g)
+        return LAYOUTS.index(g) if family.name == "gemm" else int(g)
 
     occupancy = coverage_occupancy(kfeat, arch)
     kern_rows = []
@@ -414,7 +417,7 @@ def export_bundle(model_dir: str | Path, output: str | Path, name: str | None = 
         "CKH_CASCADE_THRESHOLD": CASCADE_THRESHOLD, "CKH_CASCADE_TOP": CASCADE_TOP if cascade else 0,
         "CKH_RELATIVE_TFLOPS": int(spec["objective"] == "relative" and companion is not None),
         "CKH_BWD_WEIGHT": int(direction == "bwd_weight"), "CKH_DIRECTION": DIRECTION_CODES[direction],
-        "CKH_DTYPE": DTYPE_CODES[dtype], "CKH_DTYPE_BYTES": _hex(_dtype_bytes(dtype)),
+        "CKH_DTYPE": DTYPE_CODES[dtype], "CKH_DTYPE_BYTES": _hex(float(DTYPE_BYTES[dtype])),
         "CKH_NUM_CUS": _hex(float(arch["num_cus"])), "CKH_NFIELDS": len(numeric_fields),
         "CKH_FIELD_MAX": f"INT64_C({FIELD_MAX})", "CKH_MIN_CONTIGUOUS": int(op_cfg.get("min_contiguous_elems", 2)),
         "CKH_E_FIELD": -100, "CKH_E_FIELD_LARGE": -200, "CKH_KMASK_T": kmask_type,
@@ -434,7 +437,7 @@ def export_bundle(model_dir: str | Path, output: str | Path, name: str | None = 
     tables += f"static const char* const ckh_kernel_names[] = {{\n{_rows([json.dumps(k.name) for k in kernels], 1)}\n}};\n"
     tables += f"static const ckh_kernel ckh_kernels[] = {{\n{_rows(kern_rows, 1)}\n}};\n"
     if family.name == "gemm":
-        tables += "static const char* const ckh_layouts[] = {\"rcr\", \"rrr\", \"crr\", \"ccr\"};\n"
+        tables += f"static const char* const ckh_layouts[] = {_c_strings(LAYOUTS)};\n"
     tables += ("static const int64_t ckh_field_min[] = {"
                + ", ".join(str(_field_min(family, f)) for f in numeric_fields) + "};\n")
     tables += ("static const struct { int code; const char* message; } ckh_errors[] = {\n"
@@ -479,12 +482,6 @@ def export_bundle(model_dir: str | Path, output: str | Path, name: str | None = 
         written.append(out / fname)
     notes = [] if kind == "real" else [f"the model was trained on {kind} data"]
     return ExportResult(out, name, written, family.name, len(kernels), trees_total, use_kmask, notes)
-
-
-def _dtype_bytes(dtype: str) -> float:
-    from ckheur.kernels.conv import DTYPE_BYTES
-
-    return float(DTYPE_BYTES[dtype])
 
 
 def _header(info: Mapping[str, Any], errors: Sequence[tuple[str, int, str]]) -> str:
@@ -539,12 +536,12 @@ def _cli(info: Mapping[str, Any]) -> str:
            "static const char* const field_names[] = {" + ", ".join(json.dumps(f) for f in fields) + "};",
            "static const int field_required[] = {" + ", ".join("1" if defaults[f] is None else "0" for f in fields) + "};",
            "static const int field_text[] = {" + ", ".join("1" if f in text else "0" for f in fields) + "};",
-           "static const char* const layouts[] = {\"rcr\", \"rrr\", \"crr\", \"ccr\"};"]
+           f"static const char* const layouts[] = {_c_strings(LAYOUTS)};"]
     init = ["static void init_problem(ckh_problem_t* p) {", "    memset(p, 0, sizeof *p);"]
     for f in fields:
         d = defaults[f]
         if f == "layout":
-            init.append(f"    p->layout = {['rcr', 'rrr', 'crr', 'ccr'].index(d)};")
+            init.append(f"    p->layout = {LAYOUTS.index(d)};")
         elif d is not None:
             init.append(f"    p->{f} = {int(d)};")
     if info["family"] != "gemm":
