@@ -98,15 +98,11 @@ def main() -> None:
               f"{py_us:.1f} us")
         print(f"  speed-up over the Python selector: C {py_us / c_us:.1f}x, ctypes {py_us / ctypes_us:.1f}x")
 
-        from hydra import compose, initialize_config_module
-
-        from ckheur.config import register_configs
         from ckheur.models.quick import train_quick_bundle
         from ckheur.ops import get_family
+        from ckheur.stages import compose_config
 
-        register_configs()
-        with initialize_config_module("ckheur.conf", version_base="1.3"):
-            cfg = compose(config_name="config", overrides=["op=gemm/universal"])
+        cfg = compose_config(["op=gemm/universal"])
         op, arch = plain(cfg.op), plain(cfg.arch)
         gdir = train_quick_bundle(tmp / "gemm_bundle", op, arch, kernel_sample=300, n_problems=60, trees=100)
         g = export_bundle(gdir, tmp / "gemm")

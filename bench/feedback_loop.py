@@ -21,8 +21,6 @@
 from __future__ import annotations
 
 import argparse
-import contextlib
-import io
 import json
 import sys
 import tempfile
@@ -37,19 +35,9 @@ PARTIALS = ("naive", "pairwise", "drop")
 
 def stage(overrides: list[str], out: Path, quiet: bool = True) -> dict:
     """Compose the config with overrides and run its stage in this process."""
-    from hydra import compose, initialize_config_module
-    from hydra.core.global_hydra import GlobalHydra
+    from ckheur.stages import run_overrides
 
-    from ckheur.config import register_configs
-    from ckheur.stages import run_stage
-
-    register_configs()
-    GlobalHydra.instance().clear()
-    with initialize_config_module("ckheur.conf", version_base="1.3"):
-        cfg = compose(config_name="config", overrides=["op=fwd", "arch=gfx950", *overrides])
-    sink = io.StringIO()
-    with contextlib.redirect_stdout(sink) if quiet else contextlib.nullcontext():
-        return run_stage(cfg, out)
+    return run_overrides(["op=fwd", "arch=gfx950", *overrides], out, quiet)
 
 
 def hybrid_cv(work: Path, ks: tuple[int, ...]) -> dict:

@@ -22,19 +22,13 @@ ROOT = Path(__file__).resolve().parents[1]
 
 
 def main(n_problems: int = 40, budget: int = 500) -> int:
-    from hydra import compose, initialize_config_module
-
-    from ckheur.config import register_configs
     from ckheur.kernels import enumerate_pool
     from ckheur.problems import load_named_set
-    from ckheur.stages import plain
+    from ckheur.stages import compose_config, plain
     from ckheur.stages.predict import load_selector
     from ckheur.stages.search import search_problem
 
-    register_configs()
-    with initialize_config_module("ckheur.conf", version_base="1.3"):
-        cfg = compose("config", overrides=["op=gemm", f"search.budget={budget}",
-                                           f"paths.sim_models={ROOT / 'outputs' / 'sim_models'}"])
+    cfg = compose_config(["op=gemm", f"search.budget={budget}", f"paths.sim_models={ROOT / 'outputs' / 'sim_models'}"])
     op, arch = plain(cfg.op), plain(cfg.arch)
     selector, label = load_selector(cfg, op, arch)
     pool = enumerate_pool(op, arch).kernels

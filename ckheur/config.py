@@ -101,6 +101,20 @@ class SourceKind(_Choice):
     set = "set"
 
 
+class SweepStrategy(_Choice):
+    full = "full"  # every legal kernel on every problem of the set
+    active = "active"  # rounds chosen by a model ensemble's uncertainty and distance
+    random = "random"  # problems drawn at random (a baseline at the same budget)
+    stratified = "stratified"  # problems drawn evenly over shape families (a baseline)
+
+
+class Acquisition(_Choice):
+    combined = "combined"  # predicted regret and distance from measured shapes, normalized and summed
+    regret = "regret"  # the ensemble's expected loss of its consensus pick
+    disagreement = "disagreement"  # share of ensemble members whose top-1 differs from the consensus
+    distance = "distance"  # distance from measured shapes in log problem space (no model)
+
+
 class PartialTarget(_Choice):
     naive = "naive"  # relative to the best measured kernel, as if it were the oracle (chosen on real data)
     pairwise = "pairwise"  # only score differences among measured kernels; no level (loses on real data)
@@ -262,7 +276,27 @@ class ListSchema:
 
 
 @dataclass
+class ActiveSchema:
+    """Rounds of an active (or random / stratified) sweep; budgets are fractions of sweep.budget."""
+
+    first_round: float = 0.25  # share of the budget for the seeded, diverse first round
+    round_size: float = 0.125  # share of the budget per later round
+    acquisition: Acquisition = Acquisition.combined
+    ensemble: int = 5  # bootstrap models (over measured problems) whose disagreement is the uncertainty
+    trees: int = 100  # trees per ensemble model
+    kernels: int = 0  # kernels timed per chosen problem; 0: all it supports when the pool is small
+    all_kernels_max: int = 64  # pools up to this size time every kernel of a chosen problem (kernels=0)
+    top: int = 48  # large pools: the ensemble's best candidates timed per problem ...
+    explore: int = 16  # ... plus this many drawn at random from the rest of its pool
+    seed: int = 0
+
+
+@dataclass
 class SweepSchema:
+    strategy: SweepStrategy = SweepStrategy.full
+    budget: Optional[float] = None  # active/random/stratified: pairs (> 1) or a fraction of the pairs (<= 1)
+    min_gain: float = 0.0  # stop when a round's estimated gain in mean efficiency is below this (0: spend the budget)
+    active: ActiveSchema = field(default_factory=ActiveSchema)
     overwrite: bool = False  # start fresh: the old dataset folder is kept aside, never deleted
     retry_failed: bool = False  # measure again pairs whose earlier attempt did not succeed
     output: Optional[str] = None  # dataset folder; default {paths.data}/{op}_{dtype}_{arch}/{problems}.parquet

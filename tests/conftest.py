@@ -14,20 +14,11 @@ ROOT = Path(__file__).resolve().parents[1]
 @pytest.fixture
 def compose():
     """compose(overrides) -> DictConfig, through the packaged config module."""
-    from hydra import compose as hcompose
-    from hydra import initialize_config_module
     from hydra.core.global_hydra import GlobalHydra
 
-    from ckheur.config import register_configs
+    from ckheur.stages import compose_config
 
-    register_configs()
-
-    def _compose(overrides=()):
-        GlobalHydra.instance().clear()
-        with initialize_config_module("ckheur.conf", version_base="1.3"):
-            return hcompose(config_name="config", overrides=list(overrides))
-
-    yield _compose
+    yield compose_config
     GlobalHydra.instance().clear()
 
 

@@ -9,6 +9,10 @@ An engine exposes ``ENCODING_VERSION``, ``feature_names(analytic)``, ``CATEGORIC
 from __future__ import annotations
 
 from types import ModuleType
+from typing import TYPE_CHECKING, Any, Mapping, Sequence
+
+if TYPE_CHECKING:
+    import numpy as np
 
 
 def get_engine(family: str) -> ModuleType:
@@ -16,3 +20,34 @@ def get_engine(family: str) -> ModuleType:
     from ckheur.ops import get_family
 
     return get_family(family).features
+
+
+def pair_features(engine: ModuleType, problems: Sequence[Any], kernels: Sequence[Any], pid: np.ndarray,
+                  kid: np.ndarray, arch: Mapping[str, Any], direction: str,
+                  analytic_params: Mapping[str, Any] | None = None, max_grid_rows: int = 2_000_000) -> np.ndarray:
+    """Feature rows of the pairs (problems[pid[i]], kernels[kid[i]]).
+
+    When the problems x kernels grid fits in ``max_grid_rows`` it is computed whole (one call)
+    and the pairs are read from it; larger pools (GEMM's thousands of kernels) are computed
+    problem by problem over only the kernels paired with it, so memory follows the pairs. In the
+    second case the analytic feature ``analytic_rel`` is relative to those kernels, as in the
+    selector's cascade."""
+    import numpy as np
+
+    pid, kid = np.asarray(pid, dtype=np.int64), np.asarray(kid, dtype=np.int64)
+    kern = engine.kernel_arrays(kernels)
+    if len(problems) * len(kernels) <= max_grid_rows:
+        grid = engine.features(engine.problem_arrays(problems, direction), kern, arch, direction, analytic_params)
+        return grid[pid * len(kernels) + kid]
+    out = np.empty((len(pid), len(engine.feature_names(analytic_params is not None))), dtype=np.float32)
+    order = np.argsort(pid, kind="stable")
+    bounds = np.flatnonzero(np.diff(pid[order])) + 1
+    for rows in np.split(order, bounds):
+        if not len(rows):
+            continue
+        used, inverse = np.unique(kid[rows], return_inverse=True)
+        sub = {k: v[used] for k, v in kern.items()}
+        X = engine.features(engine.problem_arrays([problems[pid[rows[0]]]], direction), sub, arch, direction,
+                            analytic_params)
+        out[rows] = X[inverse]
+    return out

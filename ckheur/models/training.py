@@ -40,6 +40,7 @@ def build_table(df: Any, op: Mapping[str, Any], arch: Mapping[str, Any], pool: S
     Marks each problem fully or partly measured: full when every candidate kernel (measured
     somewhere in the data) that can run the problem has a row for it, whatever its status."""
     from ckheur.dataset import usable
+    from ckheur.features import pair_features
     from ckheur.ops import get_family
 
     family = get_family(op["family"])
@@ -67,10 +68,7 @@ def build_table(df: Any, op: Mapping[str, Any], arch: Mapping[str, Any], pool: S
     pid, kid = pid[order], kid[order]
     tflops = ok.tflops.to_numpy(dtype=np.float64)[order]
     problems = [problems_mod.problem_from_dict(dict(zip(fields, k))) for k in uniq]
-    # Features over the problem x pool grid (the same call prediction makes), then the measured rows.
-    grid = engine.features(engine.problem_arrays(problems, op["direction"]), engine.kernel_arrays(pool), arch,
-                           op["direction"], analytic_params)
-    X = grid[pid * len(pool) + kid]
+    X = pair_features(engine, problems, pool, pid, kid, arch, op["direction"], analytic_params)
     full = _fully_measured(mine[mine.kernel.isin(list(names))], fields, uniq, set(ok.kernel), pool, family, op)
     report.update(rows_used=int(len(X)), problems=len(problems), problems_fully_measured=int(full.sum()),
                   problems_partly_measured=int((~full).sum()), kernels_measured=int(len(np.unique(kid))),
@@ -85,16 +83,23 @@ def _fully_measured(rows: Any, fields: list, keys: list, candidates: set, pool: 
     attempted: dict[tuple, set] = {}
     for key, kernel in zip(rows[fields].itertuples(index=False, name=None), rows.kernel):
         attempted.setdefault(key, set()).add(kernel)
-    by_name = {k.name: k for k in pool}
+    groups: dict[Any, tuple] = {}  # group -> (kernel positions, support arrays, candidate mask)
     out = np.ones(len(keys), dtype=bool)
     for i, key in enumerate(keys):
-        missing = [by_name[n] for n in candidates - attempted.get(key, set())]
-        if missing:
-            # Kernels that cannot run the problem (another group, unsupported shape) are not missing.
-            p = family.problems.problem_from_dict(dict(zip(fields, key)))
-            same = [k for k in missing if k.group == p.group]
-            mask = family.kernels.support_mask(p, family.kernels.support_arrays(same), op)[0] if same else []
-            out[i] = not np.any(mask)
+        seen = attempted.get(key, set())
+        if candidates <= seen:
+            continue
+        # Kernels that cannot run the problem (another group, unsupported shape) are not missing.
+        p = family.problems.problem_from_dict(dict(zip(fields, key)))
+        if p.group not in groups:
+            ks = [k for k in pool if k.group == p.group]
+            groups[p.group] = ({k.name: j for j, k in enumerate(ks)}, family.kernels.support_arrays(ks),
+                               np.array([k.name in candidates for k in ks], dtype=bool))
+        pos, support, cand = groups[p.group]
+        missing = cand.copy()
+        missing[[pos[n] for n in seen if n in pos]] = False
+        if missing.any():
+            out[i] = not np.any(np.asarray(family.kernels.support_mask(p, support, op)[0]) & missing)
     return out
 
 
@@ -263,11 +268,10 @@ def shape_families(problems: Sequence[Any], clusters: int, seed: int) -> np.ndar
     numeric fields): folds made of whole clusters test on shapes unlike the training ones."""
     from sklearn.cluster import KMeans
 
-    rows = [[float(v) for v in p.key() if isinstance(v, (int, float)) and not isinstance(v, bool)] for p in problems]
-    Z = np.log2(np.maximum(np.asarray(rows, dtype=float), 0.0) + 1.0)
-    Z = Z[:, Z.std(axis=0) > 0]
+    from ckheur.models.acquisition import log_space
+
+    Z = log_space(problems)
     if not Z.shape[1]:
         return np.zeros(len(problems), dtype=np.int64)
-    Z = (Z - Z.mean(axis=0)) / Z.std(axis=0)
     k = max(1, min(clusters, len(problems)))
     return KMeans(n_clusters=k, n_init=10, random_state=seed).fit_predict(Z).astype(np.int64)

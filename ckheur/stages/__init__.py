@@ -47,4 +47,29 @@ def run_stage(cfg: DictConfig, output_dir: str | Path, choices: dict[str, Any] |
         print(f"error: {e}", file=sys.stderr)
         raise SystemExit(2) from None
 
-__all__ = ["STAGES", "Context", "StageError", "plain", "run_stage"]
+
+def compose_config(overrides: list[str] | tuple[str, ...] = ()) -> DictConfig:
+    """The packaged config composed with command-line style overrides (no Hydra run)."""
+    from hydra import compose, initialize_config_module
+    from hydra.core.global_hydra import GlobalHydra
+
+    from ckheur.config import register_configs
+
+    register_configs()
+    GlobalHydra.instance().clear()
+    with initialize_config_module("ckheur.conf", version_base="1.3"):
+        return compose(config_name="config", overrides=list(overrides))
+
+
+def run_overrides(overrides: list[str] | tuple[str, ...], output_dir: str | Path, quiet: bool = False) -> Any:
+    """Compose with overrides and run the stage in this process (scripts, benches, notebooks);
+    ``quiet`` swallows the stage's printed output."""
+    import contextlib
+    import io
+
+    cfg = compose_config(overrides)
+    with contextlib.redirect_stdout(io.StringIO()) if quiet else contextlib.nullcontext():
+        return run_stage(cfg, output_dir)
+
+
+__all__ = ["STAGES", "Context", "StageError", "compose_config", "plain", "run_overrides", "run_stage"]

@@ -6,8 +6,11 @@ import json
 import sys
 import time
 from collections import Counter
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Sequence
+
+import numpy as np
 
 from ckheur.stages import Context, StageError, plain
 
@@ -84,17 +87,37 @@ def record_batches(out: Path, batches: Sequence[tuple[Sequence, Callable]], meas
     return statuses, False
 
 
-def run(cfg: Any, ctx: Context) -> dict:
-    """Measure the pool on the problem set through the backend and append to the dataset."""
-    from ckheur.backends import make_backend
-    from ckheur.dataset import USABLE, dataset_dir, kernel_columns, read_dataset
+@dataclass
+class SweepPlan:
+    """What a sweep works on: the problems, each with the pool kernels it can run, and what is done."""
+
+    op: dict
+    arch: dict
+    backend: dict
+    pool: Any
+    problems: list
+    out: Path  # the dataset folder
+    done: set  # (*problem key, kernel) already in the dataset
+    groups: dict  # kernel group -> its pool kernels
+    masks: dict  # problem key -> which kernels of its group can run it (bool array)
+    skipped: list  # (problem description, reason): no kernel can run it
+    total_pairs: int
+
+    def runnable(self, p: Any) -> list:
+        """The pool kernels that can run a problem."""
+        return [k for k, ok in zip(self.groups[p.group], self.masks[p.key()]) if ok]
+
+
+def plan_sweep(cfg: Any) -> SweepPlan:
+    """Pool, problems and the dataset's existing pairs for a sweep config (moves the old dataset
+    aside with sweep.overwrite)."""
+    from ckheur.dataset import USABLE, dataset_dir, read_dataset
     from ckheur.kernels import enumerate_pool
     from ckheur.ops import get_family
     from ckheur.problems import load_problem_set
 
     op, arch, bcfg, st = plain(cfg.op), plain(cfg.arch), plain(cfg.backend), cfg.sweep
     family = get_family(op["family"])
-    fields = family.problems.FIELDS
     pool = enumerate_pool(op, arch, cfg.kernels.filter)
     if not pool.kernels:
         raise StageError("the kernel pool is empty (check kernels.filter and the op's allow-lists)")
@@ -110,34 +133,54 @@ def run(cfg: Any, ctx: Context) -> dict:
         old = old[(old.arch == arch["name"]) & (old.direction == op["direction"]) & (old.dtype == op["dtype"])]
         if st.retry_failed:
             old = old[old.status.isin([*USABLE, "unsupported"])]
-        done = set(old[[*fields, "kernel"]].itertuples(index=False, name=None))
+        done = set(old[[*family.problems.FIELDS, "kernel"]].itertuples(index=False, name=None))
     groups = pool.by_group()
     support = {g: family.kernels.support_arrays(ks) for g, ks in groups.items()}
-    todo, unsupported, skipped = [], [], []
-    total_pairs = 0
+    masks, skipped, total = {}, [], 0
     for p in problems:
         ks = groups.get(p.group, [])
         mask, reason = family.kernels.support_mask(p, support[p.group], op) if ks else \
             ([], f"no kernel for its group {p.group!r} in the pool")
-        if not any(mask):
+        if not np.any(mask):
             skipped.append((p.describe(), reason))
             continue
-        total_pairs += len(ks)
-        for k, ok in zip(ks, mask):
-            if (*p.key(), k.name) not in done:
+        total += len(ks)
+        masks[p.key()] = np.asarray(mask, dtype=bool)
+    return SweepPlan(op, arch, bcfg, pool, [p for p in problems if p.key() in masks], out, done, groups, masks,
+                     skipped, total)
+
+
+def run(cfg: Any, ctx: Context) -> dict:
+    """Measure the pool on the problem set through the backend and append to the dataset
+    (``sweep.strategy=full``; other strategies measure a budget in rounds)."""
+    from ckheur.backends import make_backend
+    from ckheur.dataset import kernel_columns
+
+    plan = plan_sweep(cfg)
+    if str(cfg.sweep.strategy) != "full":
+        from ckheur.stages.active_sweep import run_rounds
+
+        return run_rounds(cfg, ctx, plan)
+    if cfg.sweep.budget is not None:
+        raise StageError("sweep.budget applies to sweep.strategy=active, random or stratified; "
+                         "sweep.strategy=full measures every pair")
+    op, arch, bcfg, st, out = plan.op, plan.arch, plan.backend, cfg.sweep, plan.out
+    todo, unsupported = [], []
+    for p in plan.problems:
+        key = p.key()
+        for k, ok in zip(plan.groups[p.group], plan.masks[key]):
+            if (*key, k.name) not in plan.done:
                 (todo if ok else unsupported).append((p, k))
+    total_pairs, skipped = plan.total_pairs, plan.skipped
     print(f"sweep: {op['family']}/{op['direction']} {op['dtype']} on {arch['name']} via backend={bcfg['name']}: "
-          f"{len(problems)} problems x pool {len(pool.kernels)} -> {total_pairs} pairs; "
+          f"{len(plan.problems) + len(skipped)} problems x pool {len(plan.pool.kernels)} -> {total_pairs} pairs; "
           f"{total_pairs - len(todo) - len(unsupported)} already in {out}, {len(todo)} to measure"
           + (f", {len(unsupported)} unsupported by their kernel (recorded, not measured)" if unsupported else ""))
-    for desc, reason in skipped[:10]:
-        print(f"sweep: skipped {desc}: {reason}")
-    if len(skipped) > 10:
-        print(f"sweep: ... {len(skipped) - 10} more problems skipped (sweep_summary.json lists them)")
+    print_skipped(skipped)
 
     measurer = make_backend(bcfg, op, arch)
-    pcols = {p.key(): p.to_dict() for p in problems}
-    kcols = {k.name: kernel_columns(k, op["family"]) for k in pool.kernels}
+    pcols = {p.key(): p.to_dict() for p in plan.problems}
+    kcols = {k.name: kernel_columns(k, op["family"]) for k in plan.pool.kernels}
     progress = Progress(len(todo) + len(unsupported), st.progress, st.log_every_s)
     t0 = time.perf_counter()
     batches = [(b, _not_run) for b in _chunks(unsupported, 50_000)] + \
@@ -148,9 +191,10 @@ def run(cfg: Any, ctx: Context) -> dict:
         measurer.close()
     wall = time.perf_counter() - t0
     measured = sum(statuses.values())
-    summary = {"dataset": str(out), "backend": measurer.name, "problems": len(problems),
+    summary = {"dataset": str(out), "strategy": "full", "backend": measurer.name,
+               "problems": len(plan.problems) + len(skipped),
                "problems_skipped": [{"problem": d, "reason": r} for d, r in skipped],
-               "pool": len(pool.kernels), "pairs_total": total_pairs,
+               "pool": len(plan.pool.kernels), "pairs_total": total_pairs,
                "pairs_skipped_existing": total_pairs - len(todo) - len(unsupported),
                "attempts": measured, "by_status": dict(statuses), "wall_s": round(wall, 3),
                "measurements_per_s": round(measured / wall, 1) if wall > 0 else None,
@@ -162,6 +206,14 @@ def run(cfg: Any, ctx: Context) -> dict:
         print(f"sweep interrupted: {measured} attempts saved; run the same command again to resume", file=sys.stderr)
         raise SystemExit(130)
     return summary
+
+
+def print_skipped(skipped: list) -> None:
+    """Print the problems no kernel can run (the first ten)."""
+    for desc, reason in skipped[:10]:
+        print(f"sweep: skipped {desc}: {reason}")
+    if len(skipped) > 10:
+        print(f"sweep: ... {len(skipped) - 10} more problems skipped (sweep_summary.json lists them)")
 
 
 def _print_summary(s: dict) -> None:

@@ -1,0 +1,215 @@
+#!/usr/bin/env python
+"""Active sweeps against full, random and stratified sweeps, with a replayed "GPU".
+
+1. Real gfx950 forward data (CK's measurements, replay backend; the 20 measured kernels): per
+   seed, a random third of the 185 real shapes is held out as the test set; the other two thirds
+   are the candidate set. The full sweep's model is trained on every candidate pair; each
+   strategy (active, random problems, stratified over shape families) measures a budget of the
+   candidate pairs through stage=sweep, then stage=train and stage=evaluate on the test third.
+   Target: the active model's mean held-out efficiency within 0.3 points of the full sweep's
+   model with at most 40% of the pairs, averaged over seeds; random at the same budget beside it.
+2. Simulated GEMM (backend sim, 5,216-kernel pool; SIMULATED data, labeled so): the same with a
+   budget of 10% of the pairs (target: within 1 point of the full sweep's model).
+3. Time to choose one round over 1,500 candidate problems (target < 10 s on 2 cores).
+
+    python bench/active_sweep.py [--seeds 0 1 2] [--budgets 0.2 0.3 0.4] [--skip-gemm] [--out DIR]
+
+Prints a table per part and writes active_sweep_bench.png (held-out efficiency against pairs).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+
+REAL = "measurements/ck_gfx950/fwd_bf16_2d_miopen200.csv.gz"
+REAL_KERNELS = "pipeline != 'compv5'"  # the 20 kernels CK measured (compv3, compv4)
+STRATEGIES = ("active", "random", "stratified")
+
+
+def stage(overrides: list[str], out: Path) -> dict:
+    from ckheur.stages import run_overrides
+
+    return run_overrides(overrides, out, quiet=True)
+
+
+def split_real(d: Path, seed: int) -> tuple[Path, Path]:
+    """CK CSVs of the candidate two thirds and the held-out third of the real shapes."""
+    import pandas as pd
+
+    from ckheur.measurements import CK_GFX950_FWD
+
+    raw = pd.read_csv(CK_GFX950_FWD)
+    fields = ["N", "C", "K", "G", "Hi", "Wi", "Y", "X", "stride_h", "stride_w", "pad_h", "pad_w"]
+    keys = sorted(set(raw[fields].itertuples(index=False, name=None)))
+    test = {keys[i] for i in np.random.default_rng(seed).permutation(len(keys))[: len(keys) // 3]}
+    is_test = np.array([k in test for k in raw[fields].itertuples(index=False, name=None)])
+    d.mkdir(parents=True, exist_ok=True)
+    raw[~is_test].to_csv(d / "candidates.csv", index=False)
+    raw[is_test].to_csv(d / "test.csv", index=False)
+    return d / "candidates.csv", d / "test.csv"
+
+
+def one(common: list[str], train_extra: list[str], eval_data: list[str], d: Path, name: str,
+        strategy: str, budget: float | None) -> dict:
+    """Sweep (strategy, budget) into its own dataset, train on it, evaluate on the test set."""
+    sweep = ["stage=sweep", f"sweep.strategy={strategy}", f"sweep.output={d / name / 'data'}", "sweep.progress=none"]
+    if budget is not None:
+        sweep.append(f"sweep.budget={budget}")
+    t0 = time.perf_counter()
+    s = stage([*common, *sweep], d / name / "sweep")
+    sweep_s = time.perf_counter() - t0
+    stage([*common, "stage=train", f"data.paths=[{d / name / 'data'}]", f"train.output={d / name / 'model'}",
+           "train.family_cv=false", *train_extra], d / name / "train")
+    e = stage([*common, "stage=evaluate", f"evaluate.model_dir={d / name / 'model'}", "evaluate.plots=false",
+               *eval_data], d / name / "eval")
+    pairs = s.get("pairs_spent", s.get("attempts"))
+    runnable = s.get("pairs_runnable", s.get("pairs_total"))
+    choose = [r["choose_s"] for r in s.get("rounds", []) if "choose_s" in r]
+    return {"pairs": int(pairs), "fraction": pairs / runnable, "mean": e["efficiency"]["mean"],
+            "p10": e["efficiency"]["p10"], "sweep_s": sweep_s, "max_choose_s": max(choose) if choose else 0.0}
+
+
+def part(title: str, runs: dict, budgets: list[float], target_pts: float, target_frac: float) -> dict:
+    """Print per strategy and budget the mean over seeds, against the full sweep's model."""
+    seeds = sorted(runs)
+    full = np.mean([runs[s]["full"]["mean"] for s in seeds])
+    print(f"\n{title}: mean held-out efficiency over seeds {seeds} (P10 in brackets)")
+    print(f"  {'strategy':<11} {'budget':>7} {'pairs':>9} {'mean':>8} {'P10':>8} {'vs full':>8}   per seed")
+    f = [runs[s]["full"] for s in seeds]
+    print(f"  {'full':<11} {'100%':>7} {np.mean([r['pairs'] for r in f]):9.0f} {100 * full:7.2f}% "
+          f"{100 * np.mean([r['p10'] for r in f]):7.2f}% {'':>8}   " + " ".join(f"{100 * r['mean']:.2f}" for r in f))
+    table = {"full": {"mean": full}}
+    for strat in STRATEGIES:
+        for b in budgets:
+            rs = [runs[s][f"{strat}@{b}"] for s in seeds]
+            m = float(np.mean([r["mean"] for r in rs]))
+            table[f"{strat}@{b}"] = {"mean": m, "pairs": float(np.mean([r["pairs"] for r in rs])),
+                                     "fraction": float(np.mean([r["fraction"] for r in rs])),
+                                     "p10": float(np.mean([r["p10"] for r in rs])),
+                                     "max_choose_s": float(max(r["max_choose_s"] for r in rs))}
+            print(f"  {strat:<11} {100 * b:6.0f}% {table[f'{strat}@{b}']['pairs']:9.0f} {100 * m:7.2f}% "
+                  f"{100 * table[f'{strat}@{b}']['p10']:7.2f}% {100 * (m - full):+7.2f}    "
+                  + " ".join(f"{100 * r['mean']:.2f}" for r in rs))
+    top = max(budgets)
+    act = table[f"active@{top}"]
+    ok = full - act["mean"] <= target_pts / 100 and act["fraction"] <= target_frac + 1e-9
+    print(f"  target: active within {target_pts} pts of full with <= {100 * target_frac:.0f}% of the pairs: "
+          f"{100 * (act['mean'] - full):+.2f} pts with {100 * act['fraction']:.1f}% -> {'MET' if ok else 'NOT MET'}; "
+          f"random at that budget {100 * (table[f'random@{top}']['mean'] - full):+.2f} pts")
+    return table
+
+
+def conv_part(work: Path, seeds: list[int], budgets: list[float]) -> dict:
+    runs = {}
+    for seed in seeds:
+        d = work / f"conv{seed}"
+        cand, test = split_real(d, seed)
+        common = ["op=fwd", "arch=gfx950", "backend=replay", f"backend.paths=[{REAL}]", f"kernels.filter=\"{REAL_KERNELS}\"",
+                  f"problems.sources=[{{kind: csv, path: {cand}}}]", "problems.name=candidates", f"seed={seed}",
+                  f"sweep.active.seed={seed}"]
+        ev = [f"data.eval_paths=[{test}]"]
+        runs[seed] = {"full": one(common, [], ev, d, "full", "full", None)}
+        for strat in STRATEGIES:
+            for b in budgets:
+                runs[seed][f"{strat}@{b}"] = one(common, [], ev, d, f"{strat}{b}", strat, b)
+        print(f"  seed {seed}: full {100 * runs[seed]['full']['mean']:.2f}%, " + ", ".join(
+            f"{k} {100 * v['mean']:.2f}%" for k, v in runs[seed].items() if k != "full"), flush=True)
+    return part("1. Real gfx950 forward (replay), test = a random third of the 185 shapes", runs, budgets, 0.3, 0.4)
+
+
+def gemm_part(work: Path, seeds: list[int], budget: float, n_candidates: int, n_test: int) -> dict:
+    runs = {}
+    for seed in seeds:
+        d = work / f"gemm{seed}"
+        gen = lambda s, n: f"problems.sources=[{{kind: generate, family: gemm, seed: {s}, count: {n}}}]"  # noqa: E731
+        common = ["op=gemm", "arch=gfx950", "backend=sim", f"seed={seed}", f"sweep.active.seed={seed}",
+                  "problems.name=candidates", gen(7000 + seed, n_candidates)]
+        test = ["op=gemm", "arch=gfx950", "backend=sim", gen(9000 + seed, n_test), "problems.name=test"]
+        stage([*test, "stage=sweep", f"sweep.output={d / 'test'}", "sweep.progress=none"], d / "test_sweep")
+        ev = [f"data.eval_paths=[{d / 'test'}]"]
+        runs[seed] = {"full": one(common, [], ev, d, "full", "full", None)}
+        for strat in STRATEGIES:
+            runs[seed][f"{strat}@{budget}"] = one(common, [], ev, d, f"{strat}{budget}", strat, budget)
+        print(f"  seed {seed}: full {100 * runs[seed]['full']['mean']:.2f}%, " + ", ".join(
+            f"{k} {100 * v['mean']:.2f}%" for k, v in runs[seed].items() if k != "full"), flush=True)
+    return part(f"2. Simulated GEMM (SIMULATED data), {n_candidates} candidate / {n_test} test shapes, 5,216 kernels",
+                runs, [budget], 1.0, 0.1)
+
+
+def choose_time(work: Path, measured: int = 200, candidates: int = 1500) -> dict:
+    """Seconds to choose a round over 1,500 candidates after a first round of 200 problems (conv
+    forward and GEMM, simulated): ensemble training, scoring every candidate, acquisition."""
+    out = {}
+    for op, family, pool_per_problem in (("fwd", "grouped_conv", 30), ("gemm", "gemm", 64)):
+        d = work / f"choose_{op}"
+        budget = 2 * measured * pool_per_problem  # first round (half the budget): `measured` problems
+        s = stage([f"op={op}", "backend=sim", "stage=sweep", "problems.name=choose",
+                   f"problems.sources=[{{kind: generate, family: {family}, seed: 5, count: {measured + candidates}}}]",
+                   "sweep.strategy=active", f"sweep.budget={budget}", "sweep.active.first_round=0.5",
+                   "sweep.active.round_size=0.5", f"sweep.output={d / 'data'}", "sweep.progress=none"], d / "run")
+        r = s["rounds"][1]
+        out[op] = {"candidates": r["candidates"], "measured_rows": r["measured_rows"], "choose_s": r["choose_s"],
+                   "pool": s["pool"]}
+    print("\n3. Choosing a round (ensemble training, scoring every candidate, acquisition), this machine:")
+    for op, r in out.items():
+        print(f"  {op}: {r['candidates']} candidates, pool {r['pool']}, model trained on {r['measured_rows']} "
+              f"measured pairs: {r['choose_s']:.2f} s (target < 10 s)")
+    return out
+
+
+def plot(path: Path, conv: dict, budgets: list[float]) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(6, 4))
+    for strat in STRATEGIES:
+        xs = [100 * conv[f"{strat}@{b}"]["fraction"] for b in budgets]
+        ax.plot(xs, [100 * conv[f"{strat}@{b}"]["mean"] for b in budgets], "o-", label=strat)
+    ax.axhline(100 * conv["full"]["mean"], color="k", linestyle="--", label="full sweep")
+    ax.set_xlabel("pairs measured (% of the full sweep)")
+    ax.set_ylabel("held-out mean efficiency (%)")
+    ax.set_title("Real gfx950 forward, replayed")
+    ax.legend(loc="lower right")
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
+    ap.add_argument("--budgets", type=float, nargs="+", default=[0.2, 0.3, 0.4])
+    ap.add_argument("--gemm-seeds", type=int, nargs="+", default=[0, 1])
+    ap.add_argument("--gemm-candidates", type=int, default=200)
+    ap.add_argument("--gemm-test", type=int, default=100)
+    ap.add_argument("--skip-gemm", action="store_true")
+    ap.add_argument("--skip-conv", action="store_true")
+    ap.add_argument("--out", type=Path, default=None, help="keep the work folders here (default: a temp dir)")
+    args = ap.parse_args()
+    t0 = time.perf_counter()
+    res: dict = {}
+    with tempfile.TemporaryDirectory() as tmp:
+        work = args.out or Path(tmp)
+        work.mkdir(parents=True, exist_ok=True)
+        if not args.skip_conv:
+            res["conv"] = conv_part(work, args.seeds, args.budgets)
+            plot(Path("active_sweep_bench.png"), res["conv"], args.budgets)
+        if not args.skip_gemm:
+            res["gemm"] = gemm_part(work, args.gemm_seeds, 0.1, args.gemm_candidates, args.gemm_test)
+        res["choose"] = choose_time(work)
+    Path("active_sweep_bench.json").write_text(json.dumps(res, indent=2))
+    print(f"\n{time.perf_counter() - t0:.0f}s; figures in active_sweep_bench.json"
+          + (", plot active_sweep_bench.png" if "conv" in res else ""))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,402 @@
+"""stage=sweep with sweep.strategy=active|random|stratified: measure a budget of pairs in rounds.
+
+Each round trains a bootstrap ensemble of small models on what is measured so far (its
+out-of-bag efficiency is the learning curve), chooses problems (active: farthest points in log
+problem space first, then by the ensemble's uncertainty and distance; random / stratified:
+seeded orders, the baselines) and, per problem, the kernels to time (all for small pools; the
+ensemble's best plus random exploration for large ones). The round's plan is written to
+``active_sweep.json`` in the dataset folder before anything is measured, so a killed sweep
+resumes by finishing that plan: nothing is measured twice, and the rounds are the same as
+without the kill. Measurements are ordinary sweep data (same schema, atomic part files).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import time
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from ckheur.stages import Context, StageError, plain
+from ckheur.stages.sweep import Progress, SweepPlan, _chunks, print_skipped, record_batches
+
+STATE_FILE = "active_sweep.json"
+MIN_ENSEMBLE_PROBLEMS = 5  # fewer measured problems than this: no ensemble (choices without a model)
+STRATA = 10  # shape families of strategy=stratified
+
+
+def budget_pairs(budget: float | None, runnable_pairs: int) -> int:
+    """The budget in pairs: a count (> 1) or a fraction (0 < b <= 1) of the runnable pairs."""
+    if budget is None:
+        raise StageError("sweep.budget is required with this sweep.strategy: pairs to measure (> 1) or a "
+                         "fraction of the problem set's pairs (0 < budget <= 1)")
+    if not budget > 0:
+        raise StageError(f"sweep.budget={budget}: must be > 0 (pairs, or a fraction <= 1)")
+    return int(round(budget * runnable_pairs)) if budget <= 1 else int(budget)
+
+
+def _check(a: Any) -> None:
+    for name, lo, hi in (("first_round", 0.0, 1.0), ("round_size", 0.0, 1.0)):
+        v = float(a[name])
+        if not lo < v <= hi:
+            raise StageError(f"sweep.active.{name}={v}: must be in (0, 1], a share of sweep.budget")
+    for name, lo in (("ensemble", 2), ("trees", 1), ("top", 1), ("explore", 0), ("all_kernels_max", 0)):
+        if int(a[name]) < lo:
+            raise StageError(f"sweep.active.{name}={a[name]}: must be >= {lo}")
+
+
+def load_state(folder: Path) -> dict:
+    """The rounds recorded in a dataset folder (empty when none)."""
+    path = folder / STATE_FILE
+    if not path.exists():
+        return {"rounds": []}
+    try:
+        return json.loads(path.read_text())
+    except json.JSONDecodeError as e:
+        raise StageError(f"{path} is not valid JSON ({e}); move it aside to start the rounds afresh") from None
+
+
+def save_state(folder: Path, state: dict) -> None:
+    """Write the rounds atomically (a kill leaves the old or the new file, never half of one)."""
+    folder.mkdir(parents=True, exist_ok=True)
+    tmp = folder / f".tmp-{STATE_FILE}"
+    tmp.write_text(json.dumps(state, separators=(",", ":")))  # compact: large pools plan many pairs
+    with open(tmp, "rb") as f:
+        os.fsync(f.fileno())
+    os.replace(tmp, folder / STATE_FILE)
+
+
+class _Rounds:
+    """What the rounds share: the plan, the candidates' geometry and kernel indices, the config."""
+
+    def __init__(self, cfg: Any, plan: SweepPlan) -> None:
+        from ckheur.features import get_engine
+        from ckheur.models.acquisition import log_space
+
+        self.cfg, self.plan = cfg, plan
+        self.a = plain(cfg.sweep.active)
+        self.strategy = str(cfg.sweep.strategy)
+        self.seed = int(self.a["seed"])
+        self.engine = get_engine(plan.op["family"])
+        self.problems = plan.problems
+        self.index = {p.key(): i for i, p in enumerate(self.problems)}
+        self.Z = log_space(self.problems)
+        kernels = plan.pool.kernels
+        self.kernels = kernels
+        kpos = {k.name: i for i, k in enumerate(kernels)}
+        self.kpos = kpos
+        self.group_idx = {g: np.array([kpos[k.name] for k in ks], dtype=np.int64) for g, ks in plan.groups.items()}
+        self.runnable = [self.group_idx[p.group][plan.masks[p.key()]] for p in self.problems]
+        self.runnable_pairs = int(sum(len(r) for r in self.runnable))
+        self.order: np.ndarray | None = None  # random / stratified: the fixed order of problems
+        self._sim: tuple | None = None  # simulator parameters and kernel arrays per group (analytic ranking)
+
+    def all_kernels(self, i: int) -> bool:
+        return len(self.runnable[i]) <= int(self.a["all_kernels_max"])
+
+    def measured(self) -> np.ndarray:
+        """Per candidate problem: has any of its pairs been attempted?"""
+        done = {t[:-1] for t in self.plan.done}
+        return np.array([p.key() in done for p in self.problems], dtype=bool)
+
+    def fixed_order(self) -> np.ndarray:
+        from ckheur.models.acquisition import stratified_order
+        from ckheur.models.training import shape_families
+
+        if self.order is None:
+            if self.strategy == "random":
+                self.order = np.random.default_rng(self.seed).permutation(len(self.problems))
+            else:
+                self.order = stratified_order(shape_families(self.problems, STRATA, self.seed), self.seed)
+        return self.order
+
+    # ------------------------------------------------------------------ the model's view
+    def table(self) -> Any:
+        from ckheur.dataset import read_dataset
+        from ckheur.models.training import TrainingError, build_table
+
+        if not self.plan.out.exists():
+            return None
+        df = read_dataset(self.plan.out)
+        try:
+            return build_table(df, self.plan.op, self.plan.arch, self.kernels, self.engine, None)
+        except TrainingError:
+            return None  # nothing usable measured yet
+
+    def candidate_rows(self, cand: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """(pid into cand, kernel index) of the pairs the ensemble scores: every runnable kernel,
+        or for large pools the analytic model's top candidates (the selector's cascade)."""
+        from ckheur.models.selector import CASCADE_THRESHOLD, CASCADE_TOP
+
+        pid, kid = [], []
+        big = [j for j, i in enumerate(cand) if len(self.runnable[i]) > CASCADE_THRESHOLD]
+        top = self.analytic_top(cand[big], CASCADE_TOP) if big else {}
+        for j, i in enumerate(cand):
+            ks = top.get(int(i), self.runnable[i])
+            pid.append(np.full(len(ks), j))
+            kid.append(ks)
+        return np.concatenate(pid), np.concatenate(kid)
+
+    def analytic_top(self, idx: np.ndarray, n: int) -> dict[int, np.ndarray]:
+        """Per problem index: its runnable kernels ranked by the analytic model, best n first."""
+        from ckheur.sim import kernel_arrays, load_params, predict_latency_ms, problem_arrays
+
+        if self._sim is None:
+            self._sim = ({**load_params(), "dtype": self.plan.op["dtype"]},
+                         {g: kernel_arrays([self.kernels[k] for k in gk]) for g, gk in self.group_idx.items()})
+        params, sim_kernels = self._sim
+        direction = self.plan.op["direction"]
+        out: dict[int, np.ndarray] = {}
+        by_group: dict[Any, list[int]] = {}
+        for i in idx:
+            by_group.setdefault(self.problems[i].group, []).append(int(i))
+        for g, members in by_group.items():
+            gk, karr = self.group_idx[g], sim_kernels[g]
+            step = max(1, 1_000_000 // len(gk))
+            for s in range(0, len(members), step):
+                chunk = members[s:s + step]
+                lat = predict_latency_ms(problem_arrays([self.problems[i] for i in chunk], direction), karr,
+                                         self.plan.arch, params, direction)
+                for row, i in zip(lat, chunk):
+                    row = np.where(self.plan.masks[self.problems[i].key()], row, np.inf)
+                    best = np.argsort(row, kind="stable")[:n]
+                    out[i] = gk[best[np.isfinite(row[best])]]
+        return out
+
+    def scores(self, boosters: list, cand: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """(pid, kernel index, member scores [E, rows]) over the candidates' scored pairs."""
+        from ckheur.features import pair_features
+
+        pid, kid = self.candidate_rows(cand)
+        X = pair_features(self.engine, [self.problems[i] for i in cand], self.kernels, pid, kid, self.plan.arch,
+                          self.plan.op["direction"])
+        return pid, kid, np.stack([b.predict(X) for b in boosters])
+
+    # ------------------------------------------------------------------ kernels per problem
+    def kernels_for(self, i: int, ranked: np.ndarray | None, rnd: int) -> list[int]:
+        """Kernels to time on (unmeasured) problem i: all runnable ones (small pools), else the best
+        `top` of ``ranked`` (the ensemble's order, or the analytic model's) plus `explore` at random."""
+        if self.all_kernels(i):
+            return [int(k) for k in self.runnable[i]]
+        allowed = set(int(k) for k in self.runnable[i])
+        top = [int(k) for k in ranked if int(k) in allowed][: int(self.a["top"])]
+        rest = sorted(allowed - set(top))
+        rng = np.random.default_rng([self.seed, rnd, i])
+        explore = rng.choice(rest, size=min(len(rest), int(self.a["explore"])), replace=False).tolist() if rest else []
+        return top + sorted(int(k) for k in explore)
+
+    def cost(self, i: int) -> int:
+        n = len(self.runnable[i])
+        return n if self.all_kernels(i) else min(n, int(self.a["top"]) + int(self.a["explore"]))
+
+
+def run_rounds(cfg: Any, ctx: Context, plan: SweepPlan) -> dict:
+    """Measure up to sweep.budget pairs of the problem set in rounds; summary and learning curve."""
+    from ckheur.backends import make_backend
+    from ckheur.dataset import kernel_columns
+
+    st, op, arch = cfg.sweep, plan.op, plan.arch
+    _check(plain(st.active))
+    R = _Rounds(cfg, plan)
+    budget = budget_pairs(st.budget, R.runnable_pairs)
+    state = load_state(plan.out)
+    spent = sum(len(r["pairs"]) for r in state["rounds"])
+    print(f"sweep: strategy={R.strategy} {op['family']}/{op['direction']} {op['dtype']} on {arch['name']} via "
+          f"backend={plan.backend['name']}: {len(R.problems)} problems, {R.runnable_pairs} runnable pairs; budget "
+          f"{budget} pairs ({100 * budget / max(1, R.runnable_pairs):.1f}%), {spent} spent in "
+          f"{len(state['rounds'])} earlier rounds; dataset {plan.out}")
+    print_skipped(plan.skipped)
+    measurer = make_backend(plan.backend, op, arch)
+    pcols = {p.key(): p.to_dict() for p in R.problems}
+    kcols = {k.name: kernel_columns(k, op["family"]) for k in plan.pool.kernels}
+    progress = Progress(max(0, budget - spent), st.progress, st.log_every_s)
+    statuses: Counter = Counter()
+    t0 = time.perf_counter()
+    interrupted, stopped = False, None
+    by_key = {p.key(): p for p in R.problems}
+
+    def measure(pairs: list) -> bool:
+        todo = [(by_key[tuple(t[:-1])], plan.pool.kernels[R.kpos[t[-1]]]) for t in pairs
+                if tuple(t) not in plan.done]
+        batches = [(b, measurer.measure) for b in _chunks(todo, measurer.batch_pairs)]
+        got, stop = record_batches(plan.out, batches, measurer, op, arch, pcols, kcols, progress)
+        statuses.update(got)
+        plan.done.update(tuple(t) for t in pairs)  # a pair whose batch was lost in a kill is measured on resume
+        return stop
+
+    try:
+        if state["rounds"]:  # finish the plan of a killed run first
+            interrupted = measure([p for r in state["rounds"] for p in r["pairs"]])
+        while not interrupted:
+            rnd = len(state["rounds"])
+            record, pairs = _plan_round(R, rnd, budget - spent, budget, float(st.min_gain))
+            if not pairs:
+                stopped = record["stopped"]
+                state.setdefault("final", {}).update(record)
+                break
+            record["pairs"] = pairs
+            spent += len(pairs)
+            record["spent_after"] = spent
+            state["rounds"].append(record)
+            save_state(plan.out, state)
+            _print_round(record, budget)
+            interrupted = measure(pairs)
+    finally:
+        measurer.close()
+    if not interrupted:
+        save_state(plan.out, state)
+    wall = time.perf_counter() - t0
+    summary = _summary(R, plan, state, budget, spent, statuses, wall, interrupted, stopped, measurer.name)
+    ctx.output_dir.mkdir(parents=True, exist_ok=True)
+    (ctx.output_dir / "sweep_summary.json").write_text(json.dumps(summary, indent=2))
+    _plot(ctx.output_dir / "active_sweep.png", summary)
+    print(f"sweep: {summary['pairs_measured']} pairs measured this run in {wall:.1f}s; {spent} of {budget} budget "
+          f"pairs spent over {len(state['rounds'])} rounds" + (f"; stopped: {stopped}" if stopped else ""))
+    if interrupted:
+        print("sweep interrupted: the measured pairs are saved; run the same command again to resume", file=sys.stderr)
+        raise SystemExit(130)
+    return summary
+
+
+def _plan_round(R: _Rounds, rnd: int, left: int, budget: int, min_gain: float) -> tuple[dict, list]:
+    """Choose the next round's pairs; returns its record (why, learning-curve point) and the pairs."""
+    from ckheur.models.acquisition import Uncertainty, choose_batch, farthest_points, oob_efficiency, uncertainty
+    from ckheur.models.acquisition import train_ensemble
+
+    t0 = time.perf_counter()
+    a = R.a
+    measured = R.measured()
+    cand = np.flatnonzero(~measured)
+    record: dict[str, Any] = {"round": rnd, "strategy": R.strategy}
+    tb = R.table()
+    boosters: list = []
+    u: Uncertainty | None = None
+    pid = kid = S = None
+    if tb is not None and len(tb.problems) >= MIN_ENSEMBLE_PROBLEMS:
+        cat = [tb.feature_names.index(c) for c in R.engine.CATEGORICAL]
+        boosters, oob = train_ensemble(tb, plain(R.cfg.model), int(a["ensemble"]), int(a["trees"]), cat,
+                                       R.seed + 1000 * rnd, str(R.cfg.train.partial))
+        record["oob_efficiency"] = oob_efficiency(tb, boosters, oob)
+        record["measured_problems"] = len(tb.problems)
+        record["measured_rows"] = int(len(tb.pid))
+        if len(cand):
+            pid, kid, S = R.scores(boosters, cand)
+            u = uncertainty(S, pid, len(cand))
+            record["estimated_loss_unmeasured"] = float(u.regret.mean())
+    if not len(cand):
+        return {**record, "stopped": "every problem of the set is measured"}, []
+    first = not boosters or rnd == 0
+    size = min(left, int(round(budget * float(a["first_round" if rnd == 0 else "round_size"]))))
+    costs = np.array([R.cost(i) for i in cand])
+    if size < costs.min():
+        size = min(left, int(costs.min()))
+    if left < costs.min():
+        return {**record, "stopped": f"budget spent ({budget - left} of {budget} pairs)"}, []
+    why: list[dict] = []
+    if R.strategy in ("random", "stratified"):
+        pos = {int(i): j for j, i in enumerate(cand)}
+        picks, total = [], 0
+        for i in R.fixed_order():
+            j = pos.get(int(i))
+            if j is not None and total + costs[j] <= size:
+                picks.append(j)
+                total += int(costs[j])
+        why = [{} for _ in picks]
+    elif first:
+        ref = R.Z[measured]
+        picks, total = [], 0
+        for j in farthest_points(R.Z[cand], len(cand), ref, R.seed):
+            if total + costs[j] <= size:
+                picks.append(j)
+                total += int(costs[j])
+        why = [{"reason": "farthest point"} for _ in picks]
+    else:
+        picks, why = choose_batch(str(a["acquisition"]), u, R.Z[cand], R.Z[measured], costs, size)
+    if u is not None and min_gain > 0 and not first:
+        gain = float(u.regret[picks].sum()) / len(R.problems)
+        record["estimated_gain"] = gain
+        if gain < min_gain:
+            return {**record, "stopped": f"estimated gain {100 * gain:.3f} pts < sweep.min_gain "
+                                         f"{100 * min_gain:.3f} pts"}, []
+    elif u is not None:
+        record["estimated_gain"] = float(u.regret[picks].sum()) / len(R.problems)
+    pairs, chosen = [], []
+    partial = [int(cand[j]) for j in picks if not R.all_kernels(int(cand[j]))]
+    analytic = R.analytic_top(np.array(partial), int(a["top"])) if partial and S is None else {}
+    for j, w in zip(picks, why):
+        i = int(cand[j])
+        ranked = analytic.get(i)
+        if not R.all_kernels(i) and S is not None:
+            rows = np.flatnonzero(pid == j)
+            ranked = kid[rows[np.argsort(-S[:, rows].mean(axis=0), kind="stable")]]
+        ks = R.kernels_for(i, ranked, rnd)
+        key = R.problems[i].key()
+        pairs += [[*key, R.kernels[k].name] for k in ks]
+        chosen.append({"problem": R.problems[i].describe(), "kernels": len(ks), **w})
+    record.update(acquisition=str(a["acquisition"]) if R.strategy == "active" and not first else
+                  ("farthest point" if R.strategy == "active" else R.strategy),
+                  problems=chosen, choose_s=round(time.perf_counter() - t0, 3), candidates=int(len(cand)))
+    return record, pairs
+
+
+def _print_round(r: dict, budget: int) -> None:
+    bits = [f"sweep: round {r['round']} ({r['acquisition']}): {len(r['problems'])} problems, {len(r['pairs'])} "
+            f"pairs (spent {r['spent_after']}/{budget})"]
+    if "oob_efficiency" in r:
+        bits.append(f"model so far: OOB efficiency {100 * r['oob_efficiency']['mean']:.2f}% "
+                    f"on {r['oob_efficiency']['n']} problems")
+    if "estimated_gain" in r:
+        bits.append(f"estimated gain {100 * r['estimated_gain']:.2f} pts")
+    bits.append(f"chosen in {r['choose_s']:.2f}s")
+    print("; ".join(bits))
+
+
+def _summary(R: _Rounds, plan: SweepPlan, state: dict, budget: int, spent: int, statuses: Counter, wall: float,
+             interrupted: bool, stopped: str | None, backend: str) -> dict:
+    rounds = [{k: v for k, v in r.items() if k != "pairs"} | {"pairs": len(r["pairs"])} for r in state["rounds"]]
+    curve, before = [], 0
+    for r in state["rounds"] + ([state["final"]] if "final" in state else []):
+        if "oob_efficiency" in r:
+            curve.append({"pairs_measured": before, "round": r["round"], "oob_mean": r["oob_efficiency"]["mean"],
+                          "oob_p10": r["oob_efficiency"]["p10"], "oob_problems": r["oob_efficiency"]["n"],
+                          "estimated_loss_unmeasured": r.get("estimated_loss_unmeasured")})
+        before += len(r.get("pairs", []))
+    return {"dataset": str(plan.out), "strategy": R.strategy, "backend": backend, "problems": len(R.problems),
+            "problems_skipped": [{"problem": d, "reason": r} for d, r in plan.skipped],
+            "pool": len(plan.pool.kernels), "pairs_runnable": R.runnable_pairs, "budget_pairs": budget,
+            "budget_fraction": budget / max(1, R.runnable_pairs), "pairs_spent": spent,
+            "pairs_measured": int(sum(statuses.values())), "by_status": dict(statuses), "wall_s": round(wall, 3),
+            "interrupted": interrupted, "stopped": stopped or (state.get("final") or {}).get("stopped"),
+            "active": plain(R.cfg.sweep.active), "rounds": rounds, "learning_curve": curve}
+
+
+def _plot(path: Path, s: dict) -> None:
+    """Learning curve: out-of-bag efficiency of the round's ensemble and its estimated loss on
+    the unmeasured problems, against pairs measured."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    c = s["learning_curve"]
+    fig, ax = plt.subplots(figsize=(6, 4))
+    if c:
+        x = [p["pairs_measured"] for p in c]
+        ax.plot(x, [100 * p["oob_mean"] for p in c], "o-", label="OOB mean efficiency (measured problems)")
+        loss = [(p["pairs_measured"], 100 * (1 - p["estimated_loss_unmeasured"])) for p in c
+                if p["estimated_loss_unmeasured"] is not None]
+        if loss:
+            ax.plot(*zip(*loss), "s--", label="100 - estimated loss on unmeasured problems")
+    ax.axvline(s["budget_pairs"], color="k", linewidth=0.8, linestyle=":", label="budget")
+    ax.set_xlabel("pairs measured")
+    ax.set_ylabel("efficiency (%)")
+    ax.set_title(f"sweep.strategy={s['strategy']}: {s['pairs_spent']} of {s['pairs_runnable']} pairs")
+    ax.legend(loc="lower right", fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
