@@ -8,11 +8,13 @@
    candidate pairs through stage=sweep, then stage=train and stage=evaluate on the test third.
    Target: the active model's mean held-out efficiency within 0.3 points of the full sweep's
    model with at most 40% of the pairs, averaged over seeds; random at the same budget beside it.
-2. Simulated GEMM (backend sim, 5,216-kernel pool; SIMULATED data, labeled so): the same with a
-   budget of 10% of the pairs (target: within 1 point of the full sweep's model).
+2. Simulated GEMM (backend sim, 5,216-kernel pool; SIMULATED data, labeled so): the same at
+   budgets of 0.5%, 1% and 10% of the pairs (target: within 1 point of the full sweep's model
+   with at most 10%). A chosen GEMM gets the ensemble's 48 best kernels + 16 at random, so once
+   every candidate shape is covered a larger budget is left unspent.
 3. Time to choose one round over 1,500 candidate problems (target < 10 s on 2 cores).
 
-    python bench/active_sweep.py [--seeds 0 1 2] [--budgets 0.2 0.3 0.4] [--skip-gemm] [--out DIR]
+    python bench/active_sweep.py [--seeds 0 1 ... 9] [--budgets 0.2 0.3 0.4] [--skip-gemm] [--out DIR]
 
 Prints a table per part and writes active_sweep_bench.png (held-out efficiency against pairs).
 """
@@ -55,10 +57,20 @@ def split_real(d: Path, seed: int) -> tuple[Path, Path]:
     return d / "candidates.csv", d / "test.csv"
 
 
+# Variants of the active strategy compared at the largest budget (real data): each acquisition
+# alone, and timing every kernel of fewer problems (the default times the ensemble's 4 best + 2 at
+# random of the 20 on every problem first, then deepens where it expects improvement).
+VARIANTS = {"active/regret": ["sweep.active.acquisition=regret"],
+            "active/disagreement": ["sweep.active.acquisition=disagreement"],
+            "active/distance": ["sweep.active.acquisition=distance"],
+            "active/all-kernels": ["sweep.active.all_kernels_max=64"]}
+
+
 def one(common: list[str], train_extra: list[str], eval_data: list[str], d: Path, name: str,
-        strategy: str, budget: float | None) -> dict:
+        strategy: str, budget: float | None, extra: list[str] = ()) -> dict:
     """Sweep (strategy, budget) into its own dataset, train on it, evaluate on the test set."""
-    sweep = ["stage=sweep", f"sweep.strategy={strategy}", f"sweep.output={d / name / 'data'}", "sweep.progress=none"]
+    sweep = ["stage=sweep", f"sweep.strategy={strategy}", f"sweep.output={d / name / 'data'}", "sweep.progress=none",
+             *extra]
     if budget is not None:
         sweep.append(f"sweep.budget={budget}")
     t0 = time.perf_counter()
@@ -97,6 +109,16 @@ def part(title: str, runs: dict, budgets: list[float], target_pts: float, target
                   f"{100 * table[f'{strat}@{b}']['p10']:7.2f}% {100 * (m - full):+7.2f}    "
                   + " ".join(f"{100 * r['mean']:.2f}" for r in rs))
     top = max(budgets)
+    for name in VARIANTS:
+        rs = [runs[s][f"{name}@{top}"] for s in seeds if f"{name}@{top}" in runs[s]]
+        if rs:
+            m = float(np.mean([r["mean"] for r in rs]))
+            table[f"{name}@{top}"] = {"mean": m, "pairs": float(np.mean([r["pairs"] for r in rs])),
+                                      "fraction": float(np.mean([r["fraction"] for r in rs])),
+                                      "p10": float(np.mean([r["p10"] for r in rs]))}
+            print(f"  {name:<19} {100 * top:3.0f}% {table[f'{name}@{top}']['pairs']:6.0f} {100 * m:7.2f}% "
+                  f"{100 * table[f'{name}@{top}']['p10']:7.2f}% {100 * (m - full):+7.2f}    "
+                  + " ".join(f"{100 * r['mean']:.2f}" for r in rs))
     act = table[f"active@{top}"]
     ok = full - act["mean"] <= target_pts / 100 and act["fraction"] <= target_frac + 1e-9
     print(f"  target: active within {target_pts} pts of full with <= {100 * target_frac:.0f}% of the pairs: "
@@ -118,12 +140,15 @@ def conv_part(work: Path, seeds: list[int], budgets: list[float]) -> dict:
         for strat in STRATEGIES:
             for b in budgets:
                 runs[seed][f"{strat}@{b}"] = one(common, [], ev, d, f"{strat}{b}", strat, b)
+        for name, extra in VARIANTS.items():
+            b = max(budgets)
+            runs[seed][f"{name}@{b}"] = one(common, [], ev, d, name.replace("/", "_") + str(b), "active", b, extra)
         print(f"  seed {seed}: full {100 * runs[seed]['full']['mean']:.2f}%, " + ", ".join(
             f"{k} {100 * v['mean']:.2f}%" for k, v in runs[seed].items() if k != "full"), flush=True)
     return part("1. Real gfx950 forward (replay), test = a random third of the 185 shapes", runs, budgets, 0.3, 0.4)
 
 
-def gemm_part(work: Path, seeds: list[int], budget: float, n_candidates: int, n_test: int) -> dict:
+def gemm_part(work: Path, seeds: list[int], budgets: list[float], n_candidates: int, n_test: int) -> dict:
     runs = {}
     for seed in seeds:
         d = work / f"gemm{seed}"
@@ -135,11 +160,12 @@ def gemm_part(work: Path, seeds: list[int], budget: float, n_candidates: int, n_
         ev = [f"data.eval_paths=[{d / 'test'}]"]
         runs[seed] = {"full": one(common, [], ev, d, "full", "full", None)}
         for strat in STRATEGIES:
-            runs[seed][f"{strat}@{budget}"] = one(common, [], ev, d, f"{strat}{budget}", strat, budget)
+            for b in budgets:
+                runs[seed][f"{strat}@{b}"] = one(common, [], ev, d, f"{strat}{b}", strat, b)
         print(f"  seed {seed}: full {100 * runs[seed]['full']['mean']:.2f}%, " + ", ".join(
             f"{k} {100 * v['mean']:.2f}%" for k, v in runs[seed].items() if k != "full"), flush=True)
     return part(f"2. Simulated GEMM (SIMULATED data), {n_candidates} candidate / {n_test} test shapes, 5,216 kernels",
-                runs, [budget], 1.0, 0.1)
+                runs, budgets, 1.0, 0.1)
 
 
 def choose_time(work: Path, measured: int = 200, candidates: int = 1500) -> dict:
@@ -185,9 +211,10 @@ def plot(path: Path, conv: dict, budgets: list[float]) -> None:
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
+    ap.add_argument("--seeds", type=int, nargs="+", default=list(range(10)))
     ap.add_argument("--budgets", type=float, nargs="+", default=[0.2, 0.3, 0.4])
     ap.add_argument("--gemm-seeds", type=int, nargs="+", default=[0, 1])
+    ap.add_argument("--gemm-budgets", type=float, nargs="+", default=[0.005, 0.01, 0.1])
     ap.add_argument("--gemm-candidates", type=int, default=200)
     ap.add_argument("--gemm-test", type=int, default=100)
     ap.add_argument("--skip-gemm", action="store_true")
@@ -203,7 +230,7 @@ def main() -> int:
             res["conv"] = conv_part(work, args.seeds, args.budgets)
             plot(Path("active_sweep_bench.png"), res["conv"], args.budgets)
         if not args.skip_gemm:
-            res["gemm"] = gemm_part(work, args.gemm_seeds, 0.1, args.gemm_candidates, args.gemm_test)
+            res["gemm"] = gemm_part(work, args.gemm_seeds, args.gemm_budgets, args.gemm_candidates, args.gemm_test)
         res["choose"] = choose_time(work)
     Path("active_sweep_bench.json").write_text(json.dumps(res, indent=2))
     print(f"\n{time.perf_counter() - t0:.0f}s; figures in active_sweep_bench.json"

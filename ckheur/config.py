@@ -284,10 +284,14 @@ class ActiveSchema:
     acquisition: Acquisition = Acquisition.combined
     ensemble: int = 5  # bootstrap models (over measured problems) whose disagreement is the uncertainty
     trees: int = 100  # trees per ensemble model
-    kernels: int = 0  # kernels timed per chosen problem; 0: all it supports when the pool is small
-    all_kernels_max: int = 64  # pools up to this size time every kernel of a chosen problem (kernels=0)
-    top: int = 48  # large pools: the ensemble's best candidates timed per problem ...
-    explore: int = 16  # ... plus this many drawn at random from the rest of its pool
+    # Kernels timed per chosen problem: the ensemble's `top` best plus `explore` drawn at random from
+    # the rest (null: floor(sqrt(n)) and half that rounded up, n = the kernels that can run it). On
+    # the real data this beats timing every kernel of fewer shapes; all_kernels_max > 0 times every
+    # kernel of problems with at most that many. Once every problem is measured, active rounds time
+    # the (problem, kernel) pairs with the largest expected improvement.
+    top: Optional[int] = None
+    explore: Optional[int] = None
+    all_kernels_max: int = 0
     seed: int = 0
 
 

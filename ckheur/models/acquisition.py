@@ -179,3 +179,10 @@ def oob_efficiency(table: Any, boosters: Sequence[Any], oob: Sequence[np.ndarray
             effs.append(float(t[int(np.argmax(total[g] / count[g]))] / t.max()))
     full = table.full if table.full is not None else np.ones(len(table.problems), dtype=bool)
     return {**summarize(effs), "fully_measured": int(full[np.unique(table.pid[rows])].sum()) if len(rows) else 0}
+
+
+def expected_improvement(S: np.ndarray, pid: np.ndarray, best_row: np.ndarray) -> np.ndarray:
+    """Per row: the mean over members of how much its score exceeds the member's score of the
+    problem's best measured kernel (row ``best_row[pid]``): the expected gain of timing it."""
+    base = S[:, best_row[pid]]
+    return np.maximum(S - base, 0.0).mean(axis=0)

@@ -49,16 +49,18 @@ def run_stage(cfg: DictConfig, output_dir: str | Path, choices: dict[str, Any] |
 
 
 def compose_config(overrides: list[str] | tuple[str, ...] = ()) -> DictConfig:
-    """The packaged config composed with command-line style overrides (no Hydra run)."""
+    """The packaged config composed with overrides written as on the command line (free-text
+    values such as ``kernels.filter=tile_m == 64`` need no Hydra quoting); no Hydra run."""
     from hydra import compose, initialize_config_module
     from hydra.core.global_hydra import GlobalHydra
 
+    from ckheur.cli import quote_free_text
     from ckheur.config import register_configs
 
     register_configs()
     GlobalHydra.instance().clear()
     with initialize_config_module("ckheur.conf", version_base="1.3"):
-        return compose(config_name="config", overrides=list(overrides))
+        return compose(config_name="config", overrides=quote_free_text(list(overrides)))
 
 
 def run_overrides(overrides: list[str] | tuple[str, ...], output_dir: str | Path, quiet: bool = False) -> Any:

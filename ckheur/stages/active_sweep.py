@@ -46,7 +46,7 @@ def _check(a: Any) -> None:
         if not lo < v <= hi:
             raise StageError(f"sweep.active.{name}={v}: must be in (0, 1], a share of sweep.budget")
     for name, lo in (("ensemble", 2), ("trees", 1), ("top", 1), ("explore", 0), ("all_kernels_max", 0)):
-        if int(a[name]) < lo:
+        if a[name] is not None and int(a[name]) < lo:
             raise StageError(f"sweep.active.{name}={a[name]}: must be >= {lo}")
 
 
@@ -98,6 +98,13 @@ class _Rounds:
 
     def all_kernels(self, i: int) -> bool:
         return len(self.runnable[i]) <= int(self.a["all_kernels_max"])
+
+    def top_explore(self, i: int) -> tuple[int, int]:
+        """(kernels from the ranking, kernels at random) to time on problem i."""
+        n = len(self.runnable[i])
+        top = int(self.a["top"]) if self.a["top"] is not None else max(1, int(np.sqrt(n)))
+        explore = int(self.a["explore"]) if self.a["explore"] is not None else int(np.ceil(top / 2))
+        return min(top, n), min(explore, n - min(top, n))
 
     def measured(self) -> np.ndarray:
         """Per candidate problem: has any of its pairs been attempted?"""
@@ -168,13 +175,17 @@ class _Rounds:
                     out[i] = gk[best[np.isfinite(row[best])]]
         return out
 
-    def scores(self, boosters: list, cand: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """(pid, kernel index, member scores [E, rows]) over the candidates' scored pairs."""
+    def scores_of(self, idx: np.ndarray, pid: np.ndarray, kid: np.ndarray) -> np.ndarray:
+        """Feature rows of the pairs (problems[idx[pid]], kernels[kid])."""
         from ckheur.features import pair_features
 
+        return pair_features(self.engine, [self.problems[i] for i in idx], self.kernels, pid, kid, self.plan.arch,
+                             self.plan.op["direction"])
+
+    def scores(self, boosters: list, cand: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """(pid, kernel index, member scores [E, rows]) over the candidates' scored pairs."""
         pid, kid = self.candidate_rows(cand)
-        X = pair_features(self.engine, [self.problems[i] for i in cand], self.kernels, pid, kid, self.plan.arch,
-                          self.plan.op["direction"])
+        X = self.scores_of(cand, pid, kid)
         return pid, kid, np.stack([b.predict(X) for b in boosters])
 
     # ------------------------------------------------------------------ kernels per problem
@@ -183,16 +194,16 @@ class _Rounds:
         `top` of ``ranked`` (the ensemble's order, or the analytic model's) plus `explore` at random."""
         if self.all_kernels(i):
             return [int(k) for k in self.runnable[i]]
+        n_top, n_explore = self.top_explore(i)
         allowed = set(int(k) for k in self.runnable[i])
-        top = [int(k) for k in ranked if int(k) in allowed][: int(self.a["top"])]
+        top = [int(k) for k in ranked if int(k) in allowed][:n_top]
         rest = sorted(allowed - set(top))
         rng = np.random.default_rng([self.seed, rnd, i])
-        explore = rng.choice(rest, size=min(len(rest), int(self.a["explore"])), replace=False).tolist() if rest else []
+        explore = rng.choice(rest, size=min(len(rest), n_explore), replace=False).tolist() if rest else []
         return top + sorted(int(k) for k in explore)
 
     def cost(self, i: int) -> int:
-        n = len(self.runnable[i])
-        return n if self.all_kernels(i) else min(n, int(self.a["top"]) + int(self.a["explore"]))
+        return len(self.runnable[i]) if self.all_kernels(i) else sum(self.top_explore(i))
 
 
 def run_rounds(cfg: Any, ctx: Context, plan: SweepPlan) -> dict:
@@ -221,8 +232,9 @@ def run_rounds(cfg: Any, ctx: Context, plan: SweepPlan) -> dict:
     by_key = {p.key(): p for p in R.problems}
 
     def measure(pairs: list) -> bool:
+        # Pairs of earlier rounds outside today's problem set or pool are left alone.
         todo = [(by_key[tuple(t[:-1])], plan.pool.kernels[R.kpos[t[-1]]]) for t in pairs
-                if tuple(t) not in plan.done]
+                if tuple(t) not in plan.done and tuple(t[:-1]) in by_key and t[-1] in R.kpos]
         batches = [(b, measurer.measure) for b in _chunks(todo, measurer.batch_pairs)]
         got, stop = record_batches(plan.out, batches, measurer, op, arch, pcols, kcols, progress)
         statuses.update(got)
@@ -289,7 +301,9 @@ def _plan_round(R: _Rounds, rnd: int, left: int, budget: int, min_gain: float) -
             u = uncertainty(S, pid, len(cand))
             record["estimated_loss_unmeasured"] = float(u.regret.mean())
     if not len(cand):
-        return {**record, "stopped": "every problem of the set is measured"}, []
+        if R.strategy != "active" or not boosters:
+            return {**record, "stopped": "every problem of the set is measured"}, []
+        return _deepen(R, record, tb, boosters, rnd, left, budget, min_gain, t0)
     first = not boosters or rnd == 0
     size = min(left, int(round(budget * float(a["first_round" if rnd == 0 else "round_size"]))))
     costs = np.array([R.cost(i) for i in cand])
@@ -327,7 +341,8 @@ def _plan_round(R: _Rounds, rnd: int, left: int, budget: int, min_gain: float) -
         record["estimated_gain"] = float(u.regret[picks].sum()) / len(R.problems)
     pairs, chosen = [], []
     partial = [int(cand[j]) for j in picks if not R.all_kernels(int(cand[j]))]
-    analytic = R.analytic_top(np.array(partial), int(a["top"])) if partial and S is None else {}
+    analytic = R.analytic_top(np.array(partial), max(R.top_explore(i)[0] for i in partial)) \
+        if partial and S is None else {}
     for j, w in zip(picks, why):
         i = int(cand[j])
         ranked = analytic.get(i)
@@ -341,6 +356,58 @@ def _plan_round(R: _Rounds, rnd: int, left: int, budget: int, min_gain: float) -
     record.update(acquisition=str(a["acquisition"]) if R.strategy == "active" and not first else
                   ("farthest point" if R.strategy == "active" else R.strategy),
                   problems=chosen, choose_s=round(time.perf_counter() - t0, 3), candidates=int(len(cand)))
+    return record, pairs
+
+
+def _deepen(R: _Rounds, record: dict, tb: Any, boosters: list, rnd: int, left: int, budget: int, min_gain: float,
+            t0: float) -> tuple[dict, list]:
+    """Every problem is measured: time more kernels of them, the unmeasured (problem, kernel)
+    pairs with the largest expected improvement over the problem's best measured kernel."""
+    from ckheur.models.acquisition import expected_improvement
+
+    size = min(left, int(round(budget * float(R.a["round_size"]))))
+    meas = np.flatnonzero(R.measured())
+    pid, kid = R.candidate_rows(meas)
+    best: dict[int, tuple[float, int]] = {}  # candidate position -> (TFLOPS, kernel) of its best measured kernel
+    pos = {int(i): j for j, i in enumerate(meas)}
+    for t, p_tb, k in zip(tb.tflops, tb.pid, tb.kid):
+        i = R.index.get(tb.problems[p_tb].key())
+        if i is not None and i in pos and t > best.get(pos[i], (-1.0, -1))[0]:
+            best[pos[i]] = (float(t), int(k))
+    # Rows of the best measured kernels (added where the cascade left them out).
+    extra = [(j, k) for j, (_, k) in best.items() if not np.any((pid == j) & (kid == k))]
+    if extra:
+        pid = np.r_[pid, [j for j, _ in extra]]
+        kid = np.r_[kid, [k for _, k in extra]]
+    keep = np.array([j in best for j in pid])
+    pid, kid = pid[keep], kid[keep]
+    X = R.scores_of(meas, pid, kid)
+    S = np.stack([b.predict(X) for b in boosters])
+    best_row = np.zeros(len(meas), dtype=np.int64)
+    for r, (j, k) in enumerate(zip(pid, kid)):
+        if best.get(int(j), (0, -1))[1] == k:
+            best_row[j] = r
+    ei = expected_improvement(S, pid, best_row)
+    done = np.array([(*R.problems[meas[j]].key(), R.kernels[k].name) in R.plan.done for j, k in zip(pid, kid)])
+    ei[done] = -1.0
+    order = np.argsort(-ei, kind="stable")
+    chosen = order[ei[order] > 0][:size]
+    if not len(chosen):
+        return {**record, "stopped": "every problem is measured and the ensemble expects no kernel to beat "
+                                     "the measured best"}, []
+    gain = float(ei[chosen].sum()) / len(R.problems)
+    record["estimated_gain"] = gain
+    if min_gain > 0 and gain < min_gain:
+        return {**record, "stopped": f"estimated gain {100 * gain:.3f} pts < sweep.min_gain {100 * min_gain:.3f} pts"}, []
+    pairs, per = [], {}
+    for r in sorted(chosen, key=lambda r: (pid[r], kid[r])):
+        i = int(meas[pid[r]])
+        pairs.append([*R.problems[i].key(), R.kernels[kid[r]].name])
+        d = per.setdefault(i, {"problem": R.problems[i].describe(), "kernels": 0, "expected_improvement": 0.0})
+        d["kernels"] += 1
+        d["expected_improvement"] = round(d["expected_improvement"] + float(ei[r]), 5)
+    record.update(acquisition="expected improvement (deepening)", problems=list(per.values()),
+                  choose_s=round(time.perf_counter() - t0, 3), candidates=int(len(meas)))
     return record, pairs
 
 

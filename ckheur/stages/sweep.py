@@ -1,4 +1,5 @@
-"""stage=sweep: measure every legal kernel on every problem; append, resume, lose nothing."""
+"""stage=sweep: measure every legal kernel on every problem (sweep.strategy=full), or a budget in
+rounds (active, random, stratified: ckheur.stages.active_sweep); append, resume, lose nothing."""
 
 from __future__ import annotations
 
