@@ -311,34 +311,20 @@ def _plan_round(R: _Rounds, rnd: int, left: int, budget: int, min_gain: float) -
         size = min(left, int(costs.min()))
     if left < costs.min():
         return {**record, "stopped": f"budget spent ({budget - left} of {budget} pairs)"}, []
-    why: list[dict] = []
     if R.strategy in ("random", "stratified"):
         pos = {int(i): j for j, i in enumerate(cand)}
-        picks, total = [], 0
-        for i in R.fixed_order():
-            j = pos.get(int(i))
-            if j is not None and total + costs[j] <= size:
-                picks.append(j)
-                total += int(costs[j])
-        why = [{} for _ in picks]
+        picks = _fill([pos[int(i)] for i in R.fixed_order() if int(i) in pos], costs, size)
+        why: list[dict] = [{} for _ in picks]
     elif first:
-        ref = R.Z[measured]
-        picks, total = [], 0
-        for j in farthest_points(R.Z[cand], len(cand), ref, R.seed):
-            if total + costs[j] <= size:
-                picks.append(j)
-                total += int(costs[j])
+        picks = _fill(farthest_points(R.Z[cand], len(cand), R.Z[measured], R.seed), costs, size)
         why = [{"reason": "farthest point"} for _ in picks]
     else:
         picks, why = choose_batch(str(a["acquisition"]), u, R.Z[cand], R.Z[measured], costs, size)
-    if u is not None and min_gain > 0 and not first:
-        gain = float(u.regret[picks].sum()) / len(R.problems)
-        record["estimated_gain"] = gain
-        if gain < min_gain:
-            return {**record, "stopped": f"estimated gain {100 * gain:.3f} pts < sweep.min_gain "
-                                         f"{100 * min_gain:.3f} pts"}, []
-    elif u is not None:
-        record["estimated_gain"] = float(u.regret[picks].sum()) / len(R.problems)
+    if u is not None:
+        # The set's mean efficiency would rise by the picks' expected regret if measuring them removed it.
+        stop = _gain_stop(record, float(u.regret[picks].sum()) / len(R.problems), min_gain)
+        if stop:
+            return stop, []
     pairs, chosen = [], []
     partial = [int(cand[j]) for j in picks if not R.all_kernels(int(cand[j]))]
     analytic = R.analytic_top(np.array(partial), max(R.top_explore(i)[0] for i in partial)) \
@@ -359,6 +345,24 @@ def _plan_round(R: _Rounds, rnd: int, left: int, budget: int, min_gain: float) -
     return record, pairs
 
 
+def _fill(order: list, costs: np.ndarray, size: int) -> list:
+    """Candidates taken in ``order`` while their pairs fit in ``size``."""
+    picks, total = [], 0
+    for j in order:
+        if total + costs[j] <= size:
+            picks.append(j)
+            total += int(costs[j])
+    return picks
+
+
+def _gain_stop(record: dict, gain: float, min_gain: float) -> dict | None:
+    """Record a round's estimated gain; the stop record when it is below sweep.min_gain."""
+    record["estimated_gain"] = gain
+    if min_gain > 0 and gain < min_gain:
+        return {**record, "stopped": f"estimated gain {100 * gain:.3f} pts < sweep.min_gain {100 * min_gain:.3f} pts"}
+    return None
+
+
 def _deepen(R: _Rounds, record: dict, tb: Any, boosters: list, rnd: int, left: int, budget: int, min_gain: float,
             t0: float) -> tuple[dict, list]:
     """Every problem is measured: time more kernels of them, the unmeasured (problem, kernel)
@@ -366,6 +370,8 @@ def _deepen(R: _Rounds, record: dict, tb: Any, boosters: list, rnd: int, left: i
     from ckheur.models.acquisition import expected_improvement
 
     size = min(left, int(round(budget * float(R.a["round_size"]))))
+    if size <= 0:
+        return {**record, "stopped": f"budget spent ({budget - left} of {budget} pairs)"}, []
     meas = np.flatnonzero(R.measured())
     pid, kid = R.candidate_rows(meas)
     best: dict[int, tuple[float, int]] = {}  # candidate position -> (TFLOPS, kernel) of its best measured kernel
@@ -395,10 +401,9 @@ def _deepen(R: _Rounds, record: dict, tb: Any, boosters: list, rnd: int, left: i
     if not len(chosen):
         return {**record, "stopped": "every problem is measured and the ensemble expects no kernel to beat "
                                      "the measured best"}, []
-    gain = float(ei[chosen].sum()) / len(R.problems)
-    record["estimated_gain"] = gain
-    if min_gain > 0 and gain < min_gain:
-        return {**record, "stopped": f"estimated gain {100 * gain:.3f} pts < sweep.min_gain {100 * min_gain:.3f} pts"}, []
+    stop = _gain_stop(record, float(ei[chosen].sum()) / len(R.problems), min_gain)
+    if stop:
+        return stop, []
     pairs, per = [], {}
     for r in sorted(chosen, key=lambda r: (pid[r], kid[r])):
         i = int(meas[pid[r]])
