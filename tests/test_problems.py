@@ -174,3 +174,14 @@ def test_unknown_set_and_bad_source(tmp_path):
     bad.write_text("N,C,K,Hi,Wi\n1,8,6,4,4\n1,8,8,0,4\n")
     with pytest.raises(ProblemError, match="line 3: problem field Hi=0"):
         read_csv(bad)
+
+
+def test_ck_gfx950_fwd_set_is_the_real_shapes(ck_fwd_csv):
+    import pandas as pd
+
+    raw = pd.read_csv(ck_fwd_csv)
+    fields = ["N", "C", "K", "G", "Hi", "Wi", "Y", "X", "stride_h", "stride_w", "pad_h", "pad_w"]
+    real = {tuple(int(v) for v in r) for r in raw[fields].itertuples(index=False, name=None)}
+    probs = load_named_set("ck_gfx950_fwd")
+    assert len(probs) == len(real) == 185
+    assert {tuple(getattr(p, f) for f in fields) for p in probs} == real
