@@ -100,6 +100,9 @@ def run(cfg: Any, ctx: Context) -> dict:
     if rep["rows_not_used_by_status"]:
         print(f"train: rows skipped by status: {rep['rows_not_used_by_status']}")
     partial, pair_weight = str(cfg.train.partial), float(cfg.train.pairwise_weight)
+    if rep["problems_partly_measured"] and not rep["problems_fully_measured"]:
+        print("train: no problem is fully measured: CV efficiency is against each problem's best measured kernel "
+              "(optimistic where the best kernel was not timed)")
     if rep["problems_partly_measured"]:
         print(f"train: {rep['problems_partly_measured']} of {rep['problems']} problems are partly measured "
               f"(tuning databases, interrupted sweeps); target for them: train.partial={partial}"
