@@ -88,43 +88,37 @@ def one(common: list[str], train_extra: list[str], eval_data: list[str], d: Path
 
 
 def part(title: str, runs: dict, budgets: list[float], target_pts: float, target_frac: float) -> dict:
-    """Print per strategy and budget the mean over seeds, against the full sweep's model."""
+    """Print per strategy and budget the mean over seeds, against the full sweep's model (the
+    difference is paired by seed: mean +- its standard error)."""
     seeds = sorted(runs)
-    full = np.mean([runs[s]["full"]["mean"] for s in seeds])
-    print(f"\n{title}: mean held-out efficiency over seeds {seeds} (P10 in brackets)")
-    print(f"  {'strategy':<11} {'budget':>7} {'pairs':>9} {'mean':>8} {'P10':>8} {'vs full':>8}   per seed")
-    f = [runs[s]["full"] for s in seeds]
-    print(f"  {'full':<11} {'100%':>7} {np.mean([r['pairs'] for r in f]):9.0f} {100 * full:7.2f}% "
-          f"{100 * np.mean([r['p10'] for r in f]):7.2f}% {'':>8}   " + " ".join(f"{100 * r['mean']:.2f}" for r in f))
-    table = {"full": {"mean": full}}
-    for strat in STRATEGIES:
-        for b in budgets:
-            rs = [runs[s][f"{strat}@{b}"] for s in seeds]
-            m = float(np.mean([r["mean"] for r in rs]))
-            table[f"{strat}@{b}"] = {"mean": m, "pairs": float(np.mean([r["pairs"] for r in rs])),
-                                     "fraction": float(np.mean([r["fraction"] for r in rs])),
-                                     "p10": float(np.mean([r["p10"] for r in rs])),
-                                     "max_choose_s": float(max(r["max_choose_s"] for r in rs))}
-            print(f"  {strat:<11} {100 * b:6.0f}% {table[f'{strat}@{b}']['pairs']:9.0f} {100 * m:7.2f}% "
-                  f"{100 * table[f'{strat}@{b}']['p10']:7.2f}% {100 * (m - full):+7.2f}    "
-                  + " ".join(f"{100 * r['mean']:.2f}" for r in rs))
-    top = max(budgets)
-    for name in VARIANTS:
-        rs = [runs[s][f"{name}@{top}"] for s in seeds if f"{name}@{top}" in runs[s]]
-        if rs:
-            m = float(np.mean([r["mean"] for r in rs]))
-            table[f"{name}@{top}"] = {"mean": m, "pairs": float(np.mean([r["pairs"] for r in rs])),
-                                      "fraction": float(np.mean([r["fraction"] for r in rs])),
-                                      "p10": float(np.mean([r["p10"] for r in rs]))}
-            print(f"  {name:<19} {100 * top:3.0f}% {table[f'{name}@{top}']['pairs']:6.0f} {100 * m:7.2f}% "
-                  f"{100 * table[f'{name}@{top}']['p10']:7.2f}% {100 * (m - full):+7.2f}    "
-                  + " ".join(f"{100 * r['mean']:.2f}" for r in rs))
-    act = table[f"active@{top}"]
-    ok = full - act["mean"] <= target_pts / 100 and act["fraction"] <= target_frac + 1e-9
+    full = [runs[s]["full"]["mean"] for s in seeds]
+    print(f"\n{title}: mean held-out efficiency over seeds {seeds}")
+    print(f"  {'strategy':<20} {'budget':>6} {'pairs spent':>12} {'mean':>8} {'P10':>8} {'vs full (+-SE)':>15}   per seed")
+    table = {"full": _row("full", "100%", [runs[s]["full"] for s in seeds], full)}
+    rows = [(f"{strat}@{b}", strat, b) for strat in STRATEGIES for b in budgets] + \
+        [(f"{name}@{max(budgets)}", name, max(budgets)) for name in VARIANTS]
+    for key, name, b in rows:
+        if all(key in runs[s] for s in seeds):
+            table[key] = _row(name, f"{100 * b:.0f}%", [runs[s][key] for s in seeds], full)
+    act = table[f"active@{max(budgets)}"]
+    ok = -act["vs_full"] <= target_pts / 100 and act["fraction"] <= target_frac + 1e-9
     print(f"  target: active within {target_pts} pts of full with <= {100 * target_frac:.0f}% of the pairs: "
-          f"{100 * (act['mean'] - full):+.2f} pts with {100 * act['fraction']:.1f}% -> {'MET' if ok else 'NOT MET'}; "
-          f"random at that budget {100 * (table[f'random@{top}']['mean'] - full):+.2f} pts")
+          f"{100 * act['vs_full']:+.2f} pts with {100 * act['fraction']:.1f}% -> {'MET' if ok else 'NOT MET'}; "
+          f"random at that budget {100 * table[f'random@{max(budgets)}']['vs_full']:+.2f} pts")
     return table
+
+
+def _row(name: str, budget: str, rs: list[dict], full: list[float]) -> dict:
+    """One printed line: means over seeds and the paired difference to the full sweep's model."""
+    diff = np.array([r["mean"] for r in rs]) - np.array(full)
+    out = {k: float(np.mean([r[k] for r in rs])) for k in ("mean", "p10", "pairs", "fraction")}
+    out.update(vs_full=float(diff.mean()), se=float(diff.std(ddof=1) / np.sqrt(len(diff))) if len(diff) > 1 else 0.0,
+               max_choose_s=float(max(r["max_choose_s"] for r in rs)), per_seed=[r["mean"] for r in rs])
+    vs = "" if name == "full" else f"{100 * out['vs_full']:+.2f} +- {100 * out['se']:.2f}"
+    spent = f"{out['pairs']:.0f} ({100 * out['fraction']:.0f}%)"
+    print(f"  {name:<20} {budget:>6} {spent:>12} {100 * out['mean']:7.2f}% {100 * out['p10']:7.2f}% "
+          f"{vs:>15}   " + " ".join(f"{100 * m:.2f}" for m in out["per_seed"]))
+    return out
 
 
 def conv_part(work: Path, seeds: list[int], budgets: list[float]) -> dict:
@@ -197,7 +191,7 @@ def plot(path: Path, conv: dict, budgets: list[float]) -> None:
 
     fig, ax = plt.subplots(figsize=(6, 4))
     for strat in STRATEGIES:
-        xs = [100 * conv[f"{strat}@{b}"]["fraction"] for b in budgets]
+        xs = [100 * conv[f"{strat}@{b}"]["fraction"] for b in budgets]  # pairs actually spent
         ax.plot(xs, [100 * conv[f"{strat}@{b}"]["mean"] for b in budgets], "o-", label=strat)
     ax.axhline(100 * conv["full"]["mean"], color="k", linestyle="--", label="full sweep")
     ax.set_xlabel("pairs measured (% of the full sweep)")
