@@ -16,7 +16,8 @@
 
     python bench/active_sweep.py [--seeds 0 1 ... 9] [--budgets 0.2 0.3 0.4] [--skip-gemm] [--out DIR]
 
-Prints a table per part and writes active_sweep_bench.png (held-out efficiency against pairs).
+Prints a table per part; the figures go to outputs/bench/active_sweep.json and the plot of held-out
+efficiency against pairs measured to outputs/bench/active_sweep.png.
 """
 
 from __future__ import annotations
@@ -220,15 +221,17 @@ def main() -> int:
     with tempfile.TemporaryDirectory() as tmp:
         work = args.out or Path(tmp)
         work.mkdir(parents=True, exist_ok=True)
+        report = Path("outputs/bench")
+        report.mkdir(parents=True, exist_ok=True)
         if not args.skip_conv:
             res["conv"] = conv_part(work, args.seeds, args.budgets)
-            plot(Path("active_sweep_bench.png"), res["conv"], args.budgets)
+            plot(report / "active_sweep.png", res["conv"], args.budgets)
         if not args.skip_gemm:
             res["gemm"] = gemm_part(work, args.gemm_seeds, args.gemm_budgets, args.gemm_candidates, args.gemm_test)
         res["choose"] = choose_time(work)
-    Path("active_sweep_bench.json").write_text(json.dumps(res, indent=2))
-    print(f"\n{time.perf_counter() - t0:.0f}s; figures in active_sweep_bench.json"
-          + (", plot active_sweep_bench.png" if "conv" in res else ""))
+        (report / "active_sweep.json").write_text(json.dumps(res, indent=2))
+    print(f"\n{time.perf_counter() - t0:.0f}s; figures in {report / 'active_sweep.json'}"
+          + (f", plot {report / 'active_sweep.png'}" if "conv" in res else ""))
     return 0
 
 
