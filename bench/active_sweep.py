@@ -100,7 +100,7 @@ def part(title: str, runs: dict, budgets: list[float], target_pts: float, target
         [(f"{name}@{max(budgets)}", name, max(budgets)) for name in VARIANTS]
     for key, name, b in rows:
         if all(key in runs[s] for s in seeds):
-            table[key] = _row(name, f"{100 * b:.0f}%", [runs[s][key] for s in seeds], full)
+            table[key] = _row(name, f"{100 * b:g}%", [runs[s][key] for s in seeds], full)
     act = table[f"active@{max(budgets)}"]
     ok = -act["vs_full"] <= target_pts / 100 and act["fraction"] <= target_frac + 1e-9
     print(f"  target: active within {target_pts} pts of full with <= {100 * target_frac:.0f}% of the pairs: "
@@ -167,9 +167,10 @@ def choose_time(work: Path, measured: int = 200, candidates: int = 1500) -> dict
     """Seconds to choose a round over 1,500 candidates after a first round of 200 problems (conv
     forward and GEMM, simulated): ensemble training, scoring every candidate, acquisition."""
     out = {}
-    for op, family, pool_per_problem in (("fwd", "grouped_conv", 30), ("gemm", "gemm", 64)):
+    for op, family, pool in (("fwd", "grouped_conv", 30), ("gemm", "gemm", 5216)):
         d = work / f"choose_{op}"
-        budget = 2 * measured * pool_per_problem  # first round (half the budget): `measured` problems
+        top = int(np.sqrt(pool))  # the default kernels per problem: floor(sqrt(n)) + half that
+        budget = 2 * measured * (top + (top + 1) // 2)  # first round (half the budget): about `measured` problems
         s = stage([f"op={op}", "backend=sim", "stage=sweep", "problems.name=choose",
                    f"problems.sources=[{{kind: generate, family: {family}, seed: 5, count: {measured + candidates}}}]",
                    "sweep.strategy=active", f"sweep.budget={budget}", "sweep.active.first_round=0.5",
@@ -177,7 +178,8 @@ def choose_time(work: Path, measured: int = 200, candidates: int = 1500) -> dict
         r = s["rounds"][1]
         out[op] = {"candidates": r["candidates"], "measured_rows": r["measured_rows"], "choose_s": r["choose_s"],
                    "pool": s["pool"]}
-    print("\n3. Choosing a round (ensemble training, scoring every candidate, acquisition), this machine:")
+    print("\n3. Choosing a round after a first round of about 200 problems (ensemble training, scoring every "
+          "candidate, acquisition), this machine:")
     for op, r in out.items():
         print(f"  {op}: {r['candidates']} candidates, pool {r['pool']}, model trained on {r['measured_rows']} "
               f"measured pairs: {r['choose_s']:.2f} s (target < 10 s)")
