@@ -3,8 +3,10 @@
 Each round trains a bootstrap ensemble of small models on what is measured so far (its
 out-of-bag efficiency is the learning curve), chooses problems (active: farthest points in log
 problem space first, then by the ensemble's uncertainty and distance; random / stratified:
-seeded orders, the baselines) and, per problem, the kernels to time (all for small pools; the
-ensemble's best plus random exploration for large ones). The round's plan is written to
+seeded orders, the baselines) and, per problem, the kernels to time (the ensemble's best
+floor(sqrt(n)) plus half that at random; every kernel with sweep.active.all_kernels_max). Once
+every problem is measured, active rounds deepen: they time the (problem, kernel) pairs the
+ensemble expects to beat the problem's best measured kernel. The round's plan is written to
 ``active_sweep.json`` in the dataset folder before anything is measured, so a killed sweep
 resumes by finishing that plan: nothing is measured twice, and the rounds are the same as
 without the kill. Measurements are ordinary sweep data (same schema, atomic part files).
