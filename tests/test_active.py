@@ -167,8 +167,8 @@ def test_acquisition_prefers_shapes_far_from_measured_ones():
     unsure.regret[3] = 0.2
     assert choose_batch("regret", unsure, Z, measured, costs, 1)[0] == [3]
     assert choose_batch("combined", unsure, Z, measured, costs, 1)[0] == [3]
-    # The second far shape comes before a near one even after the first far one is taken.
-    assert farthest_points(Z, 2, measured, seed=0) == [11, 10] or farthest_points(Z, 2, measured, seed=0) == [10, 11]
+    # Farthest-point sampling: the second far shape comes before any near one.
+    assert sorted(farthest_points(Z, 2, measured, seed=0)) == [10, 11]
 
 
 def test_uncertainty_of_an_ensemble():

@@ -28,9 +28,10 @@ def nearest_distance(Z: np.ndarray, ref: np.ndarray) -> np.ndarray:
     if not len(ref):
         return np.full(len(Z), np.inf)
     out = np.empty(len(Z))
-    for i in range(0, len(Z), 2048):  # bounded memory for large candidate sets
-        d2 = ((Z[i:i + 2048, None, :] - ref[None, :, :]) ** 2).sum(axis=2)
-        out[i:i + 2048] = np.sqrt(d2.min(axis=1))
+    step = max(1, 2_000_000 // max(1, ref.size))  # rows per chunk: bounded memory for large sets
+    for i in range(0, len(Z), step):
+        d2 = ((Z[i:i + step, None, :] - ref[None, :, :]) ** 2).sum(axis=2)
+        out[i:i + step] = np.sqrt(d2.min(axis=1))
     return out
 
 

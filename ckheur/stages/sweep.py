@@ -102,11 +102,7 @@ class SweepPlan:
     groups: dict  # kernel group -> its pool kernels
     masks: dict  # problem key -> which kernels of its group can run it (bool array)
     skipped: list  # (problem description, reason): no kernel can run it
-    total_pairs: int
-
-    def runnable(self, p: Any) -> list:
-        """The pool kernels that can run a problem."""
-        return [k for k, ok in zip(self.groups[p.group], self.masks[p.key()]) if ok]
+    total_pairs: int  # problems x the kernels of their group (runnable or not)
 
 
 def plan_sweep(cfg: Any) -> SweepPlan:
