@@ -200,3 +200,13 @@ def test_pair_features_per_problem_equals_the_grid():
     grid = pair_features(eng, probs, pool, pid, kid, arch, "fwd")
     one_by_one = pair_features(eng, probs, pool, pid, kid, arch, "fwd", max_grid_rows=0)
     assert grid.shape == (60, len(eng.feature_names())) and np.array_equal(grid, one_by_one)
+
+
+def test_expected_improvement_over_the_best_measured_kernel():
+    from ckheur.models.acquisition import expected_improvement
+
+    # one problem, kernel 0 measured best; member 1 thinks kernel 2 beats it by 0.2, member 0 does not
+    S = np.array([[0.9, 0.5, 0.8],
+                  [0.7, 0.6, 0.9]])
+    ei = expected_improvement(S, np.array([0, 0, 0]), np.array([0]))
+    assert ei.tolist() == pytest.approx([0.0, 0.0, 0.1])

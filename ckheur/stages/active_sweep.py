@@ -383,18 +383,19 @@ def _deepen(R: _Rounds, record: dict, tb: Any, boosters: list, rnd: int, left: i
         if i is not None and i in pos and t > best.get(pos[i], (-1.0, -1))[0]:
             best[pos[i]] = (float(t), int(k))
     # Rows of the best measured kernels (added where the cascade left them out).
-    extra = [(j, k) for j, (_, k) in best.items() if not np.any((pid == j) & (kid == k))]
+    have = set(zip(pid.tolist(), kid.tolist()))
+    extra = [(j, k) for j, (_, k) in best.items() if (j, k) not in have]
     if extra:
         pid = np.r_[pid, [j for j, _ in extra]]
         kid = np.r_[kid, [k for _, k in extra]]
-    keep = np.array([j in best for j in pid])
+    keep = np.array([j in best for j in pid.tolist()], dtype=bool)
     pid, kid = pid[keep], kid[keep]
     X = R.scores_of(meas, pid, kid)
     S = np.stack([b.predict(X) for b in boosters])
+    row_of = {pair: r for r, pair in enumerate(zip(pid.tolist(), kid.tolist()))}
     best_row = np.zeros(len(meas), dtype=np.int64)
-    for r, (j, k) in enumerate(zip(pid, kid)):
-        if best.get(int(j), (0, -1))[1] == k:
-            best_row[j] = r
+    for j, (_, k) in best.items():
+        best_row[j] = row_of[(j, k)]
     ei = expected_improvement(S, pid, best_row)
     done = np.array([(*R.problems[meas[j]].key(), R.kernels[k].name) in R.plan.done for j, k in zip(pid, kid)])
     ei[done] = -1.0
