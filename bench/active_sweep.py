@@ -67,7 +67,7 @@ VARIANTS = {"active/regret": ["sweep.active.acquisition=regret"],
             "active/all-kernels": ["sweep.active.all_kernels_max=64"]}
 
 
-def one(common: list[str], train_extra: list[str], eval_data: list[str], d: Path, name: str,
+def one(common: list[str], eval_data: list[str], d: Path, name: str,
         strategy: str, budget: float | None, extra: list[str] = ()) -> dict:
     """Sweep (strategy, budget) into its own dataset, train on it, evaluate on the test set."""
     sweep = ["stage=sweep", f"sweep.strategy={strategy}", f"sweep.output={d / name / 'data'}", "sweep.progress=none",
@@ -78,7 +78,7 @@ def one(common: list[str], train_extra: list[str], eval_data: list[str], d: Path
     s = stage([*common, *sweep], d / name / "sweep")
     sweep_s = time.perf_counter() - t0
     stage([*common, "stage=train", f"data.paths=[{d / name / 'data'}]", f"train.output={d / name / 'model'}",
-           "train.family_cv=false", *train_extra], d / name / "train")
+           "train.family_cv=false"], d / name / "train")
     e = stage([*common, "stage=evaluate", f"evaluate.model_dir={d / name / 'model'}", "evaluate.plots=false",
                *eval_data], d / name / "eval")
     pairs = s.get("pairs_spent", s.get("attempts"))
@@ -131,13 +131,13 @@ def conv_part(work: Path, seeds: list[int], budgets: list[float]) -> dict:
                   f"problems.sources=[{{kind: csv, path: {cand}}}]", "problems.name=candidates", f"seed={seed}",
                   f"sweep.active.seed={seed}"]
         ev = [f"data.eval_paths=[{test}]"]
-        runs[seed] = {"full": one(common, [], ev, d, "full", "full", None)}
+        runs[seed] = {"full": one(common, ev, d, "full", "full", None)}
         for strat in STRATEGIES:
             for b in budgets:
-                runs[seed][f"{strat}@{b}"] = one(common, [], ev, d, f"{strat}{b}", strat, b)
+                runs[seed][f"{strat}@{b}"] = one(common, ev, d, f"{strat}{b}", strat, b)
         for name, extra in VARIANTS.items():
             b = max(budgets)
-            runs[seed][f"{name}@{b}"] = one(common, [], ev, d, name.replace("/", "_") + str(b), "active", b, extra)
+            runs[seed][f"{name}@{b}"] = one(common, ev, d, name.replace("/", "_") + str(b), "active", b, extra)
         print(f"  seed {seed}: full {100 * runs[seed]['full']['mean']:.2f}%, " + ", ".join(
             f"{k} {100 * v['mean']:.2f}%" for k, v in runs[seed].items() if k != "full"), flush=True)
     return part("1. Real gfx950 forward (replay), test = a random third of the 185 shapes", runs, budgets, 0.3, 0.4)
@@ -153,10 +153,10 @@ def gemm_part(work: Path, seeds: list[int], budgets: list[float], n_candidates: 
         test = ["op=gemm", "arch=gfx950", "backend=sim", gen(9000 + seed, n_test), "problems.name=test"]
         stage([*test, "stage=sweep", f"sweep.output={d / 'test'}", "sweep.progress=none"], d / "test_sweep")
         ev = [f"data.eval_paths=[{d / 'test'}]"]
-        runs[seed] = {"full": one(common, [], ev, d, "full", "full", None)}
+        runs[seed] = {"full": one(common, ev, d, "full", "full", None)}
         for strat in STRATEGIES:
             for b in budgets:
-                runs[seed][f"{strat}@{b}"] = one(common, [], ev, d, f"{strat}{b}", strat, b)
+                runs[seed][f"{strat}@{b}"] = one(common, ev, d, f"{strat}{b}", strat, b)
         print(f"  seed {seed}: full {100 * runs[seed]['full']['mean']:.2f}%, " + ", ".join(
             f"{k} {100 * v['mean']:.2f}%" for k, v in runs[seed].items() if k != "full"), flush=True)
     return part(f"2. Simulated GEMM (SIMULATED data), {n_candidates} candidate / {n_test} test shapes, 5,216 kernels",

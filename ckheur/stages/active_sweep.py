@@ -25,7 +25,7 @@ from typing import Any
 import numpy as np
 
 from ckheur.stages import Context, StageError, plain
-from ckheur.stages.sweep import Progress, SweepPlan, _chunks, print_skipped, record_batches
+from ckheur.stages.sweep import Progress, SweepPlan, measure_batches, print_skipped, record_batches
 
 STATE_FILE = "active_sweep.json"
 MIN_ENSEMBLE_PROBLEMS = 5  # fewer measured problems than this: no ensemble (choices without a model)
@@ -88,11 +88,9 @@ class _Rounds:
         self.problems = plan.problems
         self.index = {p.key(): i for i, p in enumerate(self.problems)}
         self.Z = log_space(self.problems)
-        kernels = plan.pool.kernels
-        self.kernels = kernels
-        kpos = {k.name: i for i, k in enumerate(kernels)}
-        self.kpos = kpos
-        self.group_idx = {g: np.array([kpos[k.name] for k in ks], dtype=np.int64) for g, ks in plan.groups.items()}
+        self.kernels = plan.pool.kernels
+        self.kpos = {k.name: i for i, k in enumerate(self.kernels)}
+        self.group_idx = {g: np.array([self.kpos[k.name] for k in ks], dtype=np.int64) for g, ks in plan.groups.items()}
         self.runnable = [self.group_idx[p.group][plan.masks[p.key()]] for p in self.problems]
         self.runnable_pairs = int(sum(len(r) for r in self.runnable))
         self.order: np.ndarray | None = None  # random / stratified: the fixed order of problems
@@ -237,7 +235,7 @@ def run_rounds(cfg: Any, ctx: Context, plan: SweepPlan) -> dict:
         # Pairs of earlier rounds outside today's problem set or pool are left alone.
         todo = [(by_key[tuple(t[:-1])], plan.pool.kernels[R.kpos[t[-1]]]) for t in pairs
                 if tuple(t) not in plan.done and tuple(t[:-1]) in by_key and t[-1] in R.kpos]
-        batches = [(b, measurer.measure) for b in _chunks(todo, measurer.batch_pairs)]
+        batches = measure_batches(todo, measurer)
         got, stop = record_batches(plan.out, batches, measurer, op, arch, pcols, kcols, progress)
         statuses.update(got)
         plan.done.update(tuple(t) for t in pairs)  # a pair whose batch was lost in a kill is measured on resume

@@ -54,6 +54,11 @@ def _chunks(seq: Sequence[Any], size: int):
         yield seq[i:i + size]
 
 
+def measure_batches(pairs: Sequence[tuple[Any, Any]], measurer: Any) -> list[tuple[Sequence, Callable]]:
+    """The pairs cut into the measurer's batch size, each with its measure call (for record_batches)."""
+    return [(b, measurer.measure) for b in _chunks(pairs, measurer.batch_pairs)]
+
+
 def _not_run(pairs: Sequence[tuple[Any, Any]]) -> Any:
     """Results for pairs the kernel cannot run: recorded as unsupported, never measured."""
     from ckheur.backends import Results
@@ -181,7 +186,7 @@ def run(cfg: Any, ctx: Context) -> dict:
     progress = Progress(len(todo) + len(unsupported), st.progress, st.log_every_s)
     t0 = time.perf_counter()
     batches = [(b, _not_run) for b in _chunks(unsupported, 50_000)] + \
-        [(b, measurer.measure) for b in _chunks(todo, measurer.batch_pairs)]
+        measure_batches(todo, measurer)
     try:
         statuses, interrupted = record_batches(out, batches, measurer, op, arch, pcols, kcols, progress)
     finally:

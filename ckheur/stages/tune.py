@@ -31,7 +31,7 @@ def run(cfg: Any, ctx: Context) -> dict:
     from ckheur.dataset import kernel_columns
     from ckheur.problems import ProblemError, load_problem_set
     from ckheur.stages.predict import load_selector, problem_from_cfg
-    from ckheur.stages.sweep import Progress, _chunks, record_batches
+    from ckheur.stages.sweep import Progress, measure_batches, record_batches
     from ckheur.tuning_db import TuningDB
 
     op, arch, bcfg, tc = plain(cfg.op), plain(cfg.arch), plain(cfg.backend), cfg.tune
@@ -77,7 +77,7 @@ def run(cfg: Any, ctx: Context) -> dict:
                 break
             rounds += 1
             progress = Progress(len(todo), tc.progress, tc.log_every_s, prefix="tune")
-            batches = [(b, measurer.measure) for b in _chunks(todo, measurer.batch_pairs)]
+            batches = measure_batches(todo, measurer)
             got, interrupted = record_batches(db.path, batches, measurer, op, arch, pcols, kcols, progress)
             statuses.update(got)
             db.refresh()
