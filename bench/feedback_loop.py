@@ -67,7 +67,7 @@ def split_thirds(d: Path, seed: int, by_family: bool) -> list[Path]:
     import pandas as pd
 
     from ckheur.measurements import CK_GFX950_FWD
-    from ckheur.models.training import shape_families
+    from ckheur.problems.space import shape_families
     from ckheur.problems import problem_from_dict
 
     raw = pd.read_csv(CK_GFX950_FWD)

@@ -1,6 +1,6 @@
 """ckheur: learn which GPU kernel to run, from config-driven sweeps of kernel libraries."""
 
-__version__ = "0.1.0"
+from ckheur.version import __version__
 
 __all__ = ["Selector", "__version__"]
 

@@ -559,3 +559,25 @@ def register_configs() -> None:
     for group, options in SCHEMAS.items():
         for name, node in options.items():
             cs.store(group=f"schema/{group}", name=name, node=node)
+
+
+# Free-text values that Hydra's override grammar cannot take unquoted (operators, quotes).
+_FREE_TEXT_KEYS = ("kernels.filter=", "problem=", "backend.template=", "backend.regex=",
+                   "backend.build_command=")
+
+
+def quote_free_text(args: list[str]) -> list[str]:
+    """Quote free-text override values so ``kernels.filter=tile_n >= 128 and x == 'y'`` works."""
+    out = []
+    for a in args:
+        key = next((k for k in _FREE_TEXT_KEYS if a.lstrip("+~").startswith(k)), None)
+        if key:
+            head, val = a.split("=", 1)
+            if key == "problem=":  # problem="convbfp16 -n ..." is the MIOpenDriver form
+                head = head.replace("problem", "problem.miopen", 1)
+            if val and val[0] not in "'\"" and val != "null":
+                q = '"' if '"' not in val else "'"
+                if q not in val:
+                    a = f"{head}={q}{val}{q}"
+        out.append(a)
+    return out

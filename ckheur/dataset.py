@@ -1,4 +1,5 @@
-"""Measurement datasets: one row per (problem, kernel) attempt, stored as Parquet part files.
+"""Measurement datasets: one row per (problem, kernel) attempt, stored as Parquet part files
+(``ckheur.parts``).
 
 A dataset is a folder ``{data}/{family}_{direction}_{dtype}_{arch}/{problems}.parquet/``
 holding ``part-*.parquet`` files. Each batch of a sweep is written to a temporary file and
@@ -9,19 +10,15 @@ the newest row per (arch, direction, dtype, problem, kernel). Failed attempts ar
 
 from __future__ import annotations
 
-import os
-import uuid
-import warnings
 from pathlib import Path
 from typing import Any, Iterable, Mapping, Sequence
 
-from ckheur import __version__
 from ckheur.config import load_option
-from ckheur.errors import UserError
 from ckheur.ops import get_family
+from ckheur.parts import SCHEMA_VERSION, DatasetError, read_parquet, read_parts, write_table
 from ckheur.problems.conv import CONV_FIELDS
+from ckheur.version import __version__
 
-SCHEMA_VERSION = 1
 STATUSES = ("ok", "failed", "timeout", "unsupported", "wrong_result", "missing", "suspect")
 # A suspect run has a valid timing but a sanity count unlike the other kernels of its problem:
 # kept and reported; it counts as a measurement unless the user excludes suspects.
@@ -45,14 +42,6 @@ def identity(family: str = "grouped_conv") -> tuple[str, ...]:
 
 
 COLUMNS = columns("grouped_conv")
-
-
-class DatasetError(UserError):
-    """A dataset or import file is missing, malformed or of another schema version."""
-
-
-class CorruptPartWarning(UserWarning):
-    """A part file of a dataset folder could not be read and was skipped."""
 
 
 def ran_ok(status: str, latency_ms: float) -> bool:
@@ -114,10 +103,7 @@ def write_part(folder: str | Path, rows: Sequence[Mapping[str, Any]] | Any) -> P
     """Write rows (dicts or a DataFrame) as one new part file, atomically."""
     import pandas as pd
     import pyarrow as pa
-    import pyarrow.parquet as pq
 
-    folder = Path(folder)
-    folder.mkdir(parents=True, exist_ok=True)
     df = rows if isinstance(rows, pd.DataFrame) else pd.DataFrame(list(rows))
     if "op" not in df.columns:
         raise DatasetError("rows lack dataset columns: op")
@@ -129,49 +115,7 @@ def write_part(folder: str | Path, rows: Sequence[Mapping[str, Any]] | Any) -> P
     bad = sorted(set(df["status"]) - set(STATUSES))
     if bad:
         raise DatasetError(f"status {bad}: allowed values are {', '.join(STATUSES)}")
-    table = pa.Table.from_pandas(df[list(cols)], schema=arrow_schema(family), preserve_index=False)
-    name = f"part-{pd.Timestamp.now('UTC').strftime('%Y%m%dT%H%M%S%f')}-{uuid.uuid4().hex[:8]}.parquet"
-    tmp = folder / f".tmp-{name}"
-    pq.write_table(table, tmp)
-    with open(tmp, "rb") as f:
-        os.fsync(f.fileno())
-    os.replace(tmp, folder / name)
-    return folder / name
-
-
-def read_parts(folder: Path, skip: set[str] | frozenset = frozenset()) -> tuple[Any, list[str]]:
-    """Rows of a dataset folder's part files not named in ``skip``, and the names read.
-
-    A part that cannot be read (corrupt, truncated by a dying disk) is skipped with a
-    :class:`CorruptPartWarning`, never fatal: parts are written atomically, so this is damage,
-    and the other parts are still good."""
-    import pandas as pd
-
-    frames, names = [], []
-    for p in sorted(folder.glob("part-*.parquet")):
-        if p.name in skip:
-            continue
-        try:
-            frames.append(_read_parquet(p))
-        except DatasetError:
-            raise
-        except Exception as e:  # noqa: BLE001 - any unreadable part is skipped, whatever pyarrow says
-            warnings.warn(f"skipping unreadable dataset part {p}: {str(e).splitlines()[0][:200]}",
-                          CorruptPartWarning, stacklevel=2)
-            continue
-        names.append(p.name)
-    frames = [f for f in frames if len(f)]
-    return (pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(columns=["op"])), names
-
-
-def _read_parquet(path: Path):
-    import pyarrow.parquet as pq
-
-    table = pq.read_table(path)
-    version = (table.schema.metadata or {}).get(b"ckheur_schema_version", b"?").decode()
-    if version != str(SCHEMA_VERSION):
-        raise DatasetError(f"{path}: schema version {version}, this ckheur reads {SCHEMA_VERSION}")
-    return table.to_pandas()
+    return write_table(folder, pa.Table.from_pandas(df[list(cols)], schema=arrow_schema(family), preserve_index=False))
 
 
 def _read_one(path: Path):
@@ -179,7 +123,7 @@ def _read_one(path: Path):
         return read_parts(path)[0]
     if path.name.endswith((".csv", ".csv.gz")):
         return read_ck_csv(path)
-    return _read_parquet(path)
+    return read_parquet(path)
 
 
 def read_dataset(paths: str | Path | Iterable[str | Path], dedupe: bool = True):

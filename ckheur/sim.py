@@ -27,9 +27,16 @@ from typing import Any, Mapping, Sequence
 
 import numpy as np
 
+from ckheur.kernels.base import DTYPE_BYTES
+
 PIPELINES = ("mem", "compv3", "compv4", "compv5", "compv6", "comp_async")
 DIRECTIONS = ("fwd", "bwd_data", "bwd_weight")
-_DTYPE_BYTES = {"fp16": 2, "bf16": 2, "fp8": 1, "fp32": 4}
+
+# The selection cascade (the selector, its C export, active sweeps): pools larger than
+# CASCADE_THRESHOLD are pre-ranked by this analytic model, and the learned model scores only
+# its top CASCADE_TOP candidates.
+CASCADE_THRESHOLD = 512
+CASCADE_TOP = 256
 
 
 def load_params(path: str | Path | None = None) -> dict[str, Any]:
@@ -76,7 +83,7 @@ def kernel_arrays(kernels: Sequence[Any]) -> dict[str, np.ndarray]:
         "persistent": np.array([getattr(k, "persistent", False) for k in kernels], dtype=np.float64),
         "padded": np.array([any(getattr(k, f, False) for f in ("pad_m", "pad_n", "pad_k")) for k in kernels],
                            dtype=np.float64),
-        "dtype_bytes": np.array([_DTYPE_BYTES[k.dtype] for k in kernels], dtype=np.float64),
+        "dtype_bytes": np.array([DTYPE_BYTES[k.dtype] for k in kernels], dtype=np.float64),
         "hash": np.array([_stable_hash(k.name) for k in kernels], dtype=np.uint64),
     }
 

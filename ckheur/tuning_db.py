@@ -70,7 +70,8 @@ class TuningDB:
 
     def refresh(self) -> int:
         """Read the parts written since the last load (by this or another process); rows read."""
-        from ckheur.dataset import read_parts, usable
+        from ckheur.dataset import usable
+        from ckheur.parts import read_parts
 
         df, names = read_parts(self.path, skip=self._parts)
         self._parts.update(names)

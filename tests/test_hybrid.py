@@ -15,7 +15,8 @@ import numpy as np
 import pytest
 
 from conftest import ROOT, run_cli
-from ckheur.dataset import CorruptPartWarning, read_dataset
+from ckheur.dataset import read_dataset
+from ckheur.parts import CorruptPartWarning
 from ckheur.problems import CONV_FIELDS
 
 SHIPPED = "models/grouped_conv_fwd_bf16_gfx950"

@@ -15,7 +15,7 @@ import subprocess
 from typing import Any, Mapping, Sequence
 
 from ckheur.backends import BackendError, Measurer, Results
-from ckheur.problems.miopen import to_miopen
+from ckheur.problems.conv import to_miopen
 
 _UNITS = {"ms": 1.0, "us": 1e-3, "s": 1e3}
 

@@ -15,21 +15,16 @@ from dataclasses import asdict, dataclass
 from functools import cached_property
 from typing import Any, Mapping, Sequence
 
-from ckheur.errors import UserError
+from ckheur.kernels.base import DTYPE_BYTES, KernelError, tile_problems
 
 VARIANTS = {"fwd": "forward", "bwd_data": "bwd_data", "bwd_weight": "bwd_weight"}
 _DIRECTION_OF = {v: k for k, v in VARIANTS.items()}
-DTYPE_BYTES = {"fp16": 2, "bf16": 2, "fp8": 1, "fp32": 4}
 
 _NAME_RE = re.compile(
     r"^grouped_conv_(?P<variant>forward|bwd_data|bwd_weight)_(?P<dtype>[a-z0-9]+)_(?P<ndim>[23])d_"
     r"(?P<tile_m>\d+)x(?P<tile_n>\d+)x(?P<tile_k>\d+)_(?P<pipeline>[a-z0-9_]+?)"
     r"(?:_(?P<scheduler>intrawave|interwave))?(?P<dsb>_dsb)?(?P<si>_si)?$"
 )
-
-
-class KernelError(UserError):
-    """A kernel name or trait is invalid; the message names it and the allowed values."""
 
 
 @dataclass(frozen=True)
@@ -152,8 +147,6 @@ def _resolve_generated(op: Mapping[str, Any], arch: Mapping[str, Any]) -> tuple[
     Production tiles keep their production mapping; others prefer about 4 waves and the
     largest MFMA warp tile, so each tile (and so each CK name) maps to one instance.
     """
-    from ckheur.kernels.pool import tile_problems as _tile_problems
-
     prod = {(t["tile_m"], t["tile_n"], t["tile_k"]): t for t in op["tiles"]}
     gen = op["generated_tiles"]
     cg = arch["codegen"]
@@ -166,7 +159,7 @@ def _resolve_generated(op: Mapping[str, Any], arch: Mapping[str, Any]) -> tuple[
             tiles.append(dict(prod[(tm, tn, tk)]))
             continue
         for wave, warp in itertools.product(waves, warps):
-            if not _tile_problems(t, wave, warp, arch, op["dtype"]):
+            if not tile_problems(t, wave, warp, arch, op["dtype"]):
                 tiles.append({**t, "wave": list(wave), "warp_tile": list(warp)})
                 break
         else:

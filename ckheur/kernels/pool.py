@@ -4,9 +4,9 @@ architecture's code-generation rules. Every rejected combination keeps its reaso
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Mapping, Sequence
+from typing import Any, Mapping
 
-from ckheur.kernels.conv import KernelError
+from ckheur.kernels.base import KernelError, tile_problems
 from ckheur.kernels.filter import compile_filter
 
 
@@ -33,26 +33,6 @@ def _lds_budget(arch: Mapping[str, Any], pipeline: str) -> int:
     cg = arch["codegen"]
     frac = cg.get("lds_budget_fraction", {}).get(pipeline, cg.get("default_lds_budget_fraction", 1.0))
     return int(arch["lds_bytes"] * frac)
-
-
-def tile_problems(tile: Mapping[str, Any], wave: Sequence[int], warp: Sequence[int],
-                  arch: Mapping[str, Any], dtype: str) -> list[str]:
-    """Reasons a tile with this wave layout and warp tile is illegal on the arch ([] if legal)."""
-    cg = arch["codegen"]
-    why = []
-    if [list(w) for w in cg["wave_layouts"]].count(list(wave)) == 0:
-        why.append(f"wave layout {list(wave)} not allowed on {arch['name']}")
-    allowed_warp = [list(w) for w in cg["warp_tiles"].get(dtype, [])]
-    if list(warp) not in allowed_warp:
-        why.append(f"warp tile {list(warp)} not allowed for {dtype} on {arch['name']}")
-    for dim, w, t in zip("mnk", wave, warp):
-        size = tile[f"tile_{dim}"]
-        if w * t == 0 or size % (w * t):
-            why.append(f"tile_{dim}={size} not divisible by wave_{dim} x warp_tile_{dim} = {w}x{t}")
-    waves = wave[0] * wave[1] * wave[2]
-    if waves > cg.get("max_waves_per_block", 16):
-        why.append(f"{waves} waves per block > max {cg.get('max_waves_per_block', 16)}")
-    return why
 
 
 def enumerate_pool(op: Mapping[str, Any], arch: Mapping[str, Any], filter_expr: str | None = None) -> Pool:

@@ -14,15 +14,6 @@ import numpy as np
 ACQUISITIONS = ("combined", "regret", "disagreement", "distance")
 
 
-def log_space(problems: Sequence[Any]) -> np.ndarray:
-    """Problems as points: log2(1 + field) of their numeric fields, standardized per field
-    (fields without spread are dropped)."""
-    rows = [[float(v) for v in p.key() if isinstance(v, (int, float)) and not isinstance(v, bool)] for p in problems]
-    Z = np.log2(np.maximum(np.asarray(rows, dtype=float).reshape(len(problems), -1), 0.0) + 1.0)
-    Z = Z[:, Z.std(axis=0) > 0] if len(Z) else Z
-    return (Z - Z.mean(axis=0)) / Z.std(axis=0) if Z.size else np.zeros((len(problems), 0))
-
-
 def nearest_distance(Z: np.ndarray, ref: np.ndarray) -> np.ndarray:
     """Euclidean distance from each row of Z to its nearest row of ref (inf when ref is empty)."""
     if not len(ref):
@@ -56,7 +47,7 @@ def farthest_points(Z: np.ndarray, count: int, measured: np.ndarray, seed: int) 
 
 def stratified_order(families: np.ndarray, seed: int) -> np.ndarray:
     """An order of problems in which every prefix is spread over their shape families
-    (``training.shape_families`` labels) in proportion to family size: each problem sits at a
+    (``ckheur.problems.space.shape_families`` labels) in proportion to family size: each problem sits at a
     seeded random position within its family."""
     rng = np.random.default_rng(seed)
     pos = np.empty(len(families))
@@ -143,12 +134,15 @@ def choose_batch(kind: str, u: Uncertainty | None, Z: np.ndarray, measured: np.n
 def train_ensemble(table: Any, model: Mapping[str, Any], members: int, trees: int, categorical: list[int],
                    seed: int, partial: str = "naive") -> tuple[list, list[np.ndarray]]:
     """Bootstrap ensemble of small `relative` models: each member trains on problems drawn with
-    replacement; returns the boosters and, per member, the problems it did not see (out of bag)."""
+    replacement; returns the boosters and, per member, the problems it did not see (out of bag).
+
+    Members are small: each trains on one thread unless ``model.threads`` says otherwise."""
     from ckheur.models.training import fit
 
     n = len(table.problems)
     rows_of = np.split(np.arange(len(table.pid)), np.flatnonzero(np.diff(table.pid)) + 1)  # rows sorted by pid
     rng = np.random.default_rng(seed)
+    model = {**model, "threads": int(model.get("threads", 0)) or 1}
     boosters, oob = [], []
     for m in range(members):
         draw = rng.integers(0, n, n)
@@ -164,13 +158,14 @@ def oob_efficiency(table: Any, boosters: Sequence[Any], oob: Sequence[np.ndarray
     the best measured one (the oracle on fully measured problems; on partly measured ones, as
     large pools are, an optimistic estimate). An estimate of the model's quality so far."""
     from ckheur.metrics import summarize
+    from ckheur.threads import predict
 
     total = np.zeros(len(table.pid))
     count = np.zeros(len(table.pid))
     for b, out in zip(boosters, oob):
         rows = np.flatnonzero(np.isin(table.pid, out))
         if len(rows):
-            total[rows] += b.predict(table.X[rows])
+            total[rows] += predict(b, table.X[rows])
             count[rows] += 1
     effs = []
     rows = np.flatnonzero(count > 0)

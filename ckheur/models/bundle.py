@@ -82,8 +82,9 @@ def _read_json(path: Path) -> Any:
 
 
 def _read_booster(path: Path) -> Any:
-    import lightgbm as lgb
+    from ckheur.threads import lightgbm
 
+    lgb = lightgbm()
     try:
         with gzip.open(path, "rt") as f:
             text = f.read()

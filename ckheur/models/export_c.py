@@ -31,7 +31,7 @@ import numpy as np
 
 from ckheur.backends.abi import DIRECTION_CODES, DTYPE_CODES
 from ckheur.errors import UserError
-from ckheur.kernels.conv import DTYPE_BYTES
+from ckheur.kernels.base import DTYPE_BYTES
 from ckheur.problems.gemm import LAYOUTS
 
 C_DIR = Path(__file__).resolve().parent / "c"
@@ -339,9 +339,8 @@ def export_bundle(model_dir: str | Path, output: str | Path, name: str | None = 
     from ckheur.features import get_engine
     from ckheur.features.common import coverage_occupancy
     from ckheur.models.bundle import load_bundle
-    from ckheur.models.selector import CASCADE_THRESHOLD, CASCADE_TOP
     from ckheur.ops import get_family
-    from ckheur.sim import load_params
+    from ckheur.sim import CASCADE_THRESHOLD, CASCADE_TOP, load_params
 
     b = load_bundle(model_dir)
     spec = b.spec

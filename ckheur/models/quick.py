@@ -18,13 +18,14 @@ def train_quick_bundle(out: str | Path, op: Mapping[str, Any], arch: Mapping[str
 
     ``kernel_sample`` trains on that many kernels per group (the bundle keeps the whole pool);
     ``nan_fraction`` blanks feature values at random so LightGBM learns missing-value branches."""
-    import lightgbm as lgb
-
     from ckheur.kernels import enumerate_pool
     from ckheur.models.bundle import save_bundle
     from ckheur.ops import get_family
-    from ckheur.sim import load_params, simulate
     from ckheur.problems import random_problems
+    from ckheur.sim import load_params, simulate
+    from ckheur.threads import lightgbm
+
+    lgb = lightgbm()
 
     pool = enumerate_pool(op, arch).kernels
     family = get_family(op["family"])

@@ -31,10 +31,10 @@ from typing import Any, Callable, Mapping
 import numpy as np
 
 from ckheur.problems.base import ProblemError
+from ckheur.sim import CASCADE_THRESHOLD, CASCADE_TOP
+from ckheur.threads import predict
 
 
-CASCADE_THRESHOLD = 512  # pools larger than this are pre-ranked by the analytic model ...
-CASCADE_TOP = 256  # ... and the learned model scores only its top candidates
 
 
 def as_problem(problem: Any, family: str = "grouped_conv") -> Any:
@@ -276,11 +276,11 @@ class Selector:
         prob = self.engine.problem_arrays([p], self.direction)
         analytic = {**self.analytic_params, "dtype": self.dtype} if self.analytic_params else None
         X = self.engine.features(prob, feats, self.arch, self.direction, analytic)
-        scores = self.booster.predict(X, num_threads=1)
+        scores = predict(self.booster, X)
         if self.tflops_booster is None:
             tflops = np.expm1(scores)
         else:
-            tflops = np.expm1(self.tflops_booster.predict(X, num_threads=1))
+            tflops = np.expm1(predict(self.tflops_booster, X))
             if self.objective == "relative":
                 # Scores are predicted fractions of the best: scale by the best TFLOPS estimate so
                 # the TFLOPS shown agree with the ranking.

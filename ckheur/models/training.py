@@ -123,7 +123,7 @@ def lgb_params(model: Mapping[str, Any], objective: str, seed: int) -> dict:
          "min_data_in_leaf": model["min_data_in_leaf"], "feature_fraction": model["feature_fraction"],
          "bagging_fraction": model["subsample"], "bagging_freq": model["subsample_freq"],
          "lambda_l2": model["lambda_l2"], "seed": seed, "deterministic": True, "force_row_wise": True,
-         "verbose": -1, "num_threads": model["threads"]}
+         "verbose": -1}
     if objective == "lambdarank":
         p.update(objective="lambdarank", metric="ndcg", eval_at=[1], label_gain=list(range(31)))
     else:
@@ -132,9 +132,9 @@ def lgb_params(model: Mapping[str, Any], objective: str, seed: int) -> dict:
 
 
 def _dataset(X: np.ndarray, y: np.ndarray, pid: np.ndarray, objective: str, categorical: list[int], ref: Any = None):
-    import lightgbm as lgb
+    from ckheur.threads import lightgbm
 
-    ds = lgb.Dataset(X, y, categorical_feature=categorical, free_raw_data=False, reference=ref)
+    ds = lightgbm().Dataset(X, y, categorical_feature=categorical, free_raw_data=False, reference=ref)
     if objective == "lambdarank":
         _, counts = np.unique(pid, return_counts=True)  # rows are sorted by pid
         ds.set_group(counts)
@@ -196,8 +196,10 @@ def fit(table: Table, rows: np.ndarray, model: Mapping[str, Any], objective: str
 
     ``partial`` is the target for partly measured problems under the `relative` objective:
     ``naive`` (relative to the best measured kernel), ``pairwise`` (:func:`_mixed_loss`), or
-    ``drop`` (their rows are left out)."""
-    import lightgbm as lgb
+    ``drop`` (their rows are left out). Threads: ``model.threads``, else ``ckheur.threads``' policy."""
+    from ckheur.threads import lightgbm, train_threads
+
+    lgb = lightgbm()
 
     if partial not in PARTIAL_TARGETS:
         raise TrainingError(f"train.partial={partial!r}: allowed values are {', '.join(PARTIAL_TARGETS)}")
@@ -212,6 +214,7 @@ def fit(table: Table, rows: np.ndarray, model: Mapping[str, Any], objective: str
             valid_rows = None
     y = labels(objective, table.tflops, table.pid, model.get("rank_label_power", 8.0))
     params = lgb_params(model, objective, seed)
+    params["num_threads"] = train_threads(int(model.get("threads", 0)), len(rows), table.X.shape[1])
     train = _dataset(table.X[rows], y[rows], table.pid[rows], objective, categorical)
     kw: dict[str, Any] = {}
     if mixed:
@@ -240,6 +243,7 @@ def cross_validate(table: Table, model: Mapping[str, Any], objective: str, categ
     from sklearn.model_selection import GroupKFold, GroupShuffleSplit
 
     from ckheur.metrics import selection_report
+    from ckheur.threads import predict
 
     n_problems = len(table.problems)
     if n_problems < folds:
@@ -255,24 +259,10 @@ def cross_validate(table: Table, model: Mapping[str, Any], objective: str, categ
         booster = fit(table, np.sort(tr[inner_tr]), model, objective, categorical, seed, model["max_trees"],
                       valid_rows=np.sort(tr[inner_va]), partial=partial, pair_weight=pair_weight)
         best_iters.append(int(booster.best_iteration or booster.current_iteration()))
-        oof[te] = booster.predict(table.X[te], num_iteration=best_iters[-1])
+        oof[te] = predict(booster, table.X[te], int(model.get("threads", 0)), num_iteration=best_iters[-1])
         fold_of[te] = f
     scored = table.full[table.pid] if table.full is not None and table.full.any() else np.ones(len(oof), bool)
     metrics = selection_report(table.pid[scored], oof[scored], table.tflops[scored])
     metrics["scored_problems"] = int(len(np.unique(table.pid[scored])))
     metrics["oracle"] = "measured" if table.full is None or table.full.any() else "best measured kernel"
     return {"oof": oof, "fold": fold_of, "best_iterations": best_iters, "metrics": metrics}
-
-
-def shape_families(problems: Sequence[Any], clusters: int, seed: int) -> np.ndarray:
-    """Cluster labels of problems in log problem space (k-means on standardized log2 of the
-    numeric fields): folds made of whole clusters test on shapes unlike the training ones."""
-    from sklearn.cluster import KMeans
-
-    from ckheur.models.acquisition import log_space
-
-    Z = log_space(problems)
-    if not Z.shape[1]:
-        return np.zeros(len(problems), dtype=np.int64)
-    k = max(1, min(clusters, len(problems)))
-    return KMeans(n_clusters=k, n_init=10, random_state=seed).fit_predict(Z).astype(np.int64)

@@ -16,9 +16,11 @@ from __future__ import annotations
 import math
 import random
 from dataclasses import asdict, dataclass, fields
+from pathlib import Path
 from typing import Any, Mapping
 
 from ckheur.problems.base import ProblemError, checked_fields, draw_distinct, field_defaults
+from ckheur.problems.miopen import driver_line, parse_driver_line
 
 DIRECTIONS = ("fwd", "bwd_data", "bwd_weight")
 WRITTEN_TENSOR = {"fwd": "out", "bwd_data": "in", "bwd_weight": "wei"}  # what each direction computes
@@ -250,15 +252,33 @@ def generate(seed: int, count: int, ndim: int = 2, families: Mapping[str, float]
     fams = dict(families or {f: 1.0 for f in FAMILIES if (f == "conv3d") == (ndim == 3)})
     return draw_distinct(seed, count, fams, FAMILIES, sample)
 
-def _read_miopen(path: Any) -> list[ConvProblem]:
-    from ckheur.problems.miopen import read_miopen_file
+def parse_miopen(line: str) -> tuple[ConvProblem, str | None]:
+    """Parse one MIOpenDriver command line into (problem, direction or None for all)."""
+    vals, direction = parse_driver_line(line)
+    return problem_from_dict(vals), direction
 
-    return read_miopen_file(path)
+
+def to_miopen(p: ConvProblem, dtype: str = "bf16") -> str:
+    """Format a problem as a MIOpenDriver command line (inverse of parse_miopen)."""
+    return driver_line(p.to_dict(), CONV_FIELDS, p.ndim, dtype)
+
+
+def read_miopen_file(path: Any) -> list[ConvProblem]:
+    """Problems from a text file of MIOpenDriver lines ('#' comments and blank lines skipped)."""
+    out = []
+    for i, line in enumerate(Path(path).read_text().splitlines(), start=1):
+        if not line.strip() or line.lstrip().startswith("#"):
+            continue
+        try:
+            out.append(parse_miopen(line)[0])
+        except ProblemError as e:
+            raise ProblemError(f"{path} line {i}: {e}") from None
+    return out
 
 
 BATCH_FIELD = "N"  # what a source's `batch` list replaces
 
-SOURCES = {"miopen": _read_miopen}  # source kinds only this family has
+SOURCES = {"miopen": read_miopen_file}  # source kinds only this family has
 
 SLICES = {
     "1x1": lambda p, g: p.Z * p.Y * p.X == 1,

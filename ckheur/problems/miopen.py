@@ -1,12 +1,13 @@
-"""MIOpenDriver command lines <-> grouped-convolution problems."""
+"""MIOpenDriver command lines <-> problem field values (the codec; ``ckheur.problems.conv``
+builds problems from it)."""
 
 from __future__ import annotations
 
 import re
 import shlex
-from pathlib import Path
+from typing import Mapping, Sequence
 
-from ckheur.problems.conv import CONV_FIELDS, ConvProblem, ProblemError, problem_from_dict
+from ckheur.problems.base import ProblemError
 
 # Flag -> problem field. Defaults are MIOpenDriver's own when a flag is absent.
 _MIOPEN_FLAGS = {
@@ -34,8 +35,8 @@ _MIOPEN_IGNORED = {"-F", "-m", "-t", "-V", "-i", "-w", "-s", "-P", "-I", "-O", "
                    "-B", "-A", "-G", "-E", "-R", "-X", "-Y"}
 
 
-def parse_miopen(line: str) -> tuple[ConvProblem, str | None]:
-    """Parse one MIOpenDriver command line into (problem, direction or None for all)."""
+def parse_driver_line(line: str) -> tuple[dict[str, int], str | None]:
+    """Parse one MIOpenDriver command line into (problem field values, direction or None for all)."""
     try:
         # A comment starts at '#' after whitespace; '-#' is MIOpen's stride_d flag.
         tokens = shlex.split(re.split(r"(?:^|\s)#", line, maxsplit=1)[0])
@@ -81,30 +82,16 @@ def parse_miopen(line: str) -> tuple[ConvProblem, str | None]:
         elif field_name in _MIOPEN_DEFAULTS:
             vals[field_name] = _MIOPEN_DEFAULTS[field_name]
     direction = {"1": "fwd", "2": "bwd_data", "4": "bwd_weight"}.get(args.get("-F", "0"))
-    return problem_from_dict(vals), direction
+    return vals, direction
 
 
-def to_miopen(p: ConvProblem, dtype: str = "bf16") -> str:
-    """Format a problem as a MIOpenDriver command line (inverse of parse_miopen)."""
+def driver_line(values: Mapping[str, int], fields: Sequence[str], ndim: int, dtype: str = "bf16") -> str:
+    """A MIOpenDriver command line giving ``fields`` (in that order) their ``values``
+    (inverse of :func:`parse_driver_line`)."""
     cmd = {"fp16": "convfp16", "bf16": "convbfp16", "fp8": "convfp8"}.get(dtype, "conv")
     inv = {v: k for k, v in _MIOPEN_FLAGS.items()}
-    names = CONV_FIELDS if p.ndim == 3 else [f for f in CONV_FIELDS if not f.endswith("_d") and f not in ("Di", "Z")]
-    parts = [cmd] + [f"{inv[f]} {getattr(p, f)}" for f in names]
-    if p.ndim == 3:
+    names = fields if ndim == 3 else [f for f in fields if not f.endswith("_d") and f not in ("Di", "Z")]
+    parts = [cmd] + [f"{inv[f]} {values[f]}" for f in names]
+    if ndim == 3:
         parts.append("--spatial_dim 3")
     return " ".join(parts)
-
-
-
-
-def read_miopen_file(path: str | Path) -> list[ConvProblem]:
-    """Problems from a text file of MIOpenDriver lines ('#' comments and blank lines skipped)."""
-    out = []
-    for i, line in enumerate(Path(path).read_text().splitlines(), start=1):
-        if not line.strip() or line.lstrip().startswith("#"):
-            continue
-        try:
-            out.append(parse_miopen(line)[0])
-        except ProblemError as e:
-            raise ProblemError(f"{path} line {i}: {e}") from None
-    return out

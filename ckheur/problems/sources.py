@@ -59,12 +59,18 @@ def dedupe(problems: Iterable[Any]) -> list:
 
 
 def read_dataset_problems(path: str | Path, family: str = "grouped_conv") -> list:
-    """The distinct problems of a dataset folder, Parquet file or CK CSV, in order of appearance."""
-    from ckheur.dataset import read_dataset
+    """The distinct problems of a dataset folder, Parquet file or CSV, in order of appearance."""
     from ckheur.ops import get_family
+    from ckheur.parts import DatasetError, read_parquet, read_parts
 
+    path = Path(path)
+    if path.name.endswith((".csv", ".csv.gz")):
+        return dedupe(read_csv(path, family))
     mod = get_family(family).problems
-    df = read_dataset(path, dedupe=False)
+    try:
+        df = read_parts(path, columns=mod.FIELDS)[0] if path.is_dir() else read_parquet(path, mod.FIELDS)
+    except DatasetError as e:
+        raise ProblemError(str(e)) from None
     fields = [f for f in mod.FIELDS if f in df.columns]
     return dedupe(mod.problem_from_dict(dict(zip(fields, r))) for r in df[fields].itertuples(index=False, name=None))
 

@@ -54,8 +54,7 @@ def compose_config(overrides: list[str] | tuple[str, ...] = ()) -> DictConfig:
     from hydra import compose, initialize_config_module
     from hydra.core.global_hydra import GlobalHydra
 
-    from ckheur.cli import quote_free_text
-    from ckheur.config import register_configs
+    from ckheur.config import quote_free_text, register_configs
 
     register_configs()
     GlobalHydra.instance().clear()

@@ -25,7 +25,7 @@ from typing import Any
 import numpy as np
 
 from ckheur.stages import Context, StageError, plain
-from ckheur.stages.sweep import Progress, SweepPlan, measure_batches, print_skipped, record_batches
+from ckheur.stages.measuring import Progress, SweepPlan, measure_batches, print_skipped, record_batches
 
 STATE_FILE = "active_sweep.json"
 MIN_ENSEMBLE_PROBLEMS = 5  # fewer measured problems than this: no ensemble (choices without a model)
@@ -78,7 +78,7 @@ class _Rounds:
 
     def __init__(self, cfg: Any, plan: SweepPlan) -> None:
         from ckheur.features import get_engine
-        from ckheur.models.acquisition import log_space
+        from ckheur.problems.space import log_space
 
         self.cfg, self.plan = cfg, plan
         self.a = plain(cfg.sweep.active)
@@ -113,7 +113,7 @@ class _Rounds:
 
     def fixed_order(self) -> np.ndarray:
         from ckheur.models.acquisition import stratified_order
-        from ckheur.models.training import shape_families
+        from ckheur.problems.space import shape_families
 
         if self.order is None:
             if self.strategy == "random":
@@ -138,7 +138,7 @@ class _Rounds:
     def candidate_rows(self, cand: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """(pid into cand, kernel index) of the pairs the ensemble scores: every runnable kernel,
         or for large pools the analytic model's top candidates (the selector's cascade)."""
-        from ckheur.models.selector import CASCADE_THRESHOLD, CASCADE_TOP
+        from ckheur.sim import CASCADE_THRESHOLD, CASCADE_TOP
 
         pid, kid = [], []
         big = [j for j, i in enumerate(cand) if len(self.runnable[i]) > CASCADE_THRESHOLD]
@@ -186,7 +186,9 @@ class _Rounds:
         """(pid, kernel index, member scores [E, rows]) over the candidates' scored pairs."""
         pid, kid = self.candidate_rows(cand)
         X = self.scores_of(cand, pid, kid)
-        return pid, kid, np.stack([b.predict(X) for b in boosters])
+        from ckheur.threads import predict
+
+        return pid, kid, np.stack([predict(b, X) for b in boosters])
 
     # ------------------------------------------------------------------ kernels per problem
     def kernels_for(self, i: int, ranked: np.ndarray | None, rnd: int) -> list[int]:
@@ -368,6 +370,7 @@ def _deepen(R: _Rounds, record: dict, tb: Any, boosters: list, rnd: int, left: i
     """Every problem is measured: time more kernels of them, the unmeasured (problem, kernel)
     pairs with the largest expected improvement over the problem's best measured kernel."""
     from ckheur.models.acquisition import expected_improvement
+    from ckheur.threads import predict
 
     size = min(left, int(round(budget * float(R.a["round_size"]))))
     if size <= 0:
@@ -389,7 +392,7 @@ def _deepen(R: _Rounds, record: dict, tb: Any, boosters: list, rnd: int, left: i
     keep = np.array([j in best for j in pid.tolist()], dtype=bool)
     pid, kid = pid[keep], kid[keep]
     X = R.scores_of(meas, pid, kid)
-    S = np.stack([b.predict(X) for b in boosters])
+    S = np.stack([predict(b, X) for b in boosters])
     row_of = {pair: r for r, pair in enumerate(zip(pid.tolist(), kid.tolist()))}
     best_row = np.zeros(len(meas), dtype=np.int64)
     for j, (_, k) in best.items():

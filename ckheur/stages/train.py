@@ -59,16 +59,16 @@ def _candidates(cfg: Any) -> list[tuple[str, bool]]:
 
 def run(cfg: Any, ctx: Context) -> dict:
     """Train (or warm-start) a model bundle for the op/dtype/arch on the configured data."""
-    import lightgbm as lgb
-
-    from ckheur import __version__
     from ckheur.dataset import keep_shard, read_dataset
     from ckheur.features import get_engine
     from ckheur.kernels import enumerate_pool
     from ckheur.models.bundle import incompatibilities, load_bundle, save_bundle
     from ckheur.models.training import build_table, cross_validate, fit
     from ckheur.sim import load_params
+    from ckheur.threads import lightgbm
+    from ckheur.version import __version__
 
+    lgb = lightgbm()
     op, arch, model = plain(cfg.op), plain(cfg.arch), plain(cfg.model)
     engine = get_engine(op["family"])
     paths = data_paths(cfg, op, arch, list(cfg.data.paths), cfg.problems.name)
@@ -190,7 +190,8 @@ def _family_cv(cfg: Any, tb: Any, model: dict, objective: str, categorical: list
     """Leave-shape-family-out CV: folds of whole clusters of problems in log problem space, so
     each test fold holds shapes unlike the training ones. It estimates how far to trust the
     model on a new workload, beside the grouped CV (which tests on neighbours of training shapes)."""
-    from ckheur.models.training import cross_validate, shape_families
+    from ckheur.models.training import cross_validate
+    from ckheur.problems.space import shape_families
 
     folds = int(cfg.train.folds)
     clusters = max(folds, int(cfg.train.family_clusters))

@@ -31,7 +31,7 @@ def run(cfg: Any, ctx: Context) -> dict:
     from ckheur.dataset import kernel_columns
     from ckheur.problems import ProblemError, load_problem_set
     from ckheur.stages.predict import load_selector, problem_from_cfg
-    from ckheur.stages.sweep import Progress, measure_batches, record_batches
+    from ckheur.stages.measuring import Progress, measure_batches, record_batches
     from ckheur.tuning_db import TuningDB
 
     op, arch, bcfg, tc = plain(cfg.op), plain(cfg.arch), plain(cfg.backend), cfg.tune

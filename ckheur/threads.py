@@ -1,0 +1,94 @@
+"""Thread policy for LightGBM (and any OpenMP code): one place that decides how many threads
+a training or a prediction gets, and that waiting threads sleep instead of spin.
+
+Why: OpenMP threads spin while they wait for work. When more threads are busy than there are
+free cores (CI runners, shared nodes, a laptop running a build), every parallel region waits
+for a descheduled thread and small trainings get 30-50x slower. So:
+
+- the thread count comes from the CPUs this process may really use (CPU affinity and the
+  cgroup CPU quota), not ``os.cpu_count()``;
+- work too small for threads to pay (small training sets, ensemble members, scoring a few
+  rows) gets one thread;
+- ``OMP_WAIT_POLICY=PASSIVE`` is the default before the OpenMP runtime loads (a value the
+  user set is kept), so idle threads yield their core.
+
+``model.threads`` overrides the count (0: this policy). Import LightGBM through
+:func:`lightgbm` so the wait policy is in place before its OpenMP runtime starts.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from pathlib import Path
+from typing import Any
+
+# Below this many cells (rows x features) a LightGBM training is faster on one thread than on
+# two, even on quiet cores (bench/thread_policy.py measures the crossover).
+MIN_CELLS_PER_THREAD = 2_000_000
+# Scoring: below this many rows a prediction is dominated by per-call overhead.
+MIN_PREDICT_ROWS_PER_THREAD = 20_000
+
+
+def _cgroup_cpu_limit(root: Path = Path("/sys/fs/cgroup")) -> float | None:
+    """CPUs allowed by the cgroup quota (v2 ``cpu.max`` or v1 ``cfs_quota_us``), None if unlimited."""
+    try:
+        quota, period = (root / "cpu.max").read_text().split()[:2]
+        if quota != "max":
+            return int(quota) / int(period)
+        return None
+    except (OSError, ValueError):
+        pass
+    try:
+        quota_us = int((root / "cpu" / "cpu.cfs_quota_us").read_text())
+        period_us = int((root / "cpu" / "cpu.cfs_period_us").read_text())
+        return quota_us / period_us if quota_us > 0 and period_us > 0 else None
+    except (OSError, ValueError):
+        return None
+
+
+def available_cpus(cgroup_root: Path = Path("/sys/fs/cgroup")) -> int:
+    """CPUs this process may use: its affinity mask, capped by the cgroup CPU quota (>= 1)."""
+    try:
+        cpus = len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):  # not Linux
+        cpus = os.cpu_count() or 1
+    limit = _cgroup_cpu_limit(cgroup_root)
+    if limit is not None:
+        cpus = min(cpus, max(1, math.floor(limit)))
+    return max(1, cpus)
+
+
+def train_threads(requested: int, rows: int, features: int) -> int:
+    """Threads for training on ``rows`` x ``features``: ``requested`` if > 0, else one for small
+    data and up to the available CPUs for large data."""
+    if requested > 0:
+        return int(requested)
+    return max(1, min(available_cpus(), (rows * max(1, features)) // MIN_CELLS_PER_THREAD))
+
+
+def predict_threads(requested: int, rows: int) -> int:
+    """Threads for scoring ``rows`` rows: ``requested`` if > 0, else one unless there are many rows."""
+    if requested > 0:
+        return int(requested)
+    return max(1, min(available_cpus(), rows // MIN_PREDICT_ROWS_PER_THREAD))
+
+
+def quiet_openmp() -> None:
+    """Make waiting OpenMP threads sleep instead of spin, unless the user chose otherwise.
+
+    Takes effect for OpenMP runtimes that start after the call (libgomp reads it at load)."""
+    os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+
+
+def lightgbm() -> Any:
+    """The lightgbm module, imported after :func:`quiet_openmp`."""
+    quiet_openmp()
+    import lightgbm as lgb
+
+    return lgb
+
+
+def predict(booster: Any, X: Any, threads: int = 0, **kw: Any) -> Any:
+    """``booster.predict(X)`` with the thread count of :func:`predict_threads`."""
+    return booster.predict(X, num_threads=predict_threads(threads, len(X)), **kw)

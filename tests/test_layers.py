@@ -1,0 +1,126 @@
+"""The house: every import inside ckheur points down the pipeline, and no module imports
+itself back through others. Imports inside functions count (they run too)."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+PACKAGE = Path(__file__).resolve().parents[1] / "ckheur"
+
+# Lowest first. A module may import modules of its own layer or of lower ones.
+LAYERS = [
+    ("ckheur.version", "ckheur.errors", "ckheur.threads", "ckheur.display", "ckheur.metrics", "ckheur.config",
+     "ckheur.measurements", "ckheur.parts"),
+    ("ckheur.ops",),
+    ("ckheur.problems",),
+    ("ckheur.kernels",),
+    ("ckheur.sim",),
+    ("ckheur.dataset", "ckheur.tuning_db", "ckheur.backends"),
+    ("ckheur.features",),
+    ("ckheur.models",),
+    ("ckheur.search",),
+    ("ckheur.stages",),
+    ("ckheur.cli", "ckheur.__main__", "ckheur"),
+]
+
+
+def _modules() -> dict[str, Path]:
+    out = {}
+    for p in PACKAGE.rglob("*.py"):
+        parts = p.relative_to(PACKAGE.parent).with_suffix("").parts
+        name = ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+        out[name] = p
+    return out
+
+
+def _imports(name: str, path: Path, modules: dict[str, Path]) -> set[str]:
+    """ckheur modules imported anywhere in a file (relative imports resolved)."""
+    package = name if path.name == "__init__.py" else name.rsplit(".", 1)[0]
+    found = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Import):
+            found.update(a.name for a in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                up = package.split(".")[: len(package.split(".")) - node.level + 1]
+                base = ".".join(up + ([node.module] if node.module else []))
+            for a in node.names:  # `from pkg import module` imports the module
+                found.add(f"{base}.{a.name}" if f"{base}.{a.name}" in modules else base)
+    return {m for m in found if m in modules and m != name}
+
+
+def _layer(name: str) -> int:
+    best = None
+    for i, prefixes in enumerate(LAYERS):
+        for pre in prefixes:
+            if name == pre or (pre != "ckheur" and name.startswith(pre + ".")):
+                if best is None or len(pre) > best[1]:
+                    best = (i, len(pre))
+    assert best is not None, f"{name} is in no layer: add it to LAYERS"
+    return best[0]
+
+
+def _graph() -> dict[str, set[str]]:
+    modules = _modules()
+    return {n: _imports(n, p, modules) for n, p in modules.items()}
+
+
+def test_every_import_points_down_the_pipeline():
+    upward = [f"{a} (layer {_layer(a)}) imports {b} (layer {_layer(b)})"
+              for a, deps in _graph().items() for b in deps if _layer(b) > _layer(a)]
+    assert not upward, "\n".join(sorted(upward))
+
+
+def test_no_import_circles():
+    graph = _graph()
+    # Tarjan's strongly connected components, iteratively.
+    index, low, stack, on, circles, counter = {}, {}, [], set(), [], [0]
+
+    def visit(root: str) -> None:
+        work = [(root, iter(sorted(graph[root])))]
+        index[root] = low[root] = counter[0]
+        counter[0] += 1
+        stack.append(root)
+        on.add(root)
+        while work:
+            v, it = work[-1]
+            w = next(it, None)
+            if w is not None:
+                if w not in index:
+                    index[w] = low[w] = counter[0]
+                    counter[0] += 1
+                    stack.append(w)
+                    on.add(w)
+                    work.append((w, iter(sorted(graph[w]))))
+                elif w in on:
+                    low[v] = min(low[v], index[w])
+                continue
+            work.pop()
+            if work:
+                low[work[-1][0]] = min(low[work[-1][0]], low[v])
+            if low[v] == index[v]:
+                comp = []
+                while True:
+                    x = stack.pop()
+                    on.discard(x)
+                    comp.append(x)
+                    if x == v:
+                        break
+                if len(comp) > 1:
+                    circles.append(sorted(comp))
+
+    for v in sorted(graph):
+        if v not in index:
+            visit(v)
+    assert not circles, f"import circles: {circles}"
+
+
+def test_the_checker_sees_lazy_and_relative_imports(tmp_path):
+    """The rule would be empty if the parser missed imports inside functions."""
+    modules = _modules()
+    deps = _imports("ckheur.stages.sweep", modules["ckheur.stages.sweep"], modules)
+    assert "ckheur.backends" in deps  # imported inside run()
+    assert "ckheur.stages.active_sweep" in deps
+    assert _layer("ckheur.models.selector") > _layer("ckheur.dataset") > _layer("ckheur.problems.conv")
