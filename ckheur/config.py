@@ -397,7 +397,7 @@ class ModelSchema:
     lambda_l2: float = 0.0
     rank_label_power: float = 8.0  # lambdarank relevance = round(30 * relative_tflops ** power)
     companion_trees: int = 100  # log-TFLOPS regressor that gives ranking models their TFLOPS estimate
-    threads: int = 0  # training threads (0: all cores); prediction always uses one
+    threads: int = 0  # LightGBM threads for training and scoring; 0: ckheur.threads' policy (usable CPUs, one for small work)
 
 
 @dataclass

@@ -29,7 +29,7 @@ def _active(tmp_path: Path, name: str, *extra: str, cli: bool = False) -> tuple[
     out = tmp_path / name
     args = [*SMALL, "stage=sweep", "sweep.strategy=active", f"sweep.output={out / 'data'}", *extra]
     if cli:
-        r = run_cli(*args, f"hydra.run.dir={out / 'run'}", timeout=300)
+        r = run_cli(*args, f"hydra.run.dir={out / 'run'}")
         assert r.returncode == 0, r.stderr
         return json.loads((out / "run" / "sweep_summary.json").read_text()), out / "data"
     return run_overrides(args, out / "run", quiet=True), out / "data"
@@ -120,15 +120,16 @@ def test_sigkill_mid_round_resumes_without_measuring_twice(tmp_path):
     finishes that round's plan and goes on: no pair measured twice, and the same pairs as a run
     that was never killed."""
     bench = ROOT / "tests" / "data" / "fake_bench.py"
-    base = [sys.executable, str(ROOT / "run.py"), *SMALL, "stage=sweep", "sweep.strategy=active", "sweep.budget=72",
+    base = [*SMALL, "stage=sweep", "sweep.strategy=active", "sweep.budget=72",
             "sweep.active.first_round=0.5", "sweep.active.round_size=0.25", "backend=command",
             f"backend.template={sys.executable} {bench} {{kernel}} {{N}} 0.01",
             "backend.regex='Elapsed: ([0-9.]+) us'", "backend.time_unit=us", "backend.batch_pairs=3"]
     ds = tmp_path / "killed"
     args = [*base, f"sweep.output={ds}"]
-    proc = subprocess.Popen([*args, f"hydra.run.dir={tmp_path}/a"], cwd=ROOT, stdout=subprocess.PIPE,
+    proc = subprocess.Popen([sys.executable, str(ROOT / "run.py"), *args, f"hydra.run.dir={tmp_path}/a"], cwd=ROOT,
+                            stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, start_new_session=True)
-    deadline = time.time() + 120
+    deadline = time.time() + 600  # a hang guard: the loop ends when the parts appear
     # Round 0 is 36 pairs (12 parts of 3); kill once round 1 has started measuring.
     while time.time() < deadline and len(list(ds.glob("part-*.parquet"))) < 13:
         time.sleep(0.02)
@@ -137,13 +138,12 @@ def test_sigkill_mid_round_resumes_without_measuring_twice(tmp_path):
     state = json.loads((ds / "active_sweep.json").read_text())
     saved = _pairs(ds)
     assert len(state["rounds"]) == 2 and 36 < len(saved) < 72
-    r = subprocess.run([*args, f"hydra.run.dir={tmp_path}/b"], cwd=ROOT, capture_output=True, text=True, timeout=300)
+    r = run_cli(*args, f"hydra.run.dir={tmp_path}/b")  # the resume and the unkilled run: in this process
     assert r.returncode == 0, r.stderr
     s = json.loads((tmp_path / "b" / "sweep_summary.json").read_text())
     pairs = _pairs(ds)
     assert len(pairs) == len(set(pairs)) == 72 and s["pairs_measured"] == 72 - len(saved)
-    r = subprocess.run([*base, f"sweep.output={tmp_path / 'whole'}", f"hydra.run.dir={tmp_path}/c"], cwd=ROOT,
-                       capture_output=True, text=True, timeout=300)
+    r = run_cli(*base, f"sweep.output={tmp_path / 'whole'}", f"hydra.run.dir={tmp_path}/c")
     assert r.returncode == 0, r.stderr
     assert _pairs(tmp_path / "whole") == pairs
 

@@ -1,4 +1,4 @@
-"""The command line end to end, in subprocesses writing to temporary folders."""
+"""The command line end to end, writing to temporary folders (in this process, and one real process)."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from conftest import run_cli
 
 def test_list_stage_prints_pool_and_problems(tmp_path):
     r = run_cli("stage=list", "op=grouped_conv/fwd", "arch=gfx950", "problems=smoke",
-                "list.max_rows=-1", f"hydra.run.dir={tmp_path}")
+                "list.max_rows=-1", f"hydra.run.dir={tmp_path}", in_process=False)  # the real process
     assert r.returncode == 0, r.stderr
     assert "Kernel pool: 60 legal (2d: 30, 3d: 30)" in r.stdout
     assert "grouped_conv_forward_bf16_2d_128x64x128_compv5_intrawave" in r.stdout

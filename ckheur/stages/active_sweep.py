@@ -261,6 +261,7 @@ def run_rounds(cfg: Any, ctx: Context, plan: SweepPlan) -> dict:
             _print_round(record, budget)
             interrupted = measure(pairs)
     finally:
+        progress.close()
         measurer.close()
     if not interrupted:
         save_state(plan.out, state)

@@ -62,6 +62,7 @@ def run(cfg: Any, ctx: Context) -> dict:
     try:
         statuses, interrupted = record_batches(out, batches, measurer, op, arch, pcols, kcols, progress)
     finally:
+        progress.close()
         measurer.close()
     wall = time.perf_counter() - t0
     measured = sum(statuses.values())

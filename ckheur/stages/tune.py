@@ -79,6 +79,7 @@ def run(cfg: Any, ctx: Context) -> dict:
             progress = Progress(len(todo), tc.progress, tc.log_every_s, prefix="tune")
             batches = measure_batches(todo, measurer)
             got, interrupted = record_batches(db.path, batches, measurer, op, arch, pcols, kcols, progress)
+            progress.close()
             statuses.update(got)
             db.refresh()
             if interrupted:
