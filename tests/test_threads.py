@@ -1,0 +1,87 @@
+"""The thread policy: usable CPUs from affinity and cgroup quota, one thread for small work, the
+override, passive waits, and no LightGBM import that bypasses it."""
+
+from __future__ import annotations
+
+import ast
+import os
+from pathlib import Path
+
+import pytest
+
+from ckheur import threads
+
+PACKAGE = Path(__file__).resolve().parents[1]
+
+
+def _cgroup(tmp_path: Path, v2: str | None = None, v1: tuple[str, str] | None = None) -> Path:
+    tmp_path.mkdir()
+    if v2 is not None:
+        (tmp_path / "cpu.max").write_text(v2 + "\n")
+    if v1 is not None:
+        (tmp_path / "cpu").mkdir()
+        (tmp_path / "cpu" / "cpu.cfs_quota_us").write_text(v1[0] + "\n")
+        (tmp_path / "cpu" / "cpu.cfs_period_us").write_text(v1[1] + "\n")
+    return tmp_path
+
+
+def test_usable_cpus_follow_affinity_and_the_cgroup_quota(tmp_path):
+    affinity = len(os.sched_getaffinity(0))
+    assert threads.available_cpus(tmp_path / "none") == affinity  # no cgroup files: the affinity mask
+    assert threads.available_cpus(_cgroup(tmp_path / "a", v2="max 100000")) == affinity
+    assert threads.available_cpus(_cgroup(tmp_path / "b", v2="150000 100000")) == min(affinity, 1)  # 1.5 CPUs -> 1
+    assert threads.available_cpus(_cgroup(tmp_path / "c", v2="50000 100000")) == 1  # never below one
+    assert threads.available_cpus(_cgroup(tmp_path / "d", v1=("100000", "100000"))) == 1
+    assert threads.available_cpus(_cgroup(tmp_path / "e", v1=("-1", "100000"))) == affinity  # v1 unlimited
+    assert threads.available_cpus(_cgroup(tmp_path / "f", v2="garbage")) == affinity
+
+
+def test_small_work_gets_one_thread_large_work_the_usable_cpus(monkeypatch):
+    monkeypatch.setattr(threads, "available_cpus", lambda *a: 8)
+    assert threads.train_threads(0, 3_700, 60) == 1  # the real forward data
+    assert threads.train_threads(0, 1_000_000, 60) == 8
+    assert threads.train_threads(0, 100_000, 60) == 3  # 6M cells: three threads' worth
+    assert threads.train_threads(5, 10, 10) == 5  # model.threads wins
+    assert threads.predict_threads(0, 20) == 1 and threads.predict_threads(0, 10_000_000) == 8
+    assert threads.predict_threads(2, 20) == 2
+
+
+def test_waiting_threads_sleep_unless_the_user_chose(monkeypatch):
+    monkeypatch.delenv("OMP_WAIT_POLICY", raising=False)
+    threads.quiet_openmp()
+    assert os.environ["OMP_WAIT_POLICY"] == "PASSIVE"
+    monkeypatch.setenv("OMP_WAIT_POLICY", "ACTIVE")
+    threads.quiet_openmp()
+    assert os.environ["OMP_WAIT_POLICY"] == "ACTIVE"
+
+
+@pytest.mark.parametrize("folder", ["ckheur", "bench", "tools"])
+def test_lightgbm_is_imported_only_through_the_policy(folder):
+    direct = []
+    for path in (PACKAGE / folder).rglob("*.py"):
+        if path.name == "threads.py" and folder == "ckheur":
+            continue
+        for node in ast.walk(ast.parse(path.read_text())):
+            names = [a.name for a in node.names] if isinstance(node, ast.Import) else \
+                [node.module or ""] if isinstance(node, ast.ImportFrom) else []
+            direct += [f"{path.relative_to(PACKAGE)}:{node.lineno}" for n in names if n.split(".")[0] == "lightgbm"]
+    assert not direct, f"import lightgbm through ckheur.threads.lightgbm(): {direct}"
+
+
+def test_training_and_scoring_use_the_policy(monkeypatch):
+    """fit() asks the policy for its thread count, with model.threads and the training rows."""
+    import numpy as np
+
+    from ckheur.models.training import Table, fit
+
+    seen = []
+    monkeypatch.setattr("ckheur.threads.train_threads", lambda requested, rows, feats: seen.append((requested, rows)) or 1)
+    rng = np.random.default_rng(0)
+    X = rng.random((40, 3)).astype(np.float32)
+    pid = np.repeat(np.arange(10), 4)
+    tb = Table(X=X, tflops=rng.random(40) + 0.1, pid=pid, kid=np.tile(np.arange(4), 10), problems=list(range(10)),
+               kernels=list(range(4)), feature_names=["a", "b", "c"], full=np.ones(10, dtype=bool))
+    model = {"learning_rate": 0.3, "num_leaves": 4, "min_data_in_leaf": 2, "feature_fraction": 1.0, "subsample": 1.0,
+             "subsample_freq": 0, "lambda_l2": 0.0, "threads": 0}
+    b = fit(tb, np.arange(40), model, "relative", [], 0, 3)
+    assert seen == [(0, 40)] and b.current_iteration() == 3
