@@ -218,13 +218,36 @@ class GemmOpSchema:
     model_name: str = MISSING
 
 
+@dataclass
+class SolverSchema:
+    """One MIOpen solver of an op's table: MIOpen's name, a stable id, and its traits."""
+
+    name: str = MISSING
+    id: int = MISSING  # stable across arches: the model's categorical code for the solver
+    algorithm: str = MISSING  # direct, implicit_gemm, winograd, gemm, fft
+    implementation: str = MISSING  # asm, hip, ck, mlir, opencl, rocblas, naive, other
+    workspace: bool = False  # asks MIOpen for a workspace
+
+
+@dataclass
+class MIOpenOpSchema:
+    """MIOpen convolution solvers of one direction and data type, per arch (from find-db files)."""
+
+    family: str = "miopen"
+    direction: Direction = MISSING
+    dtype: DType = DType.fp16
+    solvers: Dict[str, List[SolverSchema]] = field(default_factory=dict)  # arch name -> its solver table
+    default_problems: str = MISSING
+    model_name: str = MISSING
+
+
 # ---------------------------------------------------------------- problems
 @dataclass
 class ProblemSourceSchema:
     """One source of problems; which fields matter depends on ``kind``."""
 
     kind: SourceKind = MISSING
-    family: str = "grouped_conv"  # operator family of these problems (grouped_conv, gemm)
+    family: str = "grouped_conv"  # operator family of these problems (grouped_conv, gemm, miopen)
     problems: List[Dict[str, Any]] = field(default_factory=list)  # inline
     path: Optional[str] = None  # miopen / csv: absolute, or relative to conf/ then the cwd
     name: Optional[str] = None  # set: another shipped problem set
@@ -329,8 +352,10 @@ class ExportSchema:
 
 @dataclass
 class ImportSchema:
-    path: Optional[str] = None  # a CK tile_engine CSV
-    dataset: Optional[str] = None  # dataset name; default: the CSV's file stem
+    path: Optional[str] = None  # a CK tile_engine CSV or a MIOpen find-db (<arch><CUs>.HIP.fdb.txt[.bz2])
+    dataset: Optional[str] = None  # dataset name; default: the file name up to its first dot
+    arch: Optional[str] = None  # find-db: the arch, when the file name does not say it
+    overwrite: bool = False  # find-db: replace an earlier import of another file of the same name
 
 
 # ---------------------------------------------------------------- backends
@@ -540,7 +565,7 @@ Config = dataclass(init=False, repr=False, eq=False)(type("Config", (Config,), {
 
 SCHEMAS = {
     "arch": {"arch": ArchSchema},
-    "op": {"grouped_conv": GroupedConvOpSchema, "gemm": GemmOpSchema},
+    "op": {"grouped_conv": GroupedConvOpSchema, "gemm": GemmOpSchema, "miopen": MIOpenOpSchema},
     "problems": {"problems": ProblemSetSchema},
     "stage": {"stage": StageSchema},
     "backend": {"sim": SimBackendSchema, "replay": ReplayBackendSchema, "hip": HipBackendSchema,

@@ -19,14 +19,18 @@ from ckheur.parts import SCHEMA_VERSION, DatasetError, read_parquet, read_parts,
 from ckheur.problems.conv import CONV_FIELDS
 from ckheur.version import __version__
 
-STATUSES = ("ok", "failed", "timeout", "unsupported", "wrong_result", "missing", "suspect")
+STATUSES = ("ok", "failed", "timeout", "unsupported", "wrong_result", "missing", "suspect", "censored")
+# A censored pair was not timed by itself but is known to lose: a find-db lists only the fastest
+# solvers of a problem, so an unlisted one is slower than the slowest listed (or does not apply).
+# Training ranks it below every measured pair of its problem; it is never a measurement.
+CENSORED = "censored"
 # A suspect run has a valid timing but a sanity count unlike the other kernels of its problem:
 # kept and reported; it counts as a measurement unless the user excludes suspects.
 USABLE = ("ok", "suspect")
 MEASURE_COLUMNS = ("latency_ms", "latency_spread_ms", "tflops", "status", "error")
 PROVENANCE_COLUMNS = ("warmup", "repeat", "clock_mhz", "timestamp", "host", "ckheur_version", "schema_version")
-_STRINGS = {"layout", "pipeline", "scheduler", "epilogue", "kernel"}
-_BOOLS = {"dsb", "si", "pad_m", "pad_n", "pad_k", "persistent"}
+_STRINGS = {"layout", "pipeline", "scheduler", "epilogue", "kernel", "algorithm", "implementation"}
+_BOOLS = {"dsb", "si", "pad_m", "pad_n", "pad_k", "persistent", "workspace"}
 
 
 def columns(family: str = "grouped_conv") -> tuple[str, ...]:

@@ -4,7 +4,8 @@ engine (ckheur/features/<family>.py), registered here; the stages only use these
 
 Problem modules provide FIELDS, BATCH_FIELD, problem_from_dict, generate, SLICES and SOURCES
 (extra source kinds); kernel modules provide COLUMNS (dataset columns), TABLE, parse_name,
-from_traits, candidates, support_arrays and support_mask; feature modules are engines
+from_traits, candidates, rejections (why each candidate is illegal on the arch), support_arrays
+and support_mask; feature modules are engines
 (ckheur/features/__init__.py).
 """
 
@@ -19,6 +20,7 @@ from ckheur.errors import UserError
 FAMILIES = {
     "grouped_conv": ("ckheur.problems.conv", "ckheur.kernels.conv", "ckheur.features.conv"),
     "gemm": ("ckheur.problems.gemm", "ckheur.kernels.gemm", "ckheur.features.gemm"),
+    "miopen": ("ckheur.problems.miopen_conv", "ckheur.kernels.miopen_solvers", "ckheur.features.miopen"),
 }
 
 

@@ -32,3 +32,40 @@ def tile_problems(tile: Mapping[str, Any], wave: Sequence[int], warp: Sequence[i
     if waves > cg.get("max_waves_per_block", 16):
         why.append(f"{waves} waves per block > max {cg.get('max_waves_per_block', 16)}")
     return why
+
+
+def _lds_budget(arch: Mapping[str, Any], pipeline: str) -> int:
+    cg = arch["codegen"]
+    frac = cg.get("lds_budget_fraction", {}).get(pipeline, cg.get("default_lds_budget_fraction", 1.0))
+    return int(arch["lds_bytes"] * frac)
+
+
+def tile_rejections(kernels: Sequence[Any], op: Mapping[str, Any], arch: Mapping[str, Any]) -> list[list[str]]:
+    """Why each tile-based kernel (conv, GEMM) is illegal on the arch ([] if legal): the dtype's
+    MFMA tiles, tile divisibility, the pipeline's LDS budget, intrawave-only compute pipelines,
+    and trait combinations the op lists as unsupported."""
+    dtype = op["dtype"]
+    if dtype not in arch["codegen"]["warp_tiles"]:
+        raise KernelError(f"op.dtype={dtype}: no warp tiles for it on {arch['name']}; "
+                          f"allowed: {', '.join(arch['codegen']['warp_tiles'])}")
+    intrawave_only = set(arch["codegen"].get("intrawave_only_pipelines", []))
+    unsupported = [dict(u) for u in op.get("unsupported") or []]
+    tile_why: dict[tuple, list[str]] = {}
+    out = []
+    for k in kernels:
+        tkey = (k.tile_m, k.tile_n, k.tile_k, k.wave_m, k.wave_n, k.wave_k, k.warp_tile_m, k.warp_tile_n, k.warp_tile_k)
+        if tkey not in tile_why:
+            tile = {"tile_m": k.tile_m, "tile_n": k.tile_n, "tile_k": k.tile_k}
+            tile_why[tkey] = tile_problems(tile, tkey[3:6], tkey[6:9], arch, dtype)
+        why = list(tile_why[tkey])
+        budget = _lds_budget(arch, k.pipeline)
+        if k.lds_bytes > budget:
+            why.append(f"LDS {k.lds_bytes} B > {k.pipeline} budget {budget} B on {arch['name']}")
+        if k.scheduler != "intrawave" and k.pipeline in intrawave_only:
+            why.append(f"{k.pipeline} is a compute pipeline: intrawave scheduler only")
+        traits = k.traits()
+        for u in unsupported:
+            if all(traits.get(key) == val for key, val in u.items()):
+                why.append(f"unsupported combination {u}")
+        out.append(why)
+    return out

@@ -16,6 +16,7 @@ from functools import cached_property
 from typing import Any, Mapping, Sequence
 
 from ckheur.kernels.base import DTYPE_BYTES, KernelError, tile_problems
+from ckheur.kernels.base import tile_rejections as rejections  # noqa: F401 - the family's legality rules
 
 VARIANTS = {"fwd": "forward", "bwd_data": "bwd_data", "bwd_weight": "bwd_weight"}
 _DIRECTION_OF = {v: k for k, v in VARIANTS.items()}

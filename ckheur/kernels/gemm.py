@@ -18,6 +18,7 @@ from typing import Any, Mapping, Sequence
 import numpy as np
 
 from ckheur.kernels.base import DTYPE_BYTES, KernelError
+from ckheur.kernels.base import tile_rejections as rejections  # noqa: F401 - the family's legality rules
 
 # Dataset kernel columns; the layout is the problem's column (a kernel only runs its layout).
 COLUMNS = ("tile_m", "tile_n", "tile_k", "wave_m", "wave_n", "wave_k", "warp_tile_m", "warp_tile_n",

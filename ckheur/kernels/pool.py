@@ -6,7 +6,6 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Mapping
 
-from ckheur.kernels.base import KernelError, tile_problems
 from ckheur.kernels.filter import compile_filter
 
 
@@ -29,41 +28,14 @@ class Pool:
         return out
 
 
-def _lds_budget(arch: Mapping[str, Any], pipeline: str) -> int:
-    cg = arch["codegen"]
-    frac = cg.get("lds_budget_fraction", {}).get(pipeline, cg.get("default_lds_budget_fraction", 1.0))
-    return int(arch["lds_bytes"] * frac)
-
-
 def enumerate_pool(op: Mapping[str, Any], arch: Mapping[str, Any], filter_expr: str | None = None) -> Pool:
     """All legal kernels of an op on an arch (``op``/``arch`` are plain config dicts)."""
     from ckheur.ops import get_family
 
-    dtype = op["dtype"]
-    if dtype not in arch["codegen"]["warp_tiles"]:
-        raise KernelError(f"op.dtype={dtype}: no warp tiles for it on {arch['name']}; "
-                          f"allowed: {', '.join(arch['codegen']['warp_tiles'])}")
     family = get_family(op["family"])
     cands, rejected = family.kernels.candidates(op, arch)
-    intrawave_only = set(arch["codegen"].get("intrawave_only_pipelines", []))
-    unsupported = [dict(u) for u in op.get("unsupported") or []]
     kernels = []
-    tile_why: dict[tuple, list[str]] = {}
-    for k in cands:
-        tkey = (k.tile_m, k.tile_n, k.tile_k, k.wave_m, k.wave_n, k.wave_k, k.warp_tile_m, k.warp_tile_n, k.warp_tile_k)
-        if tkey not in tile_why:
-            tile = {"tile_m": k.tile_m, "tile_n": k.tile_n, "tile_k": k.tile_k}
-            tile_why[tkey] = tile_problems(tile, tkey[3:6], tkey[6:9], arch, dtype)
-        why = list(tile_why[tkey])
-        budget = _lds_budget(arch, k.pipeline)
-        if k.lds_bytes > budget:
-            why.append(f"LDS {k.lds_bytes} B > {k.pipeline} budget {budget} B on {arch['name']}")
-        if k.scheduler != "intrawave" and k.pipeline in intrawave_only:
-            why.append(f"{k.pipeline} is a compute pipeline: intrawave scheduler only")
-        traits = k.traits()
-        for u in unsupported:
-            if all(traits.get(key) == val for key, val in u.items()):
-                why.append(f"unsupported combination {u}")
+    for k, why in zip(cands, family.kernels.rejections(cands, op, arch)):
         if why:
             rejected.append((k.name, "; ".join(why)))
         else:

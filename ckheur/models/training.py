@@ -39,7 +39,7 @@ def build_table(df: Any, op: Mapping[str, Any], arch: Mapping[str, Any], pool: S
 
     Marks each problem fully or partly measured: full when every candidate kernel (measured
     somewhere in the data) that can run the problem has a row for it, whatever its status."""
-    from ckheur.dataset import usable
+    from ckheur.dataset import CENSORED, usable
     from ckheur.features import pair_features
     from ckheur.ops import get_family
 
@@ -49,9 +49,12 @@ def build_table(df: Any, op: Mapping[str, Any], arch: Mapping[str, Any], pool: S
     report: dict[str, Any] = {"rows_read": int(len(df))}
     mine = df[(df.arch == arch["name"]) & (df.direction == op["direction"]) & (df.dtype == op["dtype"])]
     report["rows_other_op_or_arch"] = int(len(df) - len(mine))
-    good = usable(mine, exclude_suspect)
-    ok = mine[good]
+    censored = (mine.status == CENSORED).to_numpy()
+    good = usable(mine, exclude_suspect) | censored
+    ok = mine[good].copy()
+    ok.loc[ok.status == CENSORED, "tflops"] = 0.0  # ranks below every measured kernel of its problem
     report["rows_not_used_by_status"] = {str(k): int(v) for k, v in mine[~good].status.value_counts().items()}
+    report["rows_censored"] = int(censored.sum())
     names = {k.name: i for i, k in enumerate(pool)}
     outside = ok[~ok.kernel.isin(list(names))]
     report["rows_kernel_not_in_pool"] = int(len(outside))

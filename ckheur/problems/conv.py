@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import math
 import random
-from dataclasses import asdict, dataclass, fields
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, Mapping
 
@@ -65,13 +65,13 @@ class ConvProblem:
     dilation_w: int = 1
 
     def __post_init__(self) -> None:
-        for f in fields(self):
-            v = getattr(self, f.name)
+        for name in CONV_FIELDS:  # (problem types built on this one add fields of their own)
+            v = getattr(self, name)
             if isinstance(v, bool) or not isinstance(v, int):
-                raise ProblemError(f"problem field {f.name}={v!r}: must be an integer")
-            lo = 1 if f.name in _MIN_ONE else 0
+                raise ProblemError(f"problem field {name}={v!r}: must be an integer")
+            lo = 1 if name in _MIN_ONE else 0
             if v < lo:
-                raise ProblemError(f"problem field {f.name}={v}: must be >= {lo}")
+                raise ProblemError(f"problem field {name}={v}: must be >= {lo}")
         if self.C % self.G:
             raise ProblemError(f"problem field C={self.C}: must be divisible by G={self.G}")
         if self.K % self.G:

@@ -1,97 +1,57 @@
 """MIOpen convolution problems: what MIOpen's find-db keys on, as one problem type.
 
-A grouped convolution (the fields of ``ckheur.problems.conv``, forward terms: C, Hi, Wi are the
-input; K, Ho, Wo the output) plus the tensor ``layout`` (NCHW, covering NCDHW, or NHWC, covering
-NDHWC) and ``bias``. Direction and data type are the op's, as for every family. Sizes, FLOPs and
-the implicit-GEMM view are those of the convolution.
+A grouped convolution (``ckheur.problems.conv``, in forward terms: C, Hi, Wi are the input, K,
+Ho, Wo the output) plus the tensor ``layout`` (NCHW, NHWC, or their 3D forms NCDHW, NDHWC: MIOpen
+runs a 3D problem of depth 1 with 3D solvers, so the layout says the spatial dimensions) and
+``bias``. Direction and data type are the op's, as for every family; sizes, FLOPs and
+the implicit-GEMM view are the convolution's.
 """
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, fields
-from functools import cached_property
+from dataclasses import dataclass
 from typing import Any, Mapping
 
 from ckheur.problems.base import ProblemError, checked_fields, field_defaults
 from ckheur.problems.conv import CONV_FIELDS, SLICES as CONV_SLICES, ConvProblem
 
 FIELDS = (*CONV_FIELDS, "layout", "bias")
-LAYOUTS = ("NCHW", "NHWC")  # 3D problems use the same names (NCDHW is NCHW's 3D form)
+LAYOUTS = ("NCHW", "NHWC", "NCDHW", "NDHWC")  # the 3D layouts make a problem 3D, even of depth 1
 BATCH_FIELD = "N"
 
 
 @dataclass(frozen=True)
-class MIOpenConvProblem:
-    """A convolution as MIOpen keys it: the grouped convolution, its layout and bias."""
+class MIOpenConvProblem(ConvProblem):
+    """A grouped convolution as MIOpen keys it: with its tensor layout and bias."""
 
-    N: int
-    C: int
-    K: int
-    G: int = 1
-    Di: int = 1
-    Hi: int = 1
-    Wi: int = 1
-    Z: int = 1
-    Y: int = 1
-    X: int = 1
-    stride_d: int = 1
-    stride_h: int = 1
-    stride_w: int = 1
-    pad_d: int = 0
-    pad_h: int = 0
-    pad_w: int = 0
-    dilation_d: int = 1
-    dilation_h: int = 1
-    dilation_w: int = 1
     layout: str = "NCHW"
     bias: int = 0
 
     def __post_init__(self) -> None:
         if self.layout not in LAYOUTS:
             raise ProblemError(f"problem field layout={self.layout!r}: allowed values are {', '.join(LAYOUTS)}")
-        if self.bias not in (0, 1) or isinstance(self.bias, bool):
+        if isinstance(self.bias, bool) or self.bias not in (0, 1):
             raise ProblemError(f"problem field bias={self.bias!r}: allowed values are 0, 1")
-        _ = self.conv  # validates the convolution fields
-
-    @cached_property
-    def conv(self) -> ConvProblem:
-        """The grouped convolution (CK's problem type) of this problem."""
-        return ConvProblem(**{f: getattr(self, f) for f in CONV_FIELDS})
-
-    # The convolution's derived sizes, FLOPs and implicit-GEMM view.
-    Do = property(lambda self: self.conv.Do)
-    Ho = property(lambda self: self.conv.Ho)
-    Wo = property(lambda self: self.conv.Wo)
-    ndim = property(lambda self: self.conv.ndim)
-    flops = property(lambda self: self.conv.flops)
-    filter_size = property(lambda self: self.conv.filter_size)
-    channels_per_group = property(lambda self: self.conv.channels_per_group)
-    is_depthwise = property(lambda self: self.conv.is_depthwise)
-    split_k = 1
-    transposed_operands = 0
-
-    def gemm(self, direction: str) -> tuple[int, int, int, int]:
-        return self.conv.gemm(direction)
-
-    def bytes_moved(self, dtype_bytes: int = 2) -> int:
-        return self.conv.bytes_moved(dtype_bytes)
-
-    def output_elems(self, direction: str) -> int:
-        return self.conv.output_elems(direction)
+        super().__post_init__()
+        if self.ndim == 2 and super().ndim == 3:
+            raise ProblemError(f"problem layout={self.layout} is 2D but depth fields are set: use "
+                               f"{self.layout[:2]}D{self.layout[2:]}")
 
     @property
-    def group(self) -> int:
-        """Solvers are listed per spatial dimensionality."""
-        return self.ndim
+    def ndim(self) -> int:
+        """Spatial dimensionality: the layout's."""
+        return 3 if "D" in self.layout else 2
+
+    @property
+    def group(self) -> str:
+        """Every solver of the pool is a candidate; which ones apply is what the find-db says."""
+        return "all"
 
     def key(self) -> tuple:
         return tuple(getattr(self, f) for f in FIELDS)
 
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
-
     def describe(self) -> str:
-        return f"{self.conv.describe()} {self.layout}" + (" bias" if self.bias else "")
+        return f"{super().describe()} {self.layout}" + (" bias" if self.bias else "")
 
 
 def problem_from_dict(d: Mapping[str, Any]) -> MIOpenConvProblem:
@@ -100,17 +60,15 @@ def problem_from_dict(d: Mapping[str, Any]) -> MIOpenConvProblem:
 
 
 DEFAULTS = field_defaults(MIOpenConvProblem)
-assert tuple(f.name for f in fields(MIOpenConvProblem)) == FIELDS
 
 
 def generate(seed: int, count: int, ndim: int = 2, families: Mapping[str, float] | None = None,
              max_gflop: float = 20000.0) -> list[MIOpenConvProblem]:
-    """The convolution generator's problems, in the NCHW layout without bias."""
+    """The convolution generator's problems, NCHW without bias."""
     from ckheur.problems.conv import generate as conv_generate
 
     return [problem_from_dict(p.to_dict()) for p in conv_generate(seed, count, ndim, families, max_gflop)]
 
 
 SOURCES: dict = {}
-SLICES = {**{k: (lambda f: (lambda p, g: f(p.conv, g)))(f) for k, f in CONV_SLICES.items()},
-          "NHWC": lambda p, g: p.layout == "NHWC", "bias": lambda p, g: p.bias == 1}
+SLICES = {**CONV_SLICES, "NHWC": lambda p, g: p.layout == "NHWC", "bias": lambda p, g: p.bias == 1}

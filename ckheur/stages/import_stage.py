@@ -1,4 +1,4 @@
-"""stage=import: bring a CK tile_engine CSV into a dataset (same schema as a sweep's)."""
+"""stage=import: bring a CK tile_engine CSV or a MIOpen find-db into datasets (same schema as a sweep's)."""
 
 from __future__ import annotations
 
@@ -15,8 +15,12 @@ def run(cfg: Any, ctx: Context) -> dict:
     op, arch = plain(cfg.op), plain(cfg.arch)
     opts = cfg["import"]
     if not opts.path:
-        raise StageError("stage=import needs import.path=<CK tile_engine CSV>")
+        raise StageError("stage=import needs import.path=<CK tile_engine CSV or MIOpen find-db file>")
     src = Path(opts.path)
+    from ckheur.stages.import_fdb import is_find_db, run_find_db
+
+    if is_find_db(src):
+        return run_find_db(cfg, src)
     try:
         df = read_ck_csv(src, arch=arch["name"], tiles=op["tiles"])
     except DatasetError as e:

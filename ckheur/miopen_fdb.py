@@ -1,0 +1,288 @@
+"""MIOpen find-db files: each problem MIOpen was tuned on with its fastest solvers and their times.
+
+Format (``../shared/data/README.md``): one line per problem, ``KEY=ENTRY;ENTRY;...``, at most
+four entries, fastest first (not always: sorted here). Read vectorized (a 175k-line file in a few
+seconds): keys and entries are parsed with pandas' regex extraction, never line by line.
+
+- KEY 2D ``C1-H1-W1-YxX-C2-H2-W2-N-PhxPw-ShxSw-DhxDw-bias-LAYOUT-DTYPE-DIR[_gG]``, 3D with depth
+  in each block. For backward directions (B, W) the first block is the output (dy): swapped
+  back here, so C/Hi/Wi are always the input and K the output channels.
+- ENTRY ``Solver:time_ms,workspace,algo`` (current) or ``algo:Solver,time_ms,workspace,...`` (older).
+
+Skipped with a count per reason: keys whose sizes do not satisfy the output-size formula, mixed
+layouts or data types, unknown data types, unparseable keys or entries, and zero times (not
+measurements). A solver of the pool that a problem does not list is **censored**: either it
+does not apply or it is slower than the slowest listed one; the import writes it as a row with
+status ``censored``, never as unmeasured.
+"""
+
+from __future__ import annotations
+
+import bz2
+import gzip
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Mapping, Sequence
+
+DIRECTIONS = {"F": "fwd", "B": "bwd_data", "W": "bwd_weight"}
+DTYPES = {"FP32": "fp32", "FP16": "fp16", "BF16": "bf16"}
+LAYOUTS = ("NCHW", "NCDHW", "NHWC", "NDHWC")
+ALGORITHMS = {"Direct": "direct", "ImplicitGEMM": "implicit_gemm", "Winograd": "winograd", "GEMM": "gemm",
+              "FFT": "fft"}
+CENSORED_REASON = "not listed in the find-db: not applicable, or slower than the slowest listed solver"
+
+_KEY_2D_COLS = ["c1", "h1", "w1", "Y", "X", "c2", "h2", "w2", "N", "pad_h", "pad_w", "stride_h", "stride_w",
+                "dilation_h", "dilation_w"]
+_KEY_3D_COLS = ["c1", "d1", "h1", "w1", "Z", "Y", "X", "c2", "d2", "h2", "w2", "N", "pad_d", "pad_h", "pad_w",
+                "stride_d", "stride_h", "stride_w", "dilation_d", "dilation_h", "dilation_w"]
+# What follows each number of a key, in order: C1-H1-W1-YxX-C2-H2-W2-N-PhxPw-ShxSw-DhxDw (2D),
+# C1-D1-H1-W1-ZxYxX-C2-D2-H2-W2-N-PdxPhxPw-SdxShxSw-DdxDhxDw (3D).
+_SEPARATORS_2D = "---x-----x-x-x"
+_SEPARATORS_3D = "----xx------xx-xx-xx"
+_TAIL = r"-(?P<bias>\d+)-(?P<layout_raw>[A-Z]+(?:-[A-Z]+)*)-(?P<dtype_raw>[A-Z0-9]+)-(?P<dir>[FBW])(?:_g(?P<G>\d+))?$"
+
+
+def _key_regex(cols: list[str], seps: str) -> str:
+    body = "".join(f"(?P<{c}>\\d+)" + (seps[i] if i < len(seps) else "") for i, c in enumerate(cols))
+    return "^" + body + _TAIL
+
+
+_KEY_2D = _key_regex(_KEY_2D_COLS, _SEPARATORS_2D)
+_KEY_3D = _key_regex(_KEY_3D_COLS, _SEPARATORS_3D)
+_ENTRY_NEW = r"^(?P<solver>[A-Za-z][A-Za-z0-9_]*):(?P<time>[0-9.eE+-]+),(?P<ws>\d+),miopenConvolution\w*?Algo(?P<algo>\w+)$"
+_ENTRY_OLD = r"^miopenConvolution\w*?Algo(?P<algo>\w+):(?P<solver>[A-Za-z][A-Za-z0-9_]*),(?P<time>[0-9.eE+-]+),(?P<ws>\d+)(?:,.*)?$"
+
+
+class FindDbError(ValueError):
+    """A find-db file cannot be read; the message says why."""
+
+
+@dataclass
+class FindDb:
+    """A parsed find-db: one row per problem, one row per listed (problem, solver), and a report."""
+
+    problems: Any  # DataFrame: direction, dtype, problem fields (forward terms), layout, bias
+    entries: Any  # DataFrame: problem (row of problems), solver, time_ms, workspace, algorithm
+    report: dict = field(default_factory=dict)
+
+
+def arch_from_name(path: str | Path, known: Sequence[str]) -> tuple[str, int]:
+    """(arch, CU count) from a find-db file name: ``gfx942130`` is gfx942 with 0x130 = 304 CUs,
+    ``gfx906_60`` gfx906 with 60 (an arch with at most 64 CUs is written with ``_``)."""
+    name = Path(path).name
+    for arch in sorted(known, key=len, reverse=True):
+        m = re.match(rf"^{re.escape(arch)}(?:_(\d+)|([0-9a-f]+))\.HIP\.fdb\.txt(?:\.bz2|\.gz)?$", name)
+        if m:
+            return arch, int(m.group(1)) if m.group(1) else int(m.group(2), 16)
+    raise FindDbError(f"{name}: not a find-db file name <arch><CUs in hex>.HIP.fdb.txt[.bz2] of a known arch "
+                      f"({', '.join(known)}); give import.arch and import.num_cus")
+
+
+def _text(path: Path) -> str:
+    opener = bz2.open if path.suffix == ".bz2" else gzip.open if path.suffix == ".gz" else open
+    try:
+        with opener(path, "rt") as f:
+            return f.read()
+    except (OSError, EOFError, UnicodeDecodeError) as e:
+        raise FindDbError(f"{path}: cannot be read ({str(e).splitlines()[0][:200]})") from None
+
+
+def _extract(strings: Any, pattern: str, numbers: Sequence[str] = (), floats: Sequence[str] = ()) -> Any:
+    """Named groups of a regex over an Arrow string array, as a DataFrame; a non-match is a row of
+    nulls. Groups in ``numbers`` / ``floats`` come as int64 / float64 (an empty group as null)."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    got = pc.extract_regex(strings, pattern)
+    valid = got.is_valid()
+    cols = {}
+    for i, f in enumerate(got.type):
+        col = pc.if_else(valid, got.field(i), pa.scalar(None, pa.string()))
+        if f.name in numbers or f.name in floats:
+            col = pc.if_else(pc.equal(col, ""), pa.scalar(None, pa.string()), col)
+            col = pc.cast(col, pa.int64() if f.name in numbers else pa.float64())
+        cols[f.name] = col
+    return pa.table(cols).to_pandas()
+
+
+def read_find_db(path: str | Path) -> FindDb:
+    """Parse a find-db file (plain, .bz2 or .gz) into problems and listed entries, with a report."""
+    import numpy as np
+    import pandas as pd
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    path = Path(path)
+    if not path.is_file():
+        raise FindDbError(f"find-db {path} not found")
+    lines = pa.array([ln for ln in _text(path).splitlines() if ln.strip()], type=pa.string())
+    report: dict[str, Any] = {"lines": int(len(lines)), "skipped_keys": {}, "skipped_entries": {}}
+    kv = _extract(lines, r"^(?P<key>[^=]+)=(?P<values>.+)$")
+    if len(lines) and kv["key"].isna().all():
+        raise FindDbError(f"{path}: no KEY=ENTRY lines (is this a find-db file?)")
+    keys, values = kv["key"], kv["values"]
+    skipped = report["skipped_keys"]
+
+    def skip(mask: Any, reason: str) -> None:
+        if mask.any():
+            skipped[reason] = skipped.get(reason, 0) + int(mask.sum())
+
+    skip(keys.isna(), "not a KEY=ENTRY line")
+    key_arr = pa.array(keys, type=pa.string())
+    k2 = _extract(key_arr, _KEY_2D, [*_KEY_2D_COLS, "bias", "G"])
+    k3 = _extract(key_arr, _KEY_3D, [*_KEY_3D_COLS, "bias", "G"])
+    is3 = k2["c1"].isna() & k3["c1"].notna()
+    parsed = k2["c1"].notna() | is3
+    skip(~parsed & keys.notna(), "key not in the 2D or 3D find-db format")
+    k = pd.concat([k2[~is3 & parsed], k3[is3]]).reindex(keys.index[parsed])
+    for c in ("d1", "d2", "Z", "pad_d", "stride_d", "dilation_d"):
+        k[c] = k[c].fillna(0 if c == "pad_d" else 1)
+    k["G"] = k["G"].fillna(1)  # no _g<G>: one group
+    num = [c for c in k.columns if c not in ("layout_raw", "dtype_raw", "dir")]
+    k[num] = k[num].astype(np.int64)
+    # Layouts and data types: one name, or three (one per tensor) that must agree.
+    lay = k["layout_raw"].str.split("-")
+    same_lay = lay.map(lambda xs: len(set(xs)) == 1)
+    skip(~same_lay, "mixed tensor layouts")
+    k["layout"] = lay.str[0].where(lay.str[0].isin(LAYOUTS))
+    skip(same_lay & k["layout"].isna(), f"layout not {', '.join(LAYOUTS)}")
+    wrong_dims = k["layout"].notna() & (k["layout"].str.contains("D") != is3.loc[k.index])
+    skip(wrong_dims, "layout of other spatial dimensions than the key")
+    dt = k["dtype_raw"].str.findall(r"FP32|FP16|BF16|[A-Z]+[0-9]*")
+    same_dt = dt.map(lambda xs: len(set(xs)) == 1)
+    skip(~same_dt, "mixed data types")
+    k["dtype"] = dt.str[0].map(DTYPES)
+    skip(same_dt & k["dtype"].isna(), "data type not FP32, FP16 or BF16")
+    k = k[same_lay & same_dt & k["layout"].notna() & k["dtype"].notna() & ~wrong_dims]
+    k["direction"] = k["dir"].map(DIRECTIONS)
+    # Forward terms: backward keys list the output (dy) block first.
+    back = k["dir"] != "F"
+    first, second = ("c1", "d1", "h1", "w1"), ("c2", "d2", "h2", "w2")
+    for inp, out, f, s in zip(("C", "Di", "Hi", "Wi"), ("K", "Do", "Ho", "Wo"), first, second):
+        k[inp] = np.where(back, k[s], k[f])
+        k[out] = np.where(back, k[f], k[s])
+
+    def out_size(size: str, pad: str, dil: str, filt: str, stride: str) -> Any:
+        return (k[size] + 2 * k[pad] - k[dil] * (k[filt] - 1) - 1) // k[stride] + 1
+
+    ok = ((out_size("Di", "pad_d", "dilation_d", "Z", "stride_d") == k["Do"])
+          & (out_size("Hi", "pad_h", "dilation_h", "Y", "stride_h") == k["Ho"])
+          & (out_size("Wi", "pad_w", "dilation_w", "X", "stride_w") == k["Wo"]))
+    skip(~ok, "sizes do not satisfy the output-size formula")
+    valid = ok & (k[["N", "C", "K", "G", "Di", "Hi", "Wi", "Z", "Y", "X"]] >= 1).all(axis=1) \
+        & (k["C"] % k["G"] == 0) & (k["K"] % k["G"] == 0) & k["bias"].isin([0, 1])
+    skip(ok & ~valid, "invalid sizes (zero, or channels not divisible by groups)")
+    k = k[valid]
+    fields = ["N", "C", "K", "G", "Di", "Hi", "Wi", "Z", "Y", "X", "stride_d", "stride_h", "stride_w", "pad_d",
+              "pad_h", "pad_w", "dilation_d", "dilation_h", "dilation_w", "layout", "bias"]
+    problems = k[["direction", "dtype", *fields]]
+    dup = problems.duplicated()
+    skip(dup, "repeated key")
+    problems = problems[~dup]
+    # Entries of the kept problems, one row each.
+    lists = pc.split_pattern(pa.array(values.loc[problems.index], type=pa.string()), ";")
+    flat = pc.utf8_trim_whitespace(pc.list_flatten(lists))
+    line = problems.index.to_numpy()[pc.list_parent_indices(lists).to_numpy()]
+    filled = pc.not_equal(flat, "").to_numpy(zero_copy_only=False)
+    flat, line = flat.filter(pa.array(filled)), line[filled]
+    new = _extract(flat, _ENTRY_NEW, ["ws"], ["time"])
+    old = _extract(flat, _ENTRY_OLD, ["ws"], ["time"])
+    use_old = (new["solver"].isna() & old["solver"].notna()).to_numpy()
+    pick = lambda c: np.where(use_old, old[c].to_numpy(), new[c].to_numpy())  # noqa: E731
+    e = pd.DataFrame({"line": line, "solver": pick("solver"), "time_ms": pick("time"), "workspace": pick("ws"),
+                      "algo": pick("algo")})
+    bad = e["solver"].isna()
+    if bad.any():
+        report["skipped_entries"]["entry not in either find-db format"] = int(bad.sum())
+    e = e[~bad]
+    e["time_ms"] = e["time_ms"].astype(np.float64)
+    e["workspace"] = e["workspace"].astype(np.int64)
+    zero = ~(e["time_ms"] > 0)
+    if zero.any():
+        report["skipped_entries"]["time 0 (not a measurement)"] = int(zero.sum())
+    e = e[~zero]
+    pos = pd.Series(np.arange(len(problems)), index=problems.index)
+    e["problem"] = pos.loc[e["line"].to_numpy()].to_numpy()
+    e["algorithm"] = e["algo"].map(ALGORITHMS).fillna(e["algo"].str.lower())
+    p_, t_ = e["problem"].to_numpy(), e["time_ms"].to_numpy()  # file order within each problem
+    report["problems_out_of_time_order"] = int(len(np.unique(p_[1:][(p_[1:] == p_[:-1]) & (t_[1:] < t_[:-1])])))
+    dup_e = e.duplicated(["problem", "solver"])
+    if dup_e.any():
+        report["skipped_entries"]["solver listed twice for a problem (the faster kept)"] = int(dup_e.sum())
+    e = e.sort_values(["problem", "time_ms"], kind="stable").drop_duplicates(["problem", "solver"])
+    listed = np.bincount(e["problem"].to_numpy(), minlength=len(problems))
+    if (listed == 0).any():
+        skipped["every entry dropped"] = skipped.get("every entry dropped", 0) + int((listed == 0).sum())
+    keep = listed > 0
+    problems = problems[keep].reset_index(drop=True)
+    remap = np.cumsum(keep) - 1
+    e["problem"] = remap[e["problem"].to_numpy()]
+    report.update(problems=int(len(problems)), entries=int(len(e)),
+                  by_direction_dtype={f"{d}/{t}": int(n) for (d, t), n in
+                                      problems.groupby(["direction", "dtype"]).size().items()})
+    return FindDb(problems=problems, entries=e[["problem", "solver", "time_ms", "workspace", "algorithm"]]
+                  .reset_index(drop=True), report=report)
+
+
+def dataset_rows(fdb: FindDb, direction: str, dtype: str, arch: str, solvers: Sequence[Mapping[str, Any]],
+                 source: str, timestamp: str) -> tuple[Any, dict]:
+    """Dataset rows (family ``miopen``) of one direction and data type: every listed solver of the
+    pool with its time, and every pool solver a problem does not list as ``censored``.
+
+    Returns the rows and what was left out (listed solvers outside the pool)."""
+    import numpy as np
+    import pandas as pd
+
+    from ckheur.dataset import columns
+    from ckheur.parts import SCHEMA_VERSION
+    from ckheur.version import __version__
+
+    sel = np.flatnonzero((fdb.problems["direction"] == direction).to_numpy()
+                         & (fdb.problems["dtype"] == dtype).to_numpy())
+    probs = fdb.problems.iloc[sel].reset_index(drop=True)
+    names = [s["name"] for s in solvers]
+    index = {n: i for i, n in enumerate(names)}
+    e = fdb.entries[fdb.entries["problem"].isin(sel)]
+    outside = e[~e["solver"].isin(names)]
+    e = e[e["solver"].isin(names)]
+    # The full grid problems x pool solvers; listed ones carry their time.
+    P, S = len(probs), len(names)
+    local = np.searchsorted(sel, e["problem"].to_numpy())
+    t = np.full(P * S, np.nan)
+    t[local * S + e["solver"].map(index).to_numpy()] = e["time_ms"].to_numpy()
+    rows = probs.iloc[np.repeat(np.arange(P), S)].reset_index(drop=True).drop(columns=["direction", "dtype"])
+    flops = _flops(probs)
+    listed = ~np.isnan(t)
+    df = pd.DataFrame({"op": f"miopen/{direction}", "direction": direction, "dtype": dtype, "arch": arch,
+                       "backend": "miopen_fdb"}, index=rows.index)
+    df = pd.concat([df, rows], axis=1)
+    df["kernel"] = np.tile(np.array(names, dtype=object), P)
+    df["solver_id"] = np.tile(np.array([int(s["id"]) for s in solvers], dtype=np.int64), P)
+    for col in ("algorithm", "implementation"):
+        df[col] = np.tile(np.array([s[col] for s in solvers], dtype=object), P)
+    df["workspace"] = np.tile(np.array([bool(s["workspace"]) for s in solvers], dtype=bool), P)
+    df["latency_ms"] = t
+    df["latency_spread_ms"] = np.nan
+    df["tflops"] = np.where(listed, np.repeat(flops, S) / np.where(listed, t, 1.0) * 1e-9, np.nan)
+    df["status"] = np.where(listed, "ok", "censored")
+    df["error"] = np.where(listed, "", CENSORED_REASON)
+    df["warmup"], df["repeat"], df["clock_mhz"] = 0, 0, np.nan  # not recorded in find-db files
+    df["timestamp"], df["host"] = timestamp, f"import:{source}"
+    df["ckheur_version"], df["schema_version"] = __version__, SCHEMA_VERSION
+    left = {"listed_solvers_outside_pool": outside["solver"].value_counts().to_dict()}
+    for col in ("op", "direction", "dtype", "arch", "backend", "layout", "kernel", "algorithm", "implementation",
+                "status", "error", "timestamp", "host", "ckheur_version"):
+        df[col] = df[col].astype("category")  # few distinct values: cheap to build and to write
+    return df[list(columns("miopen"))], left
+
+
+def _flops(probs: Any) -> Any:
+    """Convolution FLOPs of each problem row (2 N K Do Ho Wo C/G Z Y X)."""
+    def out(size: str, pad: str, dil: str, filt: str, stride: str) -> Any:
+        return (probs[size] + 2 * probs[pad] - probs[dil] * (probs[filt] - 1) - 1) // probs[stride] + 1
+
+    do, ho, wo = (out("Di", "pad_d", "dilation_d", "Z", "stride_d"), out("Hi", "pad_h", "dilation_h", "Y", "stride_h"),
+                  out("Wi", "pad_w", "dilation_w", "X", "stride_w"))
+    return (2.0 * probs["N"] * probs["K"] * do * ho * wo * (probs["C"] // probs["G"])
+            * probs["Z"] * probs["Y"] * probs["X"]).to_numpy(dtype=float)

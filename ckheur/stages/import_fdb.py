@@ -1,0 +1,116 @@
+"""A MIOpen find-db into ckheur datasets (family ``miopen``): one dataset per direction and data
+type, ``{paths.data}/miopen_{direction}_{dtype}_{arch}/{dataset}.parquet``, every listed solver
+timed and every other solver of the arch's table ``censored``. Idempotent by content: the
+source's sha256 is recorded in each dataset (``imports.json``); the same file again does
+nothing, another file of the same name is refused unless ``import.overwrite=true``."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import time
+from pathlib import Path
+from typing import Any
+
+from ckheur.stages import StageError, plain
+
+RECORD = "imports.json"
+
+
+def is_find_db(path: Path) -> bool:
+    """Whether a path names a find-db file."""
+    return ".fdb.txt" in path.name
+
+
+def _sha256(path: Path) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            h.update(block)
+    return h.hexdigest()
+
+
+def _record(target: Path) -> dict:
+    try:
+        return json.loads((target / RECORD).read_text())
+    except FileNotFoundError:
+        return {}
+    except (json.JSONDecodeError, OSError) as e:
+        raise StageError(f"{target / RECORD} is unreadable ({e}); move the dataset aside to import afresh") from None
+
+
+def _save_record(target: Path, record: dict) -> None:
+    tmp = target / f".tmp-{RECORD}"
+    tmp.write_text(json.dumps(record, indent=1))
+    os.replace(tmp, target / RECORD)
+
+
+def run_find_db(cfg: Any, src: Path) -> dict:
+    """Import one find-db file; returns {direction/dtype: dataset folder}."""
+    from ckheur.config import CONF_DIR, load_option
+    from ckheur.dataset import dataset_dir, write_part
+    from ckheur.miopen_fdb import FindDbError, arch_from_name, dataset_rows, read_find_db
+
+    opts = cfg["import"]
+    known = sorted(p.stem for p in (CONF_DIR / "arch").glob("*.yaml"))
+    t0 = time.perf_counter()
+    try:
+        if opts.arch:
+            arch, cus = str(opts.arch), None
+            if arch not in known:
+                raise StageError(f"import.arch={arch!r}: allowed values are {', '.join(known)}")
+        else:
+            arch, cus = arch_from_name(src, known)
+        fdb = read_find_db(src)
+    except FindDbError as e:
+        raise StageError(str(e)) from None
+    arch_cfg = plain(cfg.arch) if cfg.arch.name == arch else load_option(f"arch/{arch}")
+    if cus is not None and cus != arch_cfg.get("num_cus"):
+        print(f"import: the file was measured on {arch} with {cus} CUs (conf/arch/{arch}.yaml says "
+              f"{arch_cfg.get('num_cus')}): the datasets are labeled {arch}")
+    sha = _sha256(src)
+    name = opts.dataset or src.name.split(".")[0]
+    stamp = time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(src.stat().st_mtime)) + "+00:00"
+    rep = fdb.report
+    print(f"import: {src.name}: {rep['lines']} lines, {rep['problems']} problems, {rep['entries']} listed "
+          f"solver times ({arch}{f', {cus} CUs' if cus else ''})")
+    for reason, n in {**rep["skipped_keys"], **rep["skipped_entries"]}.items():
+        print(f"import: skipped {n}: {reason}")
+    if rep.get("problems_out_of_time_order"):
+        print(f"import: {rep['problems_out_of_time_order']} problems listed their solvers out of time order (sorted)")
+    out = {}
+    for direction, dtype in sorted(rep["by_direction_dtype"] and
+                                   {tuple(k.split("/")) for k in rep["by_direction_dtype"]}):
+        op = {**load_option(f"op/miopen/{direction}"), "direction": direction, "dtype": dtype}
+        solvers = (op.get("solvers") or {}).get(arch)
+        if not solvers:
+            raise StageError(f"conf/op/miopen/{direction}.yaml has no solver table for {arch}; "
+                             f"tools/miopen_solvers.py derives one from find-db files")
+        target = dataset_dir(cfg.paths.data, op, arch, name)
+        record = _record(target) if target.exists() else {}
+        if sha in record:
+            print(f"import: {target} already holds this file (sha256 {sha[:12]}); nothing to do")
+            out[f"{direction}/{dtype}"] = str(target)
+            continue
+        others = [k for k, v in record.items() if v.get("source") == src.name]
+        if others and not opts.overwrite:
+            raise StageError(f"{target} holds an import of another file named {src.name} (sha256 {others[0][:12]}, "
+                             f"this one {sha[:12]}); import.overwrite=true replaces it, import.dataset=<name> keeps both")
+        if others:
+            aside = target.with_name(f"{target.name}.replaced-{time.strftime('%Y%m%d-%H%M%S')}")
+            target.rename(aside)
+            print(f"import.overwrite: previous dataset kept aside as {aside}")
+            record = {}
+        rows, left = dataset_rows(fdb, direction, dtype, arch, solvers, src.name, stamp)
+        write_part(target, rows)
+        record[sha] = {"source": src.name, "rows": int(len(rows)), "imported": time.strftime("%Y-%m-%dT%H:%M:%S%z")}
+        _save_record(target, record)
+        counts = rows.status.value_counts().to_dict()
+        print(f"import: {direction} {dtype}: {rows.shape[0]} rows ({counts}) -> {target}")
+        if left["listed_solvers_outside_pool"]:
+            print(f"import: {direction} {dtype}: listed solvers not in the {arch} table, left out: "
+                  f"{left['listed_solvers_outside_pool']}")
+        out[f"{direction}/{dtype}"] = str(target)
+    print(f"import: done in {time.perf_counter() - t0:.1f}s")
+    return out
