@@ -73,3 +73,45 @@ def selection_report(problem_ids: np.ndarray, scores: np.ndarray, measured: np.n
     for key in ("top1", "within_1pct", "oracle_in_top5", "pick_failed"):
         out[key] = float(np.mean([r[key] for r in rows])) if rows else float("nan")
     return out
+
+
+def censored_choice_report(problem_ids: np.ndarray, scores: np.ndarray, time_ms: np.ndarray,
+                           tie_tolerance: float = 0.02) -> dict:
+    """A pick per problem judged in MIOpen's terms and ours when unlisted candidates are censored
+    (``time_ms`` NaN: not applicable, or slower than every listed one), as in a find-db.
+
+    Two protocols: ``open`` picks among every candidate (as a real fallback must; a censored pick
+    counts as efficiency 0 and has no slowdown), ``listed`` among the listed ones only. Each gives
+    top-1 (pick = fastest listed), tie-aware top-1 (within ``tie_tolerance`` of it), mean slowdown
+    (t_pick / t_best - 1 over problems whose pick is listed), the share of picks outside the
+    listed ones, efficiency t_best / t_pick (mean, median, P10, min) and time-weighted efficiency
+    (sum of best times over sum of picked times, listed picks)."""
+    pid = np.asarray(problem_ids)
+    order = np.lexsort((-np.asarray(scores, dtype=float), pid))  # per problem, best score first (stable)
+    pid, t = pid[order], np.asarray(time_ms, dtype=float)[order]
+    first = np.r_[True, pid[1:] != pid[:-1]]
+    start = np.flatnonzero(first)
+    listed = np.isfinite(t)
+    best = np.fmin.reduceat(np.where(listed, t, np.inf), start)
+    has = np.isfinite(best)
+    out = {}
+    for protocol in ("open", "listed"):
+        if protocol == "open":
+            pick_t = t[start]
+        else:  # the first listed row of each problem in score order
+            idx = np.where(listed, np.arange(len(t)), len(t))
+            first_listed = np.minimum.reduceat(idx, start)
+            pick_t = np.where(first_listed < len(t), t[np.minimum(first_listed, len(t) - 1)], np.nan)
+        pick_t, b = pick_t[has], best[has]
+        ok = np.isfinite(pick_t)
+        eff = np.where(ok, b / np.where(ok, pick_t, 1.0), 0.0)
+        out[protocol] = {
+            "problems": int(has.sum()),
+            "top1": float(np.mean(ok & (pick_t == b))),
+            "top1_tie_aware": float(np.mean(ok & (pick_t <= b * (1 + tie_tolerance)))),
+            "mean_slowdown": float(np.mean(pick_t[ok] / b[ok] - 1)) if ok.any() else float("nan"),
+            "picks_outside_listed": float(np.mean(~ok)),
+            "efficiency": summarize(eff),
+            "time_weighted": float(b[ok].sum() / pick_t[ok].sum()) if ok.any() else float("nan"),
+        }
+    return out

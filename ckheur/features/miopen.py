@@ -13,6 +13,7 @@ from typing import Any, Mapping, Sequence
 
 import numpy as np
 
+from ckheur.errors import UserError
 from ckheur.features.common import to_matrix
 from ckheur.kernels.miopen_solvers import ALGORITHMS, IMPLEMENTATIONS
 
@@ -29,7 +30,7 @@ CATEGORICAL = ("solver", "algorithm", "implementation")
 DTYPE_BYTES = 2  # bytes scale log_bytes; one op is one dtype, so only the shape matters
 
 
-class AnalyticFeatureError(ValueError):
+class AnalyticFeatureError(UserError):
     """MIOpen's solvers have no analytic model."""
 
 

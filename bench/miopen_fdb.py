@@ -1,0 +1,149 @@
+#!/usr/bin/env python
+"""MIOpen find-db: import speed and memory, and how well a model picks MIOpen's solver.
+
+1. Import: `stage=import` of each find-db file in a fresh process: wall time and peak memory
+   (targets: a 175k-problem file in <= 20 s and <= 2 GB).
+2. Solver choice, per direction (and data type), on the imported datasets: a seeded random 80/20
+   split by problem (TunaNet's kind of split) and a split grouped by geometry ignoring the batch
+   size (the same layer at another batch never on both sides). Training (`relative` objective,
+   censored solvers labeled 0, early stopping on 15% of the training problems) is timed; the
+   held-out problems are scored in MIOpen's terms and ours, in both protocols (open: choose
+   among every solver of the arch's table; listed: among the listed ones only), see
+   ckheur.metrics.censored_choice_report.
+   Targets (MI300X, random split, open protocol): top-1 >= 93%, mean efficiency >= 99%, P10 >= 97%.
+
+    python bench/miopen_fdb.py [--files F ...] [--directions fwd bwd_data bwd_weight] [--dtypes fp16]
+                               [--leaves 63] [--trees 2000] [--lr 0.1]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import resource
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parents[1]
+SHARED = ROOT.parent / "shared" / "data" / "miopen_fdb"
+FILES = [SHARED / "gfx942130.HIP.fdb.txt.bz2", SHARED / "gfx90a68.HIP.fdb.txt.bz2"]
+
+
+def import_file(path: Path, data: Path) -> dict:
+    """stage=import in a fresh process: wall seconds and the child's peak RSS."""
+    before = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
+    t0 = time.perf_counter()
+    r = subprocess.run([sys.executable, str(ROOT / "run.py"), "stage=import", f"import.path={path}",
+                        f"paths.data={data}", f"hydra.run.dir={data / 'run' / path.stem}"],
+                       capture_output=True, text=True, cwd=ROOT)
+    wall = time.perf_counter() - t0
+    if r.returncode:
+        sys.exit(f"import of {path} failed:\n{r.stderr[-3000:]}")
+    peak = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
+    done = [ln for ln in r.stdout.splitlines() if ln.startswith("import: done")]
+    return {"file": path.name, "wall_s": round(wall, 1), "stage_s": done[-1].split()[-1] if done else "?",
+            "peak_gib": round(max(peak, before) / 2**20, 2), "log": r.stdout}
+
+
+def split_groups(table, kind: str) -> np.ndarray:
+    """Per problem, its group for the split: itself (random) or its geometry without N."""
+    if kind == "random":
+        return np.arange(len(table.problems))
+    keys = [tuple(v for f, v in p.to_dict().items() if f != "N") for p in table.problems]
+    index = {k: i for i, k in enumerate(dict.fromkeys(keys))}
+    return np.array([index[k] for k in keys])
+
+
+def choice(table, model: dict, kind: str, seed: int) -> dict:
+    """Train on 80% of the problems (by split kind), score the other 20%."""
+    from sklearn.model_selection import GroupShuffleSplit
+
+    from ckheur.metrics import censored_choice_report
+    from ckheur.models.training import fit
+    from ckheur.threads import predict
+
+    groups = split_groups(table, kind)[table.pid]
+    tr, te = next(GroupShuffleSplit(n_splits=1, test_size=0.2, random_state=seed).split(table.X, groups=groups))
+    inner_tr, inner_va = next(GroupShuffleSplit(n_splits=1, test_size=0.15, random_state=seed + 1)
+                              .split(tr, groups=groups[tr]))
+    cat = [table.feature_names.index(c) for c in ("solver", "algorithm", "implementation")]
+    t0 = time.perf_counter()
+    booster = fit(table, np.sort(tr[inner_tr]), model, "relative", cat, seed, model["max_trees"],
+                  valid_rows=np.sort(tr[inner_va]))
+    train_s = time.perf_counter() - t0
+    scores = predict(booster, table.X[te], num_iteration=booster.best_iteration or None)
+    time_ms = np.where(table.tflops[te] > 0, table.flops_over_tflops[te], np.nan)
+    rep = censored_choice_report(table.pid[te], scores, time_ms)
+    return {"split": kind, "train_s": round(train_s, 1), "trees": int(booster.best_iteration or booster.current_iteration()),
+            "train_problems": int(len(np.unique(table.pid[tr]))), **rep}
+
+
+def load_table(data: Path, arch: str, direction: str, dtype: str, name: str):
+    from ckheur.dataset import read_dataset
+    from ckheur.features import get_engine
+    from ckheur.kernels import enumerate_pool
+    from ckheur.models.training import build_table
+    from ckheur.stages import compose_config, plain
+
+    cfg = compose_config([f"op=miopen/{direction}", f"arch={arch}", f"op.dtype={dtype}"])
+    op, arch_cfg = plain(cfg.op), plain(cfg.arch)
+    df = read_dataset(data / f"miopen_{direction}_{dtype}_{arch}" / f"{name}.parquet")
+    tb = build_table(df, op, arch_cfg, enumerate_pool(op, arch_cfg).kernels, get_engine("miopen"), None)
+    flops = np.array([p.flops for p in tb.problems], dtype=float)[tb.pid]
+    tb.flops_over_tflops = np.where(tb.tflops > 0, flops / np.maximum(tb.tflops, 1e-30) * 1e-9, np.nan)  # ms
+    return tb, plain(cfg.model)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--files", nargs="+", default=[str(f) for f in FILES])
+    ap.add_argument("--directions", nargs="+", default=["fwd", "bwd_data", "bwd_weight"])
+    ap.add_argument("--dtypes", nargs="+", default=["fp16"])
+    ap.add_argument("--splits", nargs="+", default=["random", "geometry"])
+    ap.add_argument("--leaves", type=int, default=63)
+    ap.add_argument("--trees", type=int, default=2000)
+    ap.add_argument("--lr", type=float, default=0.1)
+    ap.add_argument("--min-data", type=int, default=20)
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--data", default=None, help="imported datasets folder (default: a temporary one)")
+    ap.add_argument("--out", default="outputs/bench/miopen_fdb.json")
+    args = ap.parse_args()
+    from ckheur.miopen_fdb import arch_from_name
+
+    data = Path(args.data or tempfile.mkdtemp(prefix="ckheur_fdb_"))
+    results = {"imports": [], "choice": []}
+    for f in map(Path, args.files):
+        rep = import_file(f, data)
+        print(f"import {rep['file']}: {rep['wall_s']} s wall (stage {rep['stage_s']}), peak {rep['peak_gib']} GiB "
+              f"(targets 20 s, 2 GiB)", flush=True)
+        results["imports"].append({k: v for k, v in rep.items() if k != "log"})
+    for f in map(Path, args.files):
+        arch, _ = arch_from_name(f, ["gfx90a", "gfx942", "gfx950"])
+        for direction in args.directions:
+            for dtype in args.dtypes:
+                tb, model = load_table(data, arch, direction, dtype, f.name.split(".")[0])
+                model.update(num_leaves=args.leaves, max_trees=args.trees, learning_rate=args.lr,
+                             min_data_in_leaf=args.min_data)
+                for kind in args.splits:
+                    r = choice(tb, model, kind, args.seed)
+                    results["choice"].append({"arch": arch, "direction": direction, "dtype": dtype, **r})
+                    o, li = r["open"], r["listed"]
+                    print(f"{arch} {direction:10s} {dtype} {kind:8s}: open top-1 {100 * o['top1']:.1f}% (tie-aware "
+                          f"{100 * o['top1_tie_aware']:.1f}%), slowdown {100 * o['mean_slowdown']:.2f}%, outside listed "
+                          f"{100 * o['picks_outside_listed']:.2f}%, eff mean {100 * o['efficiency']['mean']:.2f}% "
+                          f"P10 {100 * o['efficiency']['p10']:.2f}% time-weighted {100 * o['time_weighted']:.2f}% | "
+                          f"listed top-1 {100 * li['top1']:.1f}%, eff {100 * li['efficiency']['mean']:.2f}% | "
+                          f"{r['train_problems']} training problems, {r['trees']} trees, {r['train_s']} s", flush=True)
+    out = ROOT / args.out
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(results, indent=1))
+    print(f"figures -> {out}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,230 @@
+"""MIOpen find-db: the reader (both entry formats, 2D/3D keys, the backward swap, layouts, dtypes,
+groups, what is skipped and why), the miopen family, the import stage (censored rows, idempotent
+by content), training with censored solvers ranked last, and the solver-choice metrics. Real
+data: slices of AMD's find-db files (tests/data/miopen_fdb, every 60th line)."""
+
+from __future__ import annotations
+
+import bz2
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from ckheur.metrics import censored_choice_report
+from ckheur.miopen_fdb import FindDbError, arch_from_name, read_find_db
+from ckheur.problems.base import ProblemError
+from ckheur.problems.miopen_conv import problem_from_dict
+from conftest import ROOT, run_cli
+
+SLICES = ROOT / "tests" / "data" / "miopen_fdb"
+MI300X = SLICES / "gfx942130.HIP.fdb.txt.bz2"
+MI210 = SLICES / "gfx90a68.HIP.fdb.txt.bz2"
+SHARED_MI300X = ROOT.parent / "shared" / "data" / "miopen_fdb" / "gfx942130.HIP.fdb.txt.bz2"
+
+LINES = [
+    # forward, grouped, fp16: the data README's example (C=K=256, 56x56, 3x3, pad 1, G=32, N=32)
+    "256-56-56-3x3-256-56-56-32-1x1-1x1-1x1-0-NCHW-FP16-F_g32=ConvBinWinogradRxSf2x3:0.22021,0,"
+    "miopenConvolutionFwdAlgoWinograd;ConvHipImplicitGemmGroupFwdXdlops:0.877855,102797312,"
+    "miopenConvolutionFwdAlgoImplicitGEMM",
+    # backward data: the first block is dy (K=64 channels, 28x28), the second x (C=32, 56x56); stride 2
+    "64-28-28-3x3-32-56-56-8-1x1-2x2-1x1-0-NCHW-FP32-B=GemmBwdRest:0.5,100,miopenConvolutionBwdDataAlgoGEMM;"
+    "ConvDirectNaiveConvBwd:0.25,0,miopenConvolutionBwdDataAlgoDirect",
+    # backward weights, 3D, bf16, NCDHW
+    "16-4-8-8-3x3x3-8-4-8-8-2-1x1x1-1x1x1-1x1x1-1-NCDHW-BF16-W=ConvHipImplicitGemm3DGroupWrwXdlops:1.5,64,"
+    "miopenConvolutionBwdWeightsAlgoImplicitGEMM",
+    # older entry format, NHWC on all three tensors, out of time order, a zero time and a repeated solver
+    "32-14-14-1x1-64-14-14-4-0x0-1x1-1x1-0-NHWC-NHWC-NHWC-FP16-F=miopenConvolutionFwdAlgoGEMM:GemmFwd1x1_0_1,0.3,0,"
+    "rocBlas,0;miopenConvolutionFwdAlgoDirect:ConvDirectNaiveConvFwd,0.1,0,miopenConvolutionFwdAlgoDirect,0;"
+    "GemmFwdRest:0.000,0,miopenConvolutionFwdAlgoGEMM;GemmFwd1x1_0_1:0.2,0,miopenConvolutionFwdAlgoGEMM",
+    # skipped: output size wrong (3x3 pad 0 on 56 gives 54, not 56), mixed layouts, mixed dtypes, garbage
+    "64-56-56-3x3-64-56-56-1-0x0-1x1-1x1-0-NCHW-FP32-F=ConvDirectNaiveConvFwd:1.0,0,miopenConvolutionFwdAlgoDirect",
+    "64-56-56-1x1-64-56-56-1-0x0-1x1-1x1-0-NCHW-NHWC-NCHW-FP32-F=ConvDirectNaiveConvFwd:1.0,0,"
+    "miopenConvolutionFwdAlgoDirect",
+    "64-56-56-1x1-64-56-56-1-0x0-1x1-1x1-0-NCHW-FP16FP16FP32-F=ConvDirectNaiveConvFwd:1.0,0,"
+    "miopenConvolutionFwdAlgoDirect",
+    "this is not a find-db line",
+]
+
+
+@pytest.fixture
+def small_fdb(tmp_path) -> Path:
+    path = tmp_path / "gfx942130.HIP.fdb.txt.bz2"
+    path.write_bytes(bz2.compress(("\n".join(LINES) + "\n").encode()))
+    return path
+
+
+def test_reader_on_hand_written_lines(small_fdb):
+    fdb = read_find_db(small_fdb)
+    p, e = fdb.problems, fdb.entries
+    assert len(p) == 4 and fdb.report["lines"] == len(LINES)
+    assert fdb.report["skipped_keys"] == {"sizes do not satisfy the output-size formula": 1,
+                                          "mixed tensor layouts": 1, "mixed data types": 1,
+                                          "not a KEY=ENTRY line": 1}
+    assert fdb.report["skipped_entries"] == {"time 0 (not a measurement)": 1,
+                                             "solver listed twice for a problem (the faster kept)": 1}
+    row = lambda i, *cols: tuple(p.iloc[i][c] for c in cols)  # noqa: E731
+    assert row(0, "direction", "dtype", "N", "C", "K", "G", "Hi", "Y", "pad_h", "layout") == \
+        ("fwd", "fp16", 32, 256, 256, 32, 56, 3, 1, "NCHW")
+    # backward data, swapped back: C, Hi from the second block
+    assert row(1, "direction", "dtype", "C", "K", "Hi", "Wi", "stride_h") == ("bwd_data", "fp32", 32, 64, 56, 56, 2)
+    assert row(2, "direction", "dtype", "C", "K", "Di", "Z", "layout", "bias") == ("bwd_weight", "bf16", 8, 16, 4, 3,
+                                                                                   "NCDHW", 1)
+    assert p.iloc[3].layout == "NHWC"
+    got = {(int(r.problem), r.solver): (r.time_ms, r.workspace, r.algorithm) for r in e.itertuples()}
+    assert got[(0, "ConvHipImplicitGemmGroupFwdXdlops")] == (0.877855, 102797312, "implicit_gemm")
+    assert got[(3, "GemmFwd1x1_0_1")] == (0.2, 0, "gemm")  # older format parsed; the faster repeat kept
+    assert (3, "GemmFwdRest") not in got  # time 0 dropped
+    assert fdb.report["problems_out_of_time_order"] == 2  # the backward-data and the NHWC lines
+    assert list(e[e.problem == 3].solver) == ["ConvDirectNaiveConvFwd", "GemmFwd1x1_0_1"]  # sorted by time
+    for row in p.itertuples(index=False):  # every kept key is a valid problem of the family
+        problem_from_dict({k: v for k, v in row._asdict().items() if k not in ("direction", "dtype")})
+
+
+def test_arch_and_cus_from_the_file_name():
+    known = ["gfx90a", "gfx942", "gfx950", "gfx906"]
+    assert arch_from_name("gfx942130.HIP.fdb.txt.bz2", known) == ("gfx942", 304)
+    assert arch_from_name("/x/gfx90a68.HIP.fdb.txt", known) == ("gfx90a", 104)
+    assert arch_from_name("gfx906_60.HIP.fdb.txt.bz2", known) == ("gfx906", 60)
+    with pytest.raises(FindDbError, match="known arch"):
+        arch_from_name("gfx1100.HIP.fdb.txt", known)
+
+
+def test_real_slices_parse_with_every_direction_dtype_and_layout():
+    for path, arch in ((MI300X, "gfx942"), (MI210, "gfx90a")):
+        fdb = read_find_db(path)
+        p = fdb.problems
+        assert fdb.report["problems"] > 0.99 * fdb.report["lines"] - 20
+        assert set(p.direction) == {"fwd", "bwd_data", "bwd_weight"} and set(p.dtype) == {"fp32", "fp16", "bf16"}
+        assert {"NCHW", "NCDHW"} <= set(p.layout) and (p.G > 1).any()
+        assert (fdb.entries.time_ms > 0).all() and fdb.entries.groupby("problem").size().max() <= 4
+
+
+@pytest.mark.skipif(not SHARED_MI300X.exists(), reason="../shared/data/miopen_fdb not beside the checkout")
+def test_whole_mi300x_file_matches_its_readme():
+    """The data README's counts: 174,358 lines, about 0.2% of keys fail the output-size formula, a
+    few hundred zero times, 26 solvers (12 forward, 12 backward data, 9 backward weights)."""
+    fdb = read_find_db(SHARED_MI300X)
+    r = fdb.report
+    assert r["lines"] == 174358 and r["skipped_keys"] == {"sizes do not satisfy the output-size formula": 327}
+    assert 100 < r["skipped_entries"]["time 0 (not a measurement)"] < 1200
+    direction = fdb.problems.direction.to_numpy()[fdb.entries.problem.to_numpy()]
+    counts = fdb.entries.assign(d=direction).groupby("d").solver.nunique().to_dict()
+    assert counts == {"fwd": 12, "bwd_data": 12, "bwd_weight": 9} and fdb.entries.solver.nunique() == 26
+
+
+def test_problem_type_keys_on_layout_and_bias():
+    p = problem_from_dict({"N": 32, "C": 256, "K": 256, "G": 32, "Hi": 56, "Wi": 56, "Y": 3, "X": 3, "pad_h": 1,
+                           "pad_w": 1, "layout": "NHWC", "bias": 1})
+    q = problem_from_dict({**p.to_dict(), "layout": "NCHW"})
+    assert p.key() != q.key() and p.flops == q.flops == 2 * 32 * 256 * 56 * 56 * 8 * 9
+    assert problem_from_dict({"N": 1, "C": 4, "K": 4, "Di": 1, "layout": "NCDHW"}).ndim == 3  # depth 1, still 3D
+    with pytest.raises(ProblemError, match="layout='NWHC'"):
+        problem_from_dict({"N": 1, "C": 4, "K": 4, "layout": "NWHC"})
+    with pytest.raises(ProblemError, match="is 2D but depth fields are set"):
+        problem_from_dict({"N": 1, "C": 4, "K": 4, "Di": 3})
+    with pytest.raises(ProblemError, match="bias=2"):
+        problem_from_dict({"N": 1, "C": 4, "K": 4, "bias": 2})
+
+
+def test_import_writes_censored_rows_and_is_idempotent_by_content(tmp_path):
+    from ckheur.dataset import read_dataset
+
+    src = tmp_path / "src" / MI300X.name
+    src.parent.mkdir()
+    src.write_bytes(MI300X.read_bytes())
+    data = tmp_path / "data"
+    r = run_cli("stage=import", f"import.path={src}", f"paths.data={data}", f"hydra.run.dir={tmp_path / 'r1'}")
+    assert r.returncode == 0, r.stderr
+    assert "gfx942, 304 CUs" in r.stdout
+    ds = data / "miopen_fwd_fp16_gfx942" / "gfx942130.parquet"
+    df = read_dataset(ds)
+    pool = 12  # the forward solver table of gfx942 (conf/op/miopen/fwd.yaml)
+    problems = df.groupby(["N", "C", "K", "G", "Hi", "Wi", "Y", "X", "layout"]).ngroups
+    assert df.kernel.nunique() == pool and len(df) % pool == 0
+    assert set(df.status) == {"ok", "censored"} and (df[df.status == "censored"].latency_ms.isna()).all()
+    listed = df[df.status == "ok"].groupby(["N", "C", "K", "G", "Di", "Hi", "Wi", "Z", "Y", "X", "stride_h",
+                                            "pad_h", "dilation_h", "layout", "bias"]).size()
+    assert listed.max() <= 4 and problems <= len(df) // pool
+    assert (df[df.status == "ok"].tflops > 0).all() and set(df.backend) == {"miopen_fdb"}
+    r = run_cli("stage=import", f"import.path={src}", f"paths.data={data}", f"hydra.run.dir={tmp_path / 'r2'}")
+    assert r.returncode == 0 and r.stdout.count("nothing to do") == 9
+    assert len(read_dataset(ds, dedupe=False)) == len(df)
+    # Another file of the same name: refused, then replaced on request.
+    lines = bz2.decompress(src.read_bytes()).decode().splitlines()
+    src.write_bytes(bz2.compress(("\n".join(lines[:500]) + "\n").encode()))
+    r = run_cli("stage=import", f"import.path={src}", f"paths.data={data}", f"hydra.run.dir={tmp_path / 'r3'}")
+    assert r.returncode == 2 and "import.overwrite=true replaces it" in r.stderr and "Traceback" not in r.stderr
+    r = run_cli("stage=import", f"import.path={src}", f"paths.data={data}", "import.overwrite=true",
+                f"hydra.run.dir={tmp_path / 'r4'}")
+    assert r.returncode == 0, r.stderr
+    assert len(read_dataset(ds)) < len(df) and any(p.name.startswith("gfx942130.parquet.replaced-")
+                                                   for p in ds.parent.iterdir())
+
+
+def test_bad_find_db_is_one_clear_error(tmp_path):
+    bad = tmp_path / "gfx942130.HIP.fdb.txt.bz2"
+    bad.write_bytes(b"BZh91AY&SY truncated")
+    r = run_cli("stage=import", f"import.path={bad}", f"paths.data={tmp_path}", f"hydra.run.dir={tmp_path / 'r'}")
+    assert r.returncode == 2 and "cannot be read" in r.stderr and "Traceback" not in r.stderr
+    odd = tmp_path / "gfx1234.HIP.fdb.txt"
+    odd.write_text(LINES[0] + "\n")
+    r = run_cli("stage=import", f"import.path={odd}", f"paths.data={tmp_path}", f"hydra.run.dir={tmp_path / 'r2'}")
+    assert r.returncode == 2 and "import.arch" in r.stderr
+    r = run_cli("stage=import", f"import.path={odd}", "import.arch=gfx942", f"paths.data={tmp_path / 'd'}",
+                f"hydra.run.dir={tmp_path / 'r3'}")
+    assert r.returncode == 0, r.stderr
+
+
+def test_training_ranks_censored_solvers_last(tmp_path):
+    """A model trained on an imported slice: censored rows are in the table with TFLOPS 0 (label 0
+    under `relative`), and the model scores listed solvers above censored ones on its training data."""
+    from ckheur.dataset import read_dataset
+    from ckheur.features import get_engine
+    from ckheur.kernels import enumerate_pool
+    from ckheur.models.training import build_table, fit
+    from ckheur.stages import compose_config, plain
+
+    data = tmp_path / "data"
+    r = run_cli("stage=import", f"import.path={MI300X}", f"paths.data={data}", f"hydra.run.dir={tmp_path / 'r'}")
+    assert r.returncode == 0, r.stderr
+    cfg = compose_config(["op=miopen/fwd", "arch=gfx942", "op.dtype=fp32", "model.max_trees=30"])
+    op, arch, model = plain(cfg.op), plain(cfg.arch), plain(cfg.model)
+    df = read_dataset(data / "miopen_fwd_fp32_gfx942" / "gfx942130.parquet")
+    tb = build_table(df, op, arch, enumerate_pool(op, arch).kernels, get_engine("miopen"), None)
+    assert tb.report["rows_censored"] == int((df.status == "censored").sum()) > 0
+    assert tb.full.all() and (tb.tflops == 0).sum() == tb.report["rows_censored"]
+    cat = [tb.feature_names.index(c) for c in get_engine("miopen").CATEGORICAL]
+    b = fit(tb, np.arange(len(tb.X)), model, "relative", cat, 0, 30)
+    s = b.predict(tb.X)
+    assert s[tb.tflops > 0].mean() > s[tb.tflops == 0].mean() + 0.3
+    time_ms = np.where(tb.tflops > 0, 1.0 / np.maximum(tb.tflops, 1e-30), np.nan)
+    rep = censored_choice_report(tb.pid, s, time_ms)
+    assert rep["open"]["picks_outside_listed"] < 0.05 and rep["open"]["top1"] > 0.5
+    r = run_cli("stage=train", "op=miopen/fwd", "arch=gfx942", "op.dtype=fp32",
+                f"data.paths=[{data / 'miopen_fwd_fp32_gfx942' / 'gfx942130.parquet'}]", "model.max_trees=20",
+                "train.folds=3", "train.family_cv=false", f"train.output={tmp_path / 'model'}",
+                f"hydra.run.dir={tmp_path / 'rt'}")
+    assert r.returncode == 0, r.stderr
+    assert json.loads((tmp_path / "model" / "train_manifest.json").read_text())["data_kind"] == "real"
+    r = run_cli("stage=train", "op=miopen/fwd", "arch=gfx942", "features.analytic=true",
+                f"data.paths=[{data / 'miopen_fwd_fp16_gfx942' / 'gfx942130.parquet'}]",
+                f"train.output={tmp_path / 'm2'}", f"hydra.run.dir={tmp_path / 'rt2'}")
+    assert r.returncode == 2 and "no analytic model" in r.stderr
+
+
+def test_censored_choice_report_hand_computed():
+    pid = np.array([0, 0, 0, 1, 1, 1, 2, 2])
+    scores = np.array([.9, .5, .1, .2, .8, .1, .3, .9])
+    t = np.array([2.0, 1.0, np.nan, 1.0, np.nan, 3.0, 5.0, 5.05])
+    r = censored_choice_report(pid, scores, t)
+    o, li = r["open"], r["listed"]
+    # open: picks 2.0 (best 1.0), a censored one, 5.05 (best 5.0, within 2%)
+    assert o["top1"] == 0 and o["top1_tie_aware"] == pytest.approx(1 / 3)
+    assert o["mean_slowdown"] == pytest.approx((1.0 + 0.01) / 2) and o["picks_outside_listed"] == pytest.approx(1 / 3)
+    assert o["efficiency"]["mean"] == pytest.approx((0.5 + 0 + 5 / 5.05) / 3)
+    assert o["time_weighted"] == pytest.approx(6 / 7.05)
+    # listed: problem 1 picks its listed 1.0 (the best)
+    assert li["top1"] == pytest.approx(1 / 3) and li["picks_outside_listed"] == 0
+    assert li["efficiency"]["mean"] == pytest.approx((0.5 + 1 + 5 / 5.05) / 3)
