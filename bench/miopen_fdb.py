@@ -59,7 +59,7 @@ def split_groups(table, kind: str) -> np.ndarray:
     return np.array([index[k] for k in keys])
 
 
-def choice(table, model: dict, kind: str, seed: int) -> dict:
+def choice(table, model: dict, kind: str, seed: int, objective: str = "relative") -> dict:
     """Train on 80% of the problems (by split kind), score the other 20%."""
     from sklearn.model_selection import GroupShuffleSplit
 
@@ -73,7 +73,7 @@ def choice(table, model: dict, kind: str, seed: int) -> dict:
                               .split(tr, groups=groups[tr]))
     cat = [table.feature_names.index(c) for c in ("solver", "algorithm", "implementation")]
     t0 = time.perf_counter()
-    booster = fit(table, np.sort(tr[inner_tr]), model, "relative", cat, seed, model["max_trees"],
+    booster = fit(table, np.sort(tr[inner_tr]), model, objective, cat, seed, model["max_trees"],
                   valid_rows=np.sort(tr[inner_va]))
     train_s = time.perf_counter() - t0
     scores = predict(booster, table.X[te], num_iteration=booster.best_iteration or None)
@@ -110,6 +110,7 @@ def main() -> None:
     ap.add_argument("--lr", type=float, default=0.1)
     ap.add_argument("--min-data", type=int, default=20)
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--objective", default="relative", choices=["relative", "lambdarank", "regression_log"])
     ap.add_argument("--data", default=None, help="imported datasets folder (default: a temporary one)")
     ap.add_argument("--out", default="outputs/bench/miopen_fdb.json")
     args = ap.parse_args()
@@ -130,7 +131,7 @@ def main() -> None:
                 model.update(num_leaves=args.leaves, max_trees=args.trees, learning_rate=args.lr,
                              min_data_in_leaf=args.min_data)
                 for kind in args.splits:
-                    r = choice(tb, model, kind, args.seed)
+                    r = choice(tb, model, kind, args.seed, args.objective)
                     results["choice"].append({"arch": arch, "direction": direction, "dtype": dtype, **r})
                     o, li = r["open"], r["listed"]
                     print(f"{arch} {direction:10s} {dtype} {kind:8s}: open top-1 {100 * o['top1']:.1f}% (tie-aware "

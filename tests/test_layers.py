@@ -16,7 +16,7 @@ LAYERS = [
     ("ckheur.problems",),
     ("ckheur.kernels",),
     ("ckheur.sim",),
-    ("ckheur.dataset", "ckheur.tuning_db", "ckheur.backends"),
+    ("ckheur.dataset", "ckheur.tuning_db", "ckheur.backends", "ckheur.miopen_fdb"),
     ("ckheur.features",),
     ("ckheur.models",),
     ("ckheur.search",),

@@ -23,7 +23,10 @@ PROBLEM_FEATURES = (
     "log_N", "log_C", "log_K", "G", "log_G", "log_Di", "log_Hi", "log_Wi", "Z", "Y", "X", "pad_d", "pad_h", "pad_w",
     "stride_d", "stride_h", "stride_w", "dilation_d", "dilation_h", "dilation_w", "layout_nhwc", "bias", "ndim",
     "log_M", "log_Ngemm", "log_Kgemm", "log_flops", "log_bytes", "intensity", "log_c_per_group", "log_k_per_group",
-    "is_depthwise", "is_1x1", "log_out_pixels",
+    "is_depthwise", "is_1x1", "log_out_pixels", "log_Ho", "log_Wo",
+    # Solvers apply to channel counts and sizes by divisibility (vector widths, tiles): the power of
+    # two dividing each, capped at 2^10.
+    "pow2_c_per_group", "pow2_k_per_group", "pow2_N", "pow2_Hi", "pow2_Wi", "pow2_out_pixels",
 )
 KERNEL_FEATURES = ("solver", "algorithm", "implementation", "workspace")
 CATEGORICAL = ("solver", "algorithm", "implementation")
@@ -50,8 +53,14 @@ def problem_arrays(problems: Sequence[Any], direction: str) -> dict[str, np.ndar
         "stride_w", "dilation_d", "dilation_h", "dilation_w", "bias", "ndim", "flops")}
     out.update(nhwc=f(lambda p: p.layout in ("NHWC", "NDHWC")), depthwise=f(lambda p: p.is_depthwise),
                elems=f(lambda p: p.bytes_moved(1)), out_pixels=f(lambda p: p.Do * p.Ho * p.Wo),
-               M=gemm[:, 1] * gemm[:, 0], Ng=gemm[:, 2], Kg=gemm[:, 3])
+               M=gemm[:, 1] * gemm[:, 0], Ng=gemm[:, 2], Kg=gemm[:, 3], Ho=f(lambda p: p.Ho), Wo=f(lambda p: p.Wo))
     return out
+
+
+def _pow2(v: np.ndarray) -> np.ndarray:
+    """Exponent of the largest power of two dividing each (integral, positive) value, at most 10."""
+    iv = v.astype(np.int64)
+    return np.log2((iv & -iv).clip(1, 1024)).astype(np.float64)
 
 
 def kernel_arrays(kernels: Sequence[Any]) -> dict[str, np.ndarray]:
@@ -78,7 +87,9 @@ def features(prob: Mapping[str, np.ndarray], kern: Mapping[str, np.ndarray], arc
         "intensity": P["flops"] / np.maximum(P["elems"] * DTYPE_BYTES, 1.0),
         "log_c_per_group": log(P["C"] / P["G"]), "log_k_per_group": log(P["K"] / P["G"]),
         "is_depthwise": P["depthwise"], "is_1x1": ((P["Z"] * P["Y"] * P["X"]) == 1).astype(np.float64),
-        "log_out_pixels": log(P["out_pixels"]),
+        "log_out_pixels": log(P["out_pixels"]), "log_Ho": log(P["Ho"]), "log_Wo": log(P["Wo"]),
+        "pow2_c_per_group": _pow2(P["C"] // P["G"]), "pow2_k_per_group": _pow2(P["K"] // P["G"]), "pow2_N": _pow2(P["N"]),
+        "pow2_Hi": _pow2(P["Hi"]), "pow2_Wi": _pow2(P["Wi"]), "pow2_out_pixels": _pow2(P["out_pixels"]),
         **{k: v[None, :] for k, v in kern.items()},
     }
     return to_matrix(cols, names, nP, nK)

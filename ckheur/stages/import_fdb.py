@@ -46,6 +46,24 @@ def _save_record(target: Path, record: dict) -> None:
     os.replace(tmp, target / RECORD)
 
 
+def _already_imported(cfg: Any, arch: str, name: str, sha: str) -> dict:
+    """{direction/dtype: folder} when every dataset this file could have written holds it (an
+    import that finished); {} otherwise (nothing yet, or an import killed half way)."""
+    from ckheur.dataset import dataset_dir
+    from ckheur.miopen_fdb import DIRECTIONS, DTYPES
+
+    found = {}
+    for direction in DIRECTIONS.values():
+        for dtype in DTYPES.values():
+            target = dataset_dir(cfg.paths.data, {"family": "miopen", "direction": direction, "dtype": dtype}, arch, name)
+            if target.exists():
+                if sha not in _record(target):
+                    return {}
+                found[f"{direction}/{dtype}"] = str(target)
+    complete = found and all(rec.get("complete") for rec in (_record(Path(t))[sha] for t in found.values()))
+    return found if complete else {}
+
+
 def run_find_db(cfg: Any, src: Path) -> dict:
     """Import one find-db file; returns {direction/dtype: dataset folder}."""
     from ckheur.config import CONF_DIR, load_option
@@ -62,6 +80,13 @@ def run_find_db(cfg: Any, src: Path) -> dict:
                 raise StageError(f"import.arch={arch!r}: allowed values are {', '.join(known)}")
         else:
             arch, cus = arch_from_name(src, known)
+        sha = _sha256(src)
+        name = opts.dataset or src.name.split(".")[0]
+        done = _already_imported(cfg, arch, name, sha)
+        if done:
+            for target in done.values():
+                print(f"import: {target} already holds this file (sha256 {sha[:12]}); nothing to do")
+            return done
         fdb = read_find_db(src)
     except FindDbError as e:
         raise StageError(str(e)) from None
@@ -69,8 +94,6 @@ def run_find_db(cfg: Any, src: Path) -> dict:
     if cus is not None and cus != arch_cfg.get("num_cus"):
         print(f"import: the file was measured on {arch} with {cus} CUs (conf/arch/{arch}.yaml says "
               f"{arch_cfg.get('num_cus')}): the datasets are labeled {arch}")
-    sha = _sha256(src)
-    name = opts.dataset or src.name.split(".")[0]
     stamp = time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(src.stat().st_mtime)) + "+00:00"
     rep = fdb.report
     print(f"import: {src.name}: {rep['lines']} lines, {rep['problems']} problems, {rep['entries']} listed "
@@ -112,5 +135,9 @@ def run_find_db(cfg: Any, src: Path) -> dict:
             print(f"import: {direction} {dtype}: listed solvers not in the {arch} table, left out: "
                   f"{left['listed_solvers_outside_pool']}")
         out[f"{direction}/{dtype}"] = str(target)
+    for folder in out.values():  # every dataset of the file is written: later imports can skip the parse
+        record = _record(Path(folder))
+        record[sha]["complete"] = True
+        _save_record(Path(folder), record)
     print(f"import: done in {time.perf_counter() - t0:.1f}s")
     return out
