@@ -2,11 +2,11 @@
 (ckheur/problems/<family>.py), its kernel type (ckheur/kernels/<family>.py) and its feature
 engine (ckheur/features/<family>.py), registered here; the stages only use these modules.
 
-Problem modules provide FIELDS, BATCH_FIELD, problem_from_dict, generate, SLICES and SOURCES
-(extra source kinds); kernel modules provide COLUMNS (dataset columns), TABLE, parse_name,
+Problem modules provide FIELDS, BATCH_FIELD, problem_from_dict, generate, SLICES, SOURCES
+(extra source kinds) and, where problems have a text form, from_text; kernel modules provide COLUMNS (dataset columns), TABLE, parse_name,
 from_traits, candidates, rejections (why each candidate is illegal on the arch), support_arrays
 and support_mask; feature modules are engines
-(ckheur/features/__init__.py).
+(ckheur/features/__init__.py) that say whether ckheur.sim models the family (ANALYTIC_MODEL).
 """
 
 from __future__ import annotations
@@ -41,6 +41,11 @@ class Family:
     @property
     def features(self) -> ModuleType:
         return importlib.import_module(FAMILIES[self.name][2])
+
+    @property
+    def analytic(self) -> bool:
+        """Whether the analytic model (ckheur.sim) can rank this family's kernels."""
+        return bool(self.features.ANALYTIC_MODEL)
 
 
 def get_family(name: str) -> Family:

@@ -208,6 +208,20 @@ def test_training_ranks_censored_solvers_last(tmp_path):
                 f"hydra.run.dir={tmp_path / 'rt'}")
     assert r.returncode == 0, r.stderr
     assert json.loads((tmp_path / "model" / "train_manifest.json").read_text())["data_kind"] == "real"
+    # The bundle ranks solvers for a MIOpenDriver line (layout and bias flags read), in the stage and the API.
+    line = "conv -n 32 -c 256 -H 56 -W 56 -k 256 -y 3 -x 3 -p 1 -q 1 -g 32 -F 1 -I NHWC -b 1"
+    r = run_cli("stage=predict", "op=miopen/fwd", "arch=gfx942", "op.dtype=fp32", f"predict.model_dir={tmp_path / 'model'}",
+                f"problem={line}", f"hydra.run.dir={tmp_path / 'rp'}")
+    assert r.returncode == 0, r.stderr
+    assert "N32 C256 K256 G32 56x56 k3x3 s1 p1 NHWC bias" in r.stdout and "selected: " in r.stdout
+    from ckheur import Selector
+
+    sel = Selector.load(tmp_path / "model")
+    ranked = sel.rank(line, k=None)
+    assert len(ranked) == 12 and ranked[0][0] == r.stdout.split("selected: ")[1].split()[0]
+    r = run_cli("stage=predict", "op=miopen/fwd", "arch=gfx942", f"paths.models={tmp_path / 'none'}",
+                f"paths.sim_models={tmp_path / 'none'}", f"problem={line}", f"hydra.run.dir={tmp_path / 'rp2'}")
+    assert r.returncode == 2 and "no analytic model to fall back on" in r.stderr
     r = run_cli("stage=train", "op=miopen/fwd", "arch=gfx942", "features.analytic=true",
                 f"data.paths=[{data / 'miopen_fwd_fp16_gfx942' / 'gfx942130.parquet'}]",
                 f"train.output={tmp_path / 'm2'}", f"hydra.run.dir={tmp_path / 'rt2'}")

@@ -18,6 +18,7 @@ from ckheur.features.common import kernel_arrays as common_kernel_arrays
 from ckheur.sim import problem_arrays as _sim_problem_arrays
 
 ENCODING_VERSION = 1
+ANALYTIC_MODEL = True  # ckheur.sim models these kernels
 
 PROBLEM_FEATURES = (
     "log_M", "log_N", "log_K", "G", "log_G", "log_flops", "log_bytes", "intensity", "filter_size",

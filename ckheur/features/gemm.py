@@ -20,6 +20,7 @@ from ckheur.features.common import kernel_arrays as common_kernel_arrays
 from ckheur.sim import problem_arrays as _sim_problem_arrays
 
 ENCODING_VERSION = 1
+ANALYTIC_MODEL = True  # ckheur.sim models these kernels
 EPILOGUES = ("default", "cshuffle")
 
 PROBLEM_FEATURES = ("M", "N", "K", "split_k", "log2_M", "log2_N", "log2_K", "log2_MNK", "arithmetic_intensity",

@@ -18,6 +18,7 @@ from ckheur.features.common import to_matrix
 from ckheur.kernels.miopen_solvers import ALGORITHMS, IMPLEMENTATIONS
 
 ENCODING_VERSION = 1
+ANALYTIC_MODEL = False  # no performance model of MIOpen's solvers
 
 PROBLEM_FEATURES = (
     "log_N", "log_C", "log_K", "G", "log_G", "log_Di", "log_Hi", "log_Wi", "Z", "Y", "X", "pad_d", "pad_h", "pad_w",

@@ -38,18 +38,19 @@ from ckheur.threads import predict
 
 
 def as_problem(problem: Any, family: str = "grouped_conv") -> Any:
-    """A problem object from a problem, a dict with CK field names, or (conv) a MIOpenDriver line."""
+    """A problem object from a problem, a dict with the family's field names, or its text form
+    (convolutions: a MIOpenDriver line)."""
     from ckheur.ops import get_family
-    from ckheur.problems import parse_miopen
 
+    mod = get_family(family).problems
     if hasattr(problem, "key") and hasattr(problem, "gemm"):
         return problem
-    if isinstance(problem, str) and family == "grouped_conv":
-        return parse_miopen(problem)[0]
+    if isinstance(problem, str) and hasattr(mod, "from_text"):
+        return mod.from_text(problem)
     if isinstance(problem, Mapping):
-        return get_family(family).problems.problem_from_dict({k: v for k, v in problem.items() if v is not None})
+        return mod.problem_from_dict({k: v for k, v in problem.items() if v is not None})
     raise TypeError(f"problem must be a problem object or a dict of {family} fields"
-                    + (" or a MIOpenDriver line" if family == "grouped_conv" else "")
+                    + (" or a MIOpenDriver line" if hasattr(mod, "from_text") else "")
                     + f", not {type(problem).__name__}")
 
 
@@ -99,6 +100,9 @@ class Selector:
 
         self.op = dict(op or {"family": "grouped_conv"})
         self.family = get_family(self.op["family"])
+        if booster is None and not self.family.analytic:
+            raise ProblemError(f"the {self.family.name} family has no analytic model to rank with: train a model "
+                               f"(stage=train) and load it")
         self.arch, self.direction, self.dtype, self.engine = dict(arch), direction, dtype, engine
         self.booster, self.tflops_booster, self.objective = booster, tflops_booster, objective
         self.analytic_params = analytic_params
@@ -115,7 +119,8 @@ class Selector:
         for group in sorted({k.group for k in kernels}):
             ks = [k for k in kernels if k.group == group]
             feats = engine.kernel_arrays(ks) if engine is not None else None
-            self._pools[group] = (ks, feats, sim_kernel_arrays(ks), self.family.kernels.support_arrays(ks))
+            sim = sim_kernel_arrays(ks) if self.family.analytic else {}
+            self._pools[group] = (ks, feats, sim, self.family.kernels.support_arrays(ks))
 
     @classmethod
     def load(cls, model_dir: str | Path, compiled: bool = False, **kw: Any) -> "Selector":
@@ -258,7 +263,7 @@ class Selector:
             ks = [ks[i] for i in idx]
             feats = {k: v[idx] for k, v in feats.items()} if feats is not None else None
             sim_kern = {k: v[idx] for k, v in sim_kern.items()}
-        if self.booster is not None and len(ks) > self.cascade_threshold:
+        if self.booster is not None and self.family.analytic and len(ks) > self.cascade_threshold:
             # Cascade: the analytic model pre-ranks, the learned model scores its top candidates.
             idx = np.argsort(-self._analytic_tflops(p, sim_kern), kind="stable")[: self.cascade_top]
             ks = [ks[i] for i in idx]

@@ -278,6 +278,11 @@ def read_miopen_file(path: Any) -> list[ConvProblem]:
 
 BATCH_FIELD = "N"  # what a source's `batch` list replaces
 
+
+def from_text(line: str) -> ConvProblem:
+    """A problem written as text: a MIOpenDriver command line."""
+    return parse_miopen(line)[0]
+
 SOURCES = {"miopen": read_miopen_file}  # source kinds only this family has
 
 SLICES = {

@@ -24,7 +24,7 @@ _MIOPEN_LONG = {
     "--fil_d": "-@", "--pad_h": "-p", "--pad_w": "-q", "--pad_d": "-$",
     "--conv_stride_h": "-u", "--conv_stride_w": "-v", "--conv_stride_d": "-#",
     "--dilation_h": "-l", "--dilation_w": "-j", "--dilation_d": "-^",
-    "--forw": "-F", "--spatial_dim": "-_",
+    "--forw": "-F", "--spatial_dim": "-_", "--in_layout": "-I", "--bias": "-b",
 }
 _MIOPEN_DEFAULTS = {"N": 100, "C": 3, "K": 32, "G": 1, "Hi": 32, "Wi": 32, "Di": 32,
                     "Y": 3, "X": 3, "Z": 3}
@@ -35,8 +35,8 @@ _MIOPEN_IGNORED = {"-F", "-m", "-t", "-V", "-i", "-w", "-s", "-P", "-I", "-O", "
                    "-B", "-A", "-G", "-E", "-R", "-X", "-Y"}
 
 
-def parse_driver_line(line: str) -> tuple[dict[str, int], str | None]:
-    """Parse one MIOpenDriver command line into (problem field values, direction or None for all)."""
+def driver_args(line: str) -> dict[str, str]:
+    """The flags of one MIOpenDriver command line, by short name, as written."""
     try:
         # A comment starts at '#' after whitespace; '-#' is MIOpen's stride_d flag.
         tokens = shlex.split(re.split(r"(?:^|\s)#", line, maxsplit=1)[0])
@@ -67,6 +67,12 @@ def parse_driver_line(line: str) -> tuple[dict[str, int], str | None]:
         if flag not in _MIOPEN_FLAGS and flag not in _MIOPEN_IGNORED and not flag.startswith("--"):
             raise ProblemError(f"MIOpenDriver line {line!r}: unknown flag {flag}")
         args[flag] = val
+    return args
+
+
+def parse_driver_line(line: str) -> tuple[dict[str, int], str | None]:
+    """Parse one MIOpenDriver command line into (problem field values, direction or None for all)."""
+    args = driver_args(line)
     spatial = int(args.get("-_", "3" if any(f in args for f in ("-!", "-@", "-$", "-#", "-^")) else "2"))
     vals: dict[str, int] = {}
     for flag, field_name in _MIOPEN_FLAGS.items():

@@ -62,6 +62,21 @@ def problem_from_dict(d: Mapping[str, Any]) -> MIOpenConvProblem:
 DEFAULTS = field_defaults(MIOpenConvProblem)
 
 
+def from_text(line: str) -> MIOpenConvProblem:
+    """A problem from a MIOpenDriver command line, with its layout (``-I``/``--in_layout``) and
+    bias (``-b``/``--bias``); 3D lines default to NCDHW, as MIOpenDriver does."""
+    from ckheur.problems.miopen import driver_args, parse_driver_line
+
+    vals, _ = parse_driver_line(line)
+    args = driver_args(line)
+    spatial3 = int(args.get("-_", "2")) == 3 or any(f in args for f in ("-!", "-@", "-$", "-#", "-^"))
+    layout = args.get("-I", "NCDHW" if spatial3 else "NCHW")
+    bias = args.get("-b", "0")
+    if not bias.isdigit():
+        raise ProblemError(f"MIOpenDriver line {line!r}: -b (bias) must be 0 or 1, got {bias!r}")
+    return problem_from_dict({**vals, "layout": layout, "bias": int(bias)})
+
+
 def generate(seed: int, count: int, ndim: int = 2, families: Mapping[str, float] | None = None,
              max_gflop: float = 20000.0) -> list[MIOpenConvProblem]:
     """The convolution generator's problems, NCHW without bias."""

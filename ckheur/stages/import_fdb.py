@@ -103,8 +103,7 @@ def run_find_db(cfg: Any, src: Path) -> dict:
     if rep.get("problems_out_of_time_order"):
         print(f"import: {rep['problems_out_of_time_order']} problems listed their solvers out of time order (sorted)")
     out = {}
-    for direction, dtype in sorted(rep["by_direction_dtype"] and
-                                   {tuple(k.split("/")) for k in rep["by_direction_dtype"]}):
+    for direction, dtype in sorted(tuple(k.split("/")) for k in rep["by_direction_dtype"]):
         op = {**load_option(f"op/miopen/{direction}"), "direction": direction, "dtype": dtype}
         solvers = (op.get("solvers") or {}).get(arch)
         if not solvers:

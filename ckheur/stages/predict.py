@@ -37,6 +37,11 @@ def load_selector(cfg: Any, op: dict, arch: dict, model_dir: str | None = None,
         return sel, sel.label
     if explicit:
         raise StageError(f"model dir {model_dir} not found")
+    from ckheur.ops import get_family
+
+    if not get_family(op["family"]).analytic:
+        raise StageError(f"no trained model {model_dir} for {op['model_name']}, and the {op['family']} family has no "
+                         f"analytic model to fall back on: train one (stage=train) or give predict.model_dir")
     pool = enumerate_pool(op, arch, cfg.kernels.filter).kernels
     return (Selector.analytic(pool, arch, op["direction"], op["dtype"], op=op, tuning_db=tuning_db),
             f"ANALYTIC MODEL (fallback: no trained model {model_dir} for {op['model_name']})")
@@ -52,7 +57,9 @@ def problem_from_cfg(cfg: Any, family: str) -> Any:
     if line and fields:
         raise StageError("give the problem either as problem=\"<MIOpenDriver line>\" or as problem.<field>=..., not both")
     if line:
-        if family != "grouped_conv":
+        from ckheur.ops import get_family
+
+        if not hasattr(get_family(family).problems, "from_text"):
             raise StageError(f"problem=<MIOpenDriver line> is for convolutions; give {family} fields as problem.<field>=...")
         return as_problem(str(line), family)
     return as_problem(fields, family) if fields else None
