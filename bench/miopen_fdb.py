@@ -83,6 +83,46 @@ def choice(table, model: dict, kind: str, seed: int, objective: str = "relative"
             "train_problems": int(len(np.unique(table.pid[tr]))), **rep}
 
 
+def _rows(table, rows: np.ndarray):
+    """The table restricted to some rows (problems renumbered)."""
+    from ckheur.models.training import Table
+
+    used, pid = np.unique(table.pid[rows], return_inverse=True)
+    sub = Table(X=table.X[rows], tflops=table.tflops[rows], pid=pid, kid=table.kid[rows],
+                problems=[table.problems[i] for i in used], kernels=table.kernels, feature_names=table.feature_names,
+                full=np.ones(len(used), dtype=bool))
+    sub.flops_over_tflops = table.flops_over_tflops[rows]
+    return sub
+
+
+def cross_gpu(a, b, model: dict, seed: int) -> dict:
+    """Train on GPU a's whole table, pick on GPU b's problems that a lists too (solvers of both
+    tables only); beside it, a's own fastest solver as the pick on b: the files' agreement."""
+    from ckheur.metrics import censored_choice_report
+    from ckheur.models.training import fit
+    from ckheur.threads import predict
+
+    common = {k.name for k in a.kernels} & {k.name for k in b.kernels}
+    keep_a = np.flatnonzero(np.isin([a.kernels[i].name for i in a.kid], list(common)))
+    keys_a = {p.key() for p in a.problems}
+    b_shared = np.array([b.problems[i].key() in keys_a for i in b.pid])
+    keep_b = np.flatnonzero(b_shared & np.isin([b.kernels[i].name for i in b.kid], list(common)))
+    ta, tb = _rows(a, keep_a), _rows(b, keep_b)
+    cat = [ta.feature_names.index(c) for c in ("solver", "algorithm", "implementation")]
+    booster = fit(ta, np.arange(len(ta.X)), model, "relative", cat, seed, int(model["cross_trees"]))
+    time_b = np.where(tb.tflops > 0, tb.flops_over_tflops, np.nan)
+    model_rep = censored_choice_report(tb.pid, predict(booster, tb.X), time_b)
+    # a's measurement as the score: its fastest listed solver first, its censored ones last
+    index_a = {(ta.problems[ta.pid[r]].key(), ta.kernels[ta.kid[r]].name): r for r in range(len(ta.pid))}
+    score = np.array([-(ta.flops_over_tflops[index_a[(tb.problems[tb.pid[r]].key(), tb.kernels[tb.kid[r]].name)]])
+                      if (tb.problems[tb.pid[r]].key(), tb.kernels[tb.kid[r]].name) in index_a else -np.inf
+                      for r in range(len(tb.pid))])
+    score = np.nan_to_num(score, nan=-1e30)
+    files_rep = censored_choice_report(tb.pid, score, time_b)
+    return {"solvers_both": len(common), "shared_problems": int(len(tb.problems)), "model": model_rep,
+            "other_file": files_rep}
+
+
 def load_table(data: Path, arch: str, direction: str, dtype: str, name: str):
     from ckheur.dataset import read_dataset
     from ckheur.features import get_engine
@@ -113,6 +153,7 @@ def main() -> None:
     ap.add_argument("--objective", default="relative", choices=["relative", "lambdarank", "regression_log"])
     ap.add_argument("--data", default=None, help="imported datasets folder (default: a temporary one)")
     ap.add_argument("--out", default="outputs/bench/miopen_fdb.json")
+    ap.add_argument("--cross", action="store_true", help="also train on each GPU and pick on the other's shared problems")
     args = ap.parse_args()
     from ckheur.miopen_fdb import arch_from_name
 
@@ -140,6 +181,23 @@ def main() -> None:
                           f"P10 {100 * o['efficiency']['p10']:.2f}% time-weighted {100 * o['time_weighted']:.2f}% | "
                           f"listed top-1 {100 * li['top1']:.1f}%, eff {100 * li['efficiency']['mean']:.2f}% | "
                           f"{r['train_problems']} training problems, {r['trees']} trees, {r['train_s']} s", flush=True)
+    if args.cross and len(args.files) == 2:
+        arches = [arch_from_name(f, ["gfx90a", "gfx942", "gfx950"])[0] for f in args.files]
+        names = [Path(f).name.split(".")[0] for f in args.files]
+        for direction in args.directions:
+            for dtype in args.dtypes:
+                tabs = [load_table(data, arch, direction, dtype, name) for arch, name in zip(arches, names)]
+                for i, j in ((0, 1), (1, 0)):
+                    model = {**tabs[i][1], "num_leaves": args.leaves, "learning_rate": args.lr,
+                             "min_data_in_leaf": args.min_data, "cross_trees": 1000}
+                    r = cross_gpu(tabs[i][0], tabs[j][0], model, args.seed)
+                    results.setdefault("cross", []).append({"from": arches[i], "to": arches[j], "direction": direction,
+                                                            "dtype": dtype, **r})
+                    m, f = r["model"]["open"], r["other_file"]["open"]
+                    print(f"cross {arches[i]} -> {arches[j]} {direction:10s} {dtype}: {r['shared_problems']} shared "
+                          f"problems, {r['solvers_both']} solvers on both: model top-1 {100 * m['top1']:.1f}%, eff "
+                          f"{100 * m['efficiency']['mean']:.2f}% | the {arches[i]} file's own fastest: top-1 "
+                          f"{100 * f['top1']:.1f}%, eff {100 * f['efficiency']['mean']:.2f}%", flush=True)
     out = ROOT / args.out
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(results, indent=1))
