@@ -46,7 +46,8 @@ def import_file(path: Path, data: Path) -> dict:
         sys.exit(f"import of {path} failed:\n{r.stderr[-3000:]}")
     peak = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
     done = [ln for ln in r.stdout.splitlines() if ln.startswith("import: done")]
-    return {"file": path.name, "wall_s": round(wall, 1), "stage_s": done[-1].split()[-1] if done else "?",
+    stage_s = done[-1].split()[-1] if done else "none: already imported (give a fresh --data to time it)"
+    return {"file": path.name, "wall_s": round(wall, 1), "stage_s": stage_s,
             "peak_gib": round(max(peak, before) / 2**20, 2), "log": r.stdout}
 
 

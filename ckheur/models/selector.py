@@ -35,8 +35,6 @@ from ckheur.sim import CASCADE_THRESHOLD, CASCADE_TOP
 from ckheur.threads import predict
 
 
-
-
 def as_problem(problem: Any, family: str = "grouped_conv") -> Any:
     """A problem object from a problem, a dict with the family's field names, or its text form
     (convolutions: a MIOpenDriver line)."""
