@@ -195,6 +195,15 @@ def test_training_ranks_censored_solvers_last(tmp_path):
     tb = build_table(df, op, arch, enumerate_pool(op, arch).kernels, get_engine("miopen"), None)
     assert tb.report["rows_censored"] == int((df.status == "censored").sum()) > 0
     assert tb.full.all() and (tb.tflops == 0).sum() == tb.report["rows_censored"]
+    assert tb.report["problems_only_censored"] == 0
+    # A problem with no listed solver of the pool (all censored) has nothing to rank against: left out.
+    first = df[df.status == "ok"].iloc[0]
+    same = (df[["N", "C", "K", "G", "Hi", "Wi", "Y", "X", "pad_h", "stride_h", "layout", "bias", "Di", "Z"]]
+            == first[["N", "C", "K", "G", "Hi", "Wi", "Y", "X", "pad_h", "stride_h", "layout", "bias", "Di", "Z"]]).all(axis=1)
+    censored_all = df.copy()
+    censored_all.loc[same, "status"] = "censored"
+    tb2 = build_table(censored_all, op, arch, enumerate_pool(op, arch).kernels, get_engine("miopen"), None)
+    assert tb2.report["problems_only_censored"] == 1 and len(tb2.problems) == len(tb.problems) - 1
     cat = [tb.feature_names.index(c) for c in get_engine("miopen").CATEGORICAL]
     b = fit(tb, np.arange(len(tb.X)), model, "relative", cat, 0, 30)
     s = b.predict(tb.X)
