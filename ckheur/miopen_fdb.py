@@ -251,29 +251,35 @@ def dataset_rows(fdb: FindDb, direction: str, dtype: str, arch: str, solvers: Se
     local = np.searchsorted(sel, e["problem"].to_numpy())
     t = np.full(P * S, np.nan)
     t[local * S + e["solver"].map(index).to_numpy()] = e["time_ms"].to_numpy()
-    rows = probs.iloc[np.repeat(np.arange(P), S)].reset_index(drop=True).drop(columns=["direction", "dtype"])
-    flops = _flops(probs)
+    n = P * S
+    per_problem, per_solver = np.repeat(np.arange(P), S), np.tile(np.arange(S), P)
     listed = ~np.isnan(t)
-    df = pd.DataFrame({"op": f"miopen/{direction}", "direction": direction, "dtype": dtype, "arch": arch,
-                       "backend": "miopen_fdb"}, index=rows.index)
-    df = pd.concat([df, rows], axis=1)
-    df["kernel"] = np.tile(np.array(names, dtype=object), P)
-    df["solver_id"] = np.tile(np.array([int(s["id"]) for s in solvers], dtype=np.int64), P)
+    # String columns as categoricals built from codes: few distinct values, no Python strings per row.
+    const = lambda v: pd.Categorical.from_codes(np.zeros(n, dtype=np.int8), [v])  # noqa: E731
+    by_solver = lambda vals: pd.Categorical.from_codes(per_solver, vals) if len(set(vals)) == len(vals) \
+        else pd.Categorical(np.asarray(vals, dtype=object)[per_solver])  # noqa: E731
+    cols: dict[str, Any] = {"op": const(f"miopen/{direction}"), "direction": const(direction), "dtype": const(dtype),
+                            "arch": const(arch), "backend": const("miopen_fdb")}
+    for c in probs.columns:
+        if c not in ("direction", "dtype"):
+            v = probs[c].to_numpy()
+            cols[c] = pd.Categorical(v)[per_problem] if c == "layout" else v[per_problem]
+    cols["kernel"] = by_solver(names)
+    cols["solver_id"] = np.array([int(s["id"]) for s in solvers], dtype=np.int64)[per_solver]
     for col in ("algorithm", "implementation"):
-        df[col] = np.tile(np.array([s[col] for s in solvers], dtype=object), P)
-    df["workspace"] = np.tile(np.array([bool(s["workspace"]) for s in solvers], dtype=bool), P)
-    df["latency_ms"] = t
-    df["latency_spread_ms"] = np.nan
-    df["tflops"] = np.where(listed, np.repeat(flops, S) / np.where(listed, t, 1.0) * 1e-9, np.nan)
-    df["status"] = np.where(listed, "ok", "censored")
-    df["error"] = np.where(listed, "", CENSORED_REASON)
-    df["warmup"], df["repeat"], df["clock_mhz"] = 0, 0, np.nan  # not recorded in find-db files
-    df["timestamp"], df["host"] = timestamp, f"import:{source}"
-    df["ckheur_version"], df["schema_version"] = __version__, SCHEMA_VERSION
+        cols[col] = by_solver([s[col] for s in solvers])
+    cols["workspace"] = np.array([bool(s["workspace"]) for s in solvers], dtype=bool)[per_solver]
+    cols["latency_ms"] = t
+    cols["latency_spread_ms"] = np.full(n, np.nan)
+    cols["tflops"] = np.where(listed, _flops(probs)[per_problem] / np.where(listed, t, 1.0) * 1e-9, np.nan)
+    cols["status"] = pd.Categorical.from_codes((~listed).astype(np.int8), ["ok", "censored"])
+    cols["error"] = pd.Categorical.from_codes((~listed).astype(np.int8), ["", CENSORED_REASON])
+    cols["warmup"], cols["repeat"] = np.zeros(n, dtype=np.int64), np.zeros(n, dtype=np.int64)  # not in find-db files
+    cols["clock_mhz"] = np.full(n, np.nan)
+    cols["timestamp"], cols["host"], cols["ckheur_version"] = const(timestamp), const(f"import:{source}"), const(__version__)
+    cols["schema_version"] = np.full(n, SCHEMA_VERSION, dtype=np.int64)
+    df = pd.DataFrame(cols)
     left = {"listed_solvers_outside_pool": outside["solver"].value_counts().to_dict()}
-    for col in ("op", "direction", "dtype", "arch", "backend", "layout", "kernel", "algorithm", "implementation",
-                "status", "error", "timestamp", "host", "ckheur_version"):
-        df[col] = df[col].astype("category")  # few distinct values: cheap to build and to write
     return df[list(columns("miopen"))], left
 
 
