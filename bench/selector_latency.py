@@ -39,6 +39,8 @@ def dataframe_path(sel):
     candidate kernel, a pandas DataFrame of those rows, then the model on the DataFrame."""
     import pandas as pd
 
+    from ckheur.threads import predict
+
     eng, names = sel.engine, sel.engine.feature_names(False)
     singles = {g: [(k, eng.kernel_arrays([k])) for k in ks] for g, (ks, *_) in sel._pools.items()}
 
@@ -50,7 +52,7 @@ def dataframe_path(sel):
             row["kernel"] = k.name
             rows.append(row)
         df = pd.DataFrame(rows)
-        df["score"] = sel.booster.predict(df[names])
+        df["score"] = predict(sel.booster, df[names])  # the thread policy, as every prediction
         return df.nlargest(5, "score")[["kernel", "score"]].to_records(index=False).tolist()
 
     return rank
