@@ -114,11 +114,9 @@ def cross_gpu(a, b, model: dict, seed: int) -> dict:
     time_b = np.where(tb.tflops > 0, tb.flops_over_tflops, np.nan)
     model_rep = censored_choice_report(tb.pid, predict(booster, tb.X), time_b)
     # a's measurement as the score: its fastest listed solver first, its censored ones last
-    index_a = {(ta.problems[ta.pid[r]].key(), ta.kernels[ta.kid[r]].name): r for r in range(len(ta.pid))}
-    score = np.array([-(ta.flops_over_tflops[index_a[(tb.problems[tb.pid[r]].key(), tb.kernels[tb.kid[r]].name)]])
-                      if (tb.problems[tb.pid[r]].key(), tb.kernels[tb.kid[r]].name) in index_a else -np.inf
-                      for r in range(len(tb.pid))])
-    score = np.nan_to_num(score, nan=-1e30)
+    pair = lambda t, r: (t.problems[t.pid[r]].key(), t.kernels[t.kid[r]].name)  # noqa: E731
+    time_a = {pair(ta, r): ta.flops_over_tflops[r] for r in range(len(ta.pid))}
+    score = np.nan_to_num(-np.array([time_a.get(pair(tb, r), np.inf) for r in range(len(tb.pid))]), nan=-1e30)
     files_rep = censored_choice_report(tb.pid, score, time_b)
     return {"solvers_both": len(common), "shared_problems": int(len(tb.problems)), "model": model_rep,
             "other_file": files_rep}

@@ -2,7 +2,7 @@
 
 Format (``../shared/data/README.md``): one line per problem, ``KEY=ENTRY;ENTRY;...``, at most
 four entries, fastest first (not always: sorted here). Read vectorized (a 175k-line file in a few
-seconds): keys and entries are parsed with pandas' regex extraction, never line by line.
+seconds): keys and entries are parsed with pyarrow's regex extraction (RE2), never line by line.
 
 - KEY 2D ``C1-H1-W1-YxX-C2-H2-W2-N-PhxPw-ShxSw-DhxDw-bias-LAYOUT-DTYPE-DIR[_gG]``, 3D with depth
   in each block. For backward directions (B, W) the first block is the output (dy): swapped
@@ -24,6 +24,8 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Mapping, Sequence
+
+from ckheur.problems.conv import output_sizes
 
 DIRECTIONS = {"F": "fwd", "B": "bwd_data", "W": "bwd_weight"}
 DTYPES = {"FP32": "fp32", "FP16": "fp16", "BF16": "bf16"}
@@ -76,7 +78,7 @@ def arch_from_name(path: str | Path, known: Sequence[str]) -> tuple[str, int]:
         if m:
             return arch, int(m.group(1)) if m.group(1) else int(m.group(2), 16)
     raise FindDbError(f"{name}: not a find-db file name <arch><CUs in hex>.HIP.fdb.txt[.bz2] of a known arch "
-                      f"({', '.join(known)}); give import.arch and import.num_cus")
+                      f"({', '.join(known)}); give import.arch")
 
 
 def _text(path: Path) -> str:
@@ -163,12 +165,8 @@ def read_find_db(path: str | Path) -> FindDb:
         k[inp] = np.where(back, k[s], k[f])
         k[out] = np.where(back, k[f], k[s])
 
-    def out_size(size: str, pad: str, dil: str, filt: str, stride: str) -> Any:
-        return (k[size] + 2 * k[pad] - k[dil] * (k[filt] - 1) - 1) // k[stride] + 1
-
-    ok = ((out_size("Di", "pad_d", "dilation_d", "Z", "stride_d") == k["Do"])
-          & (out_size("Hi", "pad_h", "dilation_h", "Y", "stride_h") == k["Ho"])
-          & (out_size("Wi", "pad_w", "dilation_w", "X", "stride_w") == k["Wo"]))
+    do, ho, wo = output_sizes(k)
+    ok = (do == k["Do"]) & (ho == k["Ho"]) & (wo == k["Wo"])
     skip(~ok, "sizes do not satisfy the output-size formula")
     valid = ok & (k[["N", "C", "K", "G", "Di", "Hi", "Wi", "Z", "Y", "X"]] >= 1).all(axis=1) \
         & (k["C"] % k["G"] == 0) & (k["K"] % k["G"] == 0) & k["bias"].isin([0, 1])
@@ -256,8 +254,7 @@ def dataset_rows(fdb: FindDb, direction: str, dtype: str, arch: str, solvers: Se
     listed = ~np.isnan(t)
     # String columns as categoricals built from codes: few distinct values, no Python strings per row.
     const = lambda v: pd.Categorical.from_codes(np.zeros(n, dtype=np.int8), [v])  # noqa: E731
-    by_solver = lambda vals: pd.Categorical.from_codes(per_solver, vals) if len(set(vals)) == len(vals) \
-        else pd.Categorical(np.asarray(vals, dtype=object)[per_solver])  # noqa: E731
+    by_solver = lambda vals: pd.Categorical(vals)[per_solver]  # noqa: E731
     cols: dict[str, Any] = {"op": const(f"miopen/{direction}"), "direction": const(direction), "dtype": const(dtype),
                             "arch": const(arch), "backend": const("miopen_fdb")}
     for c in probs.columns:
@@ -271,7 +268,10 @@ def dataset_rows(fdb: FindDb, direction: str, dtype: str, arch: str, solvers: Se
     cols["workspace"] = np.array([bool(s["workspace"]) for s in solvers], dtype=bool)[per_solver]
     cols["latency_ms"] = t
     cols["latency_spread_ms"] = np.full(n, np.nan)
-    cols["tflops"] = np.where(listed, _flops(probs)[per_problem] / np.where(listed, t, 1.0) * 1e-9, np.nan)
+    do, ho, wo = output_sizes(probs)
+    flops = (2.0 * probs["N"] * probs["K"] * do * ho * wo * (probs["C"] // probs["G"])
+             * probs["Z"] * probs["Y"] * probs["X"]).to_numpy(dtype=float)
+    cols["tflops"] = np.where(listed, flops[per_problem] / np.where(listed, t, 1.0) * 1e-9, np.nan)
     cols["status"] = pd.Categorical.from_codes((~listed).astype(np.int8), ["ok", "censored"])
     cols["error"] = pd.Categorical.from_codes((~listed).astype(np.int8), ["", CENSORED_REASON])
     cols["warmup"], cols["repeat"] = np.zeros(n, dtype=np.int64), np.zeros(n, dtype=np.int64)  # not in find-db files
@@ -282,13 +282,3 @@ def dataset_rows(fdb: FindDb, direction: str, dtype: str, arch: str, solvers: Se
     left = {"listed_solvers_outside_pool": outside["solver"].value_counts().to_dict()}
     return df[list(columns("miopen"))], left
 
-
-def _flops(probs: Any) -> Any:
-    """Convolution FLOPs of each problem row (2 N K Do Ho Wo C/G Z Y X)."""
-    def out(size: str, pad: str, dil: str, filt: str, stride: str) -> Any:
-        return (probs[size] + 2 * probs[pad] - probs[dil] * (probs[filt] - 1) - 1) // probs[stride] + 1
-
-    do, ho, wo = (out("Di", "pad_d", "dilation_d", "Z", "stride_d"), out("Hi", "pad_h", "dilation_h", "Y", "stride_h"),
-                  out("Wi", "pad_w", "dilation_w", "X", "stride_w"))
-    return (2.0 * probs["N"] * probs["K"] * do * ho * wo * (probs["C"] // probs["G"])
-            * probs["Z"] * probs["Y"] * probs["X"]).to_numpy(dtype=float)

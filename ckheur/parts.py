@@ -7,6 +7,7 @@ so a killed writer loses at most the part in flight and readers never see half a
 
 from __future__ import annotations
 
+import hashlib
 import os
 import uuid
 import warnings
@@ -41,6 +42,28 @@ def write_table(folder: str | Path, table: Any) -> Path:
         os.fsync(f.fileno())
     os.replace(tmp, folder / name)
     return folder / name
+
+
+def write_text_atomic(path: Path, text: str) -> None:
+    """Replace a small file (a JSON record) atomically: a kill leaves the old or the new file, and
+    concurrent writers each write a whole one."""
+    tmp = path.with_name(f".tmp-{uuid.uuid4().hex[:8]}-{path.name}")
+    tmp.write_text(text)
+    with open(tmp, "rb") as f:
+        os.fsync(f.fileno())
+    os.replace(tmp, path)
+
+
+def sha256_of(path: Path) -> str:
+    """sha256 of a file (of its content when gzipped, so a compressed copy hashes as the
+    original), or of a dataset folder's part files in name order."""
+    import gzip
+
+    h = hashlib.sha256()
+    files = sorted(path.glob("part-*.parquet")) if path.is_dir() else [path]
+    for f in files:
+        h.update(gzip.decompress(f.read_bytes()) if f.suffix == ".gz" else f.read_bytes())
+    return h.hexdigest()
 
 
 def read_parquet(path: Path, columns: Sequence[str] | None = None) -> Any:

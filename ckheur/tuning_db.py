@@ -11,14 +11,13 @@ A database recorded for another arch, dtype, direction or operator family is ref
 from __future__ import annotations
 
 import json
-import os
 import socket
-import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
 from ckheur.errors import UserError
+from ckheur.parts import write_text_atomic
 
 META = "tuning_db.json"
 IDENTITY = ("family", "direction", "dtype", "arch")
@@ -57,9 +56,8 @@ class TuningDB:
             _refuse_mismatch(path, {k: have.get(k) for k in IDENTITY}, want)
         else:
             path.mkdir(parents=True, exist_ok=True)
-            tmp = path / f".tmp-{uuid.uuid4().hex}-{META}"
-            tmp.write_text(json.dumps({**want, "created_by": socket.gethostname()}, indent=2) + "\n")
-            os.replace(tmp, meta_file)  # concurrent creators write the same content
+            # concurrent creators write the same content
+            write_text_atomic(meta_file, json.dumps({**want, "created_by": socket.gethostname()}, indent=2) + "\n")
         db = cls(path=path, **want)
         db.refresh()
         return db

@@ -69,7 +69,8 @@ def test_lightgbm_is_imported_only_through_the_policy(folder):
 
 
 def test_training_and_scoring_use_the_policy(monkeypatch):
-    """fit() asks the policy for its thread count, with model.threads and the training rows."""
+    """fit() asks the policy for its thread count, with model.threads and the training rows; so
+    does scoring, with the rows scored."""
     import numpy as np
 
     from ckheur.models.training import Table, fit
@@ -85,3 +86,8 @@ def test_training_and_scoring_use_the_policy(monkeypatch):
              "subsample_freq": 0, "lambda_l2": 0.0, "threads": 0}
     b = fit(tb, np.arange(40), model, "relative", [], 0, 3)
     assert seen == [(0, 40)] and b.current_iteration() == 3
+    asked = []
+    monkeypatch.setattr("ckheur.threads.predict_threads", lambda requested, rows: asked.append((requested, rows)) or 1)
+    from ckheur.threads import predict
+
+    assert len(predict(b, X[:7])) == 7 and asked == [(0, 7)]

@@ -40,6 +40,18 @@ def _lds_budget(arch: Mapping[str, Any], pipeline: str) -> int:
     return int(arch["lds_bytes"] * frac)
 
 
+def all_support_arrays(kernels: Sequence[Any]) -> dict:
+    """Support data of a family whose every kernel is a candidate for every valid problem."""
+    return {"n": len(kernels)}
+
+
+def all_support_mask(problem: Any, kernels: Mapping, op: Mapping) -> tuple[Any, str]:
+    """Every kernel is a candidate (see :func:`all_support_arrays`)."""
+    import numpy as np
+
+    return np.ones(kernels["n"], dtype=bool), ""
+
+
 def tile_rejections(kernels: Sequence[Any], op: Mapping[str, Any], arch: Mapping[str, Any]) -> list[list[str]]:
     """Why each tile-based kernel (conv, GEMM) is illegal on the arch ([] if legal): the dtype's
     MFMA tiles, tile divisibility, the pipeline's LDS budget, intrawave-only compute pipelines,

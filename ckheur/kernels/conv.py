@@ -15,7 +15,7 @@ from dataclasses import asdict, dataclass
 from functools import cached_property
 from typing import Any, Mapping, Sequence
 
-from ckheur.kernels.base import DTYPE_BYTES, KernelError, tile_problems
+from ckheur.kernels.base import DTYPE_BYTES, KernelError, all_support_arrays, all_support_mask, tile_problems
 from ckheur.kernels.base import tile_rejections as rejections  # noqa: F401 - the family's legality rules
 
 VARIANTS = {"fwd": "forward", "bwd_data": "bwd_data", "bwd_weight": "bwd_weight"}
@@ -100,16 +100,8 @@ def from_traits(d: Mapping) -> ConvKernel:
     return ConvKernel(**{k: v for k, v in d.items() if k in ConvKernel.__dataclass_fields__})
 
 
-def support_arrays(kernels: Sequence[ConvKernel]) -> dict:
-    """What the support check needs, precomputed once per pool."""
-    return {"n": len(kernels)}
-
-
-def support_mask(problem: Any, kernels: Mapping, op: Mapping) -> tuple[Any, str]:
-    """Every kernel of the problem's dimensionality runs every valid problem (CK pads internally)."""
-    import numpy as np
-
-    return np.ones(kernels["n"], dtype=bool), ""
+# Every kernel of the problem's dimensionality runs every valid problem (CK pads internally).
+support_arrays, support_mask = all_support_arrays, all_support_mask
 
 
 def parse_name(name: str, tiles: Sequence[Mapping] | None = None) -> ConvKernel:

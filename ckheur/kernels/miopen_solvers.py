@@ -8,9 +8,8 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 from typing import Any, Mapping, Sequence
 
-import numpy as np
 
-from ckheur.kernels.base import KernelError
+from ckheur.kernels.base import KernelError, all_support_arrays, all_support_mask
 
 COLUMNS = ("solver_id", "algorithm", "implementation", "workspace")
 TABLE = ("name", "solver_id", "algorithm", "implementation", "workspace")
@@ -90,10 +89,5 @@ def from_traits(d: Mapping[str, Any]) -> Solver:
     return Solver(**{k: v for k, v in d.items() if k in Solver.__dataclass_fields__})
 
 
-def support_arrays(kernels: Sequence[Solver]) -> dict:
-    return {"n": len(kernels)}
-
-
-def support_mask(problem: Any, kernels: Mapping, op: Mapping) -> tuple[np.ndarray, str]:
-    """Every solver is a candidate: one that does not apply is what the model learns to rank last."""
-    return np.ones(kernels["n"], dtype=bool), ""
+# Every solver is a candidate: one that does not apply is what the model learns to rank last.
+support_arrays, support_mask = all_support_arrays, all_support_mask

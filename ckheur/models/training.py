@@ -60,10 +60,11 @@ def build_table(df: Any, op: Mapping[str, Any], arch: Mapping[str, Any], pool: S
     report["rows_kernel_not_in_pool"] = int(len(outside))
     report["kernels_not_in_pool"] = sorted(outside.kernel.unique().tolist())[:50]
     ok = ok[ok.kernel.isin(list(names))]
-    # A problem whose every row is censored has no measurement to rank against: left out.
-    measured = ok.groupby(fields, sort=False, dropna=False)["tflops"].transform("max").to_numpy() > 0
-    report["problems_only_censored"] = int(ok[~measured][fields].drop_duplicates().shape[0]) if (~measured).any() else 0
-    ok = ok[measured]
+    report["problems_only_censored"] = 0
+    if censored.any():  # a problem whose every row is censored has no measurement to rank against: left out
+        measured = ok.groupby(fields, sort=False, dropna=False)["tflops"].transform("max").to_numpy() > 0
+        report["problems_only_censored"] = int(ok[~measured][fields].drop_duplicates().shape[0])
+        ok = ok[measured]
     if ok.empty:
         raise TrainingError(f"no usable rows: {report} (check data.paths, arch, op and the kernel pool)")
     keys = list(ok[fields].itertuples(index=False, name=None))

@@ -36,8 +36,15 @@ _MIN_ONE = {"N", "C", "K", "G", "Di", "Hi", "Wi", "Z", "Y", "X",
 _DEFAULTS_3D = {"Di": 1, "Z": 1, "stride_d": 1, "pad_d": 0, "dilation_d": 1}
 
 
-def _out_size(size: int, pad: int, dilation: int, filt: int, stride: int) -> int:
+def output_size(size: Any, pad: Any, dilation: Any, filt: Any, stride: Any) -> Any:
+    """Output length along one dimension (ints, or arrays / columns of many problems)."""
     return (size + 2 * pad - dilation * (filt - 1) - 1) // stride + 1
+
+
+def output_sizes(f: Mapping[str, Any]) -> tuple[Any, Any, Any]:
+    """(Do, Ho, Wo) from forward-term problem fields: one problem's, or columns of many."""
+    return tuple(output_size(f[size], f[f"pad_{d}"], f[f"dilation_{d}"], f[filt], f[f"stride_{d}"])
+                 for size, filt, d in (("Di", "Z", "d"), ("Hi", "Y", "h"), ("Wi", "X", "w")))
 
 
 @dataclass(frozen=True)
@@ -85,15 +92,15 @@ class ConvProblem:
     # ---------------------------------------------------------------- derived sizes
     @property
     def Do(self) -> int:
-        return _out_size(self.Di, self.pad_d, self.dilation_d, self.Z, self.stride_d)
+        return output_size(self.Di, self.pad_d, self.dilation_d, self.Z, self.stride_d)
 
     @property
     def Ho(self) -> int:
-        return _out_size(self.Hi, self.pad_h, self.dilation_h, self.Y, self.stride_h)
+        return output_size(self.Hi, self.pad_h, self.dilation_h, self.Y, self.stride_h)
 
     @property
     def Wo(self) -> int:
-        return _out_size(self.Wi, self.pad_w, self.dilation_w, self.X, self.stride_w)
+        return output_size(self.Wi, self.pad_w, self.dilation_w, self.X, self.stride_w)
 
     @property
     def ndim(self) -> int:
@@ -254,7 +261,7 @@ def generate(seed: int, count: int, ndim: int = 2, families: Mapping[str, float]
 
 def parse_miopen(line: str) -> tuple[ConvProblem, str | None]:
     """Parse one MIOpenDriver command line into (problem, direction or None for all)."""
-    vals, direction = parse_driver_line(line)
+    vals, direction, _ = parse_driver_line(line)
     return problem_from_dict(vals), direction
 
 

@@ -70,10 +70,16 @@ def driver_args(line: str) -> dict[str, str]:
     return args
 
 
-def parse_driver_line(line: str) -> tuple[dict[str, int], str | None]:
-    """Parse one MIOpenDriver command line into (problem field values, direction or None for all)."""
+def spatial_dims(args: Mapping[str, str]) -> int:
+    """2 or 3: ``--spatial_dim``, else 3 when any depth flag is given."""
+    return int(args.get("-_", "3" if any(f in args for f in ("-!", "-@", "-$", "-#", "-^")) else "2"))
+
+
+def parse_driver_line(line: str) -> tuple[dict[str, int], str | None, dict[str, str]]:
+    """Parse one MIOpenDriver command line into (problem field values, direction or None for all,
+    every flag as written)."""
     args = driver_args(line)
-    spatial = int(args.get("-_", "3" if any(f in args for f in ("-!", "-@", "-$", "-#", "-^")) else "2"))
+    spatial = spatial_dims(args)
     vals: dict[str, int] = {}
     for flag, field_name in _MIOPEN_FLAGS.items():
         if field_name in ("Di", "Z", "pad_d", "stride_d", "dilation_d") and spatial != 3:
@@ -88,7 +94,7 @@ def parse_driver_line(line: str) -> tuple[dict[str, int], str | None]:
         elif field_name in _MIOPEN_DEFAULTS:
             vals[field_name] = _MIOPEN_DEFAULTS[field_name]
     direction = {"1": "fwd", "2": "bwd_data", "4": "bwd_weight"}.get(args.get("-F", "0"))
-    return vals, direction
+    return vals, direction, args
 
 
 def driver_line(values: Mapping[str, int], fields: Sequence[str], ndim: int, dtype: str = "bf16") -> str:

@@ -65,12 +65,10 @@ DEFAULTS = field_defaults(MIOpenConvProblem)
 def from_text(line: str) -> MIOpenConvProblem:
     """A problem from a MIOpenDriver command line, with its layout (``-I``/``--in_layout``) and
     bias (``-b``/``--bias``); 3D lines default to NCDHW, as MIOpenDriver does."""
-    from ckheur.problems.miopen import driver_args, parse_driver_line
+    from ckheur.problems.miopen import parse_driver_line, spatial_dims
 
-    vals, _ = parse_driver_line(line)
-    args = driver_args(line)
-    spatial3 = int(args.get("-_", "2")) == 3 or any(f in args for f in ("-!", "-@", "-$", "-#", "-^"))
-    layout = args.get("-I", "NCDHW" if spatial3 else "NCHW")
+    vals, _, args = parse_driver_line(line)
+    layout = args.get("-I", "NCDHW" if spatial_dims(args) == 3 else "NCHW")
     bias = args.get("-b", "0")
     if not bias.isdigit():
         raise ProblemError(f"MIOpenDriver line {line!r}: -b (bias) must be 0 or 1, got {bias!r}")

@@ -15,7 +15,6 @@ without the kill. Measurements are ordinary sweep data (same schema, atomic part
 from __future__ import annotations
 
 import json
-import os
 import sys
 import time
 from collections import Counter
@@ -65,12 +64,10 @@ def load_state(folder: Path) -> dict:
 
 def save_state(folder: Path, state: dict) -> None:
     """Write the rounds atomically (a kill leaves the old or the new file, never half of one)."""
+    from ckheur.parts import write_text_atomic
+
     folder.mkdir(parents=True, exist_ok=True)
-    tmp = folder / f".tmp-{STATE_FILE}"
-    tmp.write_text(json.dumps(state, separators=(",", ":")))  # compact: large pools plan many pairs
-    with open(tmp, "rb") as f:
-        os.fsync(f.fileno())
-    os.replace(tmp, folder / STATE_FILE)
+    write_text_atomic(folder / STATE_FILE, json.dumps(state, separators=(",", ":")))  # compact: many pairs
 
 
 class _Rounds:

@@ -6,9 +6,7 @@ nothing, another file of the same name is refused unless ``import.overwrite=true
 
 from __future__ import annotations
 
-import hashlib
 import json
-import os
 import time
 from pathlib import Path
 from typing import Any
@@ -23,14 +21,6 @@ def is_find_db(path: Path) -> bool:
     return ".fdb.txt" in path.name
 
 
-def _sha256(path: Path) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            h.update(block)
-    return h.hexdigest()
-
-
 def _record(target: Path) -> dict:
     try:
         return json.loads((target / RECORD).read_text())
@@ -41,9 +31,9 @@ def _record(target: Path) -> dict:
 
 
 def _save_record(target: Path, record: dict) -> None:
-    tmp = target / f".tmp-{RECORD}"
-    tmp.write_text(json.dumps(record, indent=1))
-    os.replace(tmp, target / RECORD)
+    from ckheur.parts import write_text_atomic
+
+    write_text_atomic(target / RECORD, json.dumps(record, indent=1))
 
 
 def _already_imported(cfg: Any, arch: str, name: str, sha: str) -> dict:
@@ -57,11 +47,10 @@ def _already_imported(cfg: Any, arch: str, name: str, sha: str) -> dict:
         for dtype in DTYPES.values():
             target = dataset_dir(cfg.paths.data, {"family": "miopen", "direction": direction, "dtype": dtype}, arch, name)
             if target.exists():
-                if sha not in _record(target):
+                if not _record(target).get(sha, {}).get("complete"):
                     return {}
                 found[f"{direction}/{dtype}"] = str(target)
-    complete = found and all(rec.get("complete") for rec in (_record(Path(t))[sha] for t in found.values()))
-    return found if complete else {}
+    return found
 
 
 def run_find_db(cfg: Any, src: Path) -> dict:
@@ -69,6 +58,7 @@ def run_find_db(cfg: Any, src: Path) -> dict:
     from ckheur.config import CONF_DIR, load_option
     from ckheur.dataset import dataset_dir, write_part
     from ckheur.miopen_fdb import FindDbError, arch_from_name, dataset_rows, read_find_db
+    from ckheur.parts import sha256_of
 
     opts = cfg["import"]
     known = sorted(p.stem for p in (CONF_DIR / "arch").glob("*.yaml"))
@@ -80,7 +70,7 @@ def run_find_db(cfg: Any, src: Path) -> dict:
                 raise StageError(f"import.arch={arch!r}: allowed values are {', '.join(known)}")
         else:
             arch, cus = arch_from_name(src, known)
-        sha = _sha256(src)
+        sha = sha256_of(src)
         name = opts.dataset or src.name.split(".")[0]
         done = _already_imported(cfg, arch, name, sha)
         if done:

@@ -3,7 +3,6 @@ train.compare, the objective/features); the bundle records how and on what it wa
 
 from __future__ import annotations
 
-import hashlib
 import json
 import platform
 import sys
@@ -30,18 +29,6 @@ def data_paths(cfg: Any, op: dict, arch: dict, explicit: list, problems: str) ->
     return paths
 
 
-def sha256_of(path: Path) -> str:
-    """sha256 of a file (of its content when gzipped, so a compressed copy hashes as the
-    original), or of a dataset folder's part files in name order."""
-    import gzip
-
-    h = hashlib.sha256()
-    files = sorted(path.glob("part-*.parquet")) if path.is_dir() else [path]
-    for f in files:
-        h.update(gzip.decompress(f.read_bytes()) if f.suffix == ".gz" else f.read_bytes())
-    return h.hexdigest()
-
-
 def _candidates(cfg: Any) -> list[tuple[str, bool]]:
     from ckheur.models.training import OBJECTIVES
 
@@ -64,6 +51,7 @@ def run(cfg: Any, ctx: Context) -> dict:
     from ckheur.kernels import enumerate_pool
     from ckheur.models.bundle import incompatibilities, load_bundle, save_bundle
     from ckheur.models.training import build_table, cross_validate, fit
+    from ckheur.parts import sha256_of
     from ckheur.sim import load_params
     from ckheur.threads import lightgbm
     from ckheur.version import __version__
