@@ -13,7 +13,7 @@
    Targets (MI300X, random split, open protocol): top-1 >= 93%, mean efficiency >= 99%, P10 >= 97%.
 
     python bench/miopen_fdb.py [--files F ...] [--directions fwd bwd_data bwd_weight] [--dtypes fp16]
-                               [--leaves 63] [--trees 2000] [--lr 0.1]
+                               [--leaves 63] [--trees 2000] [--lr 0.1] [--pool-dtypes] [--cross]
 """
 
 from __future__ import annotations
@@ -60,28 +60,72 @@ def split_groups(table, kind: str) -> np.ndarray:
     return np.array([index[k] for k in keys])
 
 
-def choice(table, model: dict, kind: str, seed: int, objective: str = "relative") -> dict:
-    """Train on 80% of the problems (by split kind), score the other 20%."""
+def split_rows(table, kind: str, seed: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Rows to fit on, rows for early stopping (15% of the training problems), held-out rows (20%)."""
     from sklearn.model_selection import GroupShuffleSplit
-
-    from ckheur.metrics import censored_choice_report
-    from ckheur.models.training import fit
-    from ckheur.threads import predict
 
     groups = split_groups(table, kind)[table.pid]
     tr, te = next(GroupShuffleSplit(n_splits=1, test_size=0.2, random_state=seed).split(table.X, groups=groups))
     inner_tr, inner_va = next(GroupShuffleSplit(n_splits=1, test_size=0.15, random_state=seed + 1)
                               .split(tr, groups=groups[tr]))
-    cat = [table.feature_names.index(c) for c in ("solver", "algorithm", "implementation")]
+    return np.sort(tr[inner_tr]), np.sort(tr[inner_va]), te
+
+
+def score(table, booster, rows: np.ndarray) -> dict:
+    """The booster's picks on some problems' rows, in MIOpen's terms and ours."""
+    from ckheur.metrics import censored_choice_report
+    from ckheur.threads import predict
+
+    scores = predict(booster, table.X[rows], num_iteration=booster.best_iteration or None)
+    time_ms = np.where(table.tflops[rows] > 0, table.flops_over_tflops[rows], np.nan)
+    return censored_choice_report(table.pid[rows], scores, time_ms)
+
+
+def train(table, fit_rows, valid_rows, model: dict, objective: str, seed: int):
+    """One booster with early stopping, and its training seconds."""
+    from ckheur.models.training import fit
+
+    cat = [table.feature_names.index(c) for c in ("solver", "algorithm", "implementation", "dtype")
+           if c in table.feature_names]
     t0 = time.perf_counter()
-    booster = fit(table, np.sort(tr[inner_tr]), model, objective, cat, seed, model["max_trees"],
-                  valid_rows=np.sort(tr[inner_va]))
-    train_s = time.perf_counter() - t0
-    scores = predict(booster, table.X[te], num_iteration=booster.best_iteration or None)
-    time_ms = np.where(table.tflops[te] > 0, table.flops_over_tflops[te], np.nan)
-    rep = censored_choice_report(table.pid[te], scores, time_ms)
-    return {"split": kind, "train_s": round(train_s, 1), "trees": int(booster.best_iteration or booster.current_iteration()),
-            "train_problems": int(len(np.unique(table.pid[tr]))), **rep}
+    booster = fit(table, fit_rows, model, objective, cat, seed, model["max_trees"], valid_rows=valid_rows)
+    return booster, time.perf_counter() - t0
+
+
+def choice(table, model: dict, kind: str, seed: int, objective: str = "relative") -> dict:
+    """Train on 80% of the problems (by split kind), score the other 20%."""
+    fit_rows, valid_rows, te = split_rows(table, kind, seed)
+    booster, train_s = train(table, fit_rows, valid_rows, model, objective, seed)
+    return {"split": kind, "train_s": round(train_s, 1),
+            "trees": int(booster.best_iteration or booster.current_iteration()),
+            "train_problems": int(len(np.unique(table.pid[np.concatenate([fit_rows, valid_rows])]))),
+            **score(table, booster, te)}
+
+
+def pooled_choice(tables: dict, model: dict, kind: str, seed: int, objective: str = "relative") -> dict:
+    """One model for every dtype of a direction (the dtype a categorical feature), trained on the
+    union of each dtype's training split of :func:`choice` and scored on each dtype's held-out part."""
+    from ckheur.models.training import Table
+
+    dtypes = list(tables)
+    splits = {d: split_rows(tables[d], kind, seed) for d in dtypes}
+    row0 = np.cumsum([0] + [len(tables[d].X) for d in dtypes])
+    pid0 = np.cumsum([0] + [len(tables[d].problems) for d in dtypes])
+    cat = lambda get: np.concatenate([get(tables[d]) for d in dtypes])  # noqa: E731
+    X = np.hstack([cat(lambda t: t.X), np.concatenate([np.full(len(tables[d].X), i, dtype=np.float32)
+                                                       for i, d in enumerate(dtypes)])[:, None]])
+    first = tables[dtypes[0]]
+    pooled = Table(X=X, tflops=cat(lambda t: t.tflops),
+                   pid=np.concatenate([tables[d].pid + pid0[i] for i, d in enumerate(dtypes)]),
+                   kid=cat(lambda t: t.kid), problems=[p for d in dtypes for p in tables[d].problems],
+                   kernels=first.kernels, feature_names=[*first.feature_names, "dtype"], full=cat(lambda t: t.full))
+    pooled.flops_over_tflops = cat(lambda t: t.flops_over_tflops)
+    shifted = lambda j: np.concatenate([splits[d][j] + row0[i] for i, d in enumerate(dtypes)])  # noqa: E731
+    booster, train_s = train(pooled, shifted(0), shifted(1), model, objective, seed)
+    return {"split": kind, "train_s": round(train_s, 1),
+            "trees": int(booster.best_iteration or booster.current_iteration()),
+            "per_dtype": {d: score(pooled, booster, splits[d][2] + row0[i]) for i, d in enumerate(dtypes)},
+            "all": score(pooled, booster, shifted(2))}
 
 
 def _rows(table, rows: np.ndarray):
@@ -152,6 +196,8 @@ def main() -> None:
     ap.add_argument("--objective", default="relative", choices=["relative", "lambdarank", "regression_log"])
     ap.add_argument("--data", default=None, help="imported datasets folder (default: a temporary one)")
     ap.add_argument("--out", default="outputs/bench/miopen_fdb.json")
+    ap.add_argument("--pool-dtypes", action="store_true",
+                    help="also train one model per direction over every --dtypes (dtype a feature) and compare")
     ap.add_argument("--cross", action="store_true", help="also train on each GPU and pick on the other's shared problems")
     args = ap.parse_args()
     from ckheur.miopen_fdb import arch_from_name
@@ -166,8 +212,10 @@ def main() -> None:
     for f in map(Path, args.files):
         arch, _ = arch_from_name(f, ["gfx90a", "gfx942", "gfx950"])
         for direction in args.directions:
+            tables = {}
             for dtype in args.dtypes:
                 tb, model = load_table(data, arch, direction, dtype, f.name.split(".")[0])
+                tables[dtype] = tb
                 model.update(num_leaves=args.leaves, max_trees=args.trees, learning_rate=args.lr,
                              min_data_in_leaf=args.min_data)
                 for kind in args.splits:
@@ -180,6 +228,16 @@ def main() -> None:
                           f"P10 {100 * o['efficiency']['p10']:.2f}% time-weighted {100 * o['time_weighted']:.2f}% | "
                           f"listed top-1 {100 * li['top1']:.1f}%, eff {100 * li['efficiency']['mean']:.2f}% | "
                           f"{r['train_problems']} training problems, {r['trees']} trees, {r['train_s']} s", flush=True)
+            if args.pool_dtypes and len(tables) > 1:
+                for kind in args.splits:
+                    r = pooled_choice(tables, model, kind, args.seed, args.objective)
+                    results.setdefault("pooled", []).append({"arch": arch, "direction": direction, **r})
+                    for dtype, o in [*r["per_dtype"].items(), ("all", r["all"])]:
+                        o = o["open"]
+                        print(f"{arch} {direction:10s} {dtype} {kind:8s} one model for {'+'.join(tables)}: open top-1 "
+                              f"{100 * o['top1']:.1f}% (tie-aware {100 * o['top1_tie_aware']:.1f}%), eff mean "
+                              f"{100 * o['efficiency']['mean']:.2f}% P10 {100 * o['efficiency']['p10']:.2f}% | "
+                              f"{r['trees']} trees, {r['train_s']} s", flush=True)
     if args.cross and len(args.files) == 2:
         arches = [arch_from_name(f, ["gfx90a", "gfx942", "gfx950"])[0] for f in args.files]
         names = [Path(f).name.split(".")[0] for f in args.files]

@@ -300,3 +300,57 @@ def test_export_stage_builds_and_checks(tmp_path):
     r = run_cli("stage=export", "export.model_dir=nowhere", f"hydra.run.dir={tmp_path / 'run2'}")
     assert r.returncode != 0 and "nowhere" in r.stderr
     assert "a\n" in problems_csv([], ["a"])
+
+
+def test_miopen_export_parity_on_real_find_db_problems_errors_and_cli(tmp_path):
+    """A solver-choice model trained on a real find-db slice: C equals Python on every imported
+    problem (NCHW/NHWC, 2D/3D, grouped, bias), its own error codes, and the CLI reads layouts."""
+    from ckheur.dataset import read_dataset
+    from ckheur.problems.miopen_conv import FIELDS, LAYOUTS, problem_from_dict
+    from ckheur.backends.abi import MIOpenProblemC
+
+    fdb = next((ROOT / "tests" / "data" / "miopen_fdb").glob("gfx942*"))
+    r = run_cli("stage=import", f"import.path={fdb}", f"paths.data={tmp_path / 'data'}", f"hydra.run.dir={tmp_path / 'r'}")
+    assert r.returncode == 0, r.stderr
+    ds = tmp_path / "data" / "miopen_bwd_weight_fp16_gfx942" / f"{fdb.name.split('.')[0]}.parquet"
+    r = run_cli("stage=train", "op=miopen/bwd_weight", "arch=gfx942", f"data.paths=[{ds}]", "model.max_trees=40",
+                "train.folds=3", "train.family_cv=false", f"train.output={tmp_path / 'm'}", f"hydra.run.dir={tmp_path / 't'}")
+    assert r.returncode == 0, r.stderr
+    py, compiled = Selector.load(tmp_path / "m", cache_size=0), load_compiled(tmp_path / "m")
+    assert compiled is not None and compiled.info["struct"] == "ckheur_miopen_problem"
+    df = read_dataset(ds)
+    real = [problem_from_dict(dict(zip(FIELDS, key))) for key, _ in df.groupby(list(FIELDS))]
+    assert {p.layout for p in real} >= {"NCHW", "NHWC"} and any(p.ndim == 3 for p in real)
+    assert any(p.G > 1 for p in real)
+    got = assert_parity(py, compiled, real + random_problems(py.family, ["all"], 300, seed=4))
+    assert got["ranked"] == len(real) + 300 and got["rejected"] == 0
+    # Errors: the conv checks plus layout, bias, and a 2D layout with depth fields.
+    lib, pre = compiled._lib, compiled.info["prefix"]
+    rank, err = getattr(lib, f"{pre}_rank"), getattr(lib, f"{pre}_error")
+    err.restype = ctypes.c_char_p
+    idx, score = (ctypes.c_int * 4)(), (ctypes.c_float * 4)()
+    good = dict(N=4, C=64, K=64, G=1, Di=1, Hi=14, Wi=14, Z=1, Y=3, X=3, stride_d=1, stride_h=1, stride_w=1,
+                pad_d=0, pad_h=1, pad_w=1, dilation_d=1, dilation_h=1, dilation_w=1, layout=0, bias=0)
+
+    def call(**over):
+        s = MIOpenProblemC(**{**good, **over}, direction=2, dtype=0)
+        code = rank(ctypes.byref(s), 4, idx, score)
+        return code, (err(code).decode() if code < 0 else "")
+
+    assert call()[0] == 4
+    assert call(layout=4)[0] == -12 and "NDHWC" in call(layout=4)[1]
+    assert call(bias=2)[0] == -14
+    assert call(Di=4, Z=3, pad_d=1)[0] == -15 and call(Di=4, Z=3, pad_d=1, layout=LAYOUTS.index("NCDHW"))[0] == 4
+    assert call(C=63, G=2)[0] == -5 and call(N=0)[0] == -100
+    with pytest.raises(ProblemError):  # Python refuses the same problem
+        problem_from_dict({**good, "Di": 4, "Z": 3, "pad_d": 1, "layout": "NCHW"})
+    # The command line takes layouts by name and says which are allowed.
+    out = export_bundle(tmp_path / "m", tmp_path / "pkg")
+    binary = build(out.path, out.name, find_compiler(), shared=False)
+    rows = "N,C,K,Hi,Wi,Y,X,pad_h,pad_w,layout,bias\n16,64,64,28,28,3,3,1,1,NHWC,1\n16,64,64,28,28,3,3,1,1,CHWN,0\n"
+    r = subprocess.run([str(binary), "--k", "2"], input=rows, capture_output=True, text=True)
+    lines = r.stdout.splitlines()
+    assert lines[0] == "row,rank,kernel,score" and len(lines) == 3 and lines[1].startswith("0,1,")
+    p = problem_from_dict(dict(N=16, C=64, K=64, Hi=28, Wi=28, Y=3, X=3, pad_h=1, pad_w=1, layout="NHWC", bias=1))
+    assert lines[1].split(",")[2] == py.rank(p, k=1)[0][0]
+    assert "layout=CHWN: allowed values are NCHW, NHWC, NCDHW, NDHWC" in r.stderr

@@ -10,6 +10,7 @@ import json
 from pathlib import Path
 
 import numpy as np
+import pandas as pd
 import pytest
 
 from ckheur.metrics import censored_choice_report
@@ -217,6 +218,21 @@ def test_training_ranks_censored_solvers_last(tmp_path):
                 f"hydra.run.dir={tmp_path / 'rt'}")
     assert r.returncode == 0, r.stderr
     assert json.loads((tmp_path / "model" / "train_manifest.json").read_text())["data_kind"] == "real"
+    # stage=evaluate reports the picks in find-db terms beside ours; the two computations agree.
+    r = run_cli("stage=evaluate", "op=miopen/fwd", "arch=gfx942", "op.dtype=fp32", f"evaluate.model_dir={tmp_path / 'model'}",
+                f"data.eval_paths=[{data / 'miopen_fwd_fp32_gfx942' / 'gfx942130.parquet'}]", "evaluate.plots=false",
+                f"hydra.run.dir={tmp_path / 're'}")
+    assert r.returncode == 0, r.stderr
+    assert "censored candidates" in r.stdout
+    m = json.loads((tmp_path / "re" / "metrics.json").read_text())
+    per = pd.read_csv(tmp_path / "re" / "per_problem.csv")
+    assert "analytic model" not in m["baselines"] and set(m["by_pick_pipeline"]) <= {"direct", "implicit_gemm", "winograd", "gemm", "fft"}
+    o, li = m["censored"]["all"]["open"], m["censored"]["all"]["listed"]
+    assert o["problems"] == len(per) == m["problems_evaluated"]
+    assert o["picks_outside_listed"] == pytest.approx((per.efficiency == 0).mean())
+    assert o["top1"] == pytest.approx(per.top1.mean()) and o["efficiency"]["mean"] == pytest.approx(per.efficiency.mean())
+    assert li["picks_outside_listed"] == 0 and li["top1"] >= o["top1"]
+    assert set(m["censored"]["slices"]) >= {"1x1", "NHWC"}
     # The bundle ranks solvers for a MIOpenDriver line (layout and bias flags read), in the stage and the API.
     line = "conv -n 32 -c 256 -H 56 -W 56 -k 256 -y 3 -x 3 -p 1 -q 1 -g 32 -F 1 -I NHWC -b 1"
     r = run_cli("stage=predict", "op=miopen/fwd", "arch=gfx942", "op.dtype=fp32", f"predict.model_dir={tmp_path / 'model'}",

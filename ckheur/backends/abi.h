@@ -26,6 +26,15 @@ typedef struct ckheur_gemm_problem {
     int32_t dtype;     /* 0 fp16, 1 bf16, 2 fp8, 3 fp32 */
 } ckheur_gemm_problem;
 
+typedef struct ckheur_miopen_problem {  /* a convolution as MIOpen keys it (C, Hi, Wi: the input) */
+    int64_t N, C, K, G, Di, Hi, Wi, Z, Y, X;
+    int64_t stride_d, stride_h, stride_w, pad_d, pad_h, pad_w, dilation_d, dilation_h, dilation_w;
+    int32_t layout;    /* 0 NCHW, 1 NHWC, 2 NCDHW, 3 NDHWC (the 3D layouts make a problem 3D) */
+    int32_t bias;      /* 0 or 1 */
+    int32_t direction; /* 0 fwd, 1 bwd_data, 2 bwd_weight */
+    int32_t dtype;     /* 0 fp16, 1 bf16, 2 fp8, 3 fp32 */
+} ckheur_miopen_problem;
+
 #ifdef __cplusplus
 extern "C" {
 #endif

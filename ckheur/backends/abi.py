@@ -24,3 +24,10 @@ class GemmProblemC(ctypes.Structure):
 
     _fields_ = [(f, ctypes.c_int64) for f in ("M", "N", "K", "split_k")] + [
         ("layout", ctypes.c_int32), ("dtype", ctypes.c_int32)]
+
+
+class MIOpenProblemC(ctypes.Structure):
+    """ckheur_miopen_problem."""
+
+    _fields_ = [(f, ctypes.c_int64) for f in CONV_FIELDS] + [
+        ("layout", ctypes.c_int32), ("bias", ctypes.c_int32), ("direction", ctypes.c_int32), ("dtype", ctypes.c_int32)]

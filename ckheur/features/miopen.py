@@ -30,6 +30,7 @@ PROBLEM_FEATURES = (
     "pow2_c_per_group", "pow2_k_per_group", "pow2_N", "pow2_Hi", "pow2_Wi", "pow2_out_pixels",
 )
 KERNEL_FEATURES = ("solver", "algorithm", "implementation", "workspace")
+HARDWARE_FEATURES: tuple = ()  # one model per arch: nothing of the arch is a feature
 CATEGORICAL = ("solver", "algorithm", "implementation")
 DTYPE_BYTES = 2  # bytes scale log_bytes; one op is one dtype, so only the shape matters
 

@@ -37,6 +37,11 @@ class Solver:
 
     group = "all"  # every solver is a candidate for every problem of its direction
 
+    @property
+    def pipeline(self) -> str:
+        """The algorithm, where tile kernels name their pipeline (reports group picks by it)."""
+        return self.algorithm
+
     def traits(self) -> dict:
         return asdict(self)
 

@@ -20,7 +20,8 @@ from typing import Any
 
 import numpy as np
 
-from ckheur.backends.abi import DIRECTION_CODES, DTYPE_CODES, ConvProblemC, GemmProblemC
+from ckheur.backends.abi import DIRECTION_CODES, DTYPE_CODES
+from ckheur.models.export_c import c_family
 from ckheur.problems.base import ProblemError
 
 BUNDLE_FILES = ("model.txt.gz", "tflops_model.txt.gz", "feature_spec.json", "kernels.json")
@@ -95,14 +96,14 @@ class CompiledModel:
                       self._tflops.ctypes.data_as(ctypes.POINTER(ctypes.c_double)))
         self._dtype = DTYPE_CODES[info["dtype"]]
         self._direction = DIRECTION_CODES[info["direction"]]
+        self._struct = c_family(self.family).ctype
 
     def problem_struct(self, p: Any) -> ctypes.Structure:
-        """The C struct of a problem object."""
-        if self.family == "gemm":
-            from ckheur.problems.gemm import LAYOUTS
-
-            return GemmProblemC(p.M, p.N, p.K, p.split_k, LAYOUTS.index(p.layout), self._dtype)
-        return ConvProblemC(*p.key(), self._direction, self._dtype)
+        """The C struct of a problem object (its fields by name; enums as indices)."""
+        enums = c_family(self.family).enums
+        codes = {"direction": self._direction, "dtype": self._dtype}
+        return self._struct(*[codes[f] if f in codes else enums[f].index(getattr(p, f)) if f in enums
+                              else getattr(p, f) for f, _ in self._struct._fields_])
 
     def predict(self, p: Any) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """(kernel indices, scores, predicted TFLOPS) of the problem's candidates, in candidate order."""

@@ -29,10 +29,11 @@ from typing import Any, Mapping, Sequence
 
 import numpy as np
 
-from ckheur.backends.abi import DIRECTION_CODES, DTYPE_CODES
+from ckheur.backends.abi import DIRECTION_CODES, DTYPE_CODES, ConvProblemC, GemmProblemC, MIOpenProblemC
 from ckheur.errors import UserError
 from ckheur.kernels.base import DTYPE_BYTES
 from ckheur.problems.gemm import LAYOUTS
+from ckheur.problems.miopen_conv import LAYOUTS as MIOPEN_LAYOUTS
 
 C_DIR = Path(__file__).resolve().parent / "c"
 ABI_H = Path(__file__).resolve().parent.parent / "backends" / "abi.h"
@@ -47,6 +48,35 @@ ZERO = float(np.float32(1e-35))  # LightGBM's kZeroThreshold
 
 class ExportError(UserError):
     """A model cannot be exported; the message says why."""
+
+
+@dataclass(frozen=True)
+class CFamily:
+    """What the C export knows of an op family: its problem struct (ckheur_abi.h) and ctypes
+    class, its C sources under c/ (in order), struct fields given as an index into names
+    (``enums``; the CSV reader takes the names), 0/1 fields, whether kernels are tiles."""
+
+    struct: str
+    ctype: Any
+    sources: tuple[str, ...]
+    enums: Mapping[str, tuple[str, ...]]
+    flags: tuple[str, ...] = ()
+    tiles: bool = True
+
+
+C_FAMILIES = {
+    "grouped_conv": CFamily("ckheur_conv_problem", ConvProblemC, ("conv_problem.c", "grouped_conv.c"), {}),
+    "gemm": CFamily("ckheur_gemm_problem", GemmProblemC, ("gemm.c",), {"layout": LAYOUTS}),
+    "miopen": CFamily("ckheur_miopen_problem", MIOpenProblemC, ("conv_problem.c", "miopen.c"),
+                      {"layout": MIOPEN_LAYOUTS}, flags=("bias",), tiles=False),
+}
+
+
+def c_family(name: str) -> CFamily:
+    """The C description of an op family; an ExportError when it has no C code."""
+    if name not in C_FAMILIES:
+        raise ExportError(f"op family {name!r} has no C feature code; families with one: {', '.join(C_FAMILIES)}")
+    return C_FAMILIES[name]
 
 
 @dataclass
@@ -268,11 +298,9 @@ def _check_classes(X: np.ndarray, n_problems: int, n_kernels: int, classes: Sequ
 
 def _probe_problems(family: Any, kernels: Sequence[Any]) -> list:
     """Two valid problems of the first kernel's group (features are probed on them)."""
-    mod = family.problems
-    group = kernels[0].group
-    if family.name == "gemm":
-        return mod.generate(0, 2, layouts=(group,))
-    return mod.generate(0, 2, ndim=int(group))
+    from ckheur.problems import random_problems
+
+    return random_problems(family, [kernels[0].group], 2, 0)
 
 
 def _template_names(text: str, macro: str) -> set[str]:
@@ -296,6 +324,7 @@ def _sim_c(tag: str, kernels: Sequence[Any], arch: Mapping[str, Any], params: Ma
 
 def _errors(family: Any) -> list[tuple[str, int, str]]:
     """(macro, code, message) of every error the exported library can return."""
+    cf = c_family(family.name)
     errs = [
         ("NULL", -1, "a pointer argument is NULL"),
         ("K", -2, "k must be >= 1"),
@@ -311,12 +340,14 @@ def _errors(family: Any) -> list[tuple[str, int, str]]:
         ("CAPACITY", -10, "cap is smaller than the number of candidate kernels (use num_kernels())"),
         ("SPLIT_K", -11, "invalid problem: split_k must be <= K"),
         ("LAYOUT", -12, "invalid problem: layout must be "
-                        + ", ".join(f"{i} ({x})" for i, x in enumerate(LAYOUTS))),
+                        + ", ".join(f"{i} ({x})" for i, x in enumerate(cf.enums.get("layout", LAYOUTS)))),
         ("CONTIGUOUS", -13, "unsupported problem: a contiguous dimension is below the elements vector loads "
                             "need (op.min_contiguous_elems)"),
+        ("BIAS", -14, "invalid problem: bias must be 0 or 1"),
+        ("LAYOUT_DIMS", -15, "invalid problem: a 2D layout (NCHW, NHWC) with depth fields set: use NCDHW or NDHWC"),
     ]
     for i, f in enumerate(family.problems.FIELDS):
-        if f == "layout":
+        if f in cf.enums or f in cf.flags:
             continue
         lo = _field_min(family, f)
         errs.append((f"FIELD_{f}", -100 - i, f"invalid problem field {f}: must be >= {lo}"))
@@ -325,7 +356,7 @@ def _errors(family: Any) -> list[tuple[str, int, str]]:
 
 
 def _field_min(family: Any, f: str) -> int:
-    if family.name == "grouped_conv":
+    if family.name in ("grouped_conv", "miopen"):
         from ckheur.problems.conv import _MIN_ONE
 
         return 1 if f in _MIN_ONE else 0
@@ -345,16 +376,16 @@ def export_bundle(model_dir: str | Path, output: str | Path, name: str | None = 
     b = load_bundle(model_dir)
     spec = b.spec
     family = get_family(spec["op"]["family"])
-    if family.name not in ("grouped_conv", "gemm"):
-        raise ExportError(f"op family {family.name!r} has no C feature code (ckheur/models/c/{family.name}.c)")
+    cf = c_family(family.name)
     engine = get_engine(spec["engine"])
     arch, direction, dtype = spec["arch"], spec["op"]["direction"], spec["op"]["dtype"]
     op_cfg = spec.get("op_config") or spec["op"]
     kernels = b.kernels
     if not kernels:
         raise ExportError(f"{b.path}: the bundle has no kernels")
-    if {k.dtype for k in kernels} != {dtype}:
-        raise ExportError(f"{b.path}: kernels of dtypes {sorted({k.dtype for k in kernels})}, model dtype {dtype}")
+    kernel_dtypes = {getattr(k, "dtype", dtype) for k in kernels}  # solvers serve the op's dtype
+    if kernel_dtypes != {dtype}:
+        raise ExportError(f"{b.path}: kernels of dtypes {sorted(kernel_dtypes)}, model dtype {dtype}")
     name = c_identifier(name or b.path.name)
     prefix = f"ckheur_{name}"
     names = list(spec["feature_names"])
@@ -374,12 +405,12 @@ def export_bundle(model_dir: str | Path, output: str | Path, name: str | None = 
     kcols = [j for j, c in enumerate(classes) if c == "K"]
     kernel_values = X[:, kcols] if kcols else np.zeros((len(kernels), 1), dtype=np.float32)
 
-    template = (C_DIR / f"{family.name}.c").read_text()
+    template = "\n".join((C_DIR / f).read_text() for f in cf.sources)
     for macro, cls in (("SETP", "P"), ("SETI", "I")):
         missing = [n for n, c in zip(names, classes) if c == cls and n not in _template_names(template, macro)]
         if missing:
             raise ExportError(f"the C feature code of {family.name} does not compute {', '.join(missing)} "
-                              f"(ckheur/models/c/{family.name}.c)")
+                              f"(ckheur/models/c/{cf.sources[-1]})")
 
     forest = read_forest(b.booster)
     companion = read_forest(b.tflops_booster) if b.tflops_booster is not None else None
@@ -396,18 +427,19 @@ def export_bundle(model_dir: str | Path, output: str | Path, name: str | None = 
     cascade = any(n > CASCADE_THRESHOLD for n in groups.values())
     sim_params = {**(sim_params or load_params()), "dtype": dtype}
 
-    def group_code(g: Any) -> int:
-        return LAYOUTS.index(g) if family.name == "gemm" else int(g)
+    def group_code(g: Any) -> int:  # conv: ndim; GEMM: layout index; every kernel a candidate: 0
+        return LAYOUTS.index(g) if family.name == "gemm" else 0 if g == "all" else int(g)
 
-    occupancy = coverage_occupancy(kfeat, arch)
+    occupancy = coverage_occupancy(kfeat, arch) if cf.tiles else np.zeros(len(kernels))
     kern_rows = []
     for k, occ in zip(kernels, occupancy):
-        kern_rows.append("{" + ", ".join([_hex(k.tile_m), _hex(k.tile_n), _hex(k.tile_k), _hex(occ)]) + ", "
+        tile = [getattr(k, f"tile_{d}", 1) for d in "mnk"]
+        kern_rows.append("{" + ", ".join([*map(_hex, tile), _hex(occ)]) + ", "
                          + ", ".join(str(int(v)) for v in (group_code(k.group), getattr(k, "pad_m", 0),
                                                            getattr(k, "pad_n", 0), getattr(k, "pad_k", 0))) + "}")
     errors = _errors(family)
     fields = list(family.problems.FIELDS)
-    numeric_fields = [f for f in fields if f != "layout"]
+    numeric_fields = [f for f in fields if f not in cf.enums and f not in cf.flags]
     defines = {
         "CKH_PREFIX": prefix, "CKH_NKERN": len(kernels), "CKH_NTREE": max(forest.ntree, 1),
         "CKH_NTREE2": companion.ntree if companion else 0, "CKH_NPS": counters["P"], "CKH_NIS": counters["I"],
@@ -417,6 +449,8 @@ def export_bundle(model_dir: str | Path, output: str | Path, name: str | None = 
         "CKH_RELATIVE_TFLOPS": int(spec["objective"] == "relative" and companion is not None),
         "CKH_BWD_WEIGHT": int(direction == "bwd_weight"), "CKH_DIRECTION": DIRECTION_CODES[direction],
         "CKH_DTYPE": DTYPE_CODES[dtype], "CKH_DTYPE_BYTES": _hex(float(DTYPE_BYTES[dtype])),
+        # the bytes per element the features assume (an engine may fix it: one model per dtype)
+        "CKH_ENGINE_BYTES": _hex(float(getattr(engine, "DTYPE_BYTES", DTYPE_BYTES[dtype]))),
         "CKH_NUM_CUS": _hex(float(arch["num_cus"])), "CKH_NFIELDS": len(numeric_fields),
         "CKH_FIELD_MAX": f"INT64_C({FIELD_MAX})", "CKH_MIN_CONTIGUOUS": int(op_cfg.get("min_contiguous_elems", 2)),
         "CKH_E_FIELD": -100, "CKH_E_FIELD_LARGE": -200, "CKH_KMASK_T": kmask_type,
@@ -425,7 +459,7 @@ def export_bundle(model_dir: str | Path, output: str | Path, name: str | None = 
         if not macro.startswith("FIELD"):
             defines[f"CKH_E_{macro}"] = code
     lines = [f"#define {k} {v}" for k, v in defines.items()]
-    lines.append(f"typedef {'ckheur_gemm_problem' if family.name == 'gemm' else 'ckheur_conv_problem'} ckh_problem_t;")
+    lines.append(f"typedef {cf.struct} ckh_problem_t;")
     # Feature slots of the family code: the model's slot, or -1 where the model does not use it.
     for macro, cls in (("SETP", "P"), ("SETI", "I")):
         used = {n: slot[j] for j, n in enumerate(names) if classes[j] == cls}
@@ -462,6 +496,7 @@ def export_bundle(model_dir: str | Path, output: str | Path, name: str | None = 
     out.mkdir(parents=True, exist_ok=True)
     kind = b.manifest.get("data_kind", "unknown")
     info = {"name": name, "prefix": prefix, "family": family.name, "direction": direction, "dtype": dtype,
+            "struct": cf.struct, "enums": {f: list(v) for f, v in cf.enums.items()},
             "arch": arch["name"], "objective": spec["objective"], "data_kind": kind, "bundle": str(b.path),
             "kernels": len(kernels), "trees": forest.ntree, "companion_trees": companion.ntree if companion else 0,
             "cascade": cascade, "analytic_features": analytic is not None, "fields": fields,
@@ -484,7 +519,7 @@ def export_bundle(model_dir: str | Path, output: str | Path, name: str | None = 
 
 
 def _header(info: Mapping[str, Any], errors: Sequence[tuple[str, int, str]]) -> str:
-    p, struct = info["prefix"], "ckheur_gemm_problem" if info["family"] == "gemm" else "ckheur_conv_problem"
+    p, struct = info["prefix"], info["struct"]
     guard = f"{p.upper()}_H"
     codes = "\n".join(f"#define CKHEUR_E_{m} ({c}) /* {msg} */" for m, c, msg in errors if not m.startswith("FIELD"))
     sim = "" if info["data_kind"] == "real" else f"\n * TRAINED ON {str(info['data_kind']).upper()} DATA (not measured)."
@@ -526,24 +561,27 @@ const char* {p}_error(int code);               /* message of an error code */
 
 
 def _cli(info: Mapping[str, Any]) -> str:
-    fields, defaults = info["fields"], info["defaults"]
-    text = [f for f in fields if f == "layout"]
+    fields, defaults, enums = info["fields"], info["defaults"], info["enums"]
+    text = [f for f in fields if f in enums]
+    names = enums.get("layout", LAYOUTS)  # the one text field of every family today
     pre = [f'#include "{info["name"]}.h"',
            f"#define CKH_MODEL(fn) {info['prefix']}_##fn",
-           f"typedef {'ckheur_gemm_problem' if info['family'] == 'gemm' else 'ckheur_conv_problem'} ckh_problem_t;",
+           f"typedef {info['struct']} ckh_problem_t;",
            f"#define CKH_NFIELDS {len(fields)}",
            "static const char* const field_names[] = {" + ", ".join(json.dumps(f) for f in fields) + "};",
            "static const int field_required[] = {" + ", ".join("1" if defaults[f] is None else "0" for f in fields) + "};",
            "static const int field_text[] = {" + ", ".join("1" if f in text else "0" for f in fields) + "};",
-           f"static const char* const layouts[] = {_c_strings(LAYOUTS)};"]
+           f"static const char* const layouts[] = {_c_strings(names)};",
+           f"#define CKH_NLAYOUTS {len(names)}",
+           f"#define CKH_LAYOUT_HELP {json.dumps(', '.join(names))}"]
     init = ["static void init_problem(ckh_problem_t* p) {", "    memset(p, 0, sizeof *p);"]
     for f in fields:
         d = defaults[f]
-        if f == "layout":
-            init.append(f"    p->layout = {LAYOUTS.index(d)};")
+        if f in enums:
+            init.append(f"    p->{f} = {list(enums[f]).index(d)};")
         elif d is not None:
             init.append(f"    p->{f} = {int(d)};")
-    if info["family"] != "gemm":
+    if info["family"] != "gemm":  # the conv structs carry the direction
         init.append(f"    p->direction = {DIRECTION_CODES[info['direction']]};")
     init.append(f"    p->dtype = {DTYPE_CODES[info['dtype']]};")
     init.append("}")
@@ -576,7 +614,7 @@ target_link_libraries(ckheur_select PRIVATE {name})
 
 def _readme(info: Mapping[str, Any]) -> str:
     p, fam = info["prefix"], info["family"]
-    struct = "ckheur_gemm_problem" if fam == "gemm" else "ckheur_conv_problem"
+    struct = info["struct"]
     sim = "" if info["data_kind"] == "real" else (
         f"\n**This model was trained on {info['data_kind']} data, not on measurements.**\n")
     if fam == "gemm":
@@ -584,12 +622,14 @@ def _readme(info: Mapping[str, Any]) -> str:
                           f"    p.layout = 0;  // rcr\n    p.dtype = {p.upper()}_DTYPE;\n"
         csv = "M,N,K,layout\n4096,4096,4096,rcr\n"
     else:
-        example_problem = ("    ckheur_conv_problem p = {};\n    p.N = 16; p.C = 256; p.K = 128; p.G = 1;\n"
+        example_problem = (f"    {struct} p = {{}};\n    p.N = 16; p.C = 256; p.K = 128; p.G = 1;\n"
                            "    p.Di = 1; p.Hi = 28; p.Wi = 28; p.Z = 1; p.Y = 3; p.X = 3;\n"
                            "    p.stride_d = p.stride_h = p.stride_w = 1; p.pad_d = 0; p.pad_h = p.pad_w = 1;\n"
                            "    p.dilation_d = p.dilation_h = p.dilation_w = 1;\n"
-                           f"    p.direction = {p.upper()}_DIRECTION; p.dtype = {p.upper()}_DTYPE;\n")
-        csv = "N,C,K,Hi,Wi,Y,X,pad_h,pad_w\n16,256,128,28,28,3,3,1,1\n"
+                           + ("    p.layout = 1; p.bias = 0;  // NHWC\n" if "layout" in info["enums"] else "")
+                           + f"    p.direction = {p.upper()}_DIRECTION; p.dtype = {p.upper()}_DTYPE;\n")
+        csv = "N,C,K,Hi,Wi,Y,X,pad_h,pad_w" + (",layout" if "layout" in info["enums"] else "") + \
+              "\n16,256,128,28,28,3,3,1,1" + (",NHWC" if "layout" in info["enums"] else "") + "\n"
     return f"""# {info['name']}: compiled kernel selector
 
 Generated by `ckheur` (`stage=export`) from the model bundle `{Path(info['bundle']).name}`

@@ -74,12 +74,15 @@ def _build(node: Mapping[str, Any], family: str, stack: tuple[str, ...], apply_s
 
 
 def random_problems(family: Any, groups: list, count: int, seed: int) -> list:
-    """Seeded random valid problems of an op family spread over kernel groups (conv: 2D/3D; GEMM: layouts)."""
+    """Seeded random valid problems of an op family spread over kernel groups (conv: 2D/3D; GEMM:
+    layouts; "all", where every kernel is a candidate: the family's default generator)."""
     per = max(1, count // max(1, len(groups)))
     out = []
     for i, g in enumerate(groups):
         if family.name == "gemm":
             out += family.problems.generate(seed + i, per, layouts=(g,))
+        elif g == "all":
+            out += family.problems.generate(seed + i, per)
         else:
             out += family.problems.generate(seed + i, per, ndim=int(g))
     return out

@@ -48,7 +48,7 @@ def per_problem(df: Any, selector: Any, direction: str, top_k: Sequence[int] = (
     from ckheur.metrics import hybrid_pick, pick_efficiency
 
     fields = list(selector.family.problems.FIELDS)
-    rows, skipped, pairs = [], [], {"pred": [], "meas": [], "kernel": []}
+    rows, skipped, pairs = [], [], {"pred": [], "meas": [], "kernel": [], "choice": []}
     for key, g in df.groupby(fields, sort=True):
         p = selector.family.problems.problem_from_dict(dict(zip(fields, key)))
         good = usable(g, exclude_suspect)
@@ -83,6 +83,8 @@ def per_problem(df: Any, selector: Any, direction: str, top_k: Sequence[int] = (
                      "oracle_latency_ms": p.flops / (best * 1e12) * 1e3, "hybrid": hybrid,
                      "kernel_eff": {ks[i].name: (measured[ks[i].name] / best if np.isfinite(measured[ks[i].name]) else 0.0)
                                     for i in cand}})
+        # for the censored report: every candidate's score and time (1/TFLOPS, NaN when not measured)
+        pairs["choice"].append((len(rows) - 1, scores[cand], 1.0 / meas))
         okc = np.isfinite(meas)
         pairs["pred"] += list(tflops[cand][okc])
         pairs["meas"] += list(meas[okc])
@@ -90,15 +92,18 @@ def per_problem(df: Any, selector: Any, direction: str, top_k: Sequence[int] = (
     return rows, skipped, pairs
 
 
-def _baselines(rows: list[dict], analytic_rows: list[dict]) -> dict:
-    """Per-problem efficiencies of the baselines, on the same problems as the model."""
+def _baselines(rows: list[dict], analytic_rows: list[dict] | None) -> dict:
+    """Per-problem efficiencies of the baselines, on the same problems as the model (the analytic
+    model only for families it models)."""
     names = sorted({k for r in rows for k in r["kernel_eff"]})
     fixed_means = {k: np.mean([r["kernel_eff"].get(k, 0.0) for r in rows]) for k in names}
     fixed = max(fixed_means, key=fixed_means.get)
+    analytic = {} if analytic_rows is None else \
+        {"analytic model": {"per_problem": [r["efficiency"] for r in analytic_rows]}}
     return {
         "best fixed kernel": {"kernel": fixed, "per_problem": [r["kernel_eff"].get(fixed, 0.0) for r in rows],
                               "note": "chosen on this evaluation data (optimistic for the baseline)"},
-        "analytic model": {"per_problem": [r["efficiency"] for r in analytic_rows]},
+        **analytic,
         "random legal kernel": {"per_problem": [float(np.mean(list(r["kernel_eff"].values()))) for r in rows],
                                 "note": "expected efficiency of a uniformly random measured candidate"},
     }
@@ -106,7 +111,7 @@ def _baselines(rows: list[dict], analytic_rows: list[dict]) -> dict:
 
 def run(cfg: Any, ctx: Context) -> dict:
     """Evaluate the model for op/dtype/arch on held-out measurements; write the report."""
-    from ckheur.dataset import keep_shard, read_dataset
+    from ckheur.dataset import CENSORED, keep_shard, read_dataset
     from ckheur.metrics import summarize, time_weighted
     from ckheur.models.selector import Selector
 
@@ -130,10 +135,11 @@ def run(cfg: Any, ctx: Context) -> dict:
     rows, skipped, pairs = per_problem(df, selector, op["direction"], top_k, exclude_suspect)
     if not rows:
         raise StageError(f"no problem could be evaluated: {skipped[:3]}")
-    analytic = Selector.analytic(selector.kernels, arch, op["direction"], op["dtype"], op=op)
-    a_rows, _, _ = per_problem(df, analytic, op["direction"], (), exclude_suspect)
-    a_by = {r["problem"]: r for r in a_rows}
-    a_rows = [a_by[r["problem"]] for r in rows]
+    a_rows = None  # the analytic baseline, for families ckheur.sim models
+    if selector.family.analytic:
+        analytic = Selector.analytic(selector.kernels, arch, op["direction"], op["dtype"], op=op)
+        a_by = {r["problem"]: r for r in per_problem(df, analytic, op["direction"], (), exclude_suspect)[0]}
+        a_rows = [a_by[r["problem"]] for r in rows]
     effs = [r["efficiency"] for r in rows]
     oracle_lat = [r["oracle_latency_ms"] for r in rows]
     metrics = {
@@ -158,6 +164,8 @@ def run(cfg: Any, ctx: Context) -> dict:
                                       "time_weighted": time_weighted(b["per_problem"], oracle_lat)}
         for r, e in zip(rows, b["per_problem"]):
             r[f"baseline: {name}"] = e
+    if (df.status == CENSORED).any():
+        metrics["censored"] = _censored_report(rows, pairs["choice"], selector.family.problems.SLICES, tol)
     gate = None
     if cfg.evaluate.baseline:
         gate = _gate(cfg, df, rows, op["direction"])
@@ -170,6 +178,23 @@ def run(cfg: Any, ctx: Context) -> dict:
         print(f"evaluate: acceptance gate FAILED against {cfg.evaluate.baseline}: {'; '.join(gate['failures'])}")
         raise SystemExit(1)
     return metrics
+
+
+def _censored_report(rows: list[dict], choice: list[tuple], slices: dict, tol: float) -> dict:
+    """When unlisted candidates are censored (a find-db lists only the fastest few): the picks in
+    MIOpen's terms and ours, both protocols (ckheur.metrics.censored_choice_report), overall and
+    per slice."""
+    from ckheur.metrics import censored_choice_report
+
+    pid = np.concatenate([np.full(len(sc), i) for i, sc, _ in choice])
+    scores = np.concatenate([sc for _, sc, _ in choice])
+    times = np.concatenate([t for _, _, t in choice])
+    out = {"all": censored_choice_report(pid, scores, times, tol), "slices": {}}
+    for name, pred in slices.items():
+        keep = np.array([bool(pred(r["problem_obj"], r["gemm"])) for r in rows])[pid]
+        if keep.any():
+            out["slices"][name] = censored_choice_report(pid[keep], scores[keep], times[keep], tol)
+    return out
 
 
 def _hybrid_summary(rows: list[dict], k: int, oracle_lat: list[float]) -> dict:
@@ -234,6 +259,14 @@ def _markdown(m: dict) -> str:
               "", "## Slices", "", "| slice | problems | mean | P10 |", "|---|---|---|---|"]
     for name, s in {**m["slices"], **{f"pick pipeline {k}": v for k, v in m["by_pick_pipeline"].items()}}.items():
         lines.append(f"| {name} | {s['n']} | {_pct(s['mean'])} | {_pct(s['p10'])} |")
+    if "censored" in m:
+        lines += ["", "## Censored candidates (find-db terms)", "",
+                  "Unlisted candidates are censored: not applicable, or slower than every listed one. Open: the "
+                  "pick among every candidate (a censored pick counts 0); listed: among the listed ones only.", "",
+                  "| slice | protocol | problems | top-1 | tie-aware top-1 | mean slowdown | picks outside listed "
+                  "| efficiency mean | P10 | time-weighted |", "|---|---|---|---|---|---|---|---|---|---|"]
+        for name, rep in [("all", m["censored"]["all"]), *m["censored"]["slices"].items()]:
+            lines += [f"| {name} | {proto} | " + " | ".join(_censored_cells(r)) + " |" for proto, r in rep.items()]
     if m["skipped"]:
         lines += ["", "## Skipped problems", ""] + [f"- {s['problem']}: {s['reason']}" for s in m["skipped"][:50]]
     if "gate" in m:
@@ -282,6 +315,13 @@ def _plots(out: Path, rows: list[dict], m: dict, pairs: dict) -> None:
     plt.close(fig)
 
 
+def _censored_cells(r: dict) -> list[str]:
+    """Problems, top-1, tie-aware top-1, mean slowdown, outside listed, efficiency mean / P10, time-weighted."""
+    return [str(r["problems"]), _pct(r["top1"]), _pct(r["top1_tie_aware"]), _pct(r["mean_slowdown"]),
+            _pct(r["picks_outside_listed"]), _pct(r["efficiency"]["mean"]), _pct(r["efficiency"]["p10"]),
+            _pct(r["time_weighted"])]
+
+
 def _summary_rows(m: dict) -> list[tuple[str, ...]]:
     """Model, hybrid top-k and baselines: mean, median, P10, min, time-weighted, kernels timed."""
     def cells(name: str, s: dict, timed: str) -> tuple[str, ...]:
@@ -303,3 +343,10 @@ def _print(m: dict) -> None:
     print(f"top-1 exact {_pct(m['top1'])}, tie-aware (within {_pct(m['tie_tolerance'])}) {_pct(m['top1_tie_aware'])}, "
           f"within 1% {_pct(m['within_1pct'])}, oracle in top-5 {_pct(m['oracle_in_top5'])}, "
           f"failed picks {_pct(m['pick_failed'])}")
+    if "censored" in m:
+        from ckheur.display import format_table
+
+        print("censored candidates (find-db terms; open: pick among all, listed: among the listed only):")
+        print(format_table(["", "problems", "top-1", "tie-aware", "mean slowdown", "outside listed", "eff mean", "P10",
+                            "time-weighted"],
+                           [(proto, *_censored_cells(r)) for proto, r in m["censored"]["all"].items()]))

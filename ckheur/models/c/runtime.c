@@ -62,8 +62,9 @@ typedef struct {            /* kernel traits the runtime needs */
 
 typedef struct {            /* a validated problem through its implicit GEMM (ckheur.sim.problem_arrays) */
     double G, M, N, K, flops, elems, filt, cpg, split_k, transposed, k_splits;
-    double f[8];            /* family extras */
+    double f[12];           /* family extras */
     int group;
+    const ckh_problem_t* p; /* the problem itself (valid during the call) */
 } ckh_prob;
 
 /*@TABLES@*/

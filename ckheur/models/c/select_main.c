@@ -135,8 +135,8 @@ int main(int argc, char** argv) {
             }
             if (field_text[f]) {
                 v = -1;
-                for (int l = 0; l < 4; ++l) if (!strcmp(cells[c], layouts[l])) v = l;
-                if (v < 0) { fprintf(stderr, "row %d: %s=%s: allowed values are rcr, rrr, crr, ccr\n", row, field_names[f], cells[c]); ok = 0; continue; }
+                for (int l = 0; l < CKH_NLAYOUTS; ++l) if (!strcmp(cells[c], layouts[l])) v = l;
+                if (v < 0) { fprintf(stderr, "row %d: %s=%s: allowed values are %s\n", row, field_names[f], cells[c], CKH_LAYOUT_HELP); ok = 0; continue; }
             } else if (parse_int(cells[c], &v)) {
                 fprintf(stderr, "row %d: %s=%s: must be an integer\n", row, field_names[f], cells[c]);
                 ok = 0;
