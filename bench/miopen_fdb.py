@@ -13,7 +13,10 @@
    Targets (MI300X, random split, open protocol): top-1 >= 93%, mean efficiency >= 99%, P10 >= 97%.
 
     python bench/miopen_fdb.py [--files F ...] [--directions fwd bwd_data bwd_weight] [--dtypes fp16]
-                               [--leaves 63] [--trees 2000] [--lr 0.1] [--pool-dtypes] [--cross]
+                               [--leaves N] [--trees N] [--lr X] [--min-data N] [--pool-dtypes] [--cross]
+
+   The model settings default to the op's model config (what stage=train, and so the shipped
+   bundles, use); the flags override them.
 """
 
 from __future__ import annotations
@@ -188,10 +191,10 @@ def main() -> None:
     ap.add_argument("--directions", nargs="+", default=["fwd", "bwd_data", "bwd_weight"])
     ap.add_argument("--dtypes", nargs="+", default=["fp16"])
     ap.add_argument("--splits", nargs="+", default=["random", "geometry"])
-    ap.add_argument("--leaves", type=int, default=63)
-    ap.add_argument("--trees", type=int, default=2000)
-    ap.add_argument("--lr", type=float, default=0.1)
-    ap.add_argument("--min-data", type=int, default=20)
+    ap.add_argument("--leaves", type=int, default=None, help="num_leaves (default: the model config's)")
+    ap.add_argument("--trees", type=int, default=None, help="max_trees (default: the model config's)")
+    ap.add_argument("--lr", type=float, default=None, help="learning_rate (default: the model config's)")
+    ap.add_argument("--min-data", type=int, default=None, help="min_data_in_leaf (default: the model config's)")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--objective", default="relative", choices=["relative", "lambdarank", "regression_log"])
     ap.add_argument("--data", default=None, help="imported datasets folder (default: a temporary one)")
@@ -202,6 +205,9 @@ def main() -> None:
     args = ap.parse_args()
     from ckheur.miopen_fdb import arch_from_name
 
+    given = {"num_leaves": args.leaves, "max_trees": args.trees, "learning_rate": args.lr,
+             "min_data_in_leaf": args.min_data}
+    overrides = {k: v for k, v in given.items() if v is not None}
     data = Path(args.data or tempfile.mkdtemp(prefix="ckheur_fdb_"))
     results = {"imports": [], "choice": []}
     for f in map(Path, args.files):
@@ -216,8 +222,11 @@ def main() -> None:
             for dtype in args.dtypes:
                 tb, model = load_table(data, arch, direction, dtype, f.name.split(".")[0])
                 tables[dtype] = tb
-                model.update(num_leaves=args.leaves, max_trees=args.trees, learning_rate=args.lr,
-                             min_data_in_leaf=args.min_data)
+                model.update(overrides)
+                if "model" not in results:
+                    results["model"] = {k: model[k] for k in ("objective", "num_leaves", "learning_rate", "max_trees",
+                                                              "min_data_in_leaf", "early_stopping_rounds")}
+                    print(f"model settings: {results['model']}", flush=True)
                 for kind in args.splits:
                     r = choice(tb, model, kind, args.seed, args.objective)
                     results["choice"].append({"arch": arch, "direction": direction, "dtype": dtype, **r})
@@ -245,8 +254,7 @@ def main() -> None:
             for dtype in args.dtypes:
                 tabs = [load_table(data, arch, direction, dtype, name) for arch, name in zip(arches, names)]
                 for i, j in ((0, 1), (1, 0)):
-                    model = {**tabs[i][1], "num_leaves": args.leaves, "learning_rate": args.lr,
-                             "min_data_in_leaf": args.min_data, "cross_trees": 1000}
+                    model = {**tabs[i][1], **overrides, "cross_trees": 1000}
                     r = cross_gpu(tabs[i][0], tabs[j][0], model, args.seed)
                     results.setdefault("cross", []).append({"from": arches[i], "to": arches[j], "direction": direction,
                                                             "dtype": dtype, **r})

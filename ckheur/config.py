@@ -348,6 +348,7 @@ class ExportSchema:
     build: bool = True  # with a C compiler: build ckheur_select and check it against the Python selector
     check_problems: int = 1000  # seeded random problems of the check
     seed: int = 0
+    overwrite: bool = False  # write into a folder holding anything but an earlier export of the same model
 
 
 @dataclass

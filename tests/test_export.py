@@ -4,6 +4,7 @@ codes with messages, the CLI reads CK-named CSVs, and the ctypes path falls back
 from __future__ import annotations
 
 import ctypes
+import json
 import shutil
 import subprocess
 import warnings
@@ -354,3 +355,121 @@ def test_miopen_export_parity_on_real_find_db_problems_errors_and_cli(tmp_path):
     p = problem_from_dict(dict(N=16, C=64, K=64, Hi=28, Wi=28, Y=3, X=3, pad_h=1, pad_w=1, layout="NHWC", bias=1))
     assert lines[1].split(",")[2] == py.rank(p, k=1)[0][0]
     assert "layout=CHWN: allowed values are NCHW, NHWC, NCDHW, NDHWC" in r.stderr
+
+
+def _load_warned(bundle):
+    with warnings.catch_warnings(record=True) as w:
+        warnings.simplefilter("always")
+        got = load_compiled(bundle)
+    return got, [str(x.message) for x in w]
+
+
+def test_compiled_cache_rebuilds_damaged_entries(tmp_path, monkeypatch):
+    """A truncated, garbage or deleted library, a corrupt export.json or a missing record: never
+    loaded (no SIGBUS, no traceback), rebuilt once with a warning, then intact again."""
+    from ckheur.models.compiled import bundle_hash, trusted_cache_dir
+    from ckheur.parts import sha256_of
+
+    monkeypatch.setenv("CKHEUR_CACHE_DIR", str(tmp_path / "cache"))
+    m, w = _load_warned(SHIPPED)
+    assert m is not None and not w
+    root = trusted_cache_dir()
+    assert oct(root.stat().st_mode & 0o777) == "0o700"
+    entry = root / bundle_hash(SHIPPED)
+    lib = m.path
+    good = lib.read_bytes()
+    def replace(data):  # a new file: the library this process has loaded stays mapped intact
+        lib.unlink()
+        lib.write_bytes(data)
+
+    damages = {
+        "truncated": lambda: replace(good[: len(good) // 3]),
+        "garbage": lambda: replace(b"\x7fELF" + b"\x00" * 4000),
+        "deleted": lambda: lib.unlink(),
+        "corrupt export.json": lambda: (entry / "export.json").write_text("{not json"),
+        "no record": lambda: (entry / "cache.json").unlink(),
+    }
+    for name, damage in damages.items():
+        damage()
+        m, w = _load_warned(SHIPPED)
+        assert m is not None, name
+        assert any("rebuilding" in x for x in w), (name, w)
+        assert sha256_of(m.path) == json.loads((entry / "cache.json").read_text())["lib_sha256"], name
+        p = Selector.load(SHIPPED).family.problems.problem_from_dict({"N": 4, "C": 64, "K": 64, "Hi": 14, "Wi": 14,
+                                                                      "Y": 3, "X": 3})
+        assert len(m.predict(p)[0]) == 20, name
+        lib = m.path
+
+
+def test_compiled_cache_never_loads_what_it_did_not_build(tmp_path, monkeypatch):
+    """A cache folder writable by others or owned by another user, or a cache path that cannot be
+    a folder: refused with a warning, a private folder used; a library planted there never runs."""
+    import os
+
+    from ckheur.models.compiled import bundle_hash
+
+    marker = tmp_path / "planted_ran"
+    src = tmp_path / "evil.c"
+    src.write_text(f'#include <stdio.h>\n__attribute__((constructor)) static void f(void) {{ FILE* f = fopen("{marker}", "w"); '
+                   'if (f) fclose(f); }\n')
+    shared = tmp_path / "shared"
+    shared.mkdir()
+    entry = shared / bundle_hash(SHIPPED)
+    entry.mkdir()
+    pkg = export_bundle(SHIPPED, tmp_path / "pkg")
+    subprocess.run([find_compiler(), "-shared", "-fPIC", "-o", str(entry / f"lib{pkg.name}.so"), str(src)], check=True)
+    (entry / "export.json").write_text((tmp_path / "pkg" / "export.json").read_text())
+    (entry / "cache.json").write_text(json.dumps({"lib_sha256": "0" * 64}))
+    os.chmod(shared, 0o777)
+    monkeypatch.setenv("CKHEUR_CACHE_DIR", str(shared))
+    m, w = _load_warned(SHIPPED)
+    assert m is not None and not str(m.path).startswith(str(shared)) and not marker.exists()
+    assert any("writable by others" in x and "private folder" in x for x in w), w
+    if os.getuid() == 0:  # root can hand the folder to another user
+        os.chmod(shared, 0o700)
+        os.chown(shared, 65534, 65534)
+        m, w = _load_warned(SHIPPED)
+        assert m is not None and not marker.exists() and any("owned by uid 65534" in x for x in w), w
+    (tmp_path / "file").write_text("x")
+    monkeypatch.setenv("CKHEUR_CACHE_DIR", str(tmp_path / "file" / "cache"))
+    m, w = _load_warned(SHIPPED)
+    assert m is not None and any("cannot be used" in x for x in w), w
+
+
+def test_export_never_destroys_a_users_files(tmp_path, monkeypatch):
+    """A folder holding anything but an earlier export of the same model is refused (one error line,
+    exit 2, files untouched) unless export.overwrite=true; reserved and overlong names and an output
+    that is a file are refused; the self-check runs the binary just built, never one on PATH."""
+    project = tmp_path / "project"
+    project.mkdir()
+    (project / "README.md").write_text("my project\n")
+    (project / "CMakeLists.txt").write_text("project(mine)\n")
+    common = ["stage=export", "export.check_problems=50", f"hydra.run.dir={tmp_path / 'run'}"]
+    r = run_cli(*common, "export.output=.", cwd=project)
+    assert r.returncode == 2 and "export.overwrite=true" in r.stderr and "Traceback" not in r.stderr
+    assert (project / "README.md").read_text() == "my project\n" and sorted(p.name for p in project.iterdir()) == \
+        ["CMakeLists.txt", "README.md"]
+    # A planted ckheur_select first on PATH never runs: the check runs the built one by absolute path.
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    planted = bin_dir / "ckheur_select"
+    planted.write_text(f"#!/bin/sh\ntouch {tmp_path / 'planted_ran'}\n")
+    planted.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{bin_dir}:{__import__('os').environ['PATH']}")
+    pkg = tmp_path / "pkg"
+    pkg.mkdir()
+    r = run_cli(*common, "export.output=.", cwd=pkg)
+    assert r.returncode == 0, r.stderr
+    assert "same top-1 kernel 50/50" in r.stdout and not (tmp_path / "planted_ran").exists()
+    r = run_cli(*common, "export.output=.", cwd=pkg)  # an earlier export of the same model: replaced
+    assert r.returncode == 0, r.stderr
+    r = run_cli(*common, "export.output=.", "export.name=other", cwd=pkg)
+    assert r.returncode == 2 and "not an earlier export of this model as other" in r.stderr
+    r = run_cli(*common, "export.output=.", "export.overwrite=true", "export.build=false", cwd=project)
+    assert r.returncode == 0 and "ckheur" in (project / "README.md").read_text()
+    for name, msg in (("ckheur_abi", "package's own"), ("ckheur_select", "package's own"), ("x" * 300, "at most 100")):
+        r = run_cli(*common, f"export.output={tmp_path / 'n'}", f"export.name={name}")
+        assert r.returncode == 2 and msg in r.stderr and "Traceback" not in r.stderr, r.stderr
+    (tmp_path / "afile").write_text("x")
+    r = run_cli(*common, f"export.output={tmp_path / 'afile'}")
+    assert r.returncode == 2 and "is a file" in r.stderr

@@ -267,3 +267,67 @@ def test_censored_choice_report_hand_computed():
     # listed: problem 1 picks its listed 1.0 (the best)
     assert li["top1"] == pytest.approx(1 / 3) and li["picks_outside_listed"] == 0
     assert li["efficiency"]["mean"] == pytest.approx((0.5 + 1 + 5 / 5.05) / 3)
+
+
+SHIPPED = {(arch, d): ROOT / "models" / f"miopen_{d}_fp16_{arch}" for arch in ("gfx942", "gfx90a")
+           for d in ("fwd", "bwd_data", "bwd_weight")}
+
+
+@pytest.mark.parametrize("arch,direction", sorted(SHIPPED))
+def test_shipped_miopen_models_pick_listed_solvers_on_real_problems(tmp_path, arch, direction):
+    """Each shipped bundle: real find-db data, the op's solver table, and on the real slice its
+    picks are listed solvers far more often, and the fastest far more often, than the best fixed solver's."""
+    from ckheur import Selector
+    from ckheur.dataset import read_dataset
+
+    bundle = SHIPPED[arch, direction]
+    manifest = json.loads((bundle / "train_manifest.json").read_text())
+    assert manifest["data_kind"] == "real" and manifest["data_backend"] == ["miopen_fdb"]
+    sel = Selector.load(bundle)
+    fdb = MI300X if arch == "gfx942" else MI210
+    r = run_cli("stage=import", f"import.path={fdb}", f"paths.data={tmp_path}", f"hydra.run.dir={tmp_path / 'r'}")
+    assert r.returncode == 0, r.stderr
+    df = read_dataset(tmp_path / f"miopen_{direction}_fp16_{arch}" / f"{fdb.name.split('.')[0]}.parquet")
+    assert sorted(k.name for k in sel.kernels) == sorted(set(df.kernel))
+    fields = list(sel.family.problems.FIELDS)
+    pid, scores, times, names = [], [], [], []
+    for i, (key, g) in enumerate(df.groupby(fields)):
+        ranked = dict(sel.rank(problem_from_dict(dict(zip(fields, key))), k=None))
+        t = np.where(g.status == "ok", 1.0 / g.tflops.clip(lower=1e-30), np.nan)
+        pid += [i] * len(g)
+        scores += [ranked[k] for k in g.kernel]
+        times += list(t)
+        names += list(g.kernel)
+    pid, scores, times, names = map(np.asarray, (pid, scores, times, names))
+    model = censored_choice_report(pid, scores, times)["open"]
+    fixed = max((censored_choice_report(pid, (names == k).astype(float), times)["open"] for k in set(names)),
+                key=lambda rep: rep["top1"])
+    assert model["picks_outside_listed"] < 0.03 and model["top1"] > fixed["top1"] + 0.2, (model, fixed)
+
+
+def test_shipped_miopen_model_predicts_a_driver_line_and_exports_exactly(tmp_path, monkeypatch):
+    """The issue's command ranks solvers with the shipped bundle; its C export equals Python on the
+    real slice's problems."""
+    r = run_cli("stage=predict", "op=miopen/bwd_weight", "arch=gfx942",
+                "problem=convfp16 -n 32 -c 256 -H 56 -W 56 -k 256 -y 3 -x 3 -p 1 -q 1 -g 32 -F 4",
+                f"hydra.run.dir={tmp_path / 'p'}")
+    assert r.returncode == 0, r.stderr
+    assert "miopen_bwd_weight_fp16_gfx942" in r.stdout and "selected: " in r.stdout
+    from ckheur import Selector
+    from ckheur.models.compiled import find_compiler, load_compiled
+    from test_export import assert_parity
+
+    if find_compiler() is None:
+        pytest.skip("no C compiler")
+    monkeypatch.setenv("CKHEUR_CACHE_DIR", str(tmp_path / "cache"))
+    fdb = MI300X
+    data = tmp_path / "d"
+    assert run_cli("stage=import", f"import.path={fdb}", f"paths.data={data}", f"hydra.run.dir={tmp_path / 'r'}").returncode == 0
+    from ckheur.dataset import read_dataset
+    from ckheur.problems.miopen_conv import FIELDS
+
+    df = read_dataset(data / "miopen_bwd_weight_fp16_gfx942" / "gfx942130.parquet")
+    real = [problem_from_dict(dict(zip(FIELDS, key))) for key, _ in df.groupby(list(FIELDS))]
+    bundle = SHIPPED["gfx942", "bwd_weight"]
+    got = assert_parity(Selector.load(bundle, cache_size=0), load_compiled(bundle), real)
+    assert got["ranked"] == len(real) > 300

@@ -12,6 +12,7 @@ import hashlib
 import json
 import os
 import shutil
+import stat
 import subprocess
 import tempfile
 import warnings
@@ -21,6 +22,7 @@ from typing import Any
 import numpy as np
 
 from ckheur.backends.abi import DIRECTION_CODES, DTYPE_CODES
+from ckheur.errors import UserError
 from ckheur.models.export_c import c_family
 from ckheur.problems.base import ProblemError
 
@@ -42,6 +44,91 @@ def cache_dir() -> Path:
     """Where built libraries are kept: $CKHEUR_CACHE_DIR, else ~/.cache/ckheur/compiled."""
     env = os.environ.get("CKHEUR_CACHE_DIR")
     return Path(env) if env else Path.home() / ".cache" / "ckheur" / "compiled"
+
+
+def not_private(path: Path) -> str | None:
+    """Why a cache folder or file cannot be trusted (a link, another user's, writable by others), or None."""
+    st = path.lstat()
+    if stat.S_ISLNK(st.st_mode):
+        return "is a symbolic link"
+    if st.st_uid != os.getuid():
+        return f"is owned by uid {st.st_uid}, not by this user (uid {os.getuid()})"
+    if st.st_mode & 0o022:
+        return f"is writable by others (mode {stat.S_IMODE(st.st_mode):o})"
+    return None
+
+
+def trusted_cache_dir() -> Path:
+    """The cache folder, created private (0700); one that another user owns or others can write is
+    refused with a warning and a private folder of this process used instead."""
+    root = cache_dir()
+    try:
+        root.mkdir(parents=True, exist_ok=True, mode=0o700)
+        why = not_private(root)
+    except OSError as e:
+        why = f"cannot be used ({e.strerror or e})"
+    if why is None:
+        return root
+    fallback = Path(tempfile.mkdtemp(prefix="ckheur-compiled-"))  # 0700, unique to this process
+    warnings.warn(f"compiled-selector cache {root} {why}: building in the private folder {fallback} instead",
+                  stacklevel=3)
+    return fallback
+
+
+def _verified_entry(target: Path) -> tuple[dict, Path] | str:
+    """A cache entry's export info and library when it is this user's and the library is the one
+    built (its sha256 recorded at build time); else why not."""
+    from ckheur.parts import sha256_of
+
+    try:
+        for path in (target, target / "cache.json"):
+            why = not_private(path)
+            if why:
+                return f"{path.name} {why}"
+        meta = json.loads((target / "cache.json").read_text())
+        info = json.loads((target / "export.json").read_text())
+        lib = target / f"lib{info['name']}.so"
+        why = not_private(lib)
+        if why:
+            return f"{lib.name} {why}"
+        if sha256_of(lib) != meta["lib_sha256"]:
+            return f"{lib.name} is not the library that was built (sha256 differs)"
+        return info, lib
+    except (OSError, ValueError, KeyError, TypeError) as e:
+        return f"is damaged ({type(e).__name__}: {e})"
+
+
+def _discard(target: Path) -> None:
+    """Remove a damaged entry of this user's cache (moved aside first: a reader never sees half of it)."""
+    aside = target.with_name(f".discard-{target.name}-{os.getpid()}")
+    try:
+        os.replace(target, aside)
+    except OSError:
+        return
+    shutil.rmtree(aside, ignore_errors=True)
+
+
+def _build_entry(model_dir: Path, target: Path, cc: str) -> str | None:
+    """Export and build into a fresh private folder, record the library's sha256, move it into
+    place (a concurrent build that finished first wins); why it failed, or None."""
+    from ckheur.models.export_c import export_bundle
+    from ckheur.parts import sha256_of
+
+    tmp = Path(tempfile.mkdtemp(prefix=".build-", dir=target.parent))
+    try:
+        res = export_bundle(model_dir, tmp)
+        lib = build(tmp, res.name, cc)
+        (tmp / "cache.json").write_text(json.dumps({"lib_sha256": sha256_of(lib)}))
+        try:
+            os.replace(tmp, target)
+        except OSError:
+            if not (target / "cache.json").exists():
+                raise
+    except (RuntimeError, OSError, UserError) as e:
+        return str(e).splitlines()[0]
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    return None
 
 
 def bundle_hash(model_dir: Path, sim_params: Any = None) -> str:
@@ -118,31 +205,27 @@ def load_compiled(model_dir: str | Path, cc: str | None = None) -> CompiledModel
     """The bundle's compiled selector, exported and built on first use; None (with a warning) when
     there is no C compiler or the build fails, so callers fall back to the Python path."""
     from ckheur.models.bundle import resolve_model_dir
-    from ckheur.models.export_c import export_bundle
 
     model_dir = resolve_model_dir(model_dir)
     cc = cc or find_compiler()
     if cc is None:
         warnings.warn("no C compiler found ($CC, cc, gcc or clang): ranking with the Python path", stacklevel=2)
         return None
-    target = cache_dir() / bundle_hash(model_dir)
-    info_path = target / "export.json"
-    if not info_path.exists():
-        target.parent.mkdir(parents=True, exist_ok=True)
-        tmp = Path(tempfile.mkdtemp(prefix=".build-", dir=target.parent))
-        try:
-            res = export_bundle(model_dir, tmp)
-            build(tmp, res.name, cc)
-            try:
-                os.replace(tmp, target)
-            except OSError:
-                if not info_path.exists():  # not a concurrent build that finished first
-                    raise
-                shutil.rmtree(tmp, ignore_errors=True)
-        except (RuntimeError, OSError) as e:
-            shutil.rmtree(tmp, ignore_errors=True)
-            warnings.warn(f"building the compiled selector failed ({str(e).splitlines()[0]}): ranking with the "
-                          "Python path", stacklevel=2)
-            return None
-    info = json.loads(info_path.read_text())
-    return CompiledModel(target / f"lib{info['name']}.so", info)
+    target = trusted_cache_dir() / bundle_hash(model_dir)
+    got = _verified_entry(target) if os.path.lexists(target) else None
+    if isinstance(got, str):
+        warnings.warn(f"compiled-selector cache entry {target} {got}: rebuilding it", stacklevel=2)
+        _discard(target)
+        got = None
+    if got is None:
+        failed = _build_entry(model_dir, target, cc)
+        got = f"could not be built ({failed})" if failed else _verified_entry(target)
+    if isinstance(got, str):
+        warnings.warn(f"compiled-selector cache entry {target} {got}: ranking with the Python path", stacklevel=2)
+        return None
+    info, lib = got
+    try:
+        return CompiledModel(lib, info)
+    except (OSError, AttributeError) as e:
+        warnings.warn(f"loading {lib} failed ({e}): ranking with the Python path", stacklevel=2)
+        return None

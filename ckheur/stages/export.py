@@ -70,7 +70,7 @@ def run(cfg: Any, ctx: Context) -> dict:
         raise StageError(f"model dir {model_dir} not found: train one (stage=train) or give export.model_dir=")
     out = Path(opts.output or Path("exports") / op["model_name"])
     t0 = time.perf_counter()
-    res = export_bundle(model_dir, out, opts.name)
+    res = export_bundle(model_dir, out, opts.name, overwrite=bool(opts.overwrite))
     t_export = time.perf_counter() - t0
     print(f"export: {model_dir} -> {out}/ ({res.num_kernels} kernels, {res.num_trees} trees, "
           f"{res.source_bytes / 1e6:.2f} MB of source, {t_export:.1f} s)")
@@ -87,7 +87,7 @@ def run(cfg: Any, ctx: Context) -> dict:
         print(f"export: not built ({'export.build=false' if cc else 'no C compiler found'}); build with:\n  {command}")
         return summary
     t0 = time.perf_counter()
-    binary = build(out, res.name, cc, shared=False)
+    binary = build(out, res.name, cc, shared=False).resolve()  # the check runs this binary, never one on PATH
     t_build = time.perf_counter() - t0
     print(f"export: built {binary} in {t_build:.1f} s ({command})")
     family = get_family(op["family"])
