@@ -111,7 +111,7 @@ def db_hit(model: Path, problems: list) -> None:
     from ckheur.backends import measure_function
 
     with tempfile.TemporaryDirectory() as tmp:
-        sel = Selector.load(model, tuning_db=tmp, cache_size=0)
+        sel = Selector.load(model, tuning_db=tmp, cache_size=0, create_tuning_db=True)
         m = measure_function({"name": "sim", "seed": 0, "batch_pairs": 100, "params": sel.sim_params}, sel.op,
                              sel.arch, sel.kernels)
         for p in problems:

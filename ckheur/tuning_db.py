@@ -41,8 +41,11 @@ class TuningDB:
     _parts: set = field(default_factory=set)
 
     @classmethod
-    def open(cls, path: str | Path, op: Mapping[str, Any], arch: str) -> "TuningDB":
-        """Open (creating if needed) the database at ``path`` for ``op`` (family, direction, dtype) on ``arch``."""
+    def open(cls, path: str | Path, op: Mapping[str, Any], arch: str, create: bool = False,
+             writable: bool = False) -> "TuningDB":
+        """Open the database at ``path`` for ``op`` (family, direction, dtype) on ``arch``; a missing
+        one is an error unless ``create``. ``writable``: check that records can be written, before
+        anything is measured. A database that is refused is never changed."""
         path = Path(path)
         want = _identity(op, arch)
         meta_file = path / META
@@ -51,13 +54,27 @@ class TuningDB:
         if meta_file.exists():
             try:
                 have = json.loads(meta_file.read_text())
-            except json.JSONDecodeError as e:
+            except (json.JSONDecodeError, UnicodeDecodeError) as e:
                 raise TuningDBError(f"{meta_file}: corrupted ({e}); it should name {', '.join(IDENTITY)}") from None
+            if not isinstance(have, dict):
+                raise TuningDBError(f"{meta_file}: a JSON {type(have).__name__}, not an object naming "
+                                    f"{', '.join(IDENTITY)}")
             _refuse_mismatch(path, {k: have.get(k) for k in IDENTITY}, want)
+        elif path.is_dir() and any(path.iterdir()):
+            raise TuningDBError(f"{path} holds files but no {META}: not a tuning database, or its {META} was lost "
+                                "(restore it, or give a new folder)")
+        elif not create:
+            raise TuningDBError(f"tuning database {path} does not exist (stage=tune creates one; from Python "
+                                "TuningDB.open(path, op, arch, create=True))")
         else:
-            path.mkdir(parents=True, exist_ok=True)
+            try:
+                path.mkdir(parents=True, exist_ok=True)
+            except OSError as e:
+                raise TuningDBError(f"cannot create tuning database {path}: {e.strerror or e}") from None
             # concurrent creators write the same content
             write_text_atomic(meta_file, json.dumps({**want, "created_by": socket.gethostname()}, indent=2) + "\n")
+        if writable:
+            _check_writable(path)
         db = cls(path=path, **want)
         db.refresh()
         return db
@@ -138,3 +155,16 @@ def _refuse_mismatch(path: Path, have: Mapping[str, Any], want: Mapping[str, Any
     if bad:
         raise TuningDBError(f"tuning database {path} was recorded for another configuration: {', '.join(bad)}; "
                             "it is never served for another arch, dtype, direction or op; use a separate folder")
+
+
+def _check_writable(path: Path) -> None:
+    """A TuningDBError unless a record part can be written in ``path`` (a real write, not a
+    permission-bit guess: read-only mounts and quotas count too)."""
+    import tempfile
+
+    try:
+        with tempfile.NamedTemporaryFile(dir=path, prefix=".write-check-"):
+            pass
+    except OSError as e:
+        raise TuningDBError(f"tuning database {path} cannot be written ({e.strerror or e}); nothing was measured") \
+            from None

@@ -53,7 +53,7 @@ class Counting:
 def test_tiers_in_order_and_a_db_hit_measures_nothing(tmp_path):
     from ckheur import Selector
 
-    sel = Selector.load(SHIPPED, tuning_db=tmp_path / "db")
+    sel = Selector.load(SHIPPED, tuning_db=tmp_path / "db", create_tuning_db=True)
     pure = sel.select(P0)
     assert pure.source == "model" and pure.kernel == sel.best(P0)
     m = Counting(sel)
@@ -70,10 +70,10 @@ def test_tiers_in_order_and_a_db_hit_measures_nothing(tmp_path):
     again = sel.select(P0, measure=m, k=3)
     assert again.source == "tuning_db" and again.kernel == r.kernel and len(m.calls) == 1
     # A new process (new Selector) sees the database too; so does the MIOpenDriver spelling.
-    other = Selector.load(SHIPPED, tuning_db=tmp_path / "db")
+    other = Selector.load(SHIPPED, tuning_db=tmp_path / "db", create_tuning_db=True)
     assert other.select("convbfp16 -n 1 -c 128 -H 32 -W 32 -k 256 -y 2 -x 2 -u 2 -v 2").source == "tuning_db"
     # Without a model: the analytic tier, and measured when a measure function is given.
-    ana = Selector.analytic(sel.kernels, sel.arch, "fwd", "bf16", tuning_db=tmp_path / "db2")
+    ana = Selector.analytic(sel.kernels, sel.arch, "fwd", "bf16", tuning_db=tmp_path / "db2", create_tuning_db=True)
     assert ana.select(P0).source == "analytic"
     assert ana.select(P0, measure=Counting(sel), k=2).source == "measured"
     assert ana.select(P0).source == "tuning_db"
@@ -82,7 +82,7 @@ def test_tiers_in_order_and_a_db_hit_measures_nothing(tmp_path):
 def test_failures_are_recorded_and_the_next_k_are_timed(tmp_path):
     from ckheur import Selector
 
-    sel = Selector.load(SHIPPED, tuning_db=tmp_path / "db")
+    sel = Selector.load(SHIPPED, tuning_db=tmp_path / "db", create_tuning_db=True)
     ranked = [n for n, _ in sel.rank(P0, k=None)]
     m = Counting(sel, fail=ranked[:2])
     r = sel.select(P0, measure=m, k=2)
@@ -96,7 +96,7 @@ def test_failures_are_recorded_and_the_next_k_are_timed(tmp_path):
 def test_backend_measure_records_provenance(tmp_path):
     from ckheur import Selector
 
-    sel = Selector.load(SHIPPED, tuning_db=tmp_path / "db")
+    sel = Selector.load(SHIPPED, tuning_db=tmp_path / "db", create_tuning_db=True)
     m = Counting(sel).inner
     assert set(m(sel.family.problems.problem_from_dict(P0), [sel.kernels[0].name])) == {sel.kernels[0].name}
     sel.select(P0, measure=m, k=3)
@@ -108,7 +108,7 @@ def test_mismatched_database_is_refused(tmp_path):
     from ckheur import Selector
     from ckheur.tuning_db import TuningDB, TuningDBError
 
-    sel = Selector.load(SHIPPED, tuning_db=tmp_path / "db")
+    sel = Selector.load(SHIPPED, tuning_db=tmp_path / "db", create_tuning_db=True)
     sel.select(P0, measure=Counting(sel), k=1)
     with pytest.raises(TuningDBError, match="arch 'gfx950' \\(wanted 'gfx942'\\)"):
         TuningDB.open(tmp_path / "db", FWD, "gfx942")
@@ -121,15 +121,22 @@ def test_mismatched_database_is_refused(tmp_path):
     other.mkdir()
     for part in (tmp_path / "db").glob("part-*.parquet"):
         (other / part.name).write_bytes(part.read_bytes())
-    with pytest.raises(TuningDBError, match="arch"):
+    with pytest.raises(TuningDBError, match="holds files but no tuning_db.json"):
         TuningDB.open(other, FWD, "gfx942")
+    assert not (other / "tuning_db.json").exists()  # refused: nothing written
+    with pytest.raises(TuningDBError, match="does not exist"):  # a typo never creates an empty database
+        Selector.load(SHIPPED, tuning_db=tmp_path / "dbb")
+    assert not (tmp_path / "dbb").exists()
+    (tmp_path / "db" / "tuning_db.json").write_text("[1, 2]")
+    with pytest.raises(TuningDBError, match="not an object"):
+        TuningDB.open(tmp_path / "db", FWD, "gfx950")
 
 
 def test_corrupt_part_is_skipped_with_a_warning(tmp_path):
     from ckheur import Selector
     from ckheur.tuning_db import TuningDB
 
-    sel = Selector.load(SHIPPED, tuning_db=tmp_path / "db")
+    sel = Selector.load(SHIPPED, tuning_db=tmp_path / "db", create_tuning_db=True)
     sel.select(P0, measure=Counting(sel), k=3)
     (tmp_path / "db" / "part-00000000T000000000000-deadbeef.parquet").write_bytes(b"PAR1 not really parquet")
     with pytest.warns(CorruptPartWarning, match="skipping unreadable dataset part"):
@@ -145,7 +152,7 @@ WRITER = textwrap.dedent("""
     from ckheur.backends import measure_function
     from ckheur.config import load_option
     from ckheur.problems.sources import dedupe, read_csv
-    sel = Selector.load("{model}", tuning_db=sys.argv[1])
+    sel = Selector.load("{model}", tuning_db=sys.argv[1], create_tuning_db=True)
     m = measure_function({{"name": "replay", "paths": ["{real}"], "batch_pairs": 100}},
                          {{"family": "grouped_conv", "direction": "fwd", "dtype": "bf16"}}, load_option("arch/gfx950"), sel.kernels)
     probs = dedupe(read_csv("{csv}"))[int(sys.argv[2]):int(sys.argv[3])]

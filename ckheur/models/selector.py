@@ -7,7 +7,7 @@
 
 Hybrid selection, in tiers (every answer says which produced it):
 
-    sel = Selector.load("models/grouped_conv_fwd_bf16_gfx950", tuning_db="tuning/")
+    sel = Selector.load("models/grouped_conv_fwd_bf16_gfx950", tuning_db="tuning/", create_tuning_db=True)
     r = sel.select(problem, measure=None, k=3)
     r.kernel, r.source       # "tuning_db" | "measured" | "model" | "analytic"
 
@@ -92,7 +92,8 @@ class Selector:
                  booster: Any = None, tflops_booster: Any = None, analytic_params: Mapping[str, Any] | None = None,
                  sim_params: Mapping[str, Any] | None = None, objective: str = "regression_log",
                  cascade_threshold: int = CASCADE_THRESHOLD, cascade_top: int = CASCADE_TOP, cache_size: int = 4096,
-                 label: str = "", op: Mapping[str, Any] | None = None, tuning_db: Any = None) -> None:
+                 label: str = "", op: Mapping[str, Any] | None = None, tuning_db: Any = None,
+                 create_tuning_db: bool = False) -> None:
         from ckheur.ops import get_family
         from ckheur.sim import kernel_arrays as sim_kernel_arrays
 
@@ -109,7 +110,7 @@ class Selector:
         self.label = label
         self.compiled: Any = None  # a CompiledModel ranking in C (Selector.load(..., compiled=True))
         self._all_kernels = list(kernels)  # the compiled model's kernel indices point into this list
-        self.tuning_db = self._open_db(tuning_db)
+        self.tuning_db = self._open_db(tuning_db, create_tuning_db)
         self._field_set = frozenset(self.family.problems.FIELDS)
         self._cache: OrderedDict = OrderedDict()
         self._cache_size = cache_size
@@ -153,15 +154,16 @@ class Selector:
     @classmethod
     def analytic(cls, kernels: list, arch: Mapping[str, Any], direction: str, dtype: str,
                  sim_params: Mapping[str, Any] | None = None, op: Mapping[str, Any] | None = None,
-                 tuning_db: Any = None) -> "Selector":
+                 tuning_db: Any = None, create_tuning_db: bool = False) -> "Selector":
         """A selector that ranks with the calibrated analytic model alone (no learned model)."""
         from ckheur.sim import load_params
 
         return cls(kernels, arch, direction, dtype, sim_params=sim_params or load_params(), label="analytic model",
-                   op=op, tuning_db=tuning_db)
+                   op=op, tuning_db=tuning_db, create_tuning_db=create_tuning_db)
 
-    def _open_db(self, db: Any) -> Any:
-        """The tuning database (a path or an open one), checked to serve this selector's op and arch."""
+    def _open_db(self, db: Any, create: bool = False) -> Any:
+        """The tuning database (a path or an open one), checked to serve this selector's op and arch;
+        a path that does not exist is an error unless ``create``."""
         from ckheur.tuning_db import TuningDB
 
         if db is None:
@@ -170,7 +172,7 @@ class Selector:
         if isinstance(db, TuningDB):
             db.check_serves(op, self.arch["name"])
             return db
-        return TuningDB.open(db, op, self.arch["name"])
+        return TuningDB.open(db, op, self.arch["name"], create=create)
 
     def _lookup_key(self, problem: Any) -> tuple | None:
         """A problem's key without building the problem: the DB-hit fast path. None when the

@@ -41,7 +41,7 @@ def run(cfg: Any, ctx: Context) -> dict:
     selector, label = load_selector(cfg, op, arch, tc.model_dir)
     single = problem_from_cfg(cfg, op["family"])
     problems = [single] if single is not None else load_problem_set(plain(cfg.problems), op["family"])
-    db = TuningDB.open(db_dir(cfg, op, arch), op, arch["name"])
+    db = TuningDB.open(db_dir(cfg, op, arch), op, arch["name"], create=True, writable=True)
     print(f"tune: {op['family']}/{op['direction']} {op['dtype']} on {arch['name']}: top-{k} of {label} for "
           f"{len(problems)} problem(s) via backend={bcfg['name']} into {db.path} ({len(db)} problems already there)")
 
