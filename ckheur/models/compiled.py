@@ -183,11 +183,11 @@ class CompiledModel:
                       self._tflops.ctypes.data_as(ctypes.POINTER(ctypes.c_double)))
         self._dtype = DTYPE_CODES[info["dtype"]]
         self._direction = DIRECTION_CODES[info["direction"]]
-        self._struct = c_family(self.family).ctype
+        self._struct, self._enums = c_family(self.family).ctype, c_family(self.family).enums
 
     def problem_struct(self, p: Any) -> ctypes.Structure:
         """The C struct of a problem object (its fields by name; enums as indices)."""
-        enums = c_family(self.family).enums
+        enums = self._enums
         codes = {"direction": self._direction, "dtype": self._dtype}
         return self._struct(*[codes[f] if f in codes else enums[f].index(getattr(p, f)) if f in enums
                               else getattr(p, f) for f, _ in self._struct._fields_])

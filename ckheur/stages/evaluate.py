@@ -344,8 +344,6 @@ def _print(m: dict) -> None:
           f"within 1% {_pct(m['within_1pct'])}, oracle in top-5 {_pct(m['oracle_in_top5'])}, "
           f"failed picks {_pct(m['pick_failed'])}")
     if "censored" in m:
-        from ckheur.display import format_table
-
         print("censored candidates (find-db terms; open: pick among all, listed: among the listed only):")
         print(format_table(["", "problems", "top-1", "tie-aware", "mean slowdown", "outside listed", "eff mean", "P10",
                             "time-weighted"],
