@@ -179,6 +179,53 @@ def test_error_codes_name_each_invalid_field(shipped):
     assert rank(None, 1, idx, score) == -1
 
 
+def test_python_and_c_share_one_validity_rule_and_a_latency_floor(shipped):
+    """The same problems both ways: what the C selector refuses as invalid, Python refuses too
+    (field ranges, 2^31 sizes, FLOPs and elements at 2^53), and both accept the rest; no
+    predicted latency is below the launch floor on either side."""
+    from ckheur.kernels.base import LATENCY_FLOOR_MS
+    from ckheur.problems.conv import CONV_FIELDS, problem_from_dict
+
+    py, compiled = shipped
+    lib, pre = compiled._lib, compiled.info["prefix"]
+    rank = getattr(lib, f"{pre}_rank")
+    idx, score = (ctypes.c_int * 4)(), (ctypes.c_float * 4)()
+    base = dict(N=1, C=1, K=1, G=1, Di=1, Hi=1, Wi=1, Z=1, Y=1, X=1, stride_d=1, stride_h=1, stride_w=1,
+                pad_d=0, pad_h=0, pad_w=0, dilation_d=1, dilation_h=1, dilation_w=1)
+    cases = [
+        dict(N=16, C=256, K=128, Hi=28, Wi=28, Y=3, X=3, pad_h=1, pad_w=1),
+        dict(N=2**31 - 1), dict(N=2**31), dict(Hi=2**31, Wi=7), dict(pad_w=2**31 - 1, Wi=1),
+        dict(N=2**30, K=2**22 - 1), dict(N=2**30, K=2**22),  # FLOPs just below / at 2^53
+        dict(N=2**30, C=2**23, Hi=1),  # input elements 2^53
+        dict(N=2**20, C=2**15, K=2**15, Hi=2**10, Wi=2**10, Y=3, X=3, pad_h=1, pad_w=1),  # exa-scale
+        dict(N=4, C=64, K=64, Hi=2**31 - 1, Wi=2**31 - 1),
+        dict(N=8, C=8, K=8, Hi=1, Wi=1),  # tiny: the latency floor applies
+    ]
+    invalid = {-3, -4, -5, -6, -7, -9} | set(range(-218, -199)) | set(range(-118, -99))
+    verdicts = []
+    for over in cases:
+        d = {**base, **over}
+        code = rank(ctypes.byref(ConvProblemC(*[d[f] for f in CONV_FIELDS], 0, 1)), 4, idx, score)
+        try:
+            problem_from_dict(d)
+            python_valid = True
+        except ProblemError:
+            python_valid = False
+        verdicts.append((over, python_valid, code))
+        assert python_valid == (code not in invalid), (over, python_valid, code)
+    assert [v[1] for v in verdicts] == [True, True, False, False, True, True, False, False, False, False, True]
+    # A refused problem is refused by the selector too, with the field or limit named.
+    with pytest.raises(ProblemError, match="2\\^53"):
+        py.rank({**base, "N": 2**30, "K": 2**22})
+    with pytest.raises(ProblemError, match="N=2147483648"):
+        py.rank({**base, "N": 2**31})
+    tiny = problem_from_dict({**base, "N": 8, "C": 8, "K": 8})
+    for tflops in (py._score(tiny)[2], compiled.predict(tiny)[2]):
+        latency_ms = tiny.flops / (np.asarray(tflops) * 1e12) * 1e3
+        assert latency_ms.min() >= LATENCY_FLOOR_MS * (1 - 1e-12)
+    np.testing.assert_allclose(compiled.predict(tiny)[2], py._score(tiny)[2], rtol=1e-12)
+
+
 def test_gemm_error_codes(tmp_path, compose):
     out = train_small_bundle(tmp_path / "g", compose, "gemm/universal", kernel_sample=50, n_problems=10, trees=5)
     compiled = load_compiled(out)

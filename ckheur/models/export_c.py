@@ -31,13 +31,13 @@ import numpy as np
 
 from ckheur.backends.abi import DIRECTION_CODES, DTYPE_CODES, ConvProblemC, GemmProblemC, MIOpenProblemC
 from ckheur.errors import UserError
-from ckheur.kernels.base import DTYPE_BYTES
+from ckheur.kernels.base import DTYPE_BYTES, LATENCY_FLOOR_MS
+from ckheur.problems.base import EXACT_LIMIT, FIELD_MAX
 from ckheur.problems.gemm import LAYOUTS
 from ckheur.problems.miopen_conv import LAYOUTS as MIOPEN_LAYOUTS
 
 C_DIR = Path(__file__).resolve().parent / "c"
 ABI_H = Path(__file__).resolve().parent.parent / "backends" / "abi.h"
-FIELD_MAX = 2**31 - 1
 CHUNK = 64  # candidates evaluated together (bounds the stack use of a call)
 KMASK_MAX_ENTRIES = 200_000  # kernels x trees above this: kernel-feature nodes are tested at run time
 # LightGBM objectives whose prediction is the raw score (no link function to reproduce).
@@ -462,7 +462,9 @@ def export_bundle(model_dir: str | Path, output: str | Path, name: str | None = 
         # the bytes per element the features assume (an engine may fix it: one model per dtype)
         "CKH_ENGINE_BYTES": _hex(float(getattr(engine, "DTYPE_BYTES", DTYPE_BYTES[dtype]))),
         "CKH_NUM_CUS": _hex(float(arch["num_cus"])), "CKH_NFIELDS": len(numeric_fields),
-        "CKH_FIELD_MAX": f"INT64_C({FIELD_MAX})", "CKH_MIN_CONTIGUOUS": int(op_cfg.get("min_contiguous_elems", 2)),
+        "CKH_FIELD_MAX": f"INT64_C({FIELD_MAX})", "CKH_EXACT_LIMIT": f"{float(EXACT_LIMIT)!r}",
+        "CKH_LATENCY_FLOOR_S": repr(LATENCY_FLOOR_MS * 1e-3),
+        "CKH_MIN_CONTIGUOUS": int(op_cfg.get("min_contiguous_elems", 2)),
         "CKH_E_FIELD": -100, "CKH_E_FIELD_LARGE": -200, "CKH_KMASK_T": kmask_type,
     }
     for macro, code, _ in errors:

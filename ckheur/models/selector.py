@@ -30,6 +30,7 @@ from typing import Any, Callable, Mapping
 
 import numpy as np
 
+from ckheur.kernels.base import LATENCY_FLOOR_MS
 from ckheur.problems.base import ProblemError
 from ckheur.sim import CASCADE_THRESHOLD, CASCADE_TOP
 from ckheur.threads import predict
@@ -277,7 +278,7 @@ class Selector:
         """(scores, predicted TFLOPS) of kernels given as precomputed arrays (engine, simulator)."""
         if self.booster is None:
             tf = self._analytic_tflops(p, sim_kern)
-            return tf, tf
+            return tf, np.minimum(tf, p.flops / (LATENCY_FLOOR_MS * 1e-3) / 1e12)
         prob = self.engine.problem_arrays([p], self.direction)
         analytic = {**self.analytic_params, "dtype": self.dtype} if self.analytic_params else None
         X = self.engine.features(prob, feats, self.arch, self.direction, analytic)
@@ -290,7 +291,7 @@ class Selector:
                 # Scores are predicted fractions of the best: scale by the best TFLOPS estimate so
                 # the TFLOPS shown agree with the ranking.
                 tflops = np.clip(scores, 1e-3, None) / max(scores.max(), 1e-3) * tflops.max()
-        return scores, tflops
+        return scores, np.minimum(tflops, p.flops / (LATENCY_FLOOR_MS * 1e-3) / 1e12)
 
     def scores(self, problem: Any) -> tuple[list, np.ndarray, np.ndarray]:
         """(kernels, scores, predicted TFLOPS) over the pool for a problem (cached)."""

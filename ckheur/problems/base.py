@@ -15,6 +15,30 @@ class ProblemError(UserError):
     """A problem description is invalid; the message names the field and value."""
 
 
+# The validity rule every problem type shares with the exported C selector (``ckheur_abi.h``):
+# integer fields fit in 31 bits (what kernels take as sizes and strides), and FLOPs and tensor
+# elements stay below 2^53, where a double (the C selector's arithmetic) still counts exactly.
+FIELD_MAX = 2**31 - 1
+EXACT_LIMIT = 2**53
+
+
+def check_int_field(name: str, value: Any, lo: int) -> None:
+    """Refuse a problem field that is not an integer in [lo, FIELD_MAX]."""
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise ProblemError(f"problem field {name}={value!r}: must be an integer")
+    if value < lo:
+        raise ProblemError(f"problem field {name}={value}: must be >= {lo}")
+    if value > FIELD_MAX:
+        raise ProblemError(f"problem field {name}={value}: must be <= {FIELD_MAX} (2^31-1)")
+
+
+def check_exact_sizes(flops: int, elems: int, what: str) -> None:
+    """Refuse a problem whose FLOPs or tensor elements reach 2^53 (no longer exact as doubles)."""
+    for name, v in (("FLOPs", flops), ("tensor elements", elems)):
+        if v >= EXACT_LIMIT:
+            raise ProblemError(f"problem too large: {name} {v:.3g} >= 2^53 in {what}")
+
+
 def draw_distinct(seed: int, count: int, families: Mapping[str, float], allowed: Sequence[str],
                   sample: Callable[[random.Random, str], Any]) -> list:
     """``count`` distinct problems from weighted shape families, deterministically for a seed.

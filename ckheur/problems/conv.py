@@ -19,7 +19,8 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, Mapping
 
-from ckheur.problems.base import ProblemError, checked_fields, draw_distinct, field_defaults
+from ckheur.problems.base import (ProblemError, check_exact_sizes, check_int_field, checked_fields, draw_distinct,
+                                  field_defaults)
 from ckheur.problems.miopen import driver_line, parse_driver_line
 
 DIRECTIONS = ("fwd", "bwd_data", "bwd_weight")
@@ -73,12 +74,7 @@ class ConvProblem:
 
     def __post_init__(self) -> None:
         for name in CONV_FIELDS:  # (problem types built on this one add fields of their own)
-            v = getattr(self, name)
-            if isinstance(v, bool) or not isinstance(v, int):
-                raise ProblemError(f"problem field {name}={v!r}: must be an integer")
-            lo = 1 if name in _MIN_ONE else 0
-            if v < lo:
-                raise ProblemError(f"problem field {name}={v}: must be >= {lo}")
+            check_int_field(name, getattr(self, name), 1 if name in _MIN_ONE else 0)
         if self.C % self.G:
             raise ProblemError(f"problem field C={self.C}: must be divisible by G={self.G}")
         if self.K % self.G:
@@ -88,6 +84,7 @@ class ConvProblem:
                 raise ProblemError(
                     f"problem output size {name}={val}: must be >= 1 (input too small for "
                     f"filter/dilation/padding) in {self.describe()}")
+        check_exact_sizes(self.flops, self.elements, self.describe())
 
     # ---------------------------------------------------------------- derived sizes
     @property
@@ -121,7 +118,12 @@ class ConvProblem:
 
     def bytes_moved(self, dtype_bytes: int = 2) -> int:
         """Input + weight + output tensor bytes (each touched once)."""
-        return sum(math.prod(s) for s in self.tensor_shapes().values()) * dtype_bytes
+        return self.elements * dtype_bytes
+
+    @property
+    def elements(self) -> int:
+        """Input + weight + output tensor elements."""
+        return sum(math.prod(s) for s in self.tensor_shapes().values())
 
     def output_elems(self, direction: str) -> int:
         """Elements of the tensor a direction writes (what a correct run fills)."""

@@ -10,7 +10,8 @@ import random
 from dataclasses import asdict, dataclass
 from typing import Any, Mapping
 
-from ckheur.problems.base import ProblemError, checked_fields, draw_distinct, field_defaults
+from ckheur.problems.base import (ProblemError, check_exact_sizes, check_int_field, checked_fields, draw_distinct,
+                                  field_defaults)
 
 FIELDS = ("M", "N", "K", "split_k", "layout")
 LAYOUTS = ("rcr", "rrr", "crr", "ccr")
@@ -28,15 +29,13 @@ class GemmProblem:
 
     def __post_init__(self) -> None:
         for f in ("M", "N", "K", "split_k"):
-            v = getattr(self, f)
-            if isinstance(v, bool) or not isinstance(v, int):
-                raise ProblemError(f"problem field {f}={v!r}: must be an integer")
-            if v < 1:
-                raise ProblemError(f"problem field {f}={v}: must be >= 1")
+            check_int_field(f, getattr(self, f), 1)
         if self.layout not in LAYOUTS:
             raise ProblemError(f"problem field layout={self.layout!r}: allowed values are {', '.join(LAYOUTS)}")
         if self.split_k > self.K:
             raise ProblemError(f"problem field split_k={self.split_k}: must be <= K={self.K}")
+        check_exact_sizes(self.flops, self.M * self.K + self.K * self.N + self.M * self.N,
+                          f"M{self.M} N{self.N} K{self.K}")
 
     @property
     def flops(self) -> int:

@@ -35,7 +35,7 @@ static int ckh_conv_check(const ckh_problem_t* p, ckh_prob* q) {
     double out_pix = N * opix;
     q->flops = 2.0 * N * (double)p->K * opix * cg * filt;
     q->elems = N * ipix * G * cg + G * kg * filt * cg + N * opix * G * kg;
-    if (!(q->flops < 9007199254740992.0) || !(q->elems < 9007199254740992.0)) return CKH_E_TOO_LARGE;
+    if (!(q->flops < CKH_EXACT_LIMIT) || !(q->elems < CKH_EXACT_LIMIT)) return CKH_E_TOO_LARGE;
     q->G = G;
 #if CKH_DIRECTION == 0
     q->M = out_pix; q->N = kg; q->K = cg * filt;

@@ -18,7 +18,7 @@ static int ckh_check(const ckh_problem_t* p, ckh_prob* q) {
     double M = (double)p->M, N = (double)p->N, K = (double)p->K;
     q->flops = 2.0 * M * N * K;
     q->elems = M * K + K * N + M * N;
-    if (!(q->flops < 9007199254740992.0) || !(q->elems < 9007199254740992.0)) return CKH_E_TOO_LARGE;
+    if (!(q->flops < CKH_EXACT_LIMIT) || !(q->elems < CKH_EXACT_LIMIT)) return CKH_E_TOO_LARGE;
     q->G = 1.0; q->M = M; q->N = N; q->K = K;
     q->filt = 1.0;
     q->cpg = K;

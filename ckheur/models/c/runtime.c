@@ -358,6 +358,8 @@ int CKH_FN(predict)(const ckh_problem_t* p, int cap, int* kernel_index, double* 
         for (int i = 0; i < n; ++i) tflops[i] = fmax(score[i], 1e-3) / fmax(smax, 1e-3) * tmax;
     }
 #endif
+    if (tflops)  /* no predicted latency below a kernel launch (as the Python selector) */
+        for (int i = 0; i < n; ++i) tflops[i] = fmin(tflops[i], q.flops / CKH_LATENCY_FLOOR_S / 1e12);
     return n;
 }
 
