@@ -356,7 +356,7 @@ class ImportSchema:
     path: Optional[str] = None  # a CK tile_engine CSV or a MIOpen find-db (<arch><CUs>.HIP.fdb.txt[.bz2])
     dataset: Optional[str] = None  # dataset name; default: the file name up to its first dot
     arch: Optional[str] = None  # find-db: the arch, when the file name does not say it
-    overwrite: bool = False  # find-db: replace an earlier import of another file of the same name
+    overwrite: bool = False  # replace an earlier import of another file of the same name (kept aside)
 
 
 # ---------------------------------------------------------------- backends

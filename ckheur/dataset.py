@@ -16,7 +16,7 @@ from typing import Any, Iterable, Mapping, Sequence
 from ckheur.config import load_option
 from ckheur.ops import get_family
 from ckheur.parts import SCHEMA_VERSION, DatasetError, read_parquet, read_parts, write_table
-from ckheur.problems.conv import CONV_FIELDS
+from ckheur.problems.conv import CONV_FIELDS, DIRECTIONS
 from ckheur.version import __version__
 
 STATUSES = ("ok", "failed", "timeout", "unsupported", "wrong_result", "missing", "suspect", "censored")
@@ -46,6 +46,7 @@ def identity(family: str = "grouped_conv") -> tuple[str, ...]:
 
 
 COLUMNS = columns("grouped_conv")
+DIRECTION_INDEX = {d: i for i, d in enumerate(DIRECTIONS)}
 
 
 def ran_ok(status: str, latency_ms: float) -> bool:
@@ -159,8 +160,8 @@ SUSPECT_RATIO = 4.0  # a non_zero count this many times off its problem's median
 
 
 def non_zero_status(problem_ids: Sequence[Any], non_zero: Sequence[float],
-                    ratio: float = SUSPECT_RATIO) -> tuple[list[str], list[str]]:
-    """(status, reason) per row from CK's ``non_zero`` sanity counts.
+                    ratio: float = SUSPECT_RATIO) -> tuple[Any, Any]:
+    """(status, reason) per row from CK's ``non_zero`` sanity counts (object arrays).
 
     The count is not a correctness proof: CK's own sweeps often report far fewer non-zero
     elements than the output size for valid runs, every kernel of the problem alike. So only
@@ -169,78 +170,127 @@ def non_zero_status(problem_ids: Sequence[Any], non_zero: Sequence[float],
     import numpy as np
     import pandas as pd
 
-    nz = pd.to_numeric(pd.Series(list(non_zero)), errors="coerce").to_numpy(dtype=float)
-    status, reason = ["ok"] * len(nz), [""] * len(nz)
-    groups: dict[Any, list[int]] = {}
-    for i, pid in enumerate(problem_ids):
-        groups.setdefault(pid, []).append(i)
-    for rows in groups.values():
-        counts = nz[rows]
-        for j, (i, c) in enumerate(zip(rows, counts)):
-            if np.isnan(c):
-                continue
-            if c == 0:
-                status[i], reason[i] = "wrong_result", "non_zero=0: the kernel wrote no output"
-                continue
-            others = np.delete(counts, j)
-            others = others[others > 0]  # NaN and 0 compare False: only real counts
-            if len(others) >= 2:
-                med = float(np.median(others))
-                if c * ratio < med or c > med * ratio:
-                    status[i], reason[i] = "suspect", (f"non_zero={int(c)} departs from the median {med:.0f} of "
-                                                       f"the other kernels of this problem")
+    gid = pd.factorize(pd.Series(list(problem_ids)) if not isinstance(problem_ids, np.ndarray) else problem_ids)[0]
+    nz = pd.to_numeric(pd.Series(np.asarray(non_zero)), errors="coerce").to_numpy(dtype=float)
+    status, reason = np.full(len(nz), "ok", dtype=object), np.full(len(nz), "", dtype=object)
+    zero = nz == 0
+    status[zero], reason[zero] = "wrong_result", "non_zero=0: the kernel wrote no output"
+    # The median of the other positive counts of each row's problem, vectorized: sort the
+    # positive counts by (problem, count); removing a row's own count at rank r leaves a sorted
+    # list whose element i is at i + (i >= r).
+    rows = np.flatnonzero(nz > 0)  # NaN and 0 compare False: only real counts
+    order = np.lexsort((nz[rows], gid[rows]))
+    rows = rows[order]
+    g, v = gid[rows], nz[rows]
+    starts = np.r_[0, np.flatnonzero(np.diff(g)) + 1]
+    sizes = np.diff(np.r_[starts, len(g)])
+    start, others = np.repeat(starts, sizes), np.repeat(sizes, sizes) - 1
+    rank = np.arange(len(g)) - start
+    judge = np.flatnonzero(others >= 2)
+    if len(judge):
+        s0, m, r = start[judge], others[judge], rank[judge]
+
+        def remaining(i):
+            return v[s0 + i + (i >= r)]
+
+        med = (remaining((m - 1) // 2) + remaining(m // 2)) / 2
+        c = v[judge]
+        off = (c * ratio < med) | (c > med * ratio)
+        hit = rows[judge[off]]
+        status[hit] = "suspect"
+        reason[hit] = [f"non_zero={int(x)} departs from the median {y:.0f} of the other kernels of this problem"
+                       for x, y in zip(c[off], med[off])]
     return status, reason
 
 
-def read_ck_csv(path: str | Path, arch: str = "gfx950", tiles: Sequence[Mapping] | None = None):
-    """Import a CK tile_engine grouped-conv CSV (older 17-column or current form, or gzipped).
+CK_PARTNERS = (("stride_h", "stride_w"), ("pad_h", "pad_w"), ("dilation_h", "dilation_w"),
+               ("Di", "Z", "stride_d", "pad_d", "dilation_d"))
+
+
+def ck_csv_spec() -> Any:
+    """What a CK tile_engine grouped-conv CSV holds (older 17-column or current form)."""
+    from ckheur.csv_table import TableSpec
+    from ckheur.problems.conv import DEFAULTS
+
+    required = ("kernel", "N", "C", "K", "Hi", "Wi", "Y", "X", "latency_ms")
+    return TableSpec("CK tile_engine CSV", required, integer=CONV_FIELDS, numeric=("latency_ms", "non_zero"),
+                     text=("kernel",), defaults={f: DEFAULTS[f] for f in CONV_FIELDS if f not in required},
+                     partners=CK_PARTNERS)
+
+
+def import_ck_csv(path: str | Path, arch: str = "gfx950", tiles: Sequence[Mapping] | None = None):
+    """A CK tile_engine grouped-conv CSV (plain or gzipped) as dataset rows, and the defaults it
+    took for missing columns: ``(DataFrame, {column: default})``.
 
     Direction, dtype and ndim come from each kernel name. ``non_zero`` is judged by
     :func:`non_zero_status` (0: ``wrong_result``; far from the problem's other kernels:
-    ``suspect``); a non-positive latency is ``failed``. No row is dropped.
+    ``suspect``); a non-positive or empty latency is ``failed``. No row is dropped.
     ``tiles`` (the op's tile table) fills wave layouts and warp tiles; default: shipped fwd op.
-    """
+    Vectorized: each distinct problem and kernel name is checked once."""
+    import numpy as np
     import pandas as pd
 
+    from ckheur.csv_table import Table, read_csv_table
     from ckheur.kernels import KernelError, parse_name
     from ckheur.problems import ProblemError, problem_from_dict
 
     path = Path(path)
-    if not path.exists():
-        raise DatasetError(f"CK CSV {path} not found")
-    raw = pd.read_csv(path)
-    need = {"kernel", "N", "C", "K", "Hi", "Wi", "Y", "X", "latency_ms"}
-    if not need <= set(raw.columns):
-        raise DatasetError(f"{path}: not a CK tile_engine CSV; missing columns {sorted(need - set(raw.columns))}")
+    table = read_csv_table(path, ck_csv_spec())
+    raw = table.frame
     if tiles is None:
         tiles = load_option("op/grouped_conv/fwd")["tiles"]
-    stat = path.stat()
-    rows, keys = [], []
-    for i, r in enumerate(raw.to_dict("records"), start=2):
+    pid = raw.groupby(list(CONV_FIELDS), sort=False).ngroup().to_numpy()
+    first = np.unique(pid, return_index=True)[1]
+    problems = []
+    for i, rec in zip(first, raw.loc[first, list(CONV_FIELDS)].to_dict("records")):
         try:
-            p = problem_from_dict({c: r[c] for c in CONV_FIELDS if c in r and pd.notna(r[c])})
-            k = parse_name(str(r["kernel"]), tiles)
-        except (ProblemError, KernelError) as e:
-            raise DatasetError(f"{path} line {i}: {e}") from None
-        lat = float(r["latency_ms"])
-        keys.append((k.direction, *p.key()))
-        rows.append({
-            "op": f"grouped_conv/{k.direction}", "direction": k.direction, "dtype": k.dtype, "arch": arch,
-            "backend": "ck_csv", **p.to_dict(), **kernel_columns(k),
-            "latency_ms": lat, "latency_spread_ms": float("nan"),
-            "tflops": p.flops / (lat * 1e-3) / 1e12 if lat > 0 else float("nan"),
-            "status": "ok", "error": "",
-            "warmup": 3, "repeat": 10, "clock_mhz": float("nan"),  # CK tile_engine defaults (data README)
-            "timestamp": pd.Timestamp(stat.st_mtime, unit="s", tz="UTC").isoformat(timespec="microseconds"),
-            "host": f"import:{path.name}", "ckheur_version": __version__, "schema_version": SCHEMA_VERSION,
-        })
-    df = pd.DataFrame(rows, columns=list(COLUMNS))
+            problems.append(problem_from_dict(rec))
+        except ProblemError as e:
+            raise DatasetError(f"{path} line {Table.line(int(i))}: {e}") from None
+    kid, names = pd.factorize(raw["kernel"].fillna(""))
+    kfirst = np.unique(kid, return_index=True)[1]
+    kernels = []
+    for i, name in zip(kfirst, names):
+        try:
+            kernels.append(parse_name(str(name), tiles))
+        except KernelError as e:
+            raise DatasetError(f"{path} line {Table.line(int(i))}: {e}") from None
+    p_ndim = np.array([p.ndim for p in problems])[pid]
+    k_ndim = np.array([k.ndim for k in kernels])[kid]
+    wrong = np.flatnonzero(p_ndim != k_ndim)
+    if len(wrong):
+        i = int(wrong[0])
+        raise DatasetError(f"{path} line {Table.line(i)}: kernel {names[kid[i]]} is {k_ndim[i]}D but the problem "
+                           f"{problems[pid[i]].describe()} is {p_ndim[i]}D")
+    kcols = pd.DataFrame([kernel_columns(k) for k in kernels]).take(kid).reset_index(drop=True)
+    directions = np.array([k.direction for k in kernels], dtype=object)[kid]
+    lat = raw["latency_ms"].to_numpy(dtype=float)
+    flops = np.array([float(p.flops) for p in problems])[pid]
+    with np.errstate(divide="ignore", invalid="ignore"):
+        tflops = np.where(lat > 0, flops / (lat * 1e-3) / 1e12, np.nan)
+    n = len(raw)
+    stamp = pd.Timestamp(path.stat().st_mtime, unit="s", tz="UTC").isoformat(timespec="microseconds")
+    df = pd.DataFrame({
+        "op": np.array([f"grouped_conv/{k.direction}" for k in kernels], dtype=object)[kid],
+        "direction": directions, "dtype": np.array([k.dtype for k in kernels], dtype=object)[kid],
+        "arch": arch, "backend": "ck_csv", **{f: raw[f].to_numpy() for f in CONV_FIELDS}, **kcols,
+        "latency_ms": lat, "latency_spread_ms": np.nan, "tflops": tflops, "status": "ok", "error": "",
+        "warmup": 3, "repeat": 10, "clock_mhz": np.nan,  # CK tile_engine defaults (data README)
+        "timestamp": stamp, "host": f"import:{path.name}", "ckheur_version": __version__,
+        "schema_version": SCHEMA_VERSION,
+    }, index=pd.RangeIndex(n))[list(COLUMNS)]
     if "non_zero" in raw.columns:
-        df["status"], df["error"] = non_zero_status(keys, raw["non_zero"].tolist())
-    failed = ~(df.latency_ms > 0)
+        df["status"], df["error"] = non_zero_status(pid * len(DIRECTION_INDEX) + pd.Series(directions).map(
+            DIRECTION_INDEX).to_numpy(), raw["non_zero"].to_numpy())
+    failed = ~(lat > 0)
     df.loc[failed, "status"] = "failed"
-    df.loc[failed, "error"] = [f"latency_ms={v}" for v in df.latency_ms[failed]]
-    return df
+    df.loc[failed, "error"] = [f"latency_ms={v}" for v in lat[failed]]
+    return df, table.defaults_applied
+
+
+def read_ck_csv(path: str | Path, arch: str = "gfx950", tiles: Sequence[Mapping] | None = None):
+    """A CK tile_engine grouped-conv CSV as dataset rows (:func:`import_ck_csv` without the report)."""
+    return import_ck_csv(path, arch, tiles)[0]
 
 
 def common_columns(family: str, direction: str, dtype: str, arch: str, backend: str, warmup: int = 0,

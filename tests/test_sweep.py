@@ -152,6 +152,88 @@ def test_ck_csv_import_equals_source_rows(tmp_path, ck_fwd_csv):
     assert r.returncode == 0 and len(read_dataset(ds, dedupe=False)) == 3760
 
 
+def _import(tmp_path, path, *extra, run="run"):
+    return run_cli("stage=import", f"import.path={path}", "arch=gfx950", f"paths.data={tmp_path}/data",
+                   f"hydra.run.dir={tmp_path}/{run}", *extra)
+
+
+def _one_error(r, *needles):
+    """Exit 2, one error line naming what is wrong, no traceback."""
+    assert r.returncode == 2, (r.returncode, r.stdout[-500:], r.stderr[-2000:])
+    assert "Traceback" not in r.stderr
+    for n in needles:
+        assert n in r.stderr, (n, r.stderr)
+
+
+def test_ck_csv_import_is_idempotent_by_content(tmp_path, ck_fwd_csv):
+    """Latencies edited in place (same name, same row count) are never kept stale: the import is
+    refused with a message, and import.overwrite=true brings the new numbers (old kept aside)."""
+    import pandas as pd
+
+    csv = tmp_path / "sweep.csv"
+    src = pd.read_csv(ck_fwd_csv)
+    src.to_csv(csv, index=False)
+    r = _import(tmp_path, csv)
+    assert r.returncode == 0, r.stderr
+    # Defaults applied to missing columns are said, one line each.
+    for col in ("dilation_h", "dilation_w", "Di", "Z", "stride_d", "pad_d", "dilation_d"):
+        assert f"has no column {col}: every row takes {col}=" in r.stdout
+    ds = _ds(tmp_path / "data", "sweep")
+    r = _import(tmp_path, csv, run="r1")
+    assert r.returncode == 0 and "already holds this file" in r.stdout
+    edited = src.copy()
+    edited["latency_ms"] *= 2
+    edited.to_csv(csv, index=False)
+    _one_error(_import(tmp_path, csv, run="r2"), "another file named sweep.csv", "import.overwrite=true")
+    assert np.allclose(np.sort(read_dataset(ds, dedupe=False).latency_ms), np.sort(src.latency_ms))  # untouched
+    r = _import(tmp_path, csv, "import.overwrite=true", run="r3")
+    assert r.returncode == 0, r.stderr
+    new = read_dataset(ds, dedupe=False)
+    assert len(new) == 3760 and np.allclose(np.sort(new.latency_ms), np.sort(edited.latency_ms))
+    assert len(list(ds.parent.glob("sweep.parquet.replaced-*"))) == 1
+
+
+def test_ck_csv_import_refuses_bad_input_with_one_line(tmp_path, ck_fwd_csv):
+    import gzip
+
+    import pandas as pd
+
+    src = pd.read_csv(ck_fwd_csv).head(60)
+    cases = {}
+    # A column whose partner is present: stride_h would silently be 1 for every stride-2 row.
+    cases["partner"] = (src.drop(columns=["stride_h"]), ("stride_w without stride_h", "come together"))
+    text = src.copy()
+    text["latency_ms"] = text["latency_ms"].astype(object)
+    text.loc[17, "latency_ms"] = "fast"
+    cases["text"] = (text, ("line 19", "latency_ms='fast'", "not a number"))
+    frac = src.copy()
+    frac["N"] = frac["N"].astype(float)
+    frac.loc[3, "N"] = 1.5
+    cases["fraction"] = (frac, ("line 5", "column N is 1.5", "whole number"))
+    big = src.copy()
+    big.loc[8, "N"] = 2**31
+    cases["range"] = (big, ("line 10", "N=2147483648", "2^31-1"))
+    bad_kernel = src.copy()
+    bad_kernel.loc[2, "kernel"] = "gemm_universal_bf16_rcr"
+    cases["kernel"] = (bad_kernel, ("line 4", "not a CK grouped-conv name"))
+    three = src.copy()
+    three["kernel"] = three["kernel"].str.replace("_2d_", "_3d_")
+    cases["ndim"] = (three, ("line 2", "is 3D but the problem", "is 2D"))
+    for name, (frame, needles) in cases.items():
+        path = tmp_path / f"{name}.csv"
+        frame.to_csv(path, index=False)
+        _one_error(_import(tmp_path, path, run=name), *needles)
+    (tmp_path / "empty.csv").write_text("")
+    _one_error(_import(tmp_path, tmp_path / "empty.csv", run="e"), "empty file")
+    (tmp_path / "header.csv").write_text(",".join(src.columns) + "\n")
+    _one_error(_import(tmp_path, tmp_path / "header.csv", run="h"), "no data lines")
+    whole = gzip.compress(src.to_csv(index=False).encode())
+    (tmp_path / "cut.csv.gz").write_bytes(whole[: len(whole) // 2])
+    _one_error(_import(tmp_path, tmp_path / "cut.csv.gz", run="g"), "cut.csv.gz")
+    _one_error(_import(tmp_path, tmp_path / "nothing.csv", run="n"), "not found")
+    assert not (tmp_path / "data").exists()  # nothing was written by any refused import
+
+
 def test_non_zero_rule_on_partial_counts(tmp_path, ck_fwd_csv):
     """CK's non_zero is a sanity count: partial counts shared by a problem's kernels are fine;
     only 0 is a wrong result; a count far from the problem's other kernels is suspect (kept)."""

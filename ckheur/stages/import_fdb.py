@@ -6,34 +6,17 @@ nothing, another file of the same name is refused unless ``import.overwrite=true
 
 from __future__ import annotations
 
-import json
 import time
 from pathlib import Path
 from typing import Any
 
 from ckheur.stages import StageError, plain
-
-RECORD = "imports.json"
+from ckheur.stages.import_record import note_import, prepare_target, read_record, save_record
 
 
 def is_find_db(path: Path) -> bool:
     """Whether a path names a find-db file."""
     return ".fdb.txt" in path.name
-
-
-def _record(target: Path) -> dict:
-    try:
-        return json.loads((target / RECORD).read_text())
-    except FileNotFoundError:
-        return {}
-    except (json.JSONDecodeError, OSError) as e:
-        raise StageError(f"{target / RECORD} is unreadable ({e}); move the dataset aside to import afresh") from None
-
-
-def _save_record(target: Path, record: dict) -> None:
-    from ckheur.parts import write_text_atomic
-
-    write_text_atomic(target / RECORD, json.dumps(record, indent=1))
 
 
 def _already_imported(cfg: Any, arch: str, name: str, sha: str) -> dict:
@@ -47,7 +30,7 @@ def _already_imported(cfg: Any, arch: str, name: str, sha: str) -> dict:
         for dtype in DTYPES.values():
             target = dataset_dir(cfg.paths.data, {"family": "miopen", "direction": direction, "dtype": dtype}, arch, name)
             if target.exists():
-                if not _record(target).get(sha, {}).get("complete"):
+                if not read_record(target).get(sha, {}).get("complete"):
                     return {}
                 found[f"{direction}/{dtype}"] = str(target)
     return found
@@ -100,24 +83,14 @@ def run_find_db(cfg: Any, src: Path) -> dict:
             raise StageError(f"conf/op/miopen/{direction}.yaml has no solver table for {arch}; "
                              f"tools/miopen_solvers.py derives one from find-db files")
         target = dataset_dir(cfg.paths.data, op, arch, name)
-        record = _record(target) if target.exists() else {}
-        if sha in record:
+        record = prepare_target(target, sha, src.name, bool(opts.overwrite))
+        if record is None:
             print(f"import: {target} already holds this file (sha256 {sha[:12]}); nothing to do")
             out[f"{direction}/{dtype}"] = str(target)
             continue
-        others = [k for k, v in record.items() if v.get("source") == src.name]
-        if others and not opts.overwrite:
-            raise StageError(f"{target} holds an import of another file named {src.name} (sha256 {others[0][:12]}, "
-                             f"this one {sha[:12]}); import.overwrite=true replaces it, import.dataset=<name> keeps both")
-        if others:
-            aside = target.with_name(f"{target.name}.replaced-{time.strftime('%Y%m%d-%H%M%S')}")
-            target.rename(aside)
-            print(f"import.overwrite: previous dataset kept aside as {aside}")
-            record = {}
         rows, left = dataset_rows(fdb, direction, dtype, arch, solvers, src.name, stamp)
         write_part(target, rows)
-        record[sha] = {"source": src.name, "rows": int(len(rows)), "imported": time.strftime("%Y-%m-%dT%H:%M:%S%z")}
-        _save_record(target, record)
+        note_import(target, record, sha, src.name, len(rows))
         counts = rows.status.value_counts().to_dict()
         print(f"import: {direction} {dtype}: {rows.shape[0]} rows ({counts}) -> {target}")
         if left["listed_solvers_outside_pool"]:
@@ -125,8 +98,8 @@ def run_find_db(cfg: Any, src: Path) -> dict:
                   f"{left['listed_solvers_outside_pool']}")
         out[f"{direction}/{dtype}"] = str(target)
     for folder in out.values():  # every dataset of the file is written: later imports can skip the parse
-        record = _record(Path(folder))
+        record = read_record(Path(folder))
         record[sha]["complete"] = True
-        _save_record(Path(folder), record)
+        save_record(Path(folder), record)
     print(f"import: done in {time.perf_counter() - t0:.1f}s")
     return out

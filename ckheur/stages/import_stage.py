@@ -10,7 +10,7 @@ from ckheur.stages import Context, StageError, plain
 
 def run(cfg: Any, ctx: Context) -> dict:
     """Import import.path for arch into {paths.data}/{op}_{dtype}_{arch}/{dataset}.parquet."""
-    from ckheur.dataset import DatasetError, dataset_dir, read_ck_csv, read_dataset, write_part
+    from ckheur.dataset import DatasetError, dataset_dir, import_ck_csv, write_part
 
     op, arch = plain(cfg.op), plain(cfg.arch)
     opts = cfg["import"]
@@ -21,22 +21,28 @@ def run(cfg: Any, ctx: Context) -> dict:
 
     if is_find_db(src):
         return run_find_db(cfg, src)
+    from ckheur.parts import sha256_of
+    from ckheur.stages.import_record import note_import, prepare_target
+
     try:
-        df = read_ck_csv(src, arch=arch["name"], tiles=op["tiles"])
-    except DatasetError as e:
-        raise StageError(str(e)) from None
+        sha = sha256_of(src) if src.is_file() else ""
+        df, defaults = import_ck_csv(src, arch=arch["name"], tiles=op["tiles"])
+    except (DatasetError, OSError, EOFError) as e:
+        raise StageError(str(e) if isinstance(e, DatasetError) else f"{src}: cannot be read ({e})") from None
+    for column, value in defaults.items():
+        print(f"import: {src.name} has no column {column}: every row takes {column}={value}")
     out = {}
     for direction, part in df.groupby("direction"):
         dtype = part.dtype.iloc[0]
         target = dataset_dir(cfg.paths.data, {**op, "direction": direction, "dtype": dtype}, arch["name"],
                              opts.dataset or src.stem)
-        if target.exists():
-            have = read_dataset(target, dedupe=False)
-            if len(have) and set(have.host) == {f"import:{src.name}"} and len(have) >= len(part):
-                print(f"import: {target} already holds this file's {len(part)} rows; nothing to do")
-                out[direction] = str(target)
-                continue
+        record = prepare_target(target, sha, src.name, bool(opts.overwrite))
+        if record is None:
+            print(f"import: {target} already holds this file (sha256 {sha[:12]}); nothing to do")
+            out[direction] = str(target)
+            continue
         write_part(target, part)
+        note_import(target, record, sha, src.name, len(part))
         counts = part.status.value_counts().to_dict()
         print(f"import: {len(part)} rows ({counts}) from {src} -> {target}")
         out[direction] = str(target)
