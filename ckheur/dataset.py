@@ -203,19 +203,15 @@ def non_zero_status(problem_ids: Sequence[Any], non_zero: Sequence[float],
     return status, reason
 
 
-CK_PARTNERS = (("stride_h", "stride_w"), ("pad_h", "pad_w"), ("dilation_h", "dilation_w"),
-               ("Di", "Z", "stride_d", "pad_d", "dilation_d"))
-
-
 def ck_csv_spec() -> Any:
     """What a CK tile_engine grouped-conv CSV holds (older 17-column or current form)."""
     from ckheur.csv_table import TableSpec
-    from ckheur.problems.conv import DEFAULTS
+    from ckheur.problems.conv import DEFAULTS, PARTNERS
 
     required = ("kernel", "N", "C", "K", "Hi", "Wi", "Y", "X", "latency_ms")
     return TableSpec("CK tile_engine CSV", required, integer=CONV_FIELDS, numeric=("latency_ms", "non_zero"),
                      text=("kernel",), defaults={f: DEFAULTS[f] for f in CONV_FIELDS if f not in required},
-                     partners=CK_PARTNERS)
+                     partners=PARTNERS)
 
 
 def import_ck_csv(path: str | Path, arch: str = "gfx950", tiles: Sequence[Mapping] | None = None):

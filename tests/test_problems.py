@@ -34,6 +34,22 @@ def test_csv_source_reads_the_real_file(ck_fwd_csv):
     assert len(dedupe(probs)) == 185
 
 
+def test_problem_csv_checks_partner_columns_and_cells(tmp_path):
+    """A stride_w column without stride_h would make every stride-2 row stride_h=1: refused, as
+    are text in a size column and fractional sizes, each with its line."""
+    bad = {"partner.csv": ("N,C,K,Hi,Wi,Y,X,stride_w\n1,64,64,28,28,3,3,2\n", "stride_w without stride_h"),
+           "text.csv": ("N,C,K,Hi,Wi,Y,X\n1,64,64,28,28,3,3\n2,64,sixty,28,28,3,3\n", "line 3: column K='sixty'"),
+           "frac.csv": ("N,C,K,Hi,Wi,Y,X\n1,64,64,28.5,28,3,3\n", "line 2: column Hi is 28.5"),
+           "empty.csv": ("", "empty file")}
+    for name, (text, msg) in bad.items():
+        (tmp_path / name).write_text(text)
+        with pytest.raises(ProblemError, match=msg):
+            read_csv(tmp_path / name)
+    (tmp_path / "ok.csv").write_text("N,C,K,Hi,Wi,Y,X,stride_h,stride_w\n1,64,64,28,28,3,3,2,1\n")
+    (p,) = read_csv(tmp_path / "ok.csv")
+    assert (p.stride_h, p.stride_w, p.Ho, p.Wo) == (2, 1, 13, 26)
+
+
 def test_derived_sizes_hand_computed():
     p = ConvProblem(N=2, C=64, K=128, G=2, Di=8, Hi=30, Wi=20, Z=3, Y=5, X=3,
                     stride_d=2, stride_h=2, stride_w=1, pad_d=1, pad_h=2, pad_w=0,

@@ -15,6 +15,7 @@ from ckheur.problems.base import (ProblemError, check_exact_sizes, check_int_fie
 
 FIELDS = ("M", "N", "K", "split_k", "layout")
 LAYOUTS = ("rcr", "rrr", "crr", "ccr")
+PARTNERS: tuple = ()  # columns that come together in a table
 
 
 @dataclass(frozen=True)

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from typing import Any, Mapping
 
 from ckheur.problems.base import ProblemError, checked_fields, field_defaults
-from ckheur.problems.conv import CONV_FIELDS, SLICES as CONV_SLICES, ConvProblem
+from ckheur.problems.conv import CONV_FIELDS, PARTNERS, SLICES as CONV_SLICES, ConvProblem
 
 FIELDS = (*CONV_FIELDS, "layout", "bias")
 LAYOUTS = ("NCHW", "NHWC", "NCDHW", "NDHWC")  # the 3D layouts make a problem 3D, even of depth 1

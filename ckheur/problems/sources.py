@@ -4,8 +4,6 @@ exclusion and sharding. Each source names its operator family (default grouped_c
 
 from __future__ import annotations
 
-import csv
-import gzip
 import hashlib
 import numbers
 from pathlib import Path
@@ -31,23 +29,33 @@ def resolve_path(path: str) -> Path:
 
 
 def read_csv(path: str | Path, family: str = "grouped_conv") -> list:
-    """Problems from a CSV with problem columns (extra columns such as kernel are ignored)."""
+    """Problems from a CSV with problem columns (extra columns such as kernel are ignored), one per
+    row; checked as every imported table is (``ckheur.csv_table``), each distinct problem once."""
+    import numpy as np
+
+    from ckheur.csv_table import Table, TableSpec, read_csv_table
     from ckheur.ops import get_family
+    from ckheur.parts import DatasetError
 
     mod = get_family(family).problems
-    out = []
-    with (gzip.open(path, "rt", newline="") if str(path).endswith(".gz") else open(path, newline="")) as f:
-        reader = csv.DictReader(f)
-        cols = [c for c in (reader.fieldnames or []) if c in mod.FIELDS]
-        if not cols:
-            raise ProblemError(f"CSV {path}: no {family} problem columns ({', '.join(mod.FIELDS)}); "
-                               f"it has {reader.fieldnames}")
-        for i, row in enumerate(reader, start=2):
-            try:
-                out.append(mod.problem_from_dict({c: row[c] for c in cols if row[c] not in ("", None)}))
-            except ProblemError as e:
-                raise ProblemError(f"CSV {path} line {i}: {e}") from None
-    return out
+    text = tuple(f for f in mod.FIELDS if isinstance(mod.DEFAULTS.get(f), str))
+    spec = TableSpec(f"{family} problem CSV", tuple(f for f in mod.FIELDS if f not in mod.DEFAULTS),
+                     integer=tuple(f for f in mod.FIELDS if f not in text), text=text,
+                     partners=getattr(mod, "PARTNERS", ()))
+    try:
+        df = read_csv_table(path, spec).frame
+    except DatasetError as e:
+        raise ProblemError(str(e)) from None
+    cols = [c for c in mod.FIELDS if c in df.columns]
+    pid = df.groupby(cols, sort=False).ngroup().to_numpy()
+    first = np.unique(pid, return_index=True)[1]
+    distinct = []
+    for i, row in zip(first, df.loc[first, cols].to_dict("records")):
+        try:
+            distinct.append(mod.problem_from_dict(row))
+        except ProblemError as e:
+            raise ProblemError(f"CSV {path} line {Table.line(int(i))}: {e}") from None
+    return [distinct[g] for g in pid]
 
 
 def dedupe(problems: Iterable[Any]) -> list:
