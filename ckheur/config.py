@@ -338,6 +338,7 @@ class TuneSchema:
     model_dir: Optional[str] = None  # default: as stage=predict (real model, else simulated, else analytic)
     progress: str = "auto"  # auto, bar, log, none
     log_every_s: float = 10.0
+    claim_poll_s: float = 0.5  # when every open problem is claimed by another run: how often to look again
 
 
 @dataclass

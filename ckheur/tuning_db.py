@@ -6,12 +6,21 @@ Several processes may record into it at once: each record is a new uniquely name
 nothing is lost. One load builds an in-memory index, after which a lookup is one dict access;
 ``refresh()`` reads only the parts written since. A corrupt part is skipped with a warning.
 A database recorded for another arch, dtype, direction or operator family is refused.
+
+Processes that tune the same database split the work by claiming a problem before measuring
+it (:meth:`TuningDB.claim`): a claim is an exclusive ``flock`` on ``claims/<problem>.lock``,
+which the operating system drops when its process ends, however it ends, so a claim left by a
+killed process has already expired. (On file systems without working ``flock``, such as some
+network mounts, claims always succeed: concurrent runs then measure twice, and lose nothing.)
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
+import os
 import socket
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Mapping, Sequence
@@ -20,6 +29,7 @@ from ckheur.errors import UserError
 from ckheur.parts import write_text_atomic
 
 META = "tuning_db.json"
+CLAIMS = "claims"  # one lock file per problem being measured
 IDENTITY = ("family", "direction", "dtype", "arch")
 
 
@@ -123,6 +133,31 @@ class TuningDB:
     def __contains__(self, key: tuple) -> bool:
         return key in self._best
 
+    def claim(self, key: tuple) -> "Claim | None":
+        """Claim a problem for measuring (release it with :meth:`Claim.release`); None while another
+        live process holds it."""
+        folder = self.path / CLAIMS
+        try:
+            folder.mkdir(exist_ok=True)
+            fd = os.open(folder / f"{hashlib.sha256(repr(key).encode()).hexdigest()[:24]}.lock",
+                         os.O_RDWR | os.O_CREAT, 0o600)
+        except OSError as e:
+            raise TuningDBError(f"cannot claim problems in {folder}: {e.strerror or e}") from None
+        try:
+            import fcntl
+        except ImportError:  # no flock on this platform: every claim succeeds
+            return Claim(fd)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            os.close(fd)
+            return None
+        except OSError:  # flock unsupported by the file system: as above
+            return Claim(fd)
+        os.ftruncate(fd, 0)
+        os.write(fd, f"{socket.gethostname()} pid {os.getpid()} since {time.strftime('%Y-%m-%dT%H:%M:%S')}\n".encode())
+        return Claim(fd)
+
     def record(self, problem: Any, kernels: Sequence[Any], results: Any, backend: str = "callable",
                warmup: int = 0, repeat: int = 1) -> Path:
         """Append measurements of ``kernels`` on ``problem`` (a backend Results, same order) as one part."""
@@ -134,6 +169,19 @@ class TuningDB:
         part = write_part(self.path, rows)
         self.refresh()
         return part
+
+
+@dataclass
+class Claim:
+    """A held claim on one problem of a tuning database."""
+
+    fd: int
+
+    def release(self) -> None:
+        """Give the problem back (closing the file drops the lock)."""
+        if self.fd >= 0:
+            os.close(self.fd)
+            self.fd = -1
 
 
 def _identity(op: Mapping[str, Any], arch: str) -> dict[str, str]:

@@ -227,6 +227,51 @@ def test_stage_tune_resumes_after_sigkill_without_measuring_twice(tmp_path):
     assert len(ran) == 16
 
 
+def test_concurrent_tune_runs_split_the_work_and_a_dead_runs_claims_expire(tmp_path):
+    """Two stage=tune runs over the same problems into one database claim problems before
+    measuring: together they time each pair once, and both see every problem tuned. A claim
+    left by a killed run does not block the next run."""
+    from ckheur.config import load_option
+    from ckheur.tuning_db import TuningDB
+
+    bench = ROOT / "tests" / "data" / "fake_bench.py"
+    args = ["stage=tune", "op=fwd",
+            f"problems.sources=[{{kind: csv, path: {REAL}}}]", "problems.shard.count=12",  # 16 shapes
+            "backend=command", f"backend.template={sys.executable} {bench} {{kernel}} {{N}} 0.05",
+            "backend.regex='Elapsed: ([0-9.]+) us'", "backend.time_unit=us", "backend.batch_pairs=3",
+            f"tune.db={tmp_path / 'db'}", "tune.top_k=3", "tune.claim_poll_s=0.1", "tune.progress=none"]
+    procs = [subprocess.Popen([sys.executable, str(ROOT / "run.py"), *args, f"hydra.run.dir={tmp_path}/{name}"],
+                              cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+             for name in ("a", "b")]
+    outs = [p.communicate(timeout=900) for p in procs]  # a hang guard
+    assert [p.returncode for p in procs] == [0, 0], outs
+    df = read_dataset(tmp_path / "db", dedupe=False)
+    assert not df.duplicated([*CONV_FIELDS, "kernel"]).any()  # no pair measured twice
+    summaries = [json.loads((tmp_path / name / "tune_summary.json").read_text()) for name in ("a", "b")]
+    assert [s["problems_tuned"] for s in summaries] == [16, 16]
+    assert sum(s["attempts"] for s in summaries) == len(df)
+    assert all(s["attempts"] > 0 for s in summaries), [s["attempts"] for s in summaries]  # both did a share
+    # A claim held by a process that died expires with it: the next run measures that problem.
+    op = {**load_option("op/grouped_conv/fwd"), "family": "grouped_conv", "direction": "fwd"}
+    db = TuningDB.open(tmp_path / "db", op, "gfx950")
+    key = next(iter(db._runs))
+    holder = subprocess.Popen([sys.executable, "-c", textwrap.dedent(f"""
+        import sys, time
+        from ckheur.tuning_db import TuningDB
+        db = TuningDB.open({str(tmp_path / 'db')!r}, {op!r}, "gfx950")
+        assert db.claim({key!r}) is not None
+        print("held", flush=True)
+        time.sleep(600)
+    """)], cwd=ROOT, stdout=subprocess.PIPE, text=True)
+    assert holder.stdout.readline().strip() == "held"
+    assert db.claim(key) is None  # held by a live process
+    holder.kill()
+    holder.wait()
+    claim = db.claim(key)
+    assert claim is not None
+    claim.release()
+
+
 # ------------------------------------------------------------------ training on partial measurements
 
 def _table(rows):

@@ -57,37 +57,63 @@ def run(cfg: Any, ctx: Context) -> dict:
     measurer = make_backend(bcfg, op, arch)
     kcols = {kern.name: kernel_columns(kern, op["family"]) for ks in ranked.values() for kern in ks}
     pcols = {key: by_key[key].to_dict() for key in ranked}
+    already = sum(kern.name in db.runs(key) for key, ks in ranked.items() for kern in ks[:k])
+    progress = Progress(sum(len(_wanted(db, ks, key, k)) for key, ks in ranked.items()), tc.progress,
+                        tc.log_every_s, prefix="tune")
     statuses: Counter = Counter()
     t0 = time.perf_counter()
-    interrupted, rounds = False, 0
-    already = 0
+    rounds, waited, mine = 0, set(), set()
+    claims: list = []
+    todo: list = []
+
+    def flush() -> bool:
+        """Measure and record the claimed pairs, then give the claims back; True when interrupted."""
+        got, stop = record_batches(db.path, measure_batches(todo, measurer), measurer, op, arch, pcols, kcols,
+                                   progress)
+        statuses.update(got)
+        mine.update(p.key() for p, _ in todo)
+        for c in claims:
+            c.release()
+        claims.clear()
+        todo.clear()
+        return stop
+
+    interrupted = False
     try:
-        while True:
-            # Round 1: the top-k not yet attempted. Later rounds: the next k for problems with no usable run.
-            todo = []
-            for key, ks in ranked.items():
-                tried = db.runs(key)
-                if rounds and (any(lat is not None for _, lat in tried.values()) or len(tried) >= len(ks)):
-                    continue
-                want = ks[:k] if not rounds else [kern for kern in ks if kern.name not in tried][:k]
-                todo += [(by_key[key], kern) for kern in want if kern.name not in tried]
-                if not rounds:
-                    already += sum(kern.name in tried for kern in want)
-            if not todo:
-                break
-            rounds += 1
-            progress = Progress(len(todo), tc.progress, tc.log_every_s, prefix="tune")
-            batches = measure_batches(todo, measurer)
-            got, interrupted = record_batches(db.path, batches, measurer, op, arch, pcols, kcols, progress)
-            progress.close()
-            statuses.update(got)
+        while not interrupted:
             db.refresh()
-            if interrupted:
+            open_keys = [key for key, ks in ranked.items() if _wanted(db, ks, key, k)]
+            if not open_keys:
                 break
+            before, held_elsewhere = len(mine), 0
+            for key in open_keys:
+                claim = db.claim(key)
+                if claim is None:  # another live process is measuring it
+                    held_elsewhere += 1
+                    waited.add(key)
+                    continue
+                db.refresh()  # it may have been finished just before our claim
+                want = _wanted(db, ranked[key], key, k)
+                if not want:
+                    claim.release()
+                    continue
+                claims.append(claim)
+                todo.extend((by_key[key], kern) for kern in want)
+                if len(todo) >= measurer.batch_pairs and (interrupted := flush()):
+                    break
+            if todo and not interrupted:
+                interrupted = flush()
+            rounds += len(mine) > before
+            if len(mine) == before and held_elsewhere:
+                time.sleep(float(tc.claim_poll_s))  # every open problem is being measured elsewhere: wait for it
     finally:
+        for c in claims:
+            c.release()
+        progress.close()
         measurer.close()  # rounds share one backend
     wall = time.perf_counter() - t0
     summary = _summary(db, ranked, k, skipped, statuses, already, rounds, wall, interrupted, label)
+    summary["problems_measured_by_other_processes"] = len(waited - mine)
     _print(summary, single is not None and not skipped, db, ranked, by_key, k)
     ctx.output_dir.mkdir(parents=True, exist_ok=True)
     (ctx.output_dir / "tune_summary.json").write_text(json.dumps(summary, indent=2))
@@ -96,6 +122,16 @@ def run(cfg: Any, ctx: Context) -> dict:
               file=sys.stderr)
         raise SystemExit(130)
     return summary
+
+
+def _wanted(db: Any, ks: list, key: tuple, k: int) -> list:
+    """Kernels still to time on a problem: its top-k not yet attempted; once those are all
+    attempted and none ran, the next k not yet attempted."""
+    tried = db.runs(key)
+    want = [kern for kern in ks[:k] if kern.name not in tried]
+    if want or any(lat is not None for _, lat in tried.values()):
+        return want
+    return [kern for kern in ks if kern.name not in tried][:k]
 
 
 def _summary(db: Any, ranked: dict, k: int, skipped: list, statuses: Counter, already: int, rounds: int,
