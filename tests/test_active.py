@@ -98,6 +98,19 @@ def test_strategy_errors_are_clear(tmp_path):
     r = run_cli(*SMALL, "stage=sweep", "sweep.strategy=active", "sweep.budget=0.5", "sweep.active.first_round=0",
                 f"sweep.output={tmp_path}/d")
     assert r.returncode == 2 and "sweep.active.first_round=0.0: must be in (0, 1]" in r.stderr
+    for budget in ("inf", "-inf", "nan"):
+        r = run_cli(*SMALL, "stage=sweep", "sweep.strategy=active", f"sweep.budget={budget}",
+                    f"sweep.output={tmp_path}/d")
+        assert r.returncode == 2 and "must be a finite number > 0" in r.stderr and "Traceback" not in r.stderr
+    # A record of rounds that is JSON but not the shape the sweep writes: one line, nothing measured.
+    out = tmp_path / "rec"
+    out.mkdir()
+    for bad in ("[]", '{"rounds": 5}', '{"rounds": [{"pairs": [7]}]}', '{"rounds": [{"pairs": [[1, 2]]}]}',
+                '{"rounds": [], "final": []}', '"rounds"'):
+        (out / "active_sweep.json").write_text(bad)
+        r = run_cli(*SMALL, "stage=sweep", "sweep.strategy=active", "sweep.budget=0.5", f"sweep.output={out}")
+        assert r.returncode == 2 and "is not an active-sweep record" in r.stderr and "Traceback" not in r.stderr, bad
+    assert not list(out.glob("part-*"))
 
 
 def test_min_gain_stops_early(tmp_path):

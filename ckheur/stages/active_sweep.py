@@ -36,8 +36,11 @@ def budget_pairs(budget: float | None, runnable_pairs: int) -> int:
     if budget is None:
         raise StageError("sweep.budget is required with this sweep.strategy: pairs to measure (> 1) or a "
                          "fraction of the problem set's pairs (0 < budget <= 1)")
-    if not budget > 0:
-        raise StageError(f"sweep.budget={budget}: must be > 0 (pairs, or a fraction <= 1)")
+    if not 0 < budget < float("inf"):
+        raise StageError(f"sweep.budget={budget}: must be a finite number > 0 (pairs, or a fraction <= 1)")
+    if budget > runnable_pairs:
+        print(f"sweep.budget={budget:g} is more than the {runnable_pairs} runnable pairs: measuring them all")
+        return runnable_pairs
     return int(round(budget * runnable_pairs)) if budget <= 1 else int(budget)
 
 
@@ -57,9 +60,25 @@ def load_state(folder: Path) -> dict:
     if not path.exists():
         return {"rounds": []}
     try:
-        return json.loads(path.read_text())
-    except json.JSONDecodeError as e:
+        state = json.loads(path.read_text())
+    except (json.JSONDecodeError, UnicodeDecodeError) as e:
         raise StageError(f"{path} is not valid JSON ({e}); move it aside to start the rounds afresh") from None
+    if not _is_state(state):
+        raise StageError(f"{path} is not an active-sweep record (an object with \"rounds\": a list of rounds, each "
+                         f"with \"pairs\": [problem fields..., kernel name]); move it aside to start the rounds afresh")
+    return state
+
+
+def _is_state(state: Any) -> bool:
+    """Whether JSON has the shape save_state writes."""
+    def pair(t: Any) -> bool:
+        return (isinstance(t, list) and len(t) >= 2 and isinstance(t[-1], str)
+                and all(isinstance(v, (int, float, str)) and not isinstance(v, bool) for v in t))
+
+    return (isinstance(state, dict) and isinstance(state.get("rounds"), list)
+            and isinstance(state.get("final", {}), dict)
+            and all(isinstance(r, dict) and isinstance(r.get("pairs"), list) and all(map(pair, r["pairs"]))
+                    for r in state["rounds"]))
 
 
 def save_state(folder: Path, state: dict) -> None:
