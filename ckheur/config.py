@@ -115,6 +115,16 @@ class Acquisition(_Choice):
     distance = "distance"  # distance from measured shapes in log problem space (no model)
 
 
+class Prior(_Choice):
+    none = "none"  # the trees alone
+    analytic = "analytic"  # start from the simulator's ranking; the trees learn corrections (models.prior)
+
+
+class SelectBy(_Choice):
+    family_cv = "family_cv"  # seed-averaged leave-shape-family-out CV (how models fare on new workloads)
+    grouped_cv = "grouped_cv"  # seed-averaged grouped CV (neighbours of the training shapes)
+
+
 class PartialTarget(_Choice):
     naive = "naive"  # relative to the best measured kernel, as if it were the oracle (chosen on real data)
     pairwise = "pairwise"  # only score differences among measured kernels; no level (loses on real data)
@@ -425,6 +435,8 @@ class ModelSchema:
     rank_label_power: float = 8.0  # lambdarank relevance = round(30 * relative_tflops ** power)
     companion_trees: int = 100  # log-TFLOPS regressor that gives ranking models their TFLOPS estimate
     threads: int = 0  # LightGBM threads for training and scoring; 0: ckheur.threads' policy (usable CPUs, one for small work)
+    prior: Prior = Prior.none  # analytic: the simulator's ranking as init score (families with an analytic model)
+    prior_scale: float = 0.5  # weight of the prior, on the scale of the objective's label
 
 
 @dataclass
@@ -444,7 +456,7 @@ class DataSchema:
 class TrainSchema:
     folds: int = 5
     inner_valid_fraction: float = 0.15  # groups of the training folds held out for early stopping
-    compare: List[str] = field(default_factory=list)  # candidates "objective" or "objective+analytic"
+    compare: List[str] = field(default_factory=list)  # candidates "objective[+analytic][+prior]"
     warm_start: Optional[str] = None  # model dir to add trees to
     warm_start_trees: int = 100
     output: Optional[str] = None  # default: {paths.models}/{model_name}; sim data: {paths.sim_models}/...
@@ -452,6 +464,9 @@ class TrainSchema:
     pairwise_weight: float = 1.0  # weight of the pairwise loss against the squared error of full problems
     family_cv: bool = True  # also a leave-shape-family-out CV (folds of clustered problems)
     family_clusters: int = 5  # clusters in log problem space (at least train.folds); 5: leave one family out
+    select_by: SelectBy = SelectBy.family_cv  # how train.compare chooses (family_cv falls back to grouped_cv
+    # when there are fewer than 10 problems per shape family)
+    seeds: int = 3  # seeds averaged when train.compare compares candidates
 
 
 @dataclass

@@ -202,6 +202,62 @@ def test_warm_start_adds_trees_and_refuses_mismatches(small_model, tmp_path, ck_
     assert r.returncode == 2 and "analytic: bundle has False, this run has True" in r.stderr
 
 
+def test_analytic_prior_in_training_selection_c_export_and_warm_start(tmp_path, ck_fwd_csv):
+    """model.prior=analytic: the bundle records the prior; the selector's scores are the trees'
+    raw scores plus the prior training started from; the C export equals Python exactly; a warm
+    start keeps the prior and appends trees."""
+    from ckheur.models.bundle import load_bundle
+    from ckheur.models.compiled import find_compiler, load_compiled
+    from ckheur.models.prior import pair_prior
+    from ckheur.models.selector import Selector
+    from ckheur.problems import problem_from_dict, random_problems
+    from ckheur.ops import get_family
+    from ckheur.threads import predict
+
+    out = tmp_path / "prior"
+    r = run_cli("stage=train", "op=fwd", "arch=gfx950", f"data.paths=[{ck_fwd_csv}]", "model.prior=analytic",
+                "model.prior_scale=0.7", "model.max_trees=40", "train.folds=3", "train.family_cv=false",
+                f"train.output={out}", f"hydra.run.dir={tmp_path / 'r'}")
+    assert r.returncode == 0, r.stderr
+    b = load_bundle(out)
+    assert b.spec["prior"]["kind"] == "analytic" and b.spec["prior"]["scale"] == 0.7
+    sel = Selector.load(out, cache_size=0)
+    engine, arch = get_engine("grouped_conv"), b.spec["arch"]
+    p = problem_from_dict({"N": 16, "C": 256, "K": 128, "Hi": 28, "Wi": 28, "Y": 3, "X": 3, "pad_h": 1, "pad_w": 1})
+    ks, scores, _ = sel._score(p)
+    X = engine.features(engine.problem_arrays([p], "fwd"), engine.kernel_arrays(ks), arch, "fwd", None)
+    want_prior = pair_prior(engine, [p], ks, np.zeros(len(ks), int), np.arange(len(ks)), arch, "fwd", b.spec["prior"],
+                            "relative")
+    np.testing.assert_allclose(scores - predict(b.booster, X), want_prior, rtol=1e-12)
+    assert 0.69 < want_prior.max() <= 0.7 + 1e-12 and want_prior.min() > 0
+    if find_compiler() is not None:
+        c = load_compiled(out)
+        assert c is not None and c.info["prior"]
+        n = 0
+        for q in random_problems(get_family("grouped_conv"), [2], 200, seed=5):
+            try:
+                k1, s1, _ = sel._score(q)
+            except ValueError:
+                continue
+            idx, s2, _ = c.predict(q)
+            assert [k.name for k in k1] == [sel._all_kernels[i].name for i in idx]
+            np.testing.assert_allclose(s2, s1, rtol=1e-12, atol=1e-12)
+            n += 1
+        assert n > 100
+    # Warm start: the old trees, then new ones trained from (prior + old trees); the raw score is their sum.
+    r = run_cli("stage=train", "op=fwd", "arch=gfx950", f"data.paths=[{ck_fwd_csv}]", "model.prior=analytic",
+                "model.prior_scale=0.7", f"train.warm_start={out}", "train.warm_start_trees=5",
+                f"train.output={tmp_path / 'warm'}", f"hydra.run.dir={tmp_path / 'w'}")
+    assert r.returncode == 0, r.stderr
+    warm = load_bundle(tmp_path / "warm")
+    assert warm.booster.num_trees() == b.booster.num_trees() + 5
+    head = predict(warm.booster, X, num_iteration=b.booster.num_trees())
+    np.testing.assert_allclose(head, predict(b.booster, X), rtol=1e-12)
+    r = run_cli("stage=train", "op=fwd", "arch=gfx950", f"data.paths=[{ck_fwd_csv}]", f"train.warm_start={out}",
+                f"train.output={tmp_path / 'w2'}", f"hydra.run.dir={tmp_path / 'w2r'}")
+    assert r.returncode == 2 and "prior: bundle has" in r.stderr
+
+
 def test_selector_api_without_hydra(small_model):
     from ckheur import Selector
 

@@ -251,6 +251,11 @@ def test_training_ranks_censored_solvers_last(tmp_path):
                 f"data.paths=[{data / 'miopen_fwd_fp16_gfx942' / 'gfx942130.parquet'}]",
                 f"train.output={tmp_path / 'm2'}", f"hydra.run.dir={tmp_path / 'rt2'}")
     assert r.returncode == 2 and "no analytic model" in r.stderr
+    r = run_cli("stage=train", "op=miopen/fwd", "arch=gfx942", "model.prior=analytic",
+                f"data.paths=[{data / 'miopen_fwd_fp16_gfx942' / 'gfx942130.parquet'}]",
+                f"train.output={tmp_path / 'm3'}", f"hydra.run.dir={tmp_path / 'rt3'}")
+    assert r.returncode == 2 and "model.prior=analytic: the miopen family has no analytic model" in r.stderr
+    assert "Traceback" not in r.stderr and not (tmp_path / "m3").exists()
 
 
 def test_censored_choice_report_hand_computed():

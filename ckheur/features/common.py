@@ -69,9 +69,15 @@ def to_matrix(cols: Mapping[str, Any], names: list[str], n_problems: int, n_kern
     return out.reshape(n_problems * n_kernels, len(names))
 
 
+def analytic_log_tflops(prob: Mapping[str, np.ndarray], kern: Mapping[str, np.ndarray], arch: Mapping[str, Any],
+                        params: Mapping[str, Any], direction: str) -> np.ndarray:
+    """The simulator's log TFLOPS of every (problem, kernel), float64 [P, K]."""
+    lat = predict_latency_ms(prob, kern, arch, params, direction)
+    return np.log(prob["flops"][:, None] / (lat * 1e-3) / 1e12)
+
+
 def analytic_columns(prob: Mapping[str, np.ndarray], kern: Mapping[str, np.ndarray], arch: Mapping[str, Any],
                      params: Mapping[str, Any], direction: str) -> dict[str, np.ndarray]:
     """The simulator's log TFLOPS per pair, absolute and relative to the problem's best kernel."""
-    lat = predict_latency_ms(prob, kern, arch, params, direction)
-    tf = np.log(prob["flops"][:, None] / (lat * 1e-3) / 1e12)
+    tf = analytic_log_tflops(prob, kern, arch, params, direction)
     return {"analytic_log_tflops": tf, "analytic_rel": tf - tf.max(axis=1, keepdims=True)}

@@ -139,7 +139,7 @@ def load_bundle(path: str | Path) -> Bundle:
 def incompatibilities(spec: Mapping, other: Mapping) -> list[str]:
     """Why a bundle cannot be warm-started with another feature spec ([] if it can)."""
     out = []
-    for key in ("engine", "encoding_version", "feature_names", "analytic", "objective"):
+    for key in ("engine", "encoding_version", "feature_names", "analytic", "objective", "prior"):
         if spec.get(key) != other.get(key):
             a, b = spec.get(key), other.get(key)
             if key == "feature_names":

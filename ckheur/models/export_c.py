@@ -401,6 +401,9 @@ def export_bundle(model_dir: str | Path, output: str | Path, name: str | None = 
     names = list(spec["feature_names"])
     classes = _classify(engine, names)
     analytic = {**spec["analytic_params"], "dtype": dtype} if spec.get("analytic") else None
+    prior = spec.get("prior")
+    if prior is not None and not family.analytic:
+        raise ExportError(f"the bundle has an analytic prior but the {family.name} family has no analytic model")
 
     # Kernel-only feature values, computed by the Python engine itself.
     probes = _probe_problems(family, kernels)
@@ -455,6 +458,8 @@ def export_bundle(model_dir: str | Path, output: str | Path, name: str | None = 
         "CKH_NTREE2": companion.ntree if companion else 0, "CKH_NPS": counters["P"], "CKH_NIS": counters["I"],
         "CKH_NKS": counters["K"], "CKH_CHUNK": CHUNK, "CKH_MAX_CAND": max_cand,
         "CKH_ANALYTIC_FEATURES": int(analytic is not None),
+        "CKH_PRIOR": int(prior is not None), "CKH_PRIOR_SCALE": _hex(float(prior["scale"]) if prior else 0.0),
+        "CKH_PRIOR_LOG": int(spec["objective"] == "regression_log"),
         "CKH_CASCADE_THRESHOLD": CASCADE_THRESHOLD, "CKH_CASCADE_TOP": CASCADE_TOP if cascade else 0,
         "CKH_RELATIVE_TFLOPS": int(spec["objective"] == "relative" and companion is not None),
         "CKH_BWD_WEIGHT": int(direction == "bwd_weight"), "CKH_DIRECTION": DIRECTION_CODES[direction],
@@ -497,6 +502,7 @@ def export_bundle(model_dir: str | Path, output: str | Path, name: str | None = 
                    "static float ckh_kernel_feature(int k, int slot) { return ckh_kfeat[k][slot]; }\n")
     tables += _sim_c("cascade", kernels, arch, sim_params) if cascade else ""
     tables += _sim_c("feature", kernels, arch, analytic) if analytic else ""
+    tables += _sim_c("prior", kernels, arch, prior["params"]) if prior else ""
     tables += _forest_c("main", forest, classes, slot, kernel_values, use_kmask, kmask_type)
     if companion:
         tables += _forest_c("tflops", companion, classes, slot, kernel_values, use_kmask, kmask_type)
@@ -510,7 +516,8 @@ def export_bundle(model_dir: str | Path, output: str | Path, name: str | None = 
             "struct": cf.struct, "enums": {f: list(v) for f, v in cf.enums.items()},
             "arch": arch["name"], "objective": spec["objective"], "data_kind": kind, "bundle": str(b.path),
             "kernels": len(kernels), "trees": forest.ntree, "companion_trees": companion.ntree if companion else 0,
-            "cascade": cascade, "analytic_features": analytic is not None, "fields": fields,
+            "cascade": cascade, "analytic_features": analytic is not None, "prior": prior is not None,
+            "fields": fields,
             "defaults": {f: family.problems.DEFAULTS.get(f) for f in fields}}
     files = {
         f"{name}.c": source,

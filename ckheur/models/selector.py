@@ -94,7 +94,7 @@ class Selector:
                  sim_params: Mapping[str, Any] | None = None, objective: str = "regression_log",
                  cascade_threshold: int = CASCADE_THRESHOLD, cascade_top: int = CASCADE_TOP, cache_size: int = 4096,
                  label: str = "", op: Mapping[str, Any] | None = None, tuning_db: Any = None,
-                 create_tuning_db: bool = False) -> None:
+                 create_tuning_db: bool = False, prior: Mapping[str, Any] | None = None) -> None:
         from ckheur.ops import get_family
         from ckheur.sim import kernel_arrays as sim_kernel_arrays
 
@@ -106,6 +106,7 @@ class Selector:
         self.arch, self.direction, self.dtype, self.engine = dict(arch), direction, dtype, engine
         self.booster, self.tflops_booster, self.objective = booster, tflops_booster, objective
         self.analytic_params = analytic_params
+        self.prior = prior  # the analytic prior the trees correct (models.prior), added to their raw scores
         self.sim_params = {**(sim_params or analytic_params or {}), "dtype": dtype}
         self.cascade_threshold, self.cascade_top = cascade_threshold, cascade_top
         self.label = label
@@ -136,7 +137,7 @@ class Selector:
         spec = b.spec
         sel = cls(b.kernels, spec["arch"], spec["op"]["direction"], spec["op"]["dtype"], get_engine(spec["engine"]),
                   b.booster, b.tflops_booster, spec.get("analytic_params"), load_params(),
-                  spec["objective"], op=spec.get("op_config") or spec["op"],
+                  spec["objective"], op=spec.get("op_config") or spec["op"], prior=spec.get("prior"),
                   label=f"model {b.path} (trained on {b.manifest.get('data_kind', 'unknown')} data)", **kw)
         if compiled:
             import warnings
@@ -283,6 +284,12 @@ class Selector:
         analytic = {**self.analytic_params, "dtype": self.dtype} if self.analytic_params else None
         X = self.engine.features(prob, feats, self.arch, self.direction, analytic)
         scores = predict(self.booster, X)
+        if self.prior is not None:
+            from ckheur.features.common import analytic_log_tflops
+            from ckheur.models.prior import prior_from_log_tflops
+
+            log_tf = analytic_log_tflops(prob, feats, self.arch, self.prior["params"], self.direction)[0]
+            scores = scores + prior_from_log_tflops(log_tf, np.zeros(len(log_tf), np.int64), self.prior, self.objective)
         if self.tflops_booster is None:
             tflops = np.expm1(scores)
         else:

@@ -31,6 +31,7 @@ class Table:
     feature_names: list[str]
     full: np.ndarray = None  # per problem: every candidate kernel that can run it was attempted
     report: dict = field(default_factory=dict)
+    prior: np.ndarray | None = None  # per row: the analytic prior (init score) the trees correct (models.prior)
 
 
 def build_table(df: Any, op: Mapping[str, Any], arch: Mapping[str, Any], pool: Sequence[Any], engine: Any,
@@ -139,10 +140,12 @@ def lgb_params(model: Mapping[str, Any], objective: str, seed: int) -> dict:
     return p
 
 
-def _dataset(X: np.ndarray, y: np.ndarray, pid: np.ndarray, objective: str, categorical: list[int], ref: Any = None):
+def _dataset(X: np.ndarray, y: np.ndarray, pid: np.ndarray, objective: str, categorical: list[int], ref: Any = None,
+             init_score: np.ndarray | None = None):
     from ckheur.threads import lightgbm
 
-    ds = lightgbm().Dataset(X, y, categorical_feature=categorical, free_raw_data=False, reference=ref)
+    ds = lightgbm().Dataset(X, y, categorical_feature=categorical, free_raw_data=False, reference=ref,
+                            init_score=init_score)
     if objective == "lambdarank":
         _, counts = np.unique(pid, return_counts=True)  # rows are sorted by pid
         ds.set_group(counts)
@@ -223,21 +226,53 @@ def fit(table: Table, rows: np.ndarray, model: Mapping[str, Any], objective: str
     y = labels(objective, table.tflops, table.pid, model.get("rank_label_power", 8.0))
     params = lgb_params(model, objective, seed)
     params["num_threads"] = train_threads(int(model.get("threads", 0)), len(rows), table.X.shape[1])
-    train = _dataset(table.X[rows], y[rows], table.pid[rows], objective, categorical)
+    start = table.prior  # the prior is where boosting starts; with a warm start, plus the old trees
+    base = None
+    if start is not None and init_model is not None:
+        base, init_model = init_model, None
+        start = start.copy()
+        start[rows] += base.predict(table.X[rows], raw_score=True)
+        if valid_rows is not None:
+            start[valid_rows] += base.predict(table.X[valid_rows], raw_score=True)
+    init = lambda r: None if start is None else start[r]  # noqa: E731
+    train = _dataset(table.X[rows], y[rows], table.pid[rows], objective, categorical, init_score=init(rows))
     kw: dict[str, Any] = {}
     if mixed:
         params["objective"], _ = _mixed_loss(y[rows], full_rows[rows], table.tflops[rows], table.pid[rows],
                                              pair_weight)
         params["metric"] = "None"
     if valid_rows is not None:
-        valid = _dataset(table.X[valid_rows], y[valid_rows], table.pid[valid_rows], objective, categorical, ref=train)
+        valid = _dataset(table.X[valid_rows], y[valid_rows], table.pid[valid_rows], objective, categorical, ref=train,
+                         init_score=init(valid_rows))
         kw["valid_sets"] = [valid]
         kw["callbacks"] = [lgb.early_stopping(model["early_stopping_rounds"], verbose=False)]
         if mixed:
             _, valid_loss = _mixed_loss(y[valid_rows], full_rows[valid_rows], table.tflops[valid_rows],
                                         table.pid[valid_rows], pair_weight)
             kw["feval"] = lambda preds, _data: ("mixed_l2", valid_loss(preds), False)
-    return lgb.train(params, train, num_boost_round=n_trees, init_model=init_model, **kw)
+    booster = lgb.train(params, train, num_boost_round=n_trees, init_model=init_model, **kw)
+    return booster if base is None else append_trees(base, booster)
+
+
+def append_trees(first: Any, then: Any) -> Any:
+    """One booster whose raw score is ``first``'s plus ``then``'s (the trees of both, in order).
+
+    A warm start with a prior needs it: LightGBM replaces a dataset's init score by the initial
+    model's predictions, so the new trees are trained from (prior + old trees) as init score
+    and appended here."""
+    from ckheur.threads import lightgbm
+
+    a, b = first.model_to_string(), then.model_to_string()
+    head, rest = a.split("\nTree=0\n", 1)
+    trees_a, tail = rest.split("\nend of trees\n", 1)
+    trees_b = b.split("\nTree=0\n", 1)[1].split("\nend of trees\n", 1)[0]
+    n = first.num_trees()
+    blocks = trees_b.split("\nTree=")
+    renumbered = "\nTree=".join([blocks[0]] + [f"{int(t.split(chr(10), 1)[0]) + n}\n{t.split(chr(10), 1)[1]}"
+                                               for t in blocks[1:]])
+    head = "\n".join(ln for ln in head.split("\n") if not ln.startswith("tree_sizes="))  # sizes are optional
+    text = f"{head}\nTree=0\n{trees_a}\nTree={n}\n{renumbered}\nend of trees\n{tail}"
+    return lightgbm().Booster(model_str=text)
 
 
 def cross_validate(table: Table, model: Mapping[str, Any], objective: str, categorical: list[int],
@@ -268,6 +303,8 @@ def cross_validate(table: Table, model: Mapping[str, Any], objective: str, categ
                       valid_rows=np.sort(tr[inner_va]), partial=partial, pair_weight=pair_weight)
         best_iters.append(int(booster.best_iteration or booster.current_iteration()))
         oof[te] = predict(booster, table.X[te], int(model.get("threads", 0)), num_iteration=best_iters[-1])
+        if table.prior is not None:
+            oof[te] += table.prior[te]
         fold_of[te] = f
     scored = table.full[table.pid] if table.full is not None and table.full.any() else np.ones(len(oof), bool)
     metrics = selection_report(table.pid[scored], oof[scored], table.tflops[scored])

@@ -3,6 +3,7 @@ train.compare, the objective/features); the bundle records how and on what it wa
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import platform
 import sys
@@ -13,6 +14,11 @@ from typing import Any
 import numpy as np
 
 from ckheur.stages import Context, StageError, plain
+
+SELECT_BY = ("family_cv", "grouped_cv")
+# Leave-shape-family-out CV needs families worth the name: at least this many problems per
+# family (5 families: 50 problems); below it candidates are compared by grouped CV.
+FAMILY_MIN_PROBLEMS = 10
 
 
 def data_paths(cfg: Any, op: dict, arch: dict, explicit: list, problems: str) -> list[Path]:
@@ -29,19 +35,25 @@ def data_paths(cfg: Any, op: dict, arch: dict, explicit: list, problems: str) ->
     return paths
 
 
-def _candidates(cfg: Any) -> list[tuple[str, bool]]:
+def _candidates(cfg: Any) -> list[tuple[str, bool, bool]]:
+    """(objective, analytic features, analytic prior) of the configured model, then train.compare's."""
     from ckheur.models.training import OBJECTIVES
 
-    first = (str(cfg.model.objective), bool(cfg.features.analytic))
+    first = (str(cfg.model.objective), bool(cfg.features.analytic), str(cfg.model.prior) == "analytic")
     out = [first]
     for c in cfg.train.compare:
-        obj, _, flag = str(c).partition("+")
-        if obj not in OBJECTIVES or flag not in ("", "analytic"):
-            raise StageError(f"train.compare entry {c!r}: use an objective ({', '.join(OBJECTIVES)}) "
-                             "optionally followed by +analytic")
-        if (obj, flag == "analytic") not in out:
-            out.append((obj, flag == "analytic"))
+        obj, *flags = str(c).split("+")
+        if obj not in OBJECTIVES or not set(flags) <= {"analytic", "prior"} or len(set(flags)) < len(flags):
+            raise StageError(f"train.compare entry {c!r}: use an objective ({', '.join(OBJECTIVES)}) optionally "
+                             "followed by +analytic (simulator features) and/or +prior (simulator as prior)")
+        cand = (obj, "analytic" in flags, "prior" in flags)
+        if cand not in out:
+            out.append(cand)
     return out
+
+
+def _name(cand: tuple[str, bool, bool]) -> str:
+    return cand[0] + ("+analytic" if cand[1] else "") + ("+prior" if cand[2] else "")
 
 
 def run(cfg: Any, ctx: Context) -> dict:
@@ -50,7 +62,9 @@ def run(cfg: Any, ctx: Context) -> dict:
     from ckheur.features import get_engine
     from ckheur.kernels import enumerate_pool
     from ckheur.models.bundle import incompatibilities, load_bundle, save_bundle
+    from ckheur.models.prior import pair_prior, prior_spec
     from ckheur.models.training import build_table, cross_validate, fit
+    from ckheur.ops import get_family
     from ckheur.parts import sha256_of
     from ckheur.sim import load_params
     from ckheur.threads import lightgbm
@@ -101,30 +115,67 @@ def run(cfg: Any, ctx: Context) -> dict:
     warm = load_bundle(cfg.train.warm_start) if cfg.train.warm_start else None
     seed = int(cfg.seed)
     cat = lambda names: [names.index(c) for c in engine.CATEGORICAL]  # noqa: E731
+    cands = _candidates(cfg)
+    family = get_family(op["family"])
+    prior = prior_spec({**model, "prior": "analytic"}, family, sim_params) if any(c[2] for c in cands) else None
+    with_prior: dict[tuple, Any] = {}
+
+    def cand_table(cand: tuple[str, bool, bool]) -> Any:
+        """The table of a candidate, with its prior when it has one."""
+        objective, analytic, use_prior = cand
+        tb = table(analytic)
+        if not use_prior:
+            return tb
+        if (objective, analytic) not in with_prior:
+            with_prior[(objective, analytic)] = dataclasses.replace(tb, prior=pair_prior(
+                engine, tb.problems, tb.kernels, tb.pid, tb.kid, arch, op["direction"], prior, objective))
+        return with_prior[(objective, analytic)]
+
+    cv_kw = dict(partial=partial, pair_weight=pair_weight)
+    folds, inner = int(cfg.train.folds), float(cfg.train.inner_valid_fraction)
+    seeds = [seed + i for i in range(max(1, int(cfg.train.seeds)))] if len(cands) > 1 else [seed]
+    clusters = max(folds, int(cfg.train.family_clusters))
+    families_ok = len(base.problems) >= FAMILY_MIN_PROBLEMS * clusters
+    select_by = str(cfg.train.select_by)
+    if select_by not in SELECT_BY:
+        raise StageError(f"train.select_by={select_by!r}: allowed values are {', '.join(SELECT_BY)}")
+    if select_by == "family_cv" and not (cfg.train.family_cv and families_ok):
+        why = "train.family_cv=false" if not cfg.train.family_cv else \
+            f"{len(base.problems)} problems, fewer than {FAMILY_MIN_PROBLEMS} per shape family x {clusters} families"
+        if len(cands) > 1:
+            print(f"train: selecting by grouped CV ({why})")
+        select_by = "grouped_cv"
     results = []
-    chosen = _candidates(cfg)[0]
+    chosen = cands[0]
     if warm is None:
-        for objective, analytic in _candidates(cfg):
-            tb = table(analytic)
-            cv = cross_validate(tb, model, objective, cat(tb.feature_names), int(cfg.train.folds),
-                                float(cfg.train.inner_valid_fraction), seed, partial=partial, pair_weight=pair_weight)
-            leaky = analytic and leaky_data
-            results.append({"objective": objective, "analytic": analytic, "leaky": leaky, **cv})
-            e = cv["metrics"]["efficiency"]
-            print(f"train: CV {objective}{'+analytic' if analytic else ''}: mean {100 * e['mean']:.2f}% median "
-                  f"{100 * e['median']:.2f}% P10 {100 * e['p10']:.2f}% min {100 * e['min']:.2f}%, top-1 "
-                  f"{100 * cv['metrics']['top1']:.1f}%, trees {cv['best_iterations']}"
-                  + ("  [simulator calibrated on this data: optimistic, not selectable]" if leaky else ""))
-        if cfg.train.compare:
+        for cand in cands:
+            tb = cand_table(cand)
+            runs = [cross_validate(tb, model, cand[0], cat(tb.feature_names), folds, inner, sd, **cv_kw) for sd in seeds]
+            fam = [_family_cv(tb, model, cand[0], cat(tb.feature_names), folds, inner, clusters, sd, cv_kw)
+                   for sd in seeds] if cfg.train.family_cv and families_ok else []
+            leaky = (cand[1] or cand[2]) and leaky_data
+            results.append({"objective": cand[0], "analytic": cand[1], "prior": cand[2], "leaky": leaky,
+                            "seeds": seeds, "oof": runs[0]["oof"], "fold": runs[0]["fold"],
+                            "best_iterations": [b for r in runs for b in r["best_iterations"]],
+                            "metrics": runs[0]["metrics"], "grouped_cv": _seed_mean([r["metrics"] for r in runs]),
+                            "family_cv": _seed_mean([r["metrics"] for r in fam]) if fam else None,
+                            "family_cv_detail": {"clusters": clusters, "best_iterations": fam[0]["best_iterations"],
+                                                 **fam[0]["metrics"]} if fam else None})
+            _print_candidate(results[-1], len(seeds))
+        if len(cands) > 1:
             selectable = [r for r in results if not r["leaky"]] or results
-            best = max(selectable, key=lambda r: (r["metrics"]["efficiency"]["mean"], r["metrics"]["efficiency"]["p10"]))
-            chosen = (best["objective"], best["analytic"])
-    objective, analytic = chosen
-    tb = table(analytic)
+            key = "family_cv" if select_by == "family_cv" else "grouped_cv"
+            best = max(selectable, key=lambda r: (r[key]["mean"], r[key]["p10"]))
+            chosen = (best["objective"], best["analytic"], best["prior"])
+            print(f"train: chose {_name(chosen)} by {key.replace('_', ' ')} (mean, then P10; averaged over seeds "
+                  f"{', '.join(map(str, seeds))})")
+    objective, analytic, use_prior = chosen
+    tb = cand_table(chosen)
     names = tb.feature_names
     spec = {"engine": op["family"], "encoding_version": engine.ENCODING_VERSION, "feature_names": names,
             "categorical": list(engine.CATEGORICAL), "analytic": analytic,
-            "analytic_params": sim_params if analytic else None, "objective": objective, "arch": arch,
+            "analytic_params": sim_params if analytic else None, "objective": objective,
+            "prior": prior if use_prior else None, "arch": arch,
             "op": {"family": op["family"], "direction": op["direction"], "dtype": op["dtype"]},
             "op_config": op, "ckheur_version": __version__}
     everything = np.arange(len(tb.X))
@@ -133,26 +184,27 @@ def run(cfg: Any, ctx: Context) -> dict:
         if why:
             raise StageError(f"train.warm_start={cfg.train.warm_start} is incompatible: " + "; ".join(why))
         n_trees = int(cfg.train.warm_start_trees)
-        booster = fit(tb, everything, model, objective, cat(names), seed, n_trees, init_model=warm.booster,
-                      partial=partial, pair_weight=pair_weight)
+        booster = fit(tb, everything, model, objective, cat(names), seed, n_trees, init_model=warm.booster, **cv_kw)
         print(f"train: warm start from {warm.path}: {warm.booster.current_iteration()} trees + {n_trees} on this data")
         cv_metrics = {"warm_start_from": str(warm.path), "previous": warm.cv_metrics}
     else:
-        picked = next(r for r in results if (r["objective"], r["analytic"]) == chosen)
+        picked = next(r for r in results if (r["objective"], r["analytic"], r["prior"]) == chosen)
         n_trees = max(10, int(np.median(picked["best_iterations"])))
-        booster = fit(tb, everything, model, objective, cat(names), seed, n_trees, partial=partial,
-                      pair_weight=pair_weight)
-        family_cv = _family_cv(cfg, tb, model, objective, cat(names), seed, partial, pair_weight, picked) \
-            if cfg.train.family_cv else None
+        booster = fit(tb, everything, model, objective, cat(names), seed, n_trees, **cv_kw)
         cv_metrics = {
-            "chosen": {"objective": objective, "analytic": analytic, "trees": n_trees},
-            "folds": int(cfg.train.folds), "group_key": "full problem identity (every field) within one direction",
-            "early_stopping": f"inner group split ({cfg.train.inner_valid_fraction:.0%}) of the training folds",
+            "chosen": {"objective": objective, "analytic": analytic, "prior": spec["prior"] and
+                       {k: v for k, v in spec["prior"].items() if k != "params"}, "trees": n_trees},
+            "selected_by": select_by if len(cands) > 1 else None, "seeds": seeds,
+            "folds": folds, "group_key": "full problem identity (every field) within one direction",
+            "early_stopping": f"inner group split ({inner:.0%}) of the training folds",
             "data_backend": backends, "simulated": simulated, "partial_target": partial,
             "problems_fully_measured": rep["problems_fully_measured"],
-            "problems_partly_measured": rep["problems_partly_measured"], "family_cv": family_cv,
-            "candidates": [{"objective": r["objective"], "analytic": r["analytic"], "leaky": r["leaky"],
-                            "best_iterations": r["best_iterations"], **r["metrics"]} for r in results]}
+            "problems_partly_measured": rep["problems_partly_measured"], "family_cv": picked["family_cv_detail"],
+            "family_cv_seed_mean": picked["family_cv"], "grouped_cv_seed_mean": picked["grouped_cv"],
+            "candidates": [{"objective": r["objective"], "analytic": r["analytic"], "prior": r["prior"],
+                            "leaky": r["leaky"], "best_iterations": r["best_iterations"], **r["metrics"],
+                            "grouped_cv_seed_mean": r["grouped_cv"], "family_cv_seed_mean": r["family_cv"]}
+                           for r in results]}
         _write_oof(ctx.output_dir, tb, picked)
     tflops_booster = None
     if objective != "regression_log":
@@ -168,33 +220,41 @@ def run(cfg: Any, ctx: Context) -> dict:
         "config": plain(cfg), "versions": _versions(lgb), "timestamp": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
         "train_seconds": round(time.perf_counter() - t0, 2), "command": sys.argv}
     save_bundle(out, booster, tflops_booster, spec, candidates, cv_metrics, importances, manifest)
-    print(f"train: chose {objective}{'+analytic' if analytic else ''} with {booster.current_iteration()} trees; "
+    print(f"train: chose {_name(chosen)} with {booster.current_iteration()} trees; "
           f"bundle ({'SIMULATED' if simulated else 'real'} data) -> {out}")
     return {"bundle": str(out), "cv": cv_metrics}
 
 
-def _family_cv(cfg: Any, tb: Any, model: dict, objective: str, categorical: list[int], seed: int, partial: str,
-               pair_weight: float, picked: dict) -> dict | None:
+def _family_cv(tb: Any, model: dict, objective: str, categorical: list[int], folds: int, inner: float,
+               clusters: int, seed: int, cv_kw: dict) -> dict:
     """Leave-shape-family-out CV: folds of whole clusters of problems in log problem space, so
     each test fold holds shapes unlike the training ones. It estimates how far to trust the
     model on a new workload, beside the grouped CV (which tests on neighbours of training shapes)."""
     from ckheur.models.training import cross_validate
     from ckheur.problems.space import shape_families
 
-    folds = int(cfg.train.folds)
-    clusters = max(folds, int(cfg.train.family_clusters))
-    if len(tb.problems) < clusters:
-        print(f"train: leave-shape-family-out CV skipped: {len(tb.problems)} problems, fewer than {clusters} clusters")
-        return None
     fam = shape_families(tb.problems, clusters, seed)
-    cv = cross_validate(tb, model, objective, categorical, folds, float(cfg.train.inner_valid_fraction), seed,
-                        groups=fam, partial=partial, pair_weight=pair_weight)
-    e, g = cv["metrics"]["efficiency"], picked["metrics"]["efficiency"]
-    print(f"train: leave-shape-family-out CV ({clusters} clusters in log problem space, {folds} folds): mean "
-          f"{100 * e['mean']:.2f}% median {100 * e['median']:.2f}% P10 {100 * e['p10']:.2f}% min {100 * e['min']:.2f}% "
-          f"(grouped CV: mean {100 * g['mean']:.2f}%, P10 {100 * g['p10']:.2f}%); expect new workloads between the two")
-    return {"clusters": clusters, "cluster_sizes": np.bincount(fam).tolist(), "best_iterations": cv["best_iterations"],
-            **cv["metrics"]}
+    return cross_validate(tb, model, objective, categorical, folds, inner, seed, groups=fam, **cv_kw)
+
+
+def _seed_mean(metrics: list[dict]) -> dict:
+    """Efficiency mean and P10, top-1, averaged over seeds, with their spread (sd over seeds)."""
+    mean = [m["efficiency"]["mean"] for m in metrics]
+    p10 = [m["efficiency"]["p10"] for m in metrics]
+    top1 = [m["top1"] for m in metrics]
+    return {"mean": float(np.mean(mean)), "p10": float(np.mean(p10)), "top1": float(np.mean(top1)),
+            "mean_sd": float(np.std(mean)), "p10_sd": float(np.std(p10)), "seeds": len(metrics)}
+
+
+def _print_candidate(r: dict, n_seeds: int) -> None:
+    e, g, f = r["metrics"]["efficiency"], r["grouped_cv"], r["family_cv"]
+    seeds = f" (mean of {n_seeds} seeds)" if n_seeds > 1 else ""
+    print(f"train: CV {_name((r['objective'], r['analytic'], r['prior']))}: grouped mean {100 * g['mean']:.2f}% "
+          f"P10 {100 * g['p10']:.2f}%{seeds}; median {100 * e['median']:.2f}% min {100 * e['min']:.2f}% top-1 "
+          f"{100 * r['metrics']['top1']:.1f}%, trees {r['best_iterations'][:5]}"
+          + (f"; leave-shape-family-out mean {100 * f['mean']:.2f}% P10 {100 * f['p10']:.2f}%"
+             + (f" (sd {100 * f['mean_sd']:.2f} / {100 * f['p10_sd']:.2f})" if n_seeds > 1 else "") if f else "")
+          + ("  [simulator calibrated on this data: optimistic, not selectable]" if r["leaky"] else ""))
 
 
 def _calibration_hashes() -> set[str]:

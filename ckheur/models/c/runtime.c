@@ -168,7 +168,7 @@ static void ckh_forest_chunk(const ckh_forest* f, const uint64_t* pm, const floa
     }
 }
 
-#if CKH_CASCADE_TOP > 0 || CKH_ANALYTIC_FEATURES
+#if CKH_CASCADE_TOP > 0 || CKH_ANALYTIC_FEATURES || CKH_PRIOR
 /* The latency model (ckheur.sim.predict_latency_ms) for one problem and kernel, in ms. */
 static double ckh_sim_latency_ms(const ckh_prob* q, const ckh_sim_kernel* k, const ckh_sim_params* s) {
     double tiles_m = ceil(q->M / k->tm), tiles_n = ceil(q->N / k->tn), k_iters = ceil(q->K / k->tk);
@@ -351,6 +351,17 @@ int CKH_FN(predict)(const ckh_problem_t* p, int cap, int* kernel_index, double* 
         }
         for (int c = 0; c < m; ++c) kernel_index[c0 + c] = cand[c0 + c];
     }
+#if CKH_PRIOR
+    {   /* the analytic prior the trees correct (ckheur.models.prior), over these candidates */
+        double lp[CKH_MAX_CAND], lmax = -HUGE_VAL;
+        for (int i = 0; i < n; ++i) {
+            lp[i] = log(ckh_sim_tflops(&q, &ckh_sim_prior[kernel_index[i]], &ckh_simp_prior));
+            lmax = i == 0 ? lp[i] : fmax(lmax, lp[i]);
+        }
+        for (int i = 0; i < n; ++i)
+            score[i] += CKH_PRIOR_SCALE * (CKH_PRIOR_LOG ? log1p(exp(lp[i])) : exp(lp[i] - lmax));
+    }
+#endif
 #if CKH_RELATIVE_TFLOPS
     if (tflops) {  /* predicted fractions of the best, scaled by the best TFLOPS estimate (as the Python selector) */
         double smax = score[0], tmax = tflops[0];
