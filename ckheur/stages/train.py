@@ -15,7 +15,6 @@ import numpy as np
 
 from ckheur.stages import Context, StageError, plain
 
-SELECT_BY = ("family_cv", "grouped_cv")
 # Leave-shape-family-out CV needs families worth the name: at least this many problems per
 # family (5 families: 50 problems); below it candidates are compared by grouped CV.
 FAMILY_MIN_PROBLEMS = 10
@@ -137,8 +136,9 @@ def run(cfg: Any, ctx: Context) -> dict:
     clusters = max(folds, int(cfg.train.family_clusters))
     families_ok = len(base.problems) >= FAMILY_MIN_PROBLEMS * clusters
     select_by = str(cfg.train.select_by)
-    if select_by not in SELECT_BY:
-        raise StageError(f"train.select_by={select_by!r}: allowed values are {', '.join(SELECT_BY)}")
+    if cfg.train.family_cv and not families_ok:
+        print(f"train: leave-shape-family-out CV skipped: {len(base.problems)} problems, fewer than "
+              f"{FAMILY_MIN_PROBLEMS} per family x {clusters} families")
     if select_by == "family_cv" and not (cfg.train.family_cv and families_ok):
         why = "train.family_cv=false" if not cfg.train.family_cv else \
             f"{len(base.problems)} problems, fewer than {FAMILY_MIN_PROBLEMS} per shape family x {clusters} families"
@@ -159,8 +159,9 @@ def run(cfg: Any, ctx: Context) -> dict:
                             "best_iterations": [b for r in runs for b in r["best_iterations"]],
                             "metrics": runs[0]["metrics"], "grouped_cv": _seed_mean([r["metrics"] for r in runs]),
                             "family_cv": _seed_mean([r["metrics"] for r in fam]) if fam else None,
-                            "family_cv_detail": {"clusters": clusters, "best_iterations": fam[0]["best_iterations"],
-                                                 **fam[0]["metrics"]} if fam else None})
+                            "family_cv_detail": {"clusters": clusters, "cluster_sizes": fam[0]["cluster_sizes"],
+                                                 "best_iterations": fam[0]["best_iterations"], **fam[0]["metrics"]}
+                            if fam else None})
             _print_candidate(results[-1], len(seeds))
         if len(cands) > 1:
             selectable = [r for r in results if not r["leaky"]] or results
@@ -234,7 +235,8 @@ def _family_cv(tb: Any, model: dict, objective: str, categorical: list[int], fol
     from ckheur.problems.space import shape_families
 
     fam = shape_families(tb.problems, clusters, seed)
-    return cross_validate(tb, model, objective, categorical, folds, inner, seed, groups=fam, **cv_kw)
+    cv = cross_validate(tb, model, objective, categorical, folds, inner, seed, groups=fam, **cv_kw)
+    return {**cv, "cluster_sizes": np.bincount(fam).tolist()}
 
 
 def _seed_mean(metrics: list[dict]) -> dict:
