@@ -229,20 +229,17 @@ def import_ck_csv(path: str | Path, arch: str = "gfx950", tiles: Sequence[Mappin
     from ckheur.csv_table import Table, read_csv_table
     from ckheur.kernels import KernelError, parse_name
     from ckheur.problems import ProblemError, problem_from_dict
+    from ckheur.problems.sources import distinct_problems
 
     path = Path(path)
     table = read_csv_table(path, ck_csv_spec())
     raw = table.frame
     if tiles is None:
         tiles = load_option("op/grouped_conv/fwd")["tiles"]
-    pid = raw.groupby(list(CONV_FIELDS), sort=False).ngroup().to_numpy()
-    first = np.unique(pid, return_index=True)[1]
-    problems = []
-    for i, rec in zip(first, raw.loc[first, list(CONV_FIELDS)].to_dict("records")):
-        try:
-            problems.append(problem_from_dict(rec))
-        except ProblemError as e:
-            raise DatasetError(f"{path} line {Table.line(int(i))}: {e}") from None
+    try:
+        pid, problems = distinct_problems(raw, CONV_FIELDS, problem_from_dict, path)
+    except ProblemError as e:
+        raise DatasetError(str(e)) from None
     kid, names = pd.factorize(raw["kernel"].fillna(""))
     kfirst = np.unique(kid, return_index=True)[1]
     kernels = []

@@ -30,7 +30,9 @@ from typing import Any, Callable, Mapping
 
 import numpy as np
 
+from ckheur.features.common import analytic_log_tflops
 from ckheur.kernels.base import LATENCY_FLOOR_MS
+from ckheur.models.prior import prior_from_log_tflops
 from ckheur.problems.base import ProblemError
 from ckheur.sim import CASCADE_THRESHOLD, CASCADE_TOP
 from ckheur.threads import predict
@@ -84,6 +86,11 @@ def _results_of(measure: Callable, problem: Any, kernels: list) -> Any:
         else:
             res.add(float(lat))
     return res
+
+
+def _floored(tflops: np.ndarray, p: Any) -> np.ndarray:
+    """Predicted TFLOPS capped so that no latency is below the launch floor."""
+    return np.minimum(tflops, p.flops / (LATENCY_FLOOR_MS * 1e-3) / 1e12)
 
 
 class Selector:
@@ -279,15 +286,12 @@ class Selector:
         """(scores, predicted TFLOPS) of kernels given as precomputed arrays (engine, simulator)."""
         if self.booster is None:
             tf = self._analytic_tflops(p, sim_kern)
-            return tf, np.minimum(tf, p.flops / (LATENCY_FLOOR_MS * 1e-3) / 1e12)
+            return tf, _floored(tf, p)
         prob = self.engine.problem_arrays([p], self.direction)
         analytic = {**self.analytic_params, "dtype": self.dtype} if self.analytic_params else None
         X = self.engine.features(prob, feats, self.arch, self.direction, analytic)
         scores = predict(self.booster, X)
         if self.prior is not None:
-            from ckheur.features.common import analytic_log_tflops
-            from ckheur.models.prior import prior_from_log_tflops
-
             log_tf = analytic_log_tflops(prob, feats, self.arch, self.prior["params"], self.direction)[0]
             scores = scores + prior_from_log_tflops(log_tf, np.zeros(len(log_tf), np.int64), self.prior, self.objective)
         if self.tflops_booster is None:
@@ -298,7 +302,7 @@ class Selector:
                 # Scores are predicted fractions of the best: scale by the best TFLOPS estimate so
                 # the TFLOPS shown agree with the ranking.
                 tflops = np.clip(scores, 1e-3, None) / max(scores.max(), 1e-3) * tflops.max()
-        return scores, np.minimum(tflops, p.flops / (LATENCY_FLOOR_MS * 1e-3) / 1e12)
+        return scores, _floored(tflops, p)
 
     def scores(self, problem: Any) -> tuple[list, np.ndarray, np.ndarray]:
         """(kernels, scores, predicted TFLOPS) over the pool for a problem (cached)."""

@@ -262,17 +262,16 @@ def append_trees(first: Any, then: Any) -> Any:
     and appended here."""
     from ckheur.threads import lightgbm
 
+    import re
+
     a, b = first.model_to_string(), then.model_to_string()
     head, rest = a.split("\nTree=0\n", 1)
     trees_a, tail = rest.split("\nend of trees\n", 1)
-    trees_b = b.split("\nTree=0\n", 1)[1].split("\nend of trees\n", 1)[0]
+    trees_b = "Tree=0\n" + b.split("\nTree=0\n", 1)[1].split("\nend of trees\n", 1)[0]
     n = first.num_trees()
-    blocks = trees_b.split("\nTree=")
-    renumbered = "\nTree=".join([blocks[0]] + [f"{int(t.split(chr(10), 1)[0]) + n}\n{t.split(chr(10), 1)[1]}"
-                                               for t in blocks[1:]])
-    head = "\n".join(ln for ln in head.split("\n") if not ln.startswith("tree_sizes="))  # sizes are optional
-    text = f"{head}\nTree=0\n{trees_a}\nTree={n}\n{renumbered}\nend of trees\n{tail}"
-    return lightgbm().Booster(model_str=text)
+    trees_b = re.sub(r"^Tree=(\d+)$", lambda m: f"Tree={int(m[1]) + n}", trees_b, flags=re.M)
+    head = re.sub(r"^tree_sizes=.*\n", "", head, flags=re.M)  # optional: LightGBM then reads trees in order
+    return lightgbm().Booster(model_str=f"{head}\nTree=0\n{trees_a}\n{trees_b}\nend of trees\n{tail}")
 
 
 def cross_validate(table: Table, model: Mapping[str, Any], objective: str, categorical: list[int],

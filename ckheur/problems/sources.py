@@ -31,9 +31,7 @@ def resolve_path(path: str) -> Path:
 def read_csv(path: str | Path, family: str = "grouped_conv") -> list:
     """Problems from a CSV with problem columns (extra columns such as kernel are ignored), one per
     row; checked as every imported table is (``ckheur.csv_table``), each distinct problem once."""
-    import numpy as np
-
-    from ckheur.csv_table import Table, TableSpec, read_csv_table
+    from ckheur.csv_table import TableSpec, read_csv_table
     from ckheur.ops import get_family
     from ckheur.parts import DatasetError
 
@@ -46,16 +44,26 @@ def read_csv(path: str | Path, family: str = "grouped_conv") -> list:
         df = read_csv_table(path, spec).frame
     except DatasetError as e:
         raise ProblemError(str(e)) from None
-    cols = [c for c in mod.FIELDS if c in df.columns]
-    pid = df.groupby(cols, sort=False).ngroup().to_numpy()
+    pid, distinct = distinct_problems(df, [c for c in mod.FIELDS if c in df.columns], mod.problem_from_dict, path)
+    return [distinct[g] for g in pid]
+
+
+def distinct_problems(df: Any, fields: Sequence[str], build: Callable[[dict], Any], path: Any) -> tuple[Any, list]:
+    """(problem index per row, the distinct problems) of a checked table, each distinct row built
+    once; an invalid one is a ProblemError naming the file line of its first occurrence."""
+    import numpy as np
+
+    from ckheur.csv_table import Table
+
+    pid = df.groupby(list(fields), sort=False).ngroup().to_numpy()
     first = np.unique(pid, return_index=True)[1]
     distinct = []
-    for i, row in zip(first, df.loc[first, cols].to_dict("records")):
+    for i, row in zip(first, df.loc[first, list(fields)].to_dict("records")):
         try:
-            distinct.append(mod.problem_from_dict(row))
+            distinct.append(build(row))
         except ProblemError as e:
             raise ProblemError(f"CSV {path} line {Table.line(int(i))}: {e}") from None
-    return [distinct[g] for g in pid]
+    return pid, distinct
 
 
 def dedupe(problems: Iterable[Any]) -> list:

@@ -135,16 +135,13 @@ def run(cfg: Any, ctx: Context) -> dict:
     seeds = [seed + i for i in range(max(1, int(cfg.train.seeds)))] if len(cands) > 1 else [seed]
     clusters = max(folds, int(cfg.train.family_clusters))
     families_ok = len(base.problems) >= FAMILY_MIN_PROBLEMS * clusters
-    select_by = str(cfg.train.select_by)
     if cfg.train.family_cv and not families_ok:
         print(f"train: leave-shape-family-out CV skipped: {len(base.problems)} problems, fewer than "
               f"{FAMILY_MIN_PROBLEMS} per family x {clusters} families")
-    if select_by == "family_cv" and not (cfg.train.family_cv and families_ok):
-        why = "train.family_cv=false" if not cfg.train.family_cv else \
-            f"{len(base.problems)} problems, fewer than {FAMILY_MIN_PROBLEMS} per shape family x {clusters} families"
-        if len(cands) > 1:
-            print(f"train: selecting by grouped CV ({why})")
-        select_by = "grouped_cv"
+    family_cv = bool(cfg.train.family_cv) and families_ok
+    select_by = str(cfg.train.select_by) if family_cv else "grouped_cv"
+    if len(cands) > 1 and select_by != str(cfg.train.select_by):
+        print("train: selecting by grouped CV (no leave-shape-family-out CV)")
     results = []
     chosen = cands[0]
     if warm is None:
@@ -152,7 +149,7 @@ def run(cfg: Any, ctx: Context) -> dict:
             tb = cand_table(cand)
             runs = [cross_validate(tb, model, cand[0], cat(tb.feature_names), folds, inner, sd, **cv_kw) for sd in seeds]
             fam = [_family_cv(tb, model, cand[0], cat(tb.feature_names), folds, inner, clusters, sd, cv_kw)
-                   for sd in seeds] if cfg.train.family_cv and families_ok else []
+                   for sd in seeds] if family_cv else []
             leaky = (cand[1] or cand[2]) and leaky_data
             results.append({"objective": cand[0], "analytic": cand[1], "prior": cand[2], "leaky": leaky,
                             "seeds": seeds, "oof": runs[0]["oof"], "fold": runs[0]["fold"],
@@ -165,10 +162,9 @@ def run(cfg: Any, ctx: Context) -> dict:
             _print_candidate(results[-1], len(seeds))
         if len(cands) > 1:
             selectable = [r for r in results if not r["leaky"]] or results
-            key = "family_cv" if select_by == "family_cv" else "grouped_cv"
-            best = max(selectable, key=lambda r: (r[key]["mean"], r[key]["p10"]))
+            best = max(selectable, key=lambda r: (r[select_by]["mean"], r[select_by]["p10"]))
             chosen = (best["objective"], best["analytic"], best["prior"])
-            print(f"train: chose {_name(chosen)} by {key.replace('_', ' ')} (mean, then P10; averaged over seeds "
+            print(f"train: chose {_name(chosen)} by {select_by.replace('_', ' ')} (mean, then P10; averaged over seeds "
                   f"{', '.join(map(str, seeds))})")
     objective, analytic, use_prior = chosen
     tb = cand_table(chosen)
