@@ -125,6 +125,11 @@ class SelectBy(_Choice):
     grouped_cv = "grouped_cv"  # seed-averaged grouped CV (neighbours of the training shapes)
 
 
+class SimCalibration(_Choice):
+    fold = "fold"  # each CV fold calibrates the simulator on its training problems: honest, choosable
+    shipped = "shipped"  # CV uses conf/backend/sim.yaml's params; on their calibration data: marked leaky, never chosen
+
+
 class PartialTarget(_Choice):
     naive = "naive"  # relative to the best measured kernel, as if it were the oracle (chosen on real data)
     pairwise = "pairwise"  # only score differences among measured kernels; no level (loses on real data)
@@ -467,6 +472,9 @@ class TrainSchema:
     select_by: SelectBy = SelectBy.family_cv  # how train.compare chooses (family_cv falls back to grouped_cv
     # when there are fewer than 10 problems per shape family)
     seeds: int = 3  # seeds averaged when train.compare compares candidates
+    sim_calibration: SimCalibration = SimCalibration.fold  # leakage guard for simulator-based candidates on the
+    # simulator's own calibration data (models.fold_calibration)
+    calibration_iterations: int = 2000  # search steps of each fold's calibration
 
 
 @dataclass

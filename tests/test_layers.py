@@ -15,7 +15,7 @@ LAYERS = [
     ("ckheur.ops",),
     ("ckheur.problems",),
     ("ckheur.kernels",),
-    ("ckheur.sim",),
+    ("ckheur.sim", "ckheur.sim_calibration"),
     ("ckheur.dataset", "ckheur.tuning_db", "ckheur.backends", "ckheur.miopen_fdb"),
     ("ckheur.features",),
     ("ckheur.models",),

@@ -4,7 +4,7 @@ group split of the training folds (never on the scored fold), and the final fit.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Mapping, Sequence
+from typing import Any, Callable, Mapping, Sequence
 
 import numpy as np
 
@@ -276,12 +276,15 @@ def append_trees(first: Any, then: Any) -> Any:
 
 def cross_validate(table: Table, model: Mapping[str, Any], objective: str, categorical: list[int],
                    folds: int, inner_valid_fraction: float, seed: int, groups: np.ndarray | None = None,
-                   partial: str = "naive", pair_weight: float = 1.0) -> dict:
+                   partial: str = "naive", pair_weight: float = 1.0,
+                   fold_table: Callable[[int, np.ndarray], Table] | None = None) -> dict:
     """Grouped K-fold CV: out-of-fold scores, the tree counts early stopping chose, metrics.
 
     Folds never split a problem; ``groups`` (per problem) makes them coarser, e.g. shape
     families. Efficiency is scored on fully measured problems when there are any (a partly
-    measured problem has no known oracle)."""
+    measured problem has no known oracle). ``fold_table(fold, training rows)``, when given,
+    is the table a fold trains and scores on (same rows; features or prior may depend on the
+    training rows, as in ``models.fold_calibration``)."""
     from sklearn.model_selection import GroupKFold, GroupShuffleSplit
 
     from ckheur.metrics import selection_report
@@ -294,19 +297,38 @@ def cross_validate(table: Table, model: Mapping[str, Any], objective: str, categ
     oof = np.full(len(table.X), np.nan)
     best_iters = []
     fold_of = np.full(len(table.X), -1)
+    fold_reports = []
     for f, (tr, te) in enumerate(GroupKFold(n_splits=folds).split(table.X, groups=fold_groups)):
+        tb = table if fold_table is None else fold_table(f, tr)
+        if "sim_calibration" in tb.report:
+            fold_reports.append(tb.report["sim_calibration"])
         inner_tr, inner_va = next(GroupShuffleSplit(n_splits=1, test_size=inner_valid_fraction, random_state=seed + f)
                                   .split(tr, groups=table.pid[tr]))
         assert not set(table.pid[te]) & set(table.pid[tr])  # CV groups never split a problem
-        booster = fit(table, np.sort(tr[inner_tr]), model, objective, categorical, seed, model["max_trees"],
+        booster = fit(tb, np.sort(tr[inner_tr]), model, objective, categorical, seed, model["max_trees"],
                       valid_rows=np.sort(tr[inner_va]), partial=partial, pair_weight=pair_weight)
         best_iters.append(int(booster.best_iteration or booster.current_iteration()))
-        oof[te] = predict(booster, table.X[te], int(model.get("threads", 0)), num_iteration=best_iters[-1])
-        if table.prior is not None:
-            oof[te] += table.prior[te]
+        oof[te] = predict(booster, tb.X[te], int(model.get("threads", 0)), num_iteration=best_iters[-1])
+        if tb.prior is not None:
+            oof[te] += tb.prior[te]
         fold_of[te] = f
     scored = table.full[table.pid] if table.full is not None and table.full.any() else np.ones(len(oof), bool)
     metrics = selection_report(table.pid[scored], oof[scored], table.tflops[scored])
     metrics["scored_problems"] = int(len(np.unique(table.pid[scored])))
     metrics["oracle"] = "measured" if table.full is None or table.full.any() else "best measured kernel"
-    return {"oof": oof, "fold": fold_of, "best_iterations": best_iters, "metrics": metrics}
+    out = {"oof": oof, "fold": fold_of, "best_iterations": best_iters, "metrics": metrics}
+    if fold_reports:
+        out["fold_sim_calibration"] = fold_reports
+    return out
+
+
+def leave_family_out_cv(table: Table, model: Mapping[str, Any], objective: str, categorical: list[int], folds: int,
+                        inner_valid_fraction: float, clusters: int, seed: int, **cv_kw: Any) -> dict:
+    """Leave-shape-family-out CV: folds of whole clusters of problems in log problem space, so
+    each test fold holds shapes unlike the training ones. It estimates how far to trust the
+    model on a new workload, beside the grouped CV (which tests on neighbours of training shapes)."""
+    from ckheur.problems.space import shape_families
+
+    fam = shape_families(table.problems, clusters, seed)
+    cv = cross_validate(table, model, objective, categorical, folds, inner_valid_fraction, seed, groups=fam, **cv_kw)
+    return {**cv, "cluster_sizes": np.bincount(fam).tolist()}

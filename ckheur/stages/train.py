@@ -61,8 +61,9 @@ def run(cfg: Any, ctx: Context) -> dict:
     from ckheur.features import get_engine
     from ckheur.kernels import enumerate_pool
     from ckheur.models.bundle import incompatibilities, load_bundle, save_bundle
+    from ckheur.models.fold_calibration import fold_calibrated
     from ckheur.models.prior import pair_prior, prior_spec
-    from ckheur.models.training import build_table, cross_validate, fit
+    from ckheur.models.training import build_table, cross_validate, fit, leave_family_out_cv
     from ckheur.ops import get_family
     from ckheur.parts import sha256_of
     from ckheur.sim import load_params
@@ -77,7 +78,7 @@ def run(cfg: Any, ctx: Context) -> dict:
     pool = enumerate_pool(op, arch, cfg.kernels.filter).kernels
     given = [str(p) for p in cfg.data.paths] or [str(p) for p in paths]  # as the user named them
     hashes = {g: sha256_of(p) for g, p in zip(given, paths)}
-    leaky_data = bool(_calibration_hashes() & set(hashes.values()))
+    leaky_data = bool(_calibration_hashes() & _origins(paths, hashes.values()))
     sim_params = load_params()
 
     tables: dict[bool, Any] = {}
@@ -142,16 +143,31 @@ def run(cfg: Any, ctx: Context) -> dict:
     select_by = str(cfg.train.select_by) if family_cv else "grouped_cv"
     if len(cands) > 1 and select_by != str(cfg.train.select_by):
         print("train: selecting by grouped CV (no leave-shape-family-out CV)")
+    guard = str(cfg.train.sim_calibration) == "fold"
+    iterations = int(cfg.train.calibration_iterations)
+    if guard and leaky_data and any(c[1] or c[2] for c in cands) and warm is None:
+        print(f"train: the simulator was calibrated on this data: each CV fold of the candidates that use it "
+              f"recalibrates it on its training problems ({iterations} steps; train.sim_calibration=fold)")
+
+    def fold_kw(cand: tuple[str, bool, bool], tb: Any, sd: int) -> dict:
+        """CV options of a candidate: with the leakage guard, a per-fold calibrated table."""
+        if not (guard and leaky_data and (cand[1] or cand[2])):
+            return cv_kw
+        return {**cv_kw, "fold_table": fold_calibrated(tb, engine, arch, op["direction"], sim_params, cand[1],
+                                                       prior if cand[2] else None, cand[0], iterations, sd)}
+
     results = []
     chosen = cands[0]
     if warm is None:
         for cand in cands:
             tb = cand_table(cand)
-            runs = [cross_validate(tb, model, cand[0], cat(tb.feature_names), folds, inner, sd, **cv_kw) for sd in seeds]
-            fam = [_family_cv(tb, model, cand[0], cat(tb.feature_names), folds, inner, clusters, sd, cv_kw)
-                   for sd in seeds] if family_cv else []
-            leaky = (cand[1] or cand[2]) and leaky_data
+            runs = [cross_validate(tb, model, cand[0], cat(tb.feature_names), folds, inner, sd, **fold_kw(cand, tb, sd))
+                    for sd in seeds]
+            fam = [leave_family_out_cv(tb, model, cand[0], cat(tb.feature_names), folds, inner, clusters, sd,
+                                       **fold_kw(cand, tb, sd)) for sd in seeds] if family_cv else []
+            leaky = (cand[1] or cand[2]) and leaky_data and not guard
             results.append({"objective": cand[0], "analytic": cand[1], "prior": cand[2], "leaky": leaky,
+                            "fold_calibrated": (cand[1] or cand[2]) and leaky_data and guard,
                             "seeds": seeds, "oof": runs[0]["oof"], "fold": runs[0]["fold"],
                             "best_iterations": [b for r in runs for b in r["best_iterations"]],
                             "metrics": runs[0]["metrics"], "grouped_cv": _seed_mean([r["metrics"] for r in runs]),
@@ -199,7 +215,8 @@ def run(cfg: Any, ctx: Context) -> dict:
             "problems_partly_measured": rep["problems_partly_measured"], "family_cv": picked["family_cv_detail"],
             "family_cv_seed_mean": picked["family_cv"], "grouped_cv_seed_mean": picked["grouped_cv"],
             "candidates": [{"objective": r["objective"], "analytic": r["analytic"], "prior": r["prior"],
-                            "leaky": r["leaky"], "best_iterations": r["best_iterations"], **r["metrics"],
+                            "leaky": r["leaky"], "fold_calibrated": r["fold_calibrated"],
+                            "best_iterations": r["best_iterations"], **r["metrics"],
                             "grouped_cv_seed_mean": r["grouped_cv"], "family_cv_seed_mean": r["family_cv"]}
                            for r in results]}
         _write_oof(ctx.output_dir, tb, picked)
@@ -222,19 +239,6 @@ def run(cfg: Any, ctx: Context) -> dict:
     return {"bundle": str(out), "cv": cv_metrics}
 
 
-def _family_cv(tb: Any, model: dict, objective: str, categorical: list[int], folds: int, inner: float,
-               clusters: int, seed: int, cv_kw: dict) -> dict:
-    """Leave-shape-family-out CV: folds of whole clusters of problems in log problem space, so
-    each test fold holds shapes unlike the training ones. It estimates how far to trust the
-    model on a new workload, beside the grouped CV (which tests on neighbours of training shapes)."""
-    from ckheur.models.training import cross_validate
-    from ckheur.problems.space import shape_families
-
-    fam = shape_families(tb.problems, clusters, seed)
-    cv = cross_validate(tb, model, objective, categorical, folds, inner, seed, groups=fam, **cv_kw)
-    return {**cv, "cluster_sizes": np.bincount(fam).tolist()}
-
-
 def _seed_mean(metrics: list[dict]) -> dict:
     """Efficiency mean and P10, top-1, averaged over seeds, with their spread (sd over seeds)."""
     mean = [m["efficiency"]["mean"] for m in metrics]
@@ -252,7 +256,15 @@ def _print_candidate(r: dict, n_seeds: int) -> None:
           f"{100 * r['metrics']['top1']:.1f}%, trees {r['best_iterations'][:5]}"
           + (f"; leave-shape-family-out mean {100 * f['mean']:.2f}% P10 {100 * f['p10']:.2f}%"
              + (f" (sd {100 * f['mean_sd']:.2f} / {100 * f['p10_sd']:.2f})" if n_seeds > 1 else "") if f else "")
-          + ("  [simulator calibrated on this data: optimistic, not selectable]" if r["leaky"] else ""))
+          + ("  [simulator calibrated on this data: optimistic, not selectable]" if r["leaky"] else "")
+          + ("  [simulator recalibrated in each fold]" if r["fold_calibrated"] else ""))
+
+
+def _origins(paths: list[Path], hashes: Any) -> set[str]:
+    """sha256 of the data read and of every file imported into the datasets read (imports.json)."""
+    from ckheur.stages.import_record import read_record
+
+    return set(hashes).union(*(read_record(p) for p in paths if p.is_dir()))
 
 
 def _calibration_hashes() -> set[str]:

@@ -1,0 +1,135 @@
+"""The simulator's calibration (ckheur.sim_calibration) and training's leakage guard
+(ckheur.models.fold_calibration), on the real gfx950 forward data."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+import pytest
+from scipy.stats import spearmanr
+
+from ckheur.config import load_option
+from ckheur.dataset import read_ck_csv
+from ckheur.features import get_engine
+from ckheur.kernels import enumerate_pool
+from ckheur.models.fold_calibration import fold_calibrated, table_calibration_data
+from ckheur.models.prior import prior_spec
+from ckheur.models.training import build_table
+from ckheur.ops import get_family
+from ckheur.sim import load_params
+from ckheur.sim_calibration import (SPACE, calibrate, calibration_data, fit_report, fit_score, neutral_params,
+                                    simulated_tflops)
+
+
+@pytest.fixture(scope="module")
+def real_table(ck_fwd_csv):
+    op, arch = load_option("op/grouped_conv/fwd"), load_option("arch/gfx950")
+    engine = get_engine("grouped_conv")
+    pool = enumerate_pool(op, arch).kernels
+    return build_table(read_ck_csv(ck_fwd_csv, arch="gfx950"), op, arch, pool, engine, None), engine, arch
+
+
+def test_fit_report_matches_a_per_problem_loop_on_real_data(real_table):
+    """Spearman by scipy and the simulator's pick, problem by problem, against the vectorized report."""
+    tb, engine, arch = real_table
+    data = table_calibration_data(tb, engine, arch, "fwd")
+    params = load_params()
+    sim = simulated_tflops(params, data)
+    rhos, effs = [], []
+    for i in range(len(data.real)):
+        ok = ~np.isnan(data.real[i])
+        rhos.append(spearmanr(sim[i, ok], data.real[i, ok]).statistic)
+        effs.append(data.real[i, ok][np.argmax(sim[i, ok])] / data.real[i, ok].max())
+    r = fit_report(params, data)
+    assert r["problems"] == 185 and r["kernels"] == 20
+    assert r["median_spearman"] == pytest.approx(np.median(rhos), abs=1e-9)
+    assert r["mean_eff_sim_pick"] == pytest.approx(np.mean(effs), abs=1e-12)
+    assert r["p10_eff_sim_pick"] == pytest.approx(np.percentile(effs, 10), abs=1e-12)
+    # The shipped parameters' published fit (tools/calibrate_sim.py, conf/backend/sim.yaml).
+    assert r["median_spearman"] >= 0.8 and r["mean_eff_sim_pick"] >= 0.9
+
+
+def test_calibration_data_takes_the_median_of_repeats_and_skips_zeros():
+    prob = {"flops": np.ones(2)}
+    kern = {"x": np.zeros(3)}
+    d = calibration_data(prob, kern, np.array([0, 0, 0, 0, 1, 1]), np.array([0, 0, 0, 2, 1, 2]),
+                         np.array([3.0, 1.0, 2.0, 5.0, 0.0, 4.0]), {}, "fwd")
+    np.testing.assert_array_equal(np.isnan(d.real), [[False, True, False], [True, True, False]])
+    assert d.real[0, 0] == 2.0 and d.real[0, 2] == 5.0 and d.real[1, 2] == 4.0
+    assert d.subset(np.array([1])).real.shape == (1, 3)
+
+
+def test_calibration_from_the_neutral_start_improves_and_is_deterministic(real_table):
+    tb, engine, arch = real_table
+    data = table_calibration_data(tb, engine, arch, "fwd")
+    start = neutral_params(load_params())
+    for path, lo, hi, lg in SPACE:  # data-free: the middle of every searched range
+        v = start
+        for k in path:
+            v = v[k]
+        assert v == pytest.approx(np.sqrt(lo * hi) if lg else (lo + hi) / 2)
+    a, ra = calibrate(start, data, 150, seed=3)
+    b, rb = calibrate(start, data, 150, seed=3)
+    assert a == b and ra == rb
+    assert fit_score(ra) > fit_score(fit_report(start, data)) + 0.1
+    assert a["pipelines"]["compv5"] == a["pipelines"]["compv3"] and a["pipelines"]["comp_async"] == a["pipelines"]["compv4"]
+
+
+def test_fold_calibration_never_sees_the_held_out_problems(real_table):
+    """A fold's simulator features and prior depend on its training problems only: changing the
+    held-out problems' measurements changes nothing; changing a training problem's does."""
+    tb, engine, arch = real_table
+    prior = prior_spec({"prior": "analytic", "prior_scale": 0.5}, get_family("grouped_conv"), load_params())
+    rng = np.random.default_rng(0)
+    held_out = np.isin(tb.pid, rng.choice(len(tb.problems), 40, replace=False))
+    train_rows = np.flatnonzero(~held_out)
+
+    def fold_table(table):
+        return fold_calibrated(table, engine, arch, "fwd", load_params(), True, prior, "relative", 60, seed=1)(
+            0, train_rows)
+
+    base = fold_table(tb)
+    assert base.report["sim_calibration"]["problems"] == len(tb.problems) - 40
+    shuffled = tb.tflops.copy()
+    shuffled[held_out] = rng.permutation(shuffled[held_out])
+    other = fold_table(dataclasses.replace(tb, tflops=shuffled))
+    np.testing.assert_array_equal(other.X, base.X)
+    np.testing.assert_array_equal(other.prior, base.prior)
+    changed = tb.tflops.copy()
+    changed[train_rows] = rng.permutation(changed[train_rows])
+    assert not np.array_equal(fold_table(dataclasses.replace(tb, tflops=changed)).prior, base.prior)
+    # The analytic features (the last two columns) come from the fold's parameters, not the shipped ones.
+    assert base.X.shape[1] == tb.X.shape[1] + 2 and base.prior.min() > 0 and base.prior.max() <= 0.5 + 1e-12
+
+
+def test_train_recalibrates_per_fold_on_the_calibration_data_and_can_choose_the_prior(tmp_path, ck_fwd_csv):
+    """On the data the simulator was calibrated on (found by content, also through an imported
+    dataset's record), prior candidates are either CV'd with per-fold calibration (the default:
+    honest, choosable) or, with train.sim_calibration=shipped, marked leaky and never chosen."""
+    import json
+
+    from conftest import run_cli
+
+    common = ["stage=train", "op=fwd", "arch=gfx950", "model.max_trees=40", "train.folds=3", "train.family_cv=false",
+              "train.seeds=1", "train.compare=[relative]", "train.calibration_iterations=30"]
+    r = run_cli(*common, f"data.paths=[{ck_fwd_csv}]", f"train.output={tmp_path / 'fold'}",
+                f"hydra.run.dir={tmp_path / 'r1'}")
+    assert r.returncode == 0, r.stderr
+    assert "recalibrates it on its training problems (30 steps" in r.stdout
+    cands = json.loads((tmp_path / "fold" / "cv_metrics.json").read_text())["candidates"]
+    with_prior = next(c for c in cands if c["prior"])
+    assert with_prior["fold_calibrated"] and not with_prior["leaky"]
+    assert not next(c for c in cands if not c["prior"])["fold_calibrated"]
+
+    r = run_cli("stage=import", f"import.path={ck_fwd_csv}", f"paths.data={tmp_path / 'data'}",
+                f"hydra.run.dir={tmp_path / 'ri'}")
+    assert r.returncode == 0, r.stderr
+    (dataset,) = [p for p in (tmp_path / "data").glob("*/*") if p.is_dir()]
+    r = run_cli(*common, f"data.paths=[{dataset}]", "train.sim_calibration=shipped",
+                f"train.output={tmp_path / 'shipped'}", f"hydra.run.dir={tmp_path / 'r2'}")
+    assert r.returncode == 0, r.stderr
+    assert "not selectable" in r.stdout and "recalibrates it" not in r.stdout
+    m = json.loads((tmp_path / "shipped" / "cv_metrics.json").read_text())
+    assert next(c for c in m["candidates"] if c["prior"])["leaky"]
+    assert m["chosen"]["prior"] is None
