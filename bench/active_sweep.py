@@ -35,6 +35,12 @@ REAL_KERNELS = "pipeline != 'compv5'"  # the 20 kernels CK measured (compv3, com
 STRATEGIES = ("active", "random", "stratified")
 
 
+# The models compared are the plain recipe (no simulator): the replayed shapes are the simulator's
+# calibration data, and a subset of it is not recognized as such, so a prior would score the
+# test third with a simulator fitted to it. The README's figures were measured with this recipe.
+MODEL = ["model=relative"]
+
+
 def stage(overrides: list[str], out: Path) -> dict:
     from ckheur.stages import run_overrides
 
@@ -129,7 +135,7 @@ def conv_part(work: Path, seeds: list[int], budgets: list[float]) -> dict:
         cand, test = split_real(d, seed)
         common = ["op=fwd", "arch=gfx950", "backend=replay", f"backend.paths=[{REAL}]", f"kernels.filter=\"{REAL_KERNELS}\"",
                   f"problems.sources=[{{kind: csv, path: {cand}}}]", "problems.name=candidates", f"seed={seed}",
-                  f"sweep.active.seed={seed}"]
+                  f"sweep.active.seed={seed}", *MODEL]
         ev = [f"data.eval_paths=[{test}]"]
         runs[seed] = {"full": one(common, ev, d, "full", "full", None)}
         for strat in STRATEGIES:
@@ -149,7 +155,7 @@ def gemm_part(work: Path, seeds: list[int], budgets: list[float], n_candidates: 
         d = work / f"gemm{seed}"
         gen = lambda s, n: f"problems.sources=[{{kind: generate, family: gemm, seed: {s}, count: {n}}}]"  # noqa: E731
         common = ["op=gemm", "arch=gfx950", "backend=sim", f"seed={seed}", f"sweep.active.seed={seed}",
-                  "problems.name=candidates", gen(7000 + seed, n_candidates)]
+                  "problems.name=candidates", gen(7000 + seed, n_candidates), *MODEL]
         test = ["op=gemm", "arch=gfx950", "backend=sim", gen(9000 + seed, n_test), "problems.name=test"]
         stage([*test, "stage=sweep", f"sweep.output={d / 'test'}", "sweep.progress=none"], d / "test_sweep")
         ev = [f"data.eval_paths=[{d / 'test'}]"]

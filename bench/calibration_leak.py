@@ -3,9 +3,9 @@
 
 The simulator's shipped parameters were fitted on the real gfx950 forward data, so CV of a
 model that uses the simulator (as a prior or as features) on that same data scores it on
-problems the simulator was fitted to. This bench measures the leak on the candidate of
-`stage=train` (by default the shipped forward recipe: relative + analytic prior), per seed,
-under grouped and leave-shape-family-out CV, with the simulator calibrated:
+problems the simulator was fitted to. This bench measures the leak on a candidate (by default
+the shipped forward recipe: relative with the simulator's features and prior, small trees), per
+seed, under grouped and leave-shape-family-out CV, with the simulator calibrated:
 
 - fold:    in each CV fold, on the training folds' problems only (train.sim_calibration=fold);
 - global:  once on all problems, with the same search from the same data-free start;
@@ -14,8 +14,8 @@ under grouped and leave-shape-family-out CV, with the simulator calibrated:
 fold - global is the leak (same procedure, only the held-out problems differ); it prints the
 mean difference over seeds with its sd. A plain candidate without the simulator is the reference.
 
-    python bench/calibration_leak.py [--seeds 0 1 2] [--iterations 2000] [override ...]
-    python bench/calibration_leak.py model.num_leaves=15 model.prior_scale=1.0
+    python bench/calibration_leak.py [--seeds 0 1 2] [--iterations 2000] [--modes ...] [-- override ...]
+    python bench/calibration_leak.py -- features.analytic=false model.prior_scale=1.0
 """
 
 from __future__ import annotations
@@ -29,8 +29,7 @@ import numpy as np
 REAL = "measurements/ck_gfx950/fwd_bf16_2d_miopen200.csv.gz"
 # The recipe shipped for the forward model (models/grouped_conv_fwd_bf16_gfx950).
 MODES = ("shipped", "global", "fold")
-RECIPE = ["model=relative", "model.prior=analytic", "model.prior_scale=0.5", "model.num_leaves=7",
-          "model.min_data_in_leaf=40", "model.feature_fraction=0.7", "model.lambda_l2=10"]
+RECIPE = ["model=relative_prior", "features.analytic=true"]
 
 
 def main() -> int:

@@ -322,6 +322,7 @@ class ActiveSchema:
     acquisition: Acquisition = Acquisition.combined
     ensemble: int = 5  # bootstrap models (over measured problems) whose disagreement is the uncertainty
     trees: int = 100  # trees per ensemble model
+    ensemble_model: str = "relative"  # conf/model option whose tree settings the members use (never a prior)
     # Kernels timed per chosen problem: the ensemble's `top` best plus `explore` drawn at random from
     # the rest (null: floor(sqrt(n)) and half that rounded up, n = the kernels that can run it). On
     # the real data this beats timing every kernel of fewer shapes; all_kernels_max > 0 times every

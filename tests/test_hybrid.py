@@ -395,7 +395,7 @@ def test_evaluate_reports_hybrid_time_weighted_and_tie_aware(small_model_dir, tm
 @pytest.fixture(scope="module")
 def small_model_dir(tmp_path_factory, ck_fwd_csv):
     out = tmp_path_factory.mktemp("hybrid_model")
-    r = run_cli("stage=train", "op=fwd", f"data.paths=[{ck_fwd_csv}]", "model.max_trees=60", "train.folds=3",
+    r = run_cli("stage=train", "op=fwd", f"data.paths=[{ck_fwd_csv}]", "train.calibration_iterations=100", "model.max_trees=60", "train.folds=3",
                 "data.shard.count=3", "data.shard.index=0", f"train.output={out / 'm'}", f"hydra.run.dir={out / 'run'}")
     assert r.returncode == 0, r.stderr
     cv = json.loads((out / "m" / "cv_metrics.json").read_text())
@@ -410,7 +410,7 @@ def test_training_mixes_a_ck_csv_and_a_tuning_database(small_model_dir, tmp_path
                 "problems.shard.seed=0", f"tune.model_dir={small_model_dir}", f"tune.db={tmp_path / 'db'}",
                 f"hydra.run.dir={tmp_path / 'a'}")
     assert r.returncode == 0, r.stderr
-    r = run_cli("stage=train", "op=fwd", f"data.paths=[{REAL},{tmp_path / 'db'}]", "model.max_trees=60",
+    r = run_cli("stage=train", "op=fwd", f"data.paths=[{REAL},{tmp_path / 'db'}]", "train.calibration_iterations=100", "model.max_trees=60",
                 "train.folds=3", "train.family_cv=false", f"train.output={tmp_path / 'm2'}", f"hydra.run.dir={tmp_path / 'b'}")
     assert r.returncode == 0, r.stderr
     assert "problems are partly measured" not in r.stdout  # the CSV measures every kernel of the tuned shapes too

@@ -320,8 +320,9 @@ def test_sim_calibration_on_real_data(ck_fwd_csv):
     import calibrate_sim
     from ckheur.sim import load_params
 
-    problems, kernels, real, arch = calibrate_sim.load_real(ck_fwd_csv)
-    r = calibrate_sim.evaluate(load_params(), problems, kernels, real, arch)
+    from ckheur.sim_calibration import fit_report
+
+    r = fit_report(load_params(), calibrate_sim.load_real(ck_fwd_csv))
     assert r["problems"] == 185 and r["kernels"] == 20
     assert r["median_spearman"] >= 0.5
     assert r["mean_eff_sim_pick"] >= 0.88

@@ -89,6 +89,17 @@ def save_state(folder: Path, state: dict) -> None:
     write_text_atomic(folder / STATE_FILE, json.dumps(state, separators=(",", ":")))  # compact: many pairs
 
 
+def _ensemble_model(name: str, threads: int) -> dict:
+    """Tree settings of the ensemble members: a conf/model option of its own, so the members stay
+    the uncertainty estimators the sweep was measured with whatever model is trained later."""
+    from ckheur.config import CONF_DIR, load_option
+
+    names = sorted(p.stem for p in (CONF_DIR / "model").glob("*.yaml"))
+    if name not in names:
+        raise StageError(f"sweep.active.ensemble_model={name!r}: allowed values are {', '.join(names)}")
+    return {**load_option(f"model/{name}"), "prior": "none", "threads": threads}
+
+
 class _Rounds:
     """What the rounds share: the plan, the candidates' geometry and kernel indices, the config."""
 
@@ -98,6 +109,7 @@ class _Rounds:
 
         self.cfg, self.plan = cfg, plan
         self.a = plain(cfg.sweep.active)
+        self.ensemble_model = _ensemble_model(str(self.a["ensemble_model"]), int(cfg.model.threads))
         self.strategy = str(cfg.sweep.strategy)
         self.seed = int(self.a["seed"])
         self.engine = get_engine(plan.op["family"])
@@ -310,7 +322,7 @@ def _plan_round(R: _Rounds, rnd: int, left: int, budget: int, min_gain: float) -
     pid = kid = S = None
     if tb is not None and len(tb.problems) >= MIN_ENSEMBLE_PROBLEMS:
         cat = [tb.feature_names.index(c) for c in R.engine.CATEGORICAL]
-        boosters, oob = train_ensemble(tb, plain(R.cfg.model), int(a["ensemble"]), int(a["trees"]), cat,
+        boosters, oob = train_ensemble(tb, R.ensemble_model, int(a["ensemble"]), int(a["trees"]), cat,
                                        R.seed + 1000 * rnd, str(R.cfg.train.partial))
         record["oob_efficiency"] = oob_efficiency(tb, boosters, oob)
         record["measured_problems"] = len(tb.problems)

@@ -330,15 +330,17 @@ int CKH_FN(predict)(const ckh_problem_t* p, int cap, int* kernel_index, double* 
         atf[i] = log(ckh_sim_tflops(&q, &ckh_sim_feature[cand[i]], &ckh_simp_feature));
         atf_max = i == 0 ? atf[i] : fmax(atf_max, atf[i]);
     }
+#define CKH_ATF(i) atf[i]
 #else
-    const double* atf = NULL; const double atf_max = 0.0;
+    const double atf_max = 0.0;
+#define CKH_ATF(i) 0.0
 #endif
     float xi[CKH_NIS + 1][CKH_CHUNK];
     double t2[CKH_CHUNK];
     for (int c0 = 0; c0 < n; c0 += CKH_CHUNK) {
         int m = n - c0 < CKH_CHUNK ? n - c0 : CKH_CHUNK;
         for (int c = 0; c < m; ++c)
-            ckh_pair_features(&q, &ckh_kernels[cand[c0 + c]], atf ? atf[c0 + c] : 0.0, atf_max, xi, c);
+            ckh_pair_features(&q, &ckh_kernels[cand[c0 + c]], CKH_ATF(c0 + c), atf_max, xi, c);
         ckh_forest_chunk(&ckh_forest_main, pm, (const float (*)[CKH_CHUNK])xi, cand + c0, m, score + c0);
         if (tflops) {
 #if CKH_NTREE2 > 0
@@ -351,6 +353,7 @@ int CKH_FN(predict)(const ckh_problem_t* p, int cap, int* kernel_index, double* 
         }
         for (int c = 0; c < m; ++c) kernel_index[c0 + c] = cand[c0 + c];
     }
+#undef CKH_ATF
 #if CKH_PRIOR
     {   /* the analytic prior the trees correct (ckheur.models.prior), over these candidates */
         double lp[CKH_MAX_CAND], lmax = -HUGE_VAL;
