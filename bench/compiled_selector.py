@@ -52,6 +52,9 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--repeat", type=int, default=200, help="rank calls per problem in C")
     ap.add_argument("--runs", type=int, default=5, help="C runs (median of their p50s)")
+    ap.add_argument("--model", type=Path, default=ROOT / "models" / "grouped_conv_fwd_bf16_gfx950",
+                    help="the forward bundle (default: the shipped one), e.g. an older one to compare")
+    ap.add_argument("--forward-only", action="store_true", help="skip the GEMM part")
     ap.add_argument("--rounds", type=int, default=5, help="Python/ctypes rounds over the problems")
     args = ap.parse_args()
 
@@ -69,7 +72,7 @@ def main() -> None:
     cc = find_compiler()
     if cc is None:
         raise SystemExit("no C compiler: nothing to measure")
-    shipped = ROOT / "models" / "grouped_conv_fwd_bf16_gfx950"
+    shipped = args.model
     problems = read_csv(CK_GFX950_FWD)[:100]
     fields = list(CONV_FIELDS)
     with tempfile.TemporaryDirectory() as tmp:
@@ -97,6 +100,8 @@ def main() -> None:
               f"Selector(compiled=True).rank p50 {sel_us:.1f} us (target <= 50); Python Selector.rank p50 "
               f"{py_us:.1f} us")
         print(f"  speed-up over the Python selector: C {py_us / c_us:.1f}x, ctypes {py_us / ctypes_us:.1f}x")
+        if args.forward_only:
+            return
 
         from ckheur.models.quick import train_quick_bundle
         from ckheur.ops import get_family

@@ -6,11 +6,14 @@ Pools: the shipped forward model's 20-30 kernel pool, and a ~5,000-kernel genera
 analytic cascade. The DataFrame path mirrors CK's approach: per query, build a DataFrame of
 candidate features with pandas, then call the model on it. Targets on 2 cores: p50 <= 0.5 ms
 (30 kernels), <= 20 ms (5,000), and >= 10x faster than the DataFrame path.
-Each query is a new problem (the LRU cache is bypassed).
+Each query is a new problem (the LRU cache is bypassed). ``--baseline DIR`` also times another
+bundle in the same process, interleaved (e.g. the previous shipped model, to see what the
+simulator's features and prior cost per selection).
 """
 
 from __future__ import annotations
 
+import argparse
 import os
 import statistics
 import sys
@@ -36,23 +39,31 @@ def time_queries(fn, problems) -> list[float]:
 
 def dataframe_path(sel):
     """CK's approach with the same features and model: per query, one feature row (a dict) per
-    candidate kernel, a pandas DataFrame of those rows, then the model on the DataFrame."""
+    candidate kernel, a pandas DataFrame of those rows, then the model on the DataFrame (the
+    simulator's relative column and the prior, when the model has them, computed in pandas)."""
+    import numpy as np
     import pandas as pd
 
     from ckheur.threads import predict
 
-    eng, names = sel.engine, sel.engine.feature_names(False)
+    eng = sel.engine
+    analytic = {**sel.analytic_params, "dtype": sel.dtype} if sel.analytic_params else None
+    names = eng.feature_names(analytic is not None)
     singles = {g: [(k, eng.kernel_arrays([k])) for k in ks] for g, (ks, *_) in sel._pools.items()}
 
     def rank(p):
         prob = eng.problem_arrays([p], sel.direction)
         rows = []
         for k, karr in singles[p.group]:
-            row = dict(zip(names, eng.features(prob, karr, sel.arch, sel.direction, None)[0]))
+            row = dict(zip(names, eng.features(prob, karr, sel.arch, sel.direction, analytic)[0]))
             row["kernel"] = k.name
             rows.append(row)
         df = pd.DataFrame(rows)
+        if analytic:
+            df["analytic_rel"] = df.analytic_log_tflops - df.analytic_log_tflops.max()
         df["score"] = predict(sel.booster, df[names])  # the thread policy, as every prediction
+        if sel.prior is not None:
+            df["score"] += sel.prior["scale"] * np.exp(df.analytic_rel.astype(float))
         return df.nlargest(5, "score")[["kernel", "score"]].to_records(index=False).tolist()
 
     return rank
@@ -65,12 +76,21 @@ def main() -> int:
     from ckheur.kernels import enumerate_pool
     from ckheur.problems import load_named_set
 
-    model = ROOT / "models" / "grouped_conv_fwd_bf16_gfx950"
-    if not model.is_dir():
-        print(f"shipped model {model} not found", file=sys.stderr)
-        return 2
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--model", type=Path, default=ROOT / "models" / "grouped_conv_fwd_bf16_gfx950")
+    ap.add_argument("--baseline", type=Path, default=None,
+                    help="another bundle timed in the same process, interleaved (e.g. the previous shipped model)")
+    ap.add_argument("--rounds", type=int, default=5, help="interleaved rounds over the problems for --baseline")
+    args = ap.parse_args()
+    model = args.model
+    for m in (model, args.baseline):
+        if m is not None and not m.is_dir():
+            print(f"model {m} not found", file=sys.stderr)
+            return 2
     problems = [p for p in load_named_set("holdout") if p.ndim == 2][:200]
     sel = Selector.load(model, cache_size=0)
+    if args.baseline is not None:
+        against_baseline(sel, Selector.load(args.baseline, cache_size=0), problems, args.rounds)
     small = time_queries(lambda p: sel.rank(p, k=5), problems)
     df_rank = dataframe_path(sel)
     df_times = time_queries(df_rank, problems[:100])
@@ -95,11 +115,23 @@ def main() -> int:
     for label, kw in (("full model on every kernel", {"cascade_threshold": 10**9}),
                       ("cascade: analytic top-256, then the model", {"cascade_threshold": 512, "cascade_top": 256})):
         big = Selector(big_pool, arch, b.direction, b.dtype, b.engine, b.booster, b.tflops_booster,
-                       None, b.sim_params, b.objective, cache_size=0, **kw)
+                       b.analytic_params, b.sim_params, b.objective, cache_size=0, prior=b.prior, **kw)
         t = time_queries(lambda p: big.rank(p, k=5), problems[:40])
         print(f"{len(big_pool)}-kernel generated pool, {label}: p50 {statistics.median(t):.2f} ms "
               f"p99 {_pct(t, 0.99):.2f} ms (target p50 <= 20 ms: {'MET' if statistics.median(t) <= 20 else 'NOT MET'})")
     return 0
+
+
+def against_baseline(sel, base, problems: list, rounds: int) -> None:
+    """p50 of Selector.rank for two bundles, rounds interleaved so load drifts hit both alike."""
+    mine, theirs = [], []
+    for _ in range(rounds):
+        theirs.append(statistics.median(time_queries(lambda p: base.rank(p, k=5), problems)))
+        mine.append(statistics.median(time_queries(lambda p: sel.rank(p, k=5), problems)))
+    a, b = statistics.median(mine), statistics.median(theirs)
+    print(f"against the baseline bundle ({rounds} interleaved rounds, median of per-round p50s): this model "
+          f"{a:.3f} ms (rounds {min(mine):.3f}-{max(mine):.3f}), baseline {b:.3f} ms (rounds {min(theirs):.3f}-"
+          f"{max(theirs):.3f}), ratio {a / b:.2f}")
 
 
 def db_hit(model: Path, problems: list) -> None:

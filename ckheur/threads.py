@@ -64,14 +64,16 @@ def train_threads(requested: int, rows: int, features: int) -> int:
     data and up to the available CPUs for large data."""
     if requested > 0:
         return int(requested)
-    return max(1, min(available_cpus(), (rows * max(1, features)) // MIN_CELLS_PER_THREAD))
+    wanted = (rows * max(1, features)) // MIN_CELLS_PER_THREAD
+    return 1 if wanted <= 1 else min(available_cpus(), wanted)  # small work: no cgroup files read
 
 
 def predict_threads(requested: int, rows: int) -> int:
     """Threads for scoring ``rows`` rows: ``requested`` if > 0, else one unless there are many rows."""
     if requested > 0:
         return int(requested)
-    return max(1, min(available_cpus(), rows // MIN_PREDICT_ROWS_PER_THREAD))
+    wanted = rows // MIN_PREDICT_ROWS_PER_THREAD
+    return 1 if wanted <= 1 else min(available_cpus(), wanted)  # per-query scoring: no cgroup files read
 
 
 def quiet_openmp() -> None:

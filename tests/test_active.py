@@ -98,6 +98,9 @@ def test_strategy_errors_are_clear(tmp_path):
     r = run_cli(*SMALL, "stage=sweep", "sweep.strategy=active", "sweep.budget=0.5", "sweep.active.first_round=0",
                 f"sweep.output={tmp_path}/d")
     assert r.returncode == 2 and "sweep.active.first_round=0.0: must be in (0, 1]" in r.stderr
+    r = run_cli(*SMALL, "stage=sweep", "sweep.strategy=active", "sweep.budget=0.5", "sweep.active.ensemble_model=big",
+                f"sweep.output={tmp_path}/d")
+    assert r.returncode == 2 and "sweep.active.ensemble_model='big': allowed values are lambdarank" in r.stderr
     for budget in ("inf", "-inf", "nan"):
         r = run_cli(*SMALL, "stage=sweep", "sweep.strategy=active", f"sweep.budget={budget}",
                     f"sweep.output={tmp_path}/d")
