@@ -121,6 +121,9 @@ def test_train_recalibrates_per_fold_on_the_calibration_data_and_can_choose_the_
     with_prior = next(c for c in cands if c["prior"])
     assert with_prior["fold_calibrated"] and not with_prior["leaky"]
     assert not next(c for c in cands if not c["prior"])["fold_calibrated"]
+    r = run_cli(*common, "train.calibration_iterations=0", f"data.paths=[{ck_fwd_csv}]",
+                f"train.output={tmp_path / 'zero'}", f"hydra.run.dir={tmp_path / 'r0'}")
+    assert r.returncode == 2 and "train.calibration_iterations=0: must be at least 1" in r.stderr
 
     r = run_cli("stage=import", f"import.path={ck_fwd_csv}", f"paths.data={tmp_path / 'data'}",
                 f"hydra.run.dir={tmp_path / 'ri'}")

@@ -145,13 +145,21 @@ def run(cfg: Any, ctx: Context) -> dict:
         print("train: selecting by grouped CV (no leave-shape-family-out CV)")
     guard = str(cfg.train.sim_calibration) == "fold"
     iterations = int(cfg.train.calibration_iterations)
-    if guard and leaky_data and any(c[1] or c[2] for c in cands) and warm is None:
+
+    def recalibrated(cand: tuple[str, bool, bool]) -> bool:
+        """Does the candidate's CV recalibrate the simulator in each fold (the leakage guard)?"""
+        return guard and leaky_data and (cand[1] or cand[2])
+
+    if any(map(recalibrated, cands)) and warm is None:
+        if iterations < 1:
+            raise StageError(f"train.calibration_iterations={iterations}: must be at least 1 (search steps of each "
+                             "fold's calibration; 2000 by default)")
         print(f"train: the simulator was calibrated on this data: each CV fold of the candidates that use it "
               f"recalibrates it on its training problems ({iterations} steps; train.sim_calibration=fold)")
 
     def fold_kw(cand: tuple[str, bool, bool], tb: Any, sd: int) -> dict:
         """CV options of a candidate: with the leakage guard, a per-fold calibrated table."""
-        if not (guard and leaky_data and (cand[1] or cand[2])):
+        if not recalibrated(cand):
             return cv_kw
         return {**cv_kw, "fold_table": fold_calibrated(tb, engine, arch, op["direction"], sim_params, cand[1],
                                                        prior if cand[2] else None, cand[0], iterations, sd)}
@@ -167,7 +175,7 @@ def run(cfg: Any, ctx: Context) -> dict:
                                        **fold_kw(cand, tb, sd)) for sd in seeds] if family_cv else []
             leaky = (cand[1] or cand[2]) and leaky_data and not guard
             results.append({"objective": cand[0], "analytic": cand[1], "prior": cand[2], "leaky": leaky,
-                            "fold_calibrated": (cand[1] or cand[2]) and leaky_data and guard,
+                            "fold_calibrated": recalibrated(cand),
                             "seeds": seeds, "oof": runs[0]["oof"], "fold": runs[0]["fold"],
                             "best_iterations": [b for r in runs for b in r["best_iterations"]],
                             "metrics": runs[0]["metrics"], "grouped_cv": _seed_mean([r["metrics"] for r in runs]),
