@@ -72,9 +72,10 @@ def main() -> int:
     def sim_table(params):
         return with_sim_params(plain_table, engine, arch, op["direction"], params, analytic, prior, objective)
 
-    def both_cvs(tb, seed, **kw):
-        g = cross_validate(tb, model, objective, cat, folds, inner, seed, **kw)["metrics"]["efficiency"]
-        f = leave_family_out_cv(tb, model, objective, cat, folds, inner, clusters, seed, **kw)["metrics"]["efficiency"]
+    def both_cvs(tb, seed, mdl=model, **kw):
+        """[grouped mean, grouped P10, family mean, family P10] of one seed."""
+        g = cross_validate(tb, mdl, objective, cat, folds, inner, seed, **kw)["metrics"]["efficiency"]
+        f = leave_family_out_cv(tb, mdl, objective, cat, folds, inner, clusters, seed, **kw)["metrics"]["efficiency"]
         return [g["mean"], g["p10"], f["mean"], f["p10"]]
 
     print(f"candidate: {objective}" + (" + analytic features" if analytic else "")
@@ -86,10 +87,7 @@ def main() -> int:
     plain_model = {**model, "prior": "none"}
     for seed in args.seeds:
         t0 = time.perf_counter()
-        g = cross_validate(plain_table, plain_model, objective, cat, folds, inner, seed)["metrics"]["efficiency"]
-        f = leave_family_out_cv(plain_table, plain_model, objective, cat, folds, inner, clusters,
-                                seed)["metrics"]["efficiency"]
-        rows["plain (no simulator)"].append([g["mean"], g["p10"], f["mean"], f["p10"]])
+        rows["plain (no simulator)"].append(both_cvs(plain_table, seed, plain_model))
         if "shipped" in rows:
             rows["shipped"].append(both_cvs(sim_table(shipped), seed))
         if "global" in rows:

@@ -44,12 +44,15 @@ def dataframe_path(sel):
     import numpy as np
     import pandas as pd
 
+    from ckheur.features.common import analytic_log_tflops
+    from ckheur.models.prior import prior_from_log_tflops
     from ckheur.threads import predict
 
     eng = sel.engine
     analytic = {**sel.analytic_params, "dtype": sel.dtype} if sel.analytic_params else None
     names = eng.feature_names(analytic is not None)
     singles = {g: [(k, eng.kernel_arrays([k])) for k in ks] for g, (ks, *_) in sel._pools.items()}
+    groups = {g: feats for g, (_, feats, *_) in sel._pools.items()}
 
     def rank(p):
         prob = eng.problem_arrays([p], sel.direction)
@@ -63,7 +66,8 @@ def dataframe_path(sel):
             df["analytic_rel"] = df.analytic_log_tflops - df.analytic_log_tflops.max()
         df["score"] = predict(sel.booster, df[names])  # the thread policy, as every prediction
         if sel.prior is not None:
-            df["score"] += sel.prior["scale"] * np.exp(df.analytic_rel.astype(float))
+            log_tf = analytic_log_tflops(prob, groups[p.group], sel.arch, sel.prior["params"], sel.direction)[0]
+            df["score"] += prior_from_log_tflops(log_tf, np.zeros(len(log_tf), np.int64), sel.prior, sel.objective)
         return df.nlargest(5, "score")[["kernel", "score"]].to_records(index=False).tolist()
 
     return rank

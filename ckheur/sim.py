@@ -177,6 +177,12 @@ def predict_latency_ms(prob: Mapping[str, np.ndarray], kern: Mapping[str, np.nda
     return seconds * 1e3 * Kn["effect"]
 
 
+def predicted_tflops(prob: Mapping[str, np.ndarray], kern: Mapping[str, np.ndarray], arch: Mapping[str, Any],
+                     params: Mapping[str, Any], direction: str) -> np.ndarray:
+    """The simulator's noise-free TFLOPS [problems x kernels]."""
+    return prob["flops"][:, None] / (predict_latency_ms(prob, kern, arch, params, direction) * 1e-3) / 1e12
+
+
 def simulate(problems: Sequence[Any], kernels: Sequence[Any], arch: Mapping[str, Any],
              params: Mapping[str, Any], direction: str, seed: int = 0,
              noise: float | None = None) -> np.ndarray:

@@ -18,7 +18,7 @@ from typing import Any, Mapping, Sequence
 
 import numpy as np
 
-from ckheur.sim import predict_latency_ms
+from ckheur.sim import predicted_tflops
 
 # (path, low, high, log-scale) of each searched parameter
 SPACE = [
@@ -66,12 +66,6 @@ def calibration_data(prob: dict, kern: dict, pid: np.ndarray, kid: np.ndarray, t
     return CalibrationData(prob, kern, real.reshape(n_p, n_k), arch, direction)
 
 
-def simulated_tflops(params: Mapping[str, Any], data: CalibrationData) -> np.ndarray:
-    """The simulator's TFLOPS of every (problem, kernel) of the data."""
-    lat = predict_latency_ms(data.prob, data.kern, data.arch, params, data.direction)
-    return data.prob["flops"][:, None] / (lat * 1e-3) / 1e12
-
-
 def _ranks(a: np.ndarray, ok: np.ndarray) -> np.ndarray:
     """Per row, the rank (0..n-1) of each measured entry among the row's measured entries."""
     keyed = np.where(ok, a, np.inf)
@@ -84,7 +78,7 @@ def _ranks(a: np.ndarray, ok: np.ndarray) -> np.ndarray:
 def fit_report(params: Mapping[str, Any], data: CalibrationData) -> dict:
     """How well the simulator ranks the measured kernels: median per-problem Spearman, and the
     mean / P10 efficiency of picking the simulator's best measured kernel."""
-    sim = simulated_tflops(params, data)
+    sim = predicted_tflops(data.prob, data.kern, data.arch, params, data.direction)
     ok = ~np.isnan(data.real)
     measured = ok.any(axis=1)  # a problem with no measurement has nothing to rank
     sim, real, ok = sim[measured], data.real[measured], ok[measured]

@@ -17,9 +17,8 @@ from ckheur.models.fold_calibration import fold_calibrated, table_calibration_da
 from ckheur.models.prior import prior_spec
 from ckheur.models.training import build_table
 from ckheur.ops import get_family
-from ckheur.sim import load_params
-from ckheur.sim_calibration import (SPACE, calibrate, calibration_data, fit_report, fit_score, neutral_params,
-                                    simulated_tflops)
+from ckheur.sim import load_params, predicted_tflops
+from ckheur.sim_calibration import SPACE, calibrate, calibration_data, fit_report, fit_score, neutral_params
 
 
 @pytest.fixture(scope="module")
@@ -35,7 +34,7 @@ def test_fit_report_matches_a_per_problem_loop_on_real_data(real_table):
     tb, engine, arch = real_table
     data = table_calibration_data(tb, engine, arch, "fwd")
     params = load_params()
-    sim = simulated_tflops(params, data)
+    sim = predicted_tflops(data.prob, data.kern, data.arch, params, data.direction)
     rhos, effs = [], []
     for i in range(len(data.real)):
         ok = ~np.isnan(data.real[i])

@@ -2,8 +2,9 @@
 
 An engine exposes ``ENCODING_VERSION``, ``feature_names(analytic)``, ``CATEGORICAL``,
 ``problem_arrays(problems, direction)``, ``kernel_arrays(kernels)`` and
-``features(prob, kern, arch, direction, analytic_params=None) -> float32 [P*K, F]``
-(problem-major). Prediction and training call the same ``features``.
+``features(prob, kern, arch, direction, analytic_params=None, analytic_log_tf=None) -> float32
+[P*K, F]`` (problem-major; ``analytic_log_tf``: the simulator's log TFLOPS of these arguments, when
+the caller has it). Prediction and training call the same ``features``.
 """
 
 from __future__ import annotations

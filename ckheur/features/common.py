@@ -9,7 +9,7 @@ from typing import Any, Mapping, Sequence
 
 import numpy as np
 
-from ckheur.sim import PIPELINES, predict_latency_ms
+from ckheur.sim import PIPELINES, predicted_tflops
 from ckheur.sim import kernel_arrays as sim_kernel_arrays
 
 
@@ -72,12 +72,13 @@ def to_matrix(cols: Mapping[str, Any], names: list[str], n_problems: int, n_kern
 def analytic_log_tflops(prob: Mapping[str, np.ndarray], kern: Mapping[str, np.ndarray], arch: Mapping[str, Any],
                         params: Mapping[str, Any], direction: str) -> np.ndarray:
     """The simulator's log TFLOPS of every (problem, kernel), float64 [P, K]."""
-    lat = predict_latency_ms(prob, kern, arch, params, direction)
-    return np.log(prob["flops"][:, None] / (lat * 1e-3) / 1e12)
+    return np.log(predicted_tflops(prob, kern, arch, params, direction))
 
 
 def analytic_columns(prob: Mapping[str, np.ndarray], kern: Mapping[str, np.ndarray], arch: Mapping[str, Any],
-                     params: Mapping[str, Any], direction: str) -> dict[str, np.ndarray]:
-    """The simulator's log TFLOPS per pair, absolute and relative to the problem's best kernel."""
-    tf = analytic_log_tflops(prob, kern, arch, params, direction)
+                     params: Mapping[str, Any], direction: str,
+                     log_tf: np.ndarray | None = None) -> dict[str, np.ndarray]:
+    """The simulator's log TFLOPS per pair, absolute and relative to the problem's best kernel
+    (``log_tf``: :func:`analytic_log_tflops` of these arguments, when the caller has it already)."""
+    tf = analytic_log_tflops(prob, kern, arch, params, direction) if log_tf is None else log_tf
     return {"analytic_log_tflops": tf, "analytic_rel": tf - tf.max(axis=1, keepdims=True)}

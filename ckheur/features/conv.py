@@ -64,8 +64,10 @@ def kernel_arrays(kernels: Sequence[Any]) -> dict[str, np.ndarray]:
 
 
 def features(prob: Mapping[str, np.ndarray], kern: Mapping[str, np.ndarray], arch: Mapping[str, Any],
-             direction: str, analytic_params: Mapping[str, Any] | None = None) -> np.ndarray:
-    """Feature matrix [P*K, F] (problem-major: row p*K + k), float32."""
+             direction: str, analytic_params: Mapping[str, Any] | None = None,
+             analytic_log_tf: np.ndarray | None = None) -> np.ndarray:
+    """Feature matrix [P*K, F] (problem-major: row p*K + k), float32 (``analytic_log_tf``: the
+    simulator's log TFLOPS of these arguments when the caller computed it already)."""
     nP, nK = len(prob["M"]), len(kern["tm"])
     P = {k: v[:, None] for k, v in prob.items()}
     Kn = {k: v[None, :] for k, v in kern.items()}
@@ -87,5 +89,5 @@ def features(prob: Mapping[str, np.ndarray], kern: Mapping[str, np.ndarray], arc
         "hbm_tbps": float(arch["hbm_bandwidth_gbps"]) / 1e3, "lds_kib": float(arch["lds_bytes"]) / 1024,
     }
     if analytic_params is not None:
-        cols.update(analytic_columns(prob, kern, arch, analytic_params, direction))
+        cols.update(analytic_columns(prob, kern, arch, analytic_params, direction, analytic_log_tf))
     return to_matrix(cols, feature_names(analytic_params is not None), nP, nK)

@@ -60,8 +60,10 @@ def kernel_arrays(kernels: Sequence[Any]) -> dict[str, np.ndarray]:
 
 
 def features(prob: Mapping[str, np.ndarray], kern: Mapping[str, np.ndarray], arch: Mapping[str, Any],
-             direction: str = "fwd", analytic_params: Mapping[str, Any] | None = None) -> np.ndarray:
-    """Feature matrix [P*K, F] (problem-major: row p*K + k), float32."""
+             direction: str = "fwd", analytic_params: Mapping[str, Any] | None = None,
+             analytic_log_tf: np.ndarray | None = None) -> np.ndarray:
+    """Feature matrix [P*K, F] (problem-major: row p*K + k), float32 (``analytic_log_tf``: the
+    simulator's log TFLOPS of these arguments when the caller computed it already)."""
     nP, nK = len(prob["M"]), len(kern["tm"])
     P = {k: v[:, None] for k, v in prob.items()}
     Kn = {k: v[None, :] for k, v in kern.items()}
@@ -92,5 +94,5 @@ def features(prob: Mapping[str, np.ndarray], kern: Mapping[str, np.ndarray], arc
         "occupancy": cov["occupancy"], "wave_rounds": cov["wave_rounds"], "wave_eff": cov["wave_eff"],
     }
     if analytic_params is not None:
-        cols.update(analytic_columns(prob, kern, arch, analytic_params, direction))
+        cols.update(analytic_columns(prob, kern, arch, analytic_params, direction, analytic_log_tf))
     return to_matrix(cols, feature_names(analytic_params is not None), nP, nK)

@@ -74,8 +74,10 @@ def kernel_arrays(kernels: Sequence[Any]) -> dict[str, np.ndarray]:
 
 
 def features(prob: Mapping[str, np.ndarray], kern: Mapping[str, np.ndarray], arch: Mapping[str, Any],
-             direction: str, analytic_params: Mapping[str, Any] | None = None) -> np.ndarray:
-    """Feature matrix [P*K, F] (problem-major: row p*K + k), float32."""
+             direction: str, analytic_params: Mapping[str, Any] | None = None,
+             analytic_log_tf: np.ndarray | None = None) -> np.ndarray:
+    """Feature matrix [P*K, F] (problem-major: row p*K + k), float32 (no analytic model:
+    ``analytic_params`` is refused, ``analytic_log_tf`` unused)."""
     names = feature_names(analytic_params is not None)
     nP, nK = len(prob["N"]), len(kern["solver"])
     P = {k: v[:, None] for k, v in prob.items()}

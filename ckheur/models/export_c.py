@@ -450,6 +450,14 @@ def export_bundle(model_dir: str | Path, output: str | Path, name: str | None = 
         kern_rows.append("{" + ", ".join([*map(_hex, tile), _hex(occ)]) + ", "
                          + ", ".join(str(int(v)) for v in (group_code(k.group), getattr(k, "pad_m", 0),
                                                            getattr(k, "pad_n", 0), getattr(k, "pad_k", 0))) + "}")
+    # The latency model's tables per parameter set; the prior reads the features' simulator pass
+    # when its parameters give the same tables (one pass per query instead of two).
+    sims = {tag: _sim_c(tag, kernels, arch, params) for tag, params in (
+        ("cascade", sim_params if cascade else None), ("feature", analytic), ("prior", prior and prior["params"]))
+        if params is not None}
+    prior_from_features = "prior" in sims and sims["prior"] == sims.get("feature", "").replace("_feature", "_prior")
+    if prior_from_features:
+        del sims["prior"]
     errors = _errors(family)
     fields = list(family.problems.FIELDS)
     numeric_fields = [f for f in fields if f not in cf.enums and f not in cf.flags]
@@ -460,6 +468,7 @@ def export_bundle(model_dir: str | Path, output: str | Path, name: str | None = 
         "CKH_ANALYTIC_FEATURES": int(analytic is not None),
         "CKH_PRIOR": int(prior is not None), "CKH_PRIOR_SCALE": _hex(float(prior["scale"]) if prior else 0.0),
         "CKH_PRIOR_LOG": int(spec["objective"] == "regression_log"),
+        "CKH_PRIOR_FROM_FEATURES": int(prior_from_features),
         "CKH_CASCADE_THRESHOLD": CASCADE_THRESHOLD, "CKH_CASCADE_TOP": CASCADE_TOP if cascade else 0,
         "CKH_RELATIVE_TFLOPS": int(spec["objective"] == "relative" and companion is not None),
         "CKH_BWD_WEIGHT": int(direction == "bwd_weight"), "CKH_DIRECTION": DIRECTION_CODES[direction],
@@ -500,9 +509,7 @@ def export_bundle(model_dir: str | Path, output: str | Path, name: str | None = 
         krows = ["{" + ", ".join(_hexf(v) for v in row) + "}" for row in clean]
         tables += (f"static const float ckh_kfeat[][{len(kcols)}] = {{\n{_rows(krows, 1)}\n}};\n"
                    "static float ckh_kernel_feature(int k, int slot) { return ckh_kfeat[k][slot]; }\n")
-    tables += _sim_c("cascade", kernels, arch, sim_params) if cascade else ""
-    tables += _sim_c("feature", kernels, arch, analytic) if analytic else ""
-    tables += _sim_c("prior", kernels, arch, prior["params"]) if prior else ""
+    tables += "".join(sims.values())
     tables += _forest_c("main", forest, classes, slot, kernel_values, use_kmask, kmask_type)
     if companion:
         tables += _forest_c("tflops", companion, classes, slot, kernel_values, use_kmask, kmask_type)

@@ -114,6 +114,9 @@ class Selector:
         self.booster, self.tflops_booster, self.objective = booster, tflops_booster, objective
         self.analytic_params = analytic_params
         self.prior = prior  # the analytic prior the trees correct (models.prior), added to their raw scores
+        # The prior and the simulator's features come from one simulator pass when their parameters agree.
+        self._prior_is_feature = prior is not None and analytic_params is not None and \
+            dict(prior["params"]) == dict(analytic_params)
         self.sim_params = {**(sim_params or analytic_params or {}), "dtype": dtype}
         self.cascade_threshold, self.cascade_top = cascade_threshold, cascade_top
         self.label = label
@@ -249,11 +252,10 @@ class Selector:
         return [k for ks, _, _, _ in self._pools.values() for k in ks]
 
     def _analytic_tflops(self, p: Any, sim_kern: Mapping[str, np.ndarray]) -> np.ndarray:
-        from ckheur.sim import predict_latency_ms, problem_arrays
+        from ckheur.sim import predicted_tflops, problem_arrays
 
-        prob = problem_arrays([p], self.direction)
-        lat = predict_latency_ms(prob, sim_kern, self.arch, self.sim_params, self.direction)[0]
-        return p.flops / (lat * 1e-3) / 1e12
+        return predicted_tflops(problem_arrays([p], self.direction), sim_kern, self.arch, self.sim_params,
+                                self.direction)[0]
 
     def _score(self, p: Any) -> tuple[list, np.ndarray, np.ndarray]:
         """(candidate kernels, scores, predicted TFLOPS) for one problem, uncached."""
@@ -289,11 +291,14 @@ class Selector:
             return tf, _floored(tf, p)
         prob = self.engine.problem_arrays([p], self.direction)
         analytic = {**self.analytic_params, "dtype": self.dtype} if self.analytic_params else None
-        X = self.engine.features(prob, feats, self.arch, self.direction, analytic)
+        log_tf = None if self.prior is None else analytic_log_tflops(prob, feats, self.arch, self.prior["params"],
+                                                                     self.direction)
+        X = self.engine.features(prob, feats, self.arch, self.direction, analytic,
+                                 analytic_log_tf=log_tf if self._prior_is_feature else None)
         scores = predict(self.booster, X)
-        if self.prior is not None:
-            log_tf = analytic_log_tflops(prob, feats, self.arch, self.prior["params"], self.direction)[0]
-            scores = scores + prior_from_log_tflops(log_tf, np.zeros(len(log_tf), np.int64), self.prior, self.objective)
+        if log_tf is not None:
+            scores = scores + prior_from_log_tflops(log_tf[0], np.zeros(log_tf.shape[1], np.int64), self.prior,
+                                                    self.objective)
         if self.tflops_booster is None:
             tflops = np.expm1(scores)
         else:

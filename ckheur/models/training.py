@@ -297,11 +297,8 @@ def cross_validate(table: Table, model: Mapping[str, Any], objective: str, categ
     oof = np.full(len(table.X), np.nan)
     best_iters = []
     fold_of = np.full(len(table.X), -1)
-    fold_reports = []
     for f, (tr, te) in enumerate(GroupKFold(n_splits=folds).split(table.X, groups=fold_groups)):
         tb = table if fold_table is None else fold_table(f, tr)
-        if "sim_calibration" in tb.report:
-            fold_reports.append(tb.report["sim_calibration"])
         inner_tr, inner_va = next(GroupShuffleSplit(n_splits=1, test_size=inner_valid_fraction, random_state=seed + f)
                                   .split(tr, groups=table.pid[tr]))
         assert not set(table.pid[te]) & set(table.pid[tr])  # CV groups never split a problem
@@ -316,10 +313,7 @@ def cross_validate(table: Table, model: Mapping[str, Any], objective: str, categ
     metrics = selection_report(table.pid[scored], oof[scored], table.tflops[scored])
     metrics["scored_problems"] = int(len(np.unique(table.pid[scored])))
     metrics["oracle"] = "measured" if table.full is None or table.full.any() else "best measured kernel"
-    out = {"oof": oof, "fold": fold_of, "best_iterations": best_iters, "metrics": metrics}
-    if fold_reports:
-        out["fold_sim_calibration"] = fold_reports
-    return out
+    return {"oof": oof, "fold": fold_of, "best_iterations": best_iters, "metrics": metrics}
 
 
 def leave_family_out_cv(table: Table, model: Mapping[str, Any], objective: str, categorical: list[int], folds: int,

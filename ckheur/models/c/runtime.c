@@ -358,7 +358,11 @@ int CKH_FN(predict)(const ckh_problem_t* p, int cap, int* kernel_index, double* 
     {   /* the analytic prior the trees correct (ckheur.models.prior), over these candidates */
         double lp[CKH_MAX_CAND], lmax = -HUGE_VAL;
         for (int i = 0; i < n; ++i) {
+#if CKH_PRIOR_FROM_FEATURES
+            lp[i] = atf[i];  /* the same parameters: the features' simulator pass */
+#else
             lp[i] = log(ckh_sim_tflops(&q, &ckh_sim_prior[kernel_index[i]], &ckh_simp_prior));
+#endif
             lmax = i == 0 ? lp[i] : fmax(lmax, lp[i]);
         }
         for (int i = 0; i < n; ++i)
