@@ -133,11 +133,15 @@ def kernel_terms(kern: Mapping[str, np.ndarray], arch: Mapping[str, Any], params
             "tm": kern["tm"], "tn": kern["tn"], "tk": kern["tk"], "dtype_bytes": kern["dtype_bytes"]}
 
 
-def predict_latency_ms(prob: Mapping[str, np.ndarray], kern: Mapping[str, np.ndarray],
-                       arch: Mapping[str, Any], params: Mapping[str, Any], direction: str) -> np.ndarray:
-    """Noise-free latency [problems x kernels] in ms, including the per-kernel effect."""
+def predict_latency_ms(prob: Mapping[str, np.ndarray], kern: Mapping[str, np.ndarray] | None,
+                       arch: Mapping[str, Any], params: Mapping[str, Any], direction: str,
+                       terms: Mapping[str, np.ndarray] | None = None) -> np.ndarray:
+    """Noise-free latency [problems x kernels] in ms, including the per-kernel effect.
+
+    ``terms``: :func:`kernel_terms` of ``kern`` with these ``arch`` and ``params``, when the caller
+    keeps them (a selector scores one pool many times); ``kern`` is then not read."""
     P = {k: v[:, None] for k, v in prob.items()}
-    Kn = {k: v[None, :] for k, v in kernel_terms(kern, arch, params).items()}
+    Kn = {k: v[None, :] for k, v in (kernel_terms(kern, arch, params) if terms is None else terms).items()}
     cus = float(arch["num_cus"])
     clock_hz = float(arch["max_clock_mhz"]) * 1e6
     tiles_m = np.ceil(P["M"] / Kn["tm"])
@@ -177,10 +181,11 @@ def predict_latency_ms(prob: Mapping[str, np.ndarray], kern: Mapping[str, np.nda
     return seconds * 1e3 * Kn["effect"]
 
 
-def predicted_tflops(prob: Mapping[str, np.ndarray], kern: Mapping[str, np.ndarray], arch: Mapping[str, Any],
-                     params: Mapping[str, Any], direction: str) -> np.ndarray:
-    """The simulator's noise-free TFLOPS [problems x kernels]."""
-    return prob["flops"][:, None] / (predict_latency_ms(prob, kern, arch, params, direction) * 1e-3) / 1e12
+def predicted_tflops(prob: Mapping[str, np.ndarray], kern: Mapping[str, np.ndarray] | None, arch: Mapping[str, Any],
+                     params: Mapping[str, Any], direction: str,
+                     terms: Mapping[str, np.ndarray] | None = None) -> np.ndarray:
+    """The simulator's noise-free TFLOPS [problems x kernels] (``terms``: as :func:`predict_latency_ms`)."""
+    return prob["flops"][:, None] / (predict_latency_ms(prob, kern, arch, params, direction, terms) * 1e-3) / 1e12
 
 
 def simulate(problems: Sequence[Any], kernels: Sequence[Any], arch: Mapping[str, Any],

@@ -69,10 +69,12 @@ def to_matrix(cols: Mapping[str, Any], names: list[str], n_problems: int, n_kern
     return out.reshape(n_problems * n_kernels, len(names))
 
 
-def analytic_log_tflops(prob: Mapping[str, np.ndarray], kern: Mapping[str, np.ndarray], arch: Mapping[str, Any],
-                        params: Mapping[str, Any], direction: str) -> np.ndarray:
-    """The simulator's log TFLOPS of every (problem, kernel), float64 [P, K]."""
-    return np.log(predicted_tflops(prob, kern, arch, params, direction))
+def analytic_log_tflops(prob: Mapping[str, np.ndarray], kern: Mapping[str, np.ndarray] | None,
+                        arch: Mapping[str, Any], params: Mapping[str, Any], direction: str,
+                        terms: Mapping[str, np.ndarray] | None = None) -> np.ndarray:
+    """The simulator's log TFLOPS of every (problem, kernel), float64 [P, K] (``terms``: the
+    kernels' precomputed ``ckheur.sim.kernel_terms``, when the caller keeps them)."""
+    return np.log(predicted_tflops(prob, kern, arch, params, direction, terms))
 
 
 def analytic_columns(prob: Mapping[str, np.ndarray], kern: Mapping[str, np.ndarray], arch: Mapping[str, Any],

@@ -34,7 +34,7 @@ from ckheur.features.common import analytic_log_tflops
 from ckheur.kernels.base import LATENCY_FLOOR_MS
 from ckheur.models.prior import prior_from_log_tflops
 from ckheur.problems.base import ProblemError
-from ckheur.sim import CASCADE_THRESHOLD, CASCADE_TOP
+from ckheur.sim import CASCADE_THRESHOLD, CASCADE_TOP, predicted_tflops
 from ckheur.threads import predict
 
 
@@ -93,6 +93,27 @@ def _floored(tflops: np.ndarray, p: Any) -> np.ndarray:
     return np.minimum(tflops, p.flops / (LATENCY_FLOOR_MS * 1e-3) / 1e12)
 
 
+@dataclass(frozen=True)
+class _Pool:
+    """One group's kernels with what scoring needs precomputed per kernel: the feature engine's
+    arrays, the simulator's arrays, the simulator's kernel-only terms per parameter set (by use),
+    and the family's support data (None in a subset: it is only read on the whole pool)."""
+
+    kernels: list
+    feats: dict | None
+    sim: dict
+    terms: dict
+    support: Any
+
+    def take(self, idx: np.ndarray) -> "_Pool":
+        """The pool restricted to the kernels at ``idx``, in that order."""
+        def sub(arrays: Mapping[str, np.ndarray]) -> dict:
+            return {k: v[idx] for k, v in arrays.items()}
+
+        return _Pool([self.kernels[i] for i in idx], None if self.feats is None else sub(self.feats), sub(self.sim),
+                     {use: sub(t) for use, t in self.terms.items()}, None)
+
+
 class Selector:
     """Ranks an op's kernel pool for problems with a trained model (or the analytic model)."""
 
@@ -104,6 +125,7 @@ class Selector:
                  create_tuning_db: bool = False, prior: Mapping[str, Any] | None = None) -> None:
         from ckheur.ops import get_family
         from ckheur.sim import kernel_arrays as sim_kernel_arrays
+        from ckheur.sim import kernel_terms
 
         self.op = dict(op or {"family": "grouped_conv"})
         self.family = get_family(self.op["family"])
@@ -126,12 +148,17 @@ class Selector:
         self._field_set = frozenset(self.family.problems.FIELDS)
         self._cache: OrderedDict = OrderedDict()
         self._cache_size = cache_size
-        self._pools: dict[Any, tuple[list, dict, dict, dict]] = {}
+        # The simulator's parameter set per use: the model's features, its prior, the analytic ranking.
+        self._sim_sets = {"features": {**analytic_params, "dtype": dtype} if analytic_params else None,
+                          "prior": prior["params"] if prior is not None else None, "sim": self.sim_params}
+        self._pools: dict[Any, _Pool] = {}
         for group in sorted({k.group for k in kernels}):
             ks = [k for k in kernels if k.group == group]
             feats = engine.kernel_arrays(ks) if engine is not None else None
             sim = sim_kernel_arrays(ks) if self.family.analytic else {}
-            self._pools[group] = (ks, feats, sim, self.family.kernels.support_arrays(ks))
+            terms = {use: kernel_terms(sim, self.arch, params) for use, params in self._sim_sets.items()
+                     if params is not None and self.family.analytic}
+            self._pools[group] = _Pool(ks, feats, sim, terms, self.family.kernels.support_arrays(ks))
 
     @classmethod
     def load(cls, model_dir: str | Path, compiled: bool = False, **kw: Any) -> "Selector":
@@ -249,13 +276,13 @@ class Selector:
 
     @property
     def kernels(self) -> list:
-        return [k for ks, _, _, _ in self._pools.values() for k in ks]
+        return [k for pool in self._pools.values() for k in pool.kernels]
 
-    def _analytic_tflops(self, p: Any, sim_kern: Mapping[str, np.ndarray]) -> np.ndarray:
-        from ckheur.sim import predicted_tflops, problem_arrays
-
-        return predicted_tflops(problem_arrays([p], self.direction), sim_kern, self.arch, self.sim_params,
-                                self.direction)[0]
+    def _sim_tflops(self, prob: Mapping[str, np.ndarray], pool: "_Pool", use: str, log: bool = False) -> np.ndarray:
+        """The simulator's TFLOPS (or their log) [1, kernels] with the parameter set of ``use``,
+        from the pool's precomputed kernel terms."""
+        f = analytic_log_tflops if log else predicted_tflops
+        return f(prob, None, self.arch, self._sim_sets[use], self.direction, pool.terms[use])
 
     def _score(self, p: Any) -> tuple[list, np.ndarray, np.ndarray]:
         """(candidate kernels, scores, predicted TFLOPS) for one problem, uncached."""
@@ -265,39 +292,47 @@ class Selector:
         if p.group not in self._pools:
             what = f"{p.ndim}D problems" if self.family.name == "grouped_conv" else f"group {p.group!r}"
             raise ProblemError(f"no kernel for {what} in this pool (groups: {sorted(self._pools)})")
-        ks, feats, sim_kern, support = self._pools[p.group]
-        mask, reason = self.family.kernels.support_mask(p, support, self.op)
+        pool = self._pools[p.group]
+        mask, reason = self.family.kernels.support_mask(p, pool.support, self.op)
         if not mask.any():
             raise ProblemError(reason)
         if not mask.all():
-            idx = np.flatnonzero(mask)
-            ks = [ks[i] for i in idx]
-            feats = {k: v[idx] for k, v in feats.items()} if feats is not None else None
-            sim_kern = {k: v[idx] for k, v in sim_kern.items()}
-        if self.booster is not None and self.family.analytic and len(ks) > self.cascade_threshold:
+            pool = pool.take(np.flatnonzero(mask))
+        if self.booster is not None and self.family.analytic and len(pool.kernels) > self.cascade_threshold:
             # Cascade: the analytic model pre-ranks, the learned model scores its top candidates.
-            idx = np.argsort(-self._analytic_tflops(p, sim_kern), kind="stable")[: self.cascade_top]
-            ks = [ks[i] for i in idx]
-            feats = {k: v[idx] for k, v in feats.items()}
-            sim_kern = {k: v[idx] for k, v in sim_kern.items()}
-        scores, tflops = self.predict_arrays(p, feats, sim_kern)
-        return ks, scores, tflops
+            tf = self._sim_tflops(self._sim_problem(p), pool, "sim")[0]
+            pool = pool.take(np.argsort(-tf, kind="stable")[: self.cascade_top])
+        scores, tflops = self._predict_pool(p, pool)
+        return pool.kernels, scores, tflops
+
+    def _sim_problem(self, p: Any) -> dict[str, np.ndarray]:
+        from ckheur.sim import problem_arrays
+
+        return problem_arrays([p], self.direction)
 
     def predict_arrays(self, p: Any, feats: Mapping[str, np.ndarray] | None,
                        sim_kern: Mapping[str, np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
         """(scores, predicted TFLOPS) of kernels given as precomputed arrays (engine, simulator)."""
+        from ckheur.sim import kernel_terms
+
+        terms = {use: kernel_terms(sim_kern, self.arch, params) for use, params in self._sim_sets.items()
+                 if params is not None and self.family.analytic}
+        return self._predict_pool(p, _Pool([], feats, dict(sim_kern), terms, None))
+
+    def _predict_pool(self, p: Any, pool: "_Pool") -> tuple[np.ndarray, np.ndarray]:
         if self.booster is None:
-            tf = self._analytic_tflops(p, sim_kern)
+            tf = self._sim_tflops(self._sim_problem(p), pool, "sim")[0]
             return tf, _floored(tf, p)
         prob = self.engine.problem_arrays([p], self.direction)
-        analytic = {**self.analytic_params, "dtype": self.dtype} if self.analytic_params else None
-        log_tf = None if self.prior is None else analytic_log_tflops(prob, feats, self.arch, self.prior["params"],
-                                                                     self.direction)
-        X = self.engine.features(prob, feats, self.arch, self.direction, analytic,
-                                 analytic_log_tf=log_tf if self._prior_is_feature else None)
+        analytic = self._sim_sets["features"]
+        # One simulator pass serves the features and the prior when their parameters agree.
+        log_tf = None if analytic is None else self._sim_tflops(prob, pool, "features", log=True)
+        prior_tf = None if self.prior is None else log_tf if self._prior_is_feature else \
+            self._sim_tflops(prob, pool, "prior", log=True)
+        X = self.engine.features(prob, pool.feats, self.arch, self.direction, analytic, analytic_log_tf=log_tf)
         scores = predict(self.booster, X)
-        if log_tf is not None:
-            scores = scores + prior_from_log_tflops(log_tf[0], np.zeros(log_tf.shape[1], np.int64), self.prior,
+        if prior_tf is not None:
+            scores = scores + prior_from_log_tflops(prior_tf[0], np.zeros(prior_tf.shape[1], np.int64), self.prior,
                                                     self.objective)
         if self.tflops_booster is None:
             tflops = np.expm1(scores)
