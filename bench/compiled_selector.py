@@ -1,7 +1,7 @@
 """Compiled selector: export + build time, source size, and ranking latency in C, via ctypes and in
 Python, measured in one process (medians of repeats; ratios against the Python selector).
 
-    python bench/compiled_selector.py [--repeat 2000] [--runs 5]
+    python bench/compiled_selector.py [--repeat 200] [--runs 5] [--model DIR] [--baseline DIR] [--forward-only]
 
 Forward model: the shipped bundle (real gfx950 data), ranking its 20-kernel pool for the problems
 of the shipped real CSV. GEMM: a small model trained here on SIMULATED data (5,216-kernel pool,
@@ -24,17 +24,32 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 
+def c_timings_ns(binary: Path, csv_text: str, repeat: int) -> tuple[int, int]:
+    """One ckheur_select run's (per-call p50, median over problems of each one's fastest call);
+    it times every rank call itself, in rounds over the problems."""
+    r = subprocess.run([str(binary), "--repeat", str(repeat)], input=csv_text, capture_output=True, text=True,
+                       check=False)
+    got = dict(ln.split("=") for ln in r.stderr.splitlines() if ln.startswith("selection_ns_"))
+    if "selection_ns_p50" not in got:
+        raise SystemExit(f"{binary}: no timing ({r.stderr[-300:]})")
+    return int(got["selection_ns_p50"]), int(got["selection_ns_min_p50"])
+
+
 def c_p50_ns(binary: Path, csv_text: str, repeat: int, runs: int) -> float:
-    """Median over runs of ckheur_select's per-call p50 (it times every rank call itself)."""
-    out = []
+    """Median over runs of ckheur_select's per-call p50."""
+    return statistics.median(c_timings_ns(binary, csv_text, repeat)[0] for _ in range(runs))
+
+
+def against_baseline(binary: Path, base: Path, csv_text: str, repeat: int, runs: int) -> None:
+    """C selection time of two models' programs, runs interleaved so load drifts hit both alike."""
+    mine, theirs = [], []
     for _ in range(runs):
-        r = subprocess.run([str(binary), "--repeat", str(repeat)], input=csv_text, capture_output=True, text=True,
-                           check=False)
-        line = [ln for ln in r.stderr.splitlines() if ln.startswith("selection_ns_p50=")]
-        if not line:
-            raise SystemExit(f"{binary}: no timing ({r.stderr[-300:]})")
-        out.append(int(line[0].split("=")[1]))
-    return statistics.median(out)
+        theirs.append(c_timings_ns(base, csv_text, repeat))
+        mine.append(c_timings_ns(binary, csv_text, repeat))
+    for j, what in enumerate(("per-call p50", "median over problems of the fastest call")):
+        a, b = statistics.median(m[j] for m in mine) / 1e3, statistics.median(t[j] for t in theirs) / 1e3
+        print(f"  against the baseline ({runs} interleaved runs), {what}: this model {a:.1f} us, baseline "
+              f"{b:.1f} us, ratio {a / b:.2f}")
 
 
 def py_p50_us(fn, problems, repeat_rounds: int) -> float:
@@ -54,6 +69,9 @@ def main() -> None:
     ap.add_argument("--runs", type=int, default=5, help="C runs (median of their p50s)")
     ap.add_argument("--model", type=Path, default=ROOT / "models" / "grouped_conv_fwd_bf16_gfx950",
                     help="the forward bundle (default: the shipped one), e.g. an older one to compare")
+    ap.add_argument("--baseline", type=Path, default=None,
+                    help="another bundle whose C program is timed interleaved with the model's (e.g. the previous "
+                         "shipped model)")
     ap.add_argument("--forward-only", action="store_true", help="skip the GEMM part")
     ap.add_argument("--rounds", type=int, default=5, help="Python/ctypes rounds over the problems")
     args = ap.parse_args()
@@ -87,6 +105,10 @@ def main() -> None:
         print(f"  export {t_export:.2f} s + build (program and shared library) = {t_total:.2f} s (target < 30 s); "
               f"source {res.source_bytes / 1e6:.2f} MB (target < 2 MB)")
         c_us = c_p50_ns(binary, problems_csv(problems, fields), args.repeat, args.runs) / 1e3
+        if args.baseline is not None:
+            base = export_bundle(args.baseline, tmp / "baseline")
+            against_baseline(binary, build(base.path, base.name, cc, shared=False), problems_csv(problems, fields),
+                             args.repeat, args.runs)
         import json
 
         compiled = CompiledModel(lib, json.loads((res.path / "export.json").read_text()))
