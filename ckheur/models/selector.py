@@ -315,8 +315,9 @@ class Selector:
         """(scores, predicted TFLOPS) of kernels given as precomputed arrays (engine, simulator)."""
         from ckheur.sim import kernel_terms
 
-        terms = {use: kernel_terms(sim_kern, self.arch, params) for use, params in self._sim_sets.items()
-                 if params is not None and self.family.analytic}
+        uses = ("sim",) if self.booster is None else ("features", "prior")
+        terms = {use: kernel_terms(sim_kern, self.arch, self._sim_sets[use]) for use in uses
+                 if self._sim_sets[use] is not None and self.family.analytic}
         return self._predict_pool(p, _Pool([], feats, dict(sim_kern), terms, None))
 
     def _predict_pool(self, p: Any, pool: "_Pool") -> tuple[np.ndarray, np.ndarray]:
