@@ -289,7 +289,7 @@ def test_package_is_plain_c99_with_cmake_and_readme(tmp_path):
         if f.suffix in (".c", ".h"):
             includes |= {ln.split()[1] for ln in f.read_text().splitlines() if ln.startswith("#include")}
     assert includes <= {"<math.h>", "<stddef.h>", "<stdint.h>", "<string.h>", "<stdio.h>", "<stdlib.h>", "<time.h>",
-                        f'"{res.name}.h"', '"ckheur_abi.h"'}
+                        "<limits.h>", f'"{res.name}.h"', '"ckheur_abi.h"'}
     r = subprocess.run([find_compiler(), "-std=c99", "-pedantic", "-Werror", "-Wall", "-c", str(res.path / f"{res.name}.c"),
                         "-o", str(tmp_path / "m.o")], capture_output=True, text=True)
     assert r.returncode == 0, r.stderr

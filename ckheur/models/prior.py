@@ -40,12 +40,15 @@ def prior_spec(model: Mapping[str, Any], family: Any, sim_params: Mapping[str, A
     return {"kind": kind, "scale": scale, "params": dict(sim_params)}
 
 
-def prior_from_log_tflops(log_tf: np.ndarray, pid: np.ndarray, prior: Mapping[str, Any], objective: str) -> np.ndarray:
+def prior_from_log_tflops(log_tf: np.ndarray, pid: np.ndarray | None, prior: Mapping[str, Any],
+                          objective: str) -> np.ndarray:
     """The prior of pairs from their simulated log TFLOPS; ``pid`` groups the pairs by problem
-    (the best of a problem is over its pairs here)."""
+    (the best of a problem is over its pairs here; None: all pairs are one problem's candidates)."""
     log_tf = np.asarray(log_tf, dtype=np.float64)
     if objective == "regression_log":
         return prior["scale"] * np.log1p(np.exp(log_tf))
+    if pid is None:  # a selector's query: no grouping to do
+        return prior["scale"] * np.exp(log_tf - (log_tf.max() if len(log_tf) else 0.0))
     best = np.full(int(pid.max()) + 1 if len(pid) else 0, -np.inf)
     np.maximum.at(best, pid, log_tf)
     return prior["scale"] * np.exp(log_tf - best[pid])

@@ -333,8 +333,7 @@ class Selector:
         X = self.engine.features(prob, pool.feats, self.arch, self.direction, analytic, analytic_log_tf=log_tf)
         scores = predict(self.booster, X)
         if prior_tf is not None:
-            scores = scores + prior_from_log_tflops(prior_tf[0], np.zeros(prior_tf.shape[1], np.int64), self.prior,
-                                                    self.objective)
+            scores = scores + prior_from_log_tflops(prior_tf[0], None, self.prior, self.objective)
         if self.tflops_booster is None:
             tflops = np.expm1(scores)
         else:
