@@ -96,12 +96,11 @@ def _floored(tflops: np.ndarray, p: Any) -> np.ndarray:
 @dataclass(frozen=True)
 class _Pool:
     """One group's kernels with what scoring needs precomputed per kernel: the feature engine's
-    arrays, the simulator's arrays, the simulator's kernel-only terms per parameter set (by use),
+    arrays, the simulator's kernel-only terms per parameter set (by use: ``ckheur.sim.kernel_terms``),
     and the family's support data (None in a subset: it is only read on the whole pool)."""
 
     kernels: list
     feats: dict | None
-    sim: dict
     terms: dict
     support: Any
 
@@ -110,7 +109,7 @@ class _Pool:
         def sub(arrays: Mapping[str, np.ndarray]) -> dict:
             return {k: v[idx] for k, v in arrays.items()}
 
-        return _Pool([self.kernels[i] for i in idx], None if self.feats is None else sub(self.feats), sub(self.sim),
+        return _Pool([self.kernels[i] for i in idx], None if self.feats is None else sub(self.feats),
                      {use: sub(t) for use, t in self.terms.items()}, None)
 
 
@@ -155,10 +154,10 @@ class Selector:
         for group in sorted({k.group for k in kernels}):
             ks = [k for k in kernels if k.group == group]
             feats = engine.kernel_arrays(ks) if engine is not None else None
-            sim = sim_kernel_arrays(ks) if self.family.analytic else {}
+            sim = sim_kernel_arrays(ks) if self.family.analytic else None
             terms = {use: kernel_terms(sim, self.arch, params) for use, params in self._sim_sets.items()
-                     if params is not None and self.family.analytic}
-            self._pools[group] = _Pool(ks, feats, sim, terms, self.family.kernels.support_arrays(ks))
+                     if params is not None and sim is not None}
+            self._pools[group] = _Pool(ks, feats, terms, self.family.kernels.support_arrays(ks))
 
     @classmethod
     def load(cls, model_dir: str | Path, compiled: bool = False, **kw: Any) -> "Selector":
@@ -318,7 +317,7 @@ class Selector:
         uses = ("sim",) if self.booster is None else ("features", "prior")
         terms = {use: kernel_terms(sim_kern, self.arch, self._sim_sets[use]) for use in uses
                  if self._sim_sets[use] is not None and self.family.analytic}
-        return self._predict_pool(p, _Pool([], feats, dict(sim_kern), terms, None))
+        return self._predict_pool(p, _Pool([], feats, terms, None))
 
     def _predict_pool(self, p: Any, pool: "_Pool") -> tuple[np.ndarray, np.ndarray]:
         if self.booster is None:
