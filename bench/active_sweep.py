@@ -36,8 +36,9 @@ STRATEGIES = ("active", "random", "stratified")
 
 
 # The models compared are the plain recipe (no simulator): the replayed shapes are the simulator's
-# calibration data, and a subset of it is not recognized as such, so a prior would score the
-# test third with a simulator fitted to it. The README's figures were measured with this recipe.
+# calibration data, and a trained model keeps the shipped simulator parameters (fitted on every
+# shape), so a prior would score the test third with a simulator fitted to it. The README's
+# figures were measured with this recipe.
 MODEL = ["model=relative"]
 
 

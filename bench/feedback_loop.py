@@ -37,8 +37,9 @@ def stage(overrides: list[str], out: Path, quiet: bool = True) -> dict:
     """Compose the config with overrides and run its stage in this process."""
     from ckheur.stages import run_overrides
 
-    # The plain recipe (no simulator): the thirds are subsets of the simulator's calibration data,
-    # which training cannot recognize, so a prior would score C with a simulator fitted to C.
+    # The plain recipe (no simulator): the thirds are subsets of the simulator's calibration data.
+    # Training's CV recalibrates per fold on them, but the model it ships keeps the shipped
+    # simulator parameters, fitted on all 185 problems, so a prior would score C with a simulator fitted to C.
     return run_overrides(["op=fwd", "arch=gfx950", "model=relative", *overrides], out, quiet)
 
 

@@ -135,3 +135,40 @@ def test_train_recalibrates_per_fold_on_the_calibration_data_and_can_choose_the_
     m = json.loads((tmp_path / "shipped" / "cv_metrics.json").read_text())
     assert next(c for c in m["candidates"] if c["prior"])["leaky"]
     assert m["chosen"]["prior"] is None
+
+
+def test_calibration_problems_are_found_by_content_for_their_op_only(ck_fwd_csv):
+    """The problems the simulator was fitted on are recognized in any data (not only the file by
+    its hash), for the op, dtype and arch they were measured on, while sim.yaml records that file."""
+    from ckheur.config import load_option
+    from ckheur.measurements import CK_GFX950_FWD_SHA256
+    from ckheur.models.fold_calibration import calibration_overlap
+    from ckheur.problems.conv import problem_from_dict
+    from ckheur.problems.sources import read_csv
+
+    real = list({p.key(): p for p in read_csv(ck_fwd_csv)}.values())
+    other = problem_from_dict({"N": 3, "C": 24, "K": 40, "Hi": 17, "Wi": 19, "Y": 3, "X": 3})
+    fwd, arch, sha = load_option("op/grouped_conv/fwd"), load_option("arch/gfx950"), [CK_GFX950_FWD_SHA256]
+    assert len(real) == 185 and calibration_overlap(real[:40] + [other], fwd, arch, sha) == 40
+    assert calibration_overlap(real, {**fwd, "direction": "bwd_data"}, arch, sha) == 0
+    assert calibration_overlap(real, {**fwd, "dtype": "fp16"}, arch, sha) == 0
+    assert calibration_overlap(real, fwd, load_option("arch/gfx942"), sha) == 0
+    assert calibration_overlap(real, fwd, arch, ["0" * 64]) == 0  # parameters fitted on other data
+
+
+def test_train_guards_a_subset_of_the_calibration_data(tmp_path, ck_fwd_csv):
+    """A file holding part of the calibration measurements (another name, another sha256) gets the
+    leakage guard, and the message says how many of its problems the simulator was fitted on."""
+    import re
+
+    from conftest import run_cli
+
+    lines = ck_fwd_csv.read_text().splitlines()
+    subset = tmp_path / "my_sweep.csv"
+    subset.write_text("\n".join(lines[:1 + 1600]) + "\n")  # the first 80 problems x 20 kernels
+    r = run_cli("stage=train", "op=fwd", "arch=gfx950", f"data.paths=[{subset}]", "model.max_trees=20",
+                "train.folds=3", "train.family_cv=false", "train.calibration_iterations=20",
+                f"train.output={tmp_path / 'm'}", f"hydra.run.dir={tmp_path / 'r'}")
+    assert r.returncode == 0, r.stderr
+    got = re.search(r"calibrated on this data \((\d+) of its (\d+) problems\)", r.stdout)
+    assert got and got.group(1) == got.group(2) and int(got.group(1)) >= 70, r.stdout

@@ -8,7 +8,7 @@ and prior with those parameters, so the held-out fold is unseen by trees and sim
 from __future__ import annotations
 
 import dataclasses
-from typing import Any, Callable, Mapping
+from typing import Any, Callable, Iterable, Mapping, Sequence
 
 import numpy as np
 
@@ -16,6 +16,26 @@ from ckheur.features import pair_features
 from ckheur.models.prior import pair_prior
 from ckheur.models.training import Table
 from ckheur.sim_calibration import calibrate, calibration_data, neutral_params
+
+
+def calibration_overlap(problems: Sequence[Any], op: Mapping[str, Any], arch: Mapping[str, Any],
+                        calibration_sha256: Iterable[str]) -> int:
+    """How many of ``problems`` (measured, for this op and arch) the simulator's parameters were
+    fitted on. Found by content: the shipped calibration file's problems, when the parameters
+    record that file (``calibration_sha256``) and the op, dtype and arch are the ones it measures;
+    so a subset, a replay or a re-export of those measurements is recognized too."""
+    from ckheur.dataset import read_ck_csv
+    from ckheur.measurements import CK_GFX950_FWD, CK_GFX950_FWD_OP, CK_GFX950_FWD_SHA256
+    from ckheur.ops import get_family
+
+    mine = {"family": op["family"], "direction": op["direction"], "dtype": op["dtype"], "arch": arch["name"]}
+    if CK_GFX950_FWD_SHA256 not in set(calibration_sha256) or mine != CK_GFX950_FWD_OP or not problems:
+        return 0
+    mod = get_family(op["family"]).problems
+    fields = list(mod.FIELDS)
+    rows = read_ck_csv(CK_GFX950_FWD, arch=arch["name"])[fields].drop_duplicates()
+    fitted = {mod.problem_from_dict(dict(zip(fields, r))).key() for r in rows.itertuples(index=False, name=None)}
+    return sum(p.key() in fitted for p in problems)
 
 
 def table_calibration_data(table: Table, engine: Any, arch: Mapping[str, Any], direction: str) -> Any:

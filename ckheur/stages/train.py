@@ -61,7 +61,7 @@ def run(cfg: Any, ctx: Context) -> dict:
     from ckheur.features import get_engine
     from ckheur.kernels import enumerate_pool
     from ckheur.models.bundle import incompatibilities, load_bundle, save_bundle
-    from ckheur.models.fold_calibration import fold_calibrated
+    from ckheur.models.fold_calibration import calibration_overlap, fold_calibrated
     from ckheur.models.prior import pair_prior, prior_spec
     from ckheur.models.training import build_table, cross_validate, fit, leave_family_out_cv
     from ckheur.ops import get_family
@@ -78,7 +78,6 @@ def run(cfg: Any, ctx: Context) -> dict:
     pool = enumerate_pool(op, arch, cfg.kernels.filter).kernels
     given = [str(p) for p in cfg.data.paths] or [str(p) for p in paths]  # as the user named them
     hashes = {g: sha256_of(p) for g, p in zip(given, paths)}
-    leaky_data = bool(_calibration_hashes() & _origins(paths, hashes.values()))
     sim_params = load_params()
 
     tables: dict[bool, Any] = {}
@@ -111,6 +110,10 @@ def run(cfg: Any, ctx: Context) -> dict:
               + (" (applies to the relative objective)" if str(cfg.model.objective) != "relative" else ""))
     backends = sorted(set(df.backend.dropna()))
     simulated = "sim" in backends
+    # Real measurements the simulator's parameters were fitted on: the calibration file itself, an
+    # import of it (imports.json), or any data holding its problems (subsets, replays, re-exports).
+    fitted_on = 0 if simulated else calibration_overlap(base.problems, op, arch, _calibration_hashes())
+    leaky_data = bool(_calibration_hashes() & _origins(paths, hashes.values())) or fitted_on > 0
 
     warm = load_bundle(cfg.train.warm_start) if cfg.train.warm_start else None
     seed = int(cfg.seed)
@@ -154,8 +157,9 @@ def run(cfg: Any, ctx: Context) -> dict:
         if iterations < 1:
             raise StageError(f"train.calibration_iterations={iterations}: must be at least 1 (search steps of each "
                              "fold's calibration; 2000 by default)")
-        print(f"train: the simulator was calibrated on this data: each CV fold of the candidates that use it "
-              f"recalibrates it on its training problems ({iterations} steps; train.sim_calibration=fold)")
+        print(f"train: the simulator was calibrated on this data ({fitted_on} of its {len(base.problems)} problems): "
+              f"each CV fold of the candidates that use it recalibrates it on its training problems ({iterations} "
+              f"steps; train.sim_calibration=fold)")
 
     def fold_kw(cand: tuple[str, bool, bool], tb: Any, sd: int) -> dict:
         """CV options of a candidate: with the leakage guard, a per-fold calibrated table."""
