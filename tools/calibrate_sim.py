@@ -18,7 +18,6 @@ from pathlib import Path
 import numpy as np
 
 ROOT = Path(__file__).resolve().parents[1]
-CSV_USED = None
 DEFAULT_CSV = ROOT / "ckheur" / "measurements" / "ck_gfx950" / "fwd_bf16_2d_miopen200.csv.gz"  # shipped copy
 
 
@@ -65,9 +64,7 @@ def main() -> int:
     if args.search:
         params, r = calibrate(params, data, args.search, args.seed)
         print("after search:", _fmt(r))
-        global CSV_USED
-        CSV_USED = args.csv
-        _write_params(params)
+        _write_params(params, args.csv)
     ok = r["median_spearman"] >= 0.5 and r["mean_eff_sim_pick"] >= 0.88
     print(f"targets (median Spearman >= 0.50, sim-pick efficiency >= 88%): {'MET' if ok else 'NOT MET'}")
     return 0 if ok else 1
@@ -79,16 +76,18 @@ def _fmt(r: dict) -> str:
             f"{100 * r['best_fixed_kernel_eff']:.1f}% ({r['problems']} problems x {r['kernels']} kernels, real gfx950)")
 
 
-def _write_params(params: dict) -> None:
-    """Replace the ``params:`` block (the file's last) of conf/backend/sim.yaml, keeping comments."""
+def _write_params(params: dict, csv_path: Path) -> None:
+    """Replace the ``params:`` block (the file's last) of conf/backend/sim.yaml, keeping comments,
+    and record the data fitted on (its sha256 as training computes it: a gzipped copy hashes as
+    the original) so training's leakage guard recognizes it."""
     import yaml  # PyYAML comes with omegaconf
 
+    from ckheur.parts import sha256_of
     from ckheur.sim import load_params
 
     path = ROOT / "conf" / "backend" / "sim.yaml"
     head = path.read_text().split("\nparams:\n")[0]
-    import hashlib
-    digest = hashlib.sha256(Path(CSV_USED).read_bytes()).hexdigest()
+    digest = sha256_of(Path(csv_path))
     head = "\n".join(f"calibration_sha256: [{digest}]" if l.startswith("calibration_sha256:") else l
                      for l in head.splitlines())
     rounded = {k: (round(v, 4) if isinstance(v, float) else v) for k, v in params.items() if k != "pipelines"}
