@@ -24,17 +24,13 @@ def calibration_overlap(problems: Sequence[Any], op: Mapping[str, Any], arch: Ma
     fitted on. Found by content: the shipped calibration file's problems, when the parameters
     record that file (``calibration_sha256``) and the op, dtype and arch are the ones it measures;
     so a subset, a replay or a re-export of those measurements is recognized too."""
-    from ckheur.dataset import read_ck_csv
     from ckheur.measurements import CK_GFX950_FWD, CK_GFX950_FWD_OP, CK_GFX950_FWD_SHA256
-    from ckheur.ops import get_family
+    from ckheur.problems.sources import read_csv
 
     mine = {"family": op["family"], "direction": op["direction"], "dtype": op["dtype"], "arch": arch["name"]}
     if CK_GFX950_FWD_SHA256 not in set(calibration_sha256) or mine != CK_GFX950_FWD_OP or not problems:
         return 0
-    mod = get_family(op["family"]).problems
-    fields = list(mod.FIELDS)
-    rows = read_ck_csv(CK_GFX950_FWD, arch=arch["name"])[fields].drop_duplicates()
-    fitted = {mod.problem_from_dict(dict(zip(fields, r))).key() for r in rows.itertuples(index=False, name=None)}
+    fitted = {p.key() for p in read_csv(CK_GFX950_FWD, op["family"])}
     return sum(p.key() in fitted for p in problems)
 
 

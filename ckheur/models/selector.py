@@ -34,7 +34,7 @@ from ckheur.features.common import analytic_log_tflops
 from ckheur.kernels.base import LATENCY_FLOOR_MS
 from ckheur.models.prior import prior_from_log_tflops
 from ckheur.problems.base import ProblemError
-from ckheur.sim import CASCADE_THRESHOLD, CASCADE_TOP, predicted_tflops
+from ckheur.sim import CASCADE_THRESHOLD, CASCADE_TOP, kernel_terms, predicted_tflops, problem_arrays
 from ckheur.threads import predict
 
 
@@ -124,7 +124,6 @@ class Selector:
                  create_tuning_db: bool = False, prior: Mapping[str, Any] | None = None) -> None:
         from ckheur.ops import get_family
         from ckheur.sim import kernel_arrays as sim_kernel_arrays
-        from ckheur.sim import kernel_terms
 
         self.op = dict(op or {"family": "grouped_conv"})
         self.family = get_family(self.op["family"])
@@ -154,10 +153,9 @@ class Selector:
         for group in sorted({k.group for k in kernels}):
             ks = [k for k in kernels if k.group == group]
             feats = engine.kernel_arrays(ks) if engine is not None else None
-            sim = sim_kernel_arrays(ks) if self.family.analytic else None
-            terms = {use: kernel_terms(sim, self.arch, params) for use, params in self._sim_sets.items()
-                     if params is not None and sim is not None}
-            self._pools[group] = _Pool(ks, feats, terms, self.family.kernels.support_arrays(ks))
+            sim = sim_kernel_arrays(ks) if self.family.analytic else {}
+            self._pools[group] = _Pool(ks, feats, self._kernel_terms(sim, len(ks)),
+                                       self.family.kernels.support_arrays(ks))
 
     @classmethod
     def load(cls, model_dir: str | Path, compiled: bool = False, **kw: Any) -> "Selector":
@@ -277,6 +275,22 @@ class Selector:
     def kernels(self) -> list:
         return [k for pool in self._pools.values() for k in pool.kernels]
 
+    def _kernel_terms(self, sim_kern: Mapping[str, np.ndarray], n_kernels: int) -> dict:
+        """The simulator's kernel-only terms of each parameter set that scoring ``n_kernels``
+        candidates reads: the analytic ranking without a model or for the cascade, else the
+        features' and the prior's (one set when they agree)."""
+        if not self.family.analytic:
+            return {}
+        if self.booster is None:
+            uses = ["sim"]
+        else:
+            uses = [u for u in ("features", "prior") if self._sim_sets[u] is not None]
+            if self._prior_is_feature:
+                uses.remove("prior")
+            if n_kernels > self.cascade_threshold:
+                uses.append("sim")
+        return {use: kernel_terms(sim_kern, self.arch, self._sim_sets[use]) for use in uses}
+
     def _sim_tflops(self, prob: Mapping[str, np.ndarray], pool: "_Pool", use: str, log: bool = False) -> np.ndarray:
         """The simulator's TFLOPS (or their log) [1, kernels] with the parameter set of ``use``,
         from the pool's precomputed kernel terms."""
@@ -299,29 +313,19 @@ class Selector:
             pool = pool.take(np.flatnonzero(mask))
         if self.booster is not None and self.family.analytic and len(pool.kernels) > self.cascade_threshold:
             # Cascade: the analytic model pre-ranks, the learned model scores its top candidates.
-            tf = self._sim_tflops(self._sim_problem(p), pool, "sim")[0]
+            tf = self._sim_tflops(problem_arrays([p], self.direction), pool, "sim")[0]
             pool = pool.take(np.argsort(-tf, kind="stable")[: self.cascade_top])
         scores, tflops = self._predict_pool(p, pool)
         return pool.kernels, scores, tflops
 
-    def _sim_problem(self, p: Any) -> dict[str, np.ndarray]:
-        from ckheur.sim import problem_arrays
-
-        return problem_arrays([p], self.direction)
-
     def predict_arrays(self, p: Any, feats: Mapping[str, np.ndarray] | None,
                        sim_kern: Mapping[str, np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
         """(scores, predicted TFLOPS) of kernels given as precomputed arrays (engine, simulator)."""
-        from ckheur.sim import kernel_terms
-
-        uses = ("sim",) if self.booster is None else ("features", "prior")
-        terms = {use: kernel_terms(sim_kern, self.arch, self._sim_sets[use]) for use in uses
-                 if self._sim_sets[use] is not None and self.family.analytic}
-        return self._predict_pool(p, _Pool([], feats, terms, None))
+        return self._predict_pool(p, _Pool([], feats, self._kernel_terms(sim_kern, 0), None))  # no cascade here
 
     def _predict_pool(self, p: Any, pool: "_Pool") -> tuple[np.ndarray, np.ndarray]:
         if self.booster is None:
-            tf = self._sim_tflops(self._sim_problem(p), pool, "sim")[0]
+            tf = self._sim_tflops(problem_arrays([p], self.direction), pool, "sim")[0]
             return tf, _floored(tf, p)
         prob = self.engine.problem_arrays([p], self.direction)
         analytic = self._sim_sets["features"]

@@ -110,15 +110,19 @@ def run(cfg: Any, ctx: Context) -> dict:
               + (" (applies to the relative objective)" if str(cfg.model.objective) != "relative" else ""))
     backends = sorted(set(df.backend.dropna()))
     simulated = "sim" in backends
-    # Real measurements the simulator's parameters were fitted on: the calibration file itself, an
-    # import of it (imports.json), or any data holding its problems (subsets, replays, re-exports).
-    fitted_on = 0 if simulated else calibration_overlap(base.problems, op, arch, _calibration_hashes())
-    leaky_data = bool(_calibration_hashes() & _origins(paths, hashes.values())) or fitted_on > 0
 
     warm = load_bundle(cfg.train.warm_start) if cfg.train.warm_start else None
     seed = int(cfg.seed)
     cat = lambda names: [names.index(c) for c in engine.CATEGORICAL]  # noqa: E731
     cands = _candidates(cfg)
+    # Real measurements the simulator's parameters were fitted on: the calibration file itself, an
+    # import of it (imports.json), or any data holding its problems (subsets, replays, re-exports).
+    # Only candidates that use the simulator can leak, so only they make it worth looking.
+    fitted_on, leaky_data = 0, False
+    if warm is None and any(c[1] or c[2] for c in cands):
+        fitted_with = _calibration_hashes()
+        fitted_on = 0 if simulated else calibration_overlap(base.problems, op, arch, fitted_with)
+        leaky_data = bool(fitted_with & _origins(paths, hashes.values())) or fitted_on > 0
     family = get_family(op["family"])
     prior = prior_spec({**model, "prior": "analytic"}, family, sim_params) if any(c[2] for c in cands) else None
     with_prior: dict[tuple, Any] = {}
