@@ -1,28 +1,140 @@
-"""Hydra entry point: compose the job config and dispatch to the selected stage."""
+"""Hydra entry point: compose the job config and dispatch to the selected stage.
+
+Errors a user can fix end the run with one line on stderr and exit status 2: a bad config
+value or option (reported by Hydra), a run folder that cannot be made, and every error a stage
+reports. In a multirun every job runs; a job that fails says why in one line and leaves
+``job_failed.json`` in its folder, and the multirun ends with a line per failed job and the
+highest exit status among them.
+"""
 
 from __future__ import annotations
 
+import contextlib
+import json
+import os
 import sys
+import time
+from pathlib import Path
+from typing import Any, Iterator
 
 import hydra
+from hydra.experimental.callback import Callback
 from omegaconf import DictConfig
 
 from ckheur.config import quote_free_text, register_configs
 
 register_configs()
+FAILED_MARKER = "job_failed.json"
 
 
 @hydra.main(version_base="1.3", config_path="pkg://ckheur.conf", config_name="config")
 def _hydra_main(cfg: DictConfig) -> None:
     from hydra.core.hydra_config import HydraConfig
+    from hydra.types import RunMode
 
     from ckheur.stages import run_stage
 
     hc = HydraConfig.get()
-    run_stage(cfg, output_dir=hc.runtime.output_dir, choices=dict(hc.runtime.choices))
+    try:
+        run_stage(cfg, output_dir=hc.runtime.output_dir, choices=dict(hc.runtime.choices))
+    except SystemExit as e:
+        if hc.mode != RunMode.MULTIRUN or e.code in (0, None) or e.code == 130:
+            raise
+        # The other jobs still run; the multirun's end reports this one (MultirunReport).
+        from ckheur.files import write_file
+
+        with contextlib.suppress(OSError, ValueError):
+            write_file(Path(hc.runtime.output_dir) / FAILED_MARKER, json.dumps(
+                {"exit_code": e.code, "job": int(hc.job.num), "overrides": list(hc.overrides.task),
+                 "error": getattr(e, "message", "")}, indent=1))
+
+
+class MultirunReport(Callback):
+    """At the end of a multirun: one line per failed job, and exit with the highest status."""
+
+    def __init__(self) -> None:
+        self.started = time.time()
+
+    def on_multirun_start(self, config: DictConfig, **kwargs: Any) -> None:
+        self.started = time.time() - 1.0  # file times may be a little coarser than the clock
+
+    def on_multirun_end(self, config: DictConfig, **kwargs: Any) -> None:
+        folder = Path(str(config.hydra.sweep.dir))
+        failed = []
+        for marker in folder.glob(f"*/{FAILED_MARKER}"):
+            try:
+                if marker.stat().st_mtime >= self.started:  # not one of an earlier multirun in the same folder
+                    failed.append(json.loads(marker.read_text()))
+            except (OSError, ValueError):
+                continue
+        if not failed:
+            return
+        failed.sort(key=lambda f: f.get("job", 0))
+        print(f"multirun: {len(failed)} job(s) failed (every job ran; see {FAILED_MARKER} in their folders):",
+              file=sys.stderr)
+        for f in failed:
+            print(f"  job {f.get('job')} ({' '.join(f.get('overrides', []))}): {f.get('error') or 'failed'} "
+                  f"(exit {f.get('exit_code')})", file=sys.stderr)
+        codes = [c for c in (f.get("exit_code") for f in failed) if isinstance(c, int)]
+        raise SystemExit(max(codes, default=1))
+
+
+def config_error_line(e: BaseException) -> str:
+    """One line for an error in the command line's config: what was asked and why it is refused."""
+    from hydra.errors import MissingConfigException, OverrideParseException
+
+    lines = [ln.strip() for ln in str(e).splitlines() if ln.strip()]
+    if isinstance(e, OverrideParseException):
+        return f"cannot parse the override {e.override!r}: {lines[0] if lines else 'syntax error'}"
+    if isinstance(e, MissingConfigException):
+        head = next((ln for ln in lines if "Could not" in ln), lines[0] if lines else "missing config")
+        options = list(e.options or [])
+        if not options:  # the options are listed in the message, one per tab-indented line
+            options = [ln.strip() for ln in str(e).splitlines() if ln.startswith("\t") and "provider=" not in ln]
+        head = head.replace("In 'config': ", "")
+        return head + (f"; allowed: {', '.join(options)}" if options else "")
+    head = lines[0].rstrip(".").replace("Error merging override ", "") if lines else type(e).__name__
+    cause = e.__cause__
+    if cause is not None:
+        detail = [ln.strip() for ln in str(cause).splitlines() if ln.strip()]
+        key = next((ln.split(":", 1)[1].strip() for ln in detail if ln.startswith("full_key:")), None)
+        if detail:
+            head += f": {detail[0]}" + (f" (key {key})" if key and key not in head else "")
+    elif len(lines) > 1 and not lines[1].startswith("See "):
+        head += f": {lines[1]}"
+    return head
+
+
+@contextlib.contextmanager
+def _hydra_raises() -> Iterator[None]:
+    """Hydra prints errors over several lines and exits 1; with HYDRA_FULL_ERROR it raises them,
+    so they can be reported here in one line."""
+    old = os.environ.get("HYDRA_FULL_ERROR")
+    os.environ["HYDRA_FULL_ERROR"] = "1"
+    try:
+        yield
+    finally:
+        if old is None:
+            os.environ.pop("HYDRA_FULL_ERROR", None)
+        else:
+            os.environ["HYDRA_FULL_ERROR"] = old
 
 
 def main() -> None:
     """Console script ``ckheur`` (same as ``python run.py``)."""
+    from hydra.errors import HydraException
+    from omegaconf.errors import OmegaConfBaseException
+
     sys.argv[1:] = quote_free_text(sys.argv[1:])
-    _hydra_main()
+    try:
+        with _hydra_raises():
+            _hydra_main()
+    except (HydraException, OmegaConfBaseException) as e:
+        print(f"error: {config_error_line(e)}", file=sys.stderr)
+        raise SystemExit(2) from None
+    except OSError as e:  # e.g. hydra.run.dir names a file
+        print(f"error: {e.filename or ''}{': ' if e.filename else ''}{e.strerror or e}", file=sys.stderr)
+        raise SystemExit(2) from None
+    except KeyboardInterrupt:
+        print("interrupted", file=sys.stderr)
+        raise SystemExit(130) from None

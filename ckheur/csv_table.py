@@ -101,6 +101,10 @@ def read_csv_table(path: str | Path, spec: TableSpec) -> Table:
     if not path.is_file():
         raise DatasetError(f"{spec.what} {path} not found" if not path.exists() else f"{path} is not a file")
     table = _read_arrow(path, spec)
+    repeated = sorted({c for c in table.column_names if table.column_names.count(c) > 1})
+    if repeated:
+        raise DatasetError(f"{path}: column(s) {', '.join(repeated)} appear more than once in the header; each "
+                           "column must be named once")
     names = set(table.column_names)
     missing = [c for c in spec.required if c not in names]
     if missing:

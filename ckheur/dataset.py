@@ -99,13 +99,20 @@ def keep_shard(df: Any, shard: Mapping[str, Any], family: str = "grouped_conv") 
     return df[[part[k] == index for k in keys]]
 
 
-def dataset_dir(data_root: str | Path, op: Mapping[str, Any], arch: str, problems: str) -> Path:
-    """Default location of a sweep's dataset."""
-    return Path(data_root) / f"{op['family']}_{op['direction']}_{op['dtype']}_{arch}" / f"{problems}.parquet"
+def dataset_dir(data_root: str | Path, op: Mapping[str, Any], arch: str, problems: str,
+                field: str = "problems.name") -> Path:
+    """Where the dataset of a problem set (or import) ``problems`` lives under ``data_root``; every
+    name in it is a single path component (``field`` names the option in the error)."""
+    from ckheur.files import check_name
+
+    folder = check_name(f"{op['family']}_{op['direction']}_{op['dtype']}_{arch}", "op family, direction, dtype and arch")
+    return Path(data_root) / folder / f"{check_name(problems, field)}.parquet"
 
 
-def write_part(folder: str | Path, rows: Sequence[Mapping[str, Any]] | Any) -> Path:
-    """Write rows (dicts or a DataFrame) as one new part file, atomically."""
+def write_part(folder: str | Path, rows: Sequence[Mapping[str, Any]] | Any, name: str | None = None,
+               commit: bool = True) -> Path:
+    """Write rows (dicts or a DataFrame) as one new part file, atomically (``ckheur.parts.write_table``
+    explains ``name`` and ``commit``)."""
     import pandas as pd
     import pyarrow as pa
 
@@ -117,10 +124,11 @@ def write_part(folder: str | Path, rows: Sequence[Mapping[str, Any]] | Any) -> P
     missing = [c for c in cols if c not in df.columns]
     if missing:
         raise DatasetError(f"rows lack dataset columns: {', '.join(missing)}")
-    bad = sorted(set(df["status"]) - set(STATUSES))
+    bad = sorted(set(map(str, df["status"])) - set(STATUSES))
     if bad:
         raise DatasetError(f"status {bad}: allowed values are {', '.join(STATUSES)}")
-    return write_table(folder, pa.Table.from_pandas(df[list(cols)], schema=arrow_schema(family), preserve_index=False))
+    table = pa.Table.from_pandas(df[list(cols)], schema=arrow_schema(family), preserve_index=False)
+    return write_table(folder, table, name=name, commit=commit)
 
 
 def _read_one(path: Path):
@@ -214,15 +222,22 @@ def ck_csv_spec() -> Any:
                      partners=PARTNERS)
 
 
+REPEAT_MAX_RATIO = 2.0  # repeats of one pair further apart than this are refused as conflicting
+PEAK_MARGIN = 1.25  # a time implying more than this times the arch's dense peak is impossible: refused
+
+
 def import_ck_csv(path: str | Path, arch: str = "gfx950", tiles: Sequence[Mapping] | None = None):
-    """A CK tile_engine grouped-conv CSV (plain or gzipped) as dataset rows, and the defaults it
-    took for missing columns: ``(DataFrame, {column: default})``.
+    """A CK tile_engine grouped-conv CSV (plain or gzipped) as dataset rows, and what the reader
+    did beyond copying: ``(DataFrame, {"defaults": {column: value}, "repeats": [...]})``.
 
     Direction, dtype and ndim come from each kernel name. ``non_zero`` is judged by
     :func:`non_zero_status` (0: ``wrong_result``; far from the problem's other kernels:
-    ``suspect``); a non-positive or empty latency is ``failed``. No row is dropped.
-    ``tiles`` (the op's tile table) fills wave layouts and warp tiles; default: shipped fwd op.
-    Vectorized: each distinct problem and kernel name is checked once."""
+    ``suspect``). Refused with the file line: a latency that is not a positive finite number, one
+    implying more than the arch's dense peak, and repeats of one (problem, kernel) pair more than
+    2x apart. Repeats that agree (CK's sweeps measure a shape listed twice twice, within about
+    12%) become one row: their median latency, their range as ``latency_spread_ms``; the report
+    lists them. ``tiles`` (the op's tile table) fills wave layouts and warp tiles; default:
+    shipped fwd op. Vectorized: each distinct problem and kernel name is checked once."""
     import numpy as np
     import pandas as pd
 
@@ -255,34 +270,81 @@ def import_ck_csv(path: str | Path, arch: str = "gfx950", tiles: Sequence[Mappin
         i = int(wrong[0])
         raise DatasetError(f"{path} line {Table.line(i)}: kernel {names[kid[i]]} is {k_ndim[i]}D but the problem "
                            f"{problems[pid[i]].describe()} is {p_ndim[i]}D")
-    kcols = pd.DataFrame([kernel_columns(k) for k in kernels]).take(kid).reset_index(drop=True)
-    directions = np.array([k.direction for k in kernels], dtype=object)[kid]
     lat = raw["latency_ms"].to_numpy(dtype=float)
+    bad = np.flatnonzero(~(np.isfinite(lat) & (lat > 0)))
+    if len(bad):
+        i = int(bad[0])
+        raise DatasetError(f"{path} line {Table.line(i)}: latency_ms={raw['latency_ms'].iloc[i]}: a time must be a "
+                           f"positive number of milliseconds" + (f" ({len(bad)} such lines)" if len(bad) > 1 else ""))
     flops = np.array([float(p.flops) for p in problems])[pid]
-    with np.errstate(divide="ignore", invalid="ignore"):
-        tflops = np.where(lat > 0, flops / (lat * 1e-3) / 1e12, np.nan)
-    n = len(raw)
+    tflops = flops / (lat * 1e-3) / 1e12
+    try:
+        peaks = load_option(f"arch/{arch}")["peak_tflops"]
+    except (OSError, KeyError):
+        peaks = {}
+    dtypes = np.array([k.dtype for k in kernels], dtype=object)[kid]
+    peak = np.array([float(peaks.get(d, np.inf)) for d in dtypes]) * PEAK_MARGIN
+    fast = np.flatnonzero(tflops > peak)
+    if len(fast):
+        i = int(fast[0])
+        raise DatasetError(f"{path} line {Table.line(i)}: latency_ms={lat[i]} implies {tflops[i]:,.0f} TFLOPS, above "
+                           f"the {arch} peak of {peak[i] / PEAK_MARGIN:,.0f} for {dtypes[i]}: not a real measurement"
+                           + (f" ({len(fast)} such lines)" if len(fast) > 1 else ""))
+    # Repeats of a pair: combined when they agree, refused when they conflict.
+    pair = pid.astype(np.int64) * len(kernels) + kid
+    keep, spread, repeats = _combine_repeats(path, pair, lat)
+    kcols = pd.DataFrame([kernel_columns(k) for k in kernels]).take(kid[keep]).reset_index(drop=True)
+    directions = np.array([k.direction for k in kernels], dtype=object)[kid]
+    n = len(keep)
     stamp = pd.Timestamp(path.stat().st_mtime, unit="s", tz="UTC").isoformat(timespec="microseconds")
     df = pd.DataFrame({
-        "op": np.array([f"grouped_conv/{k.direction}" for k in kernels], dtype=object)[kid],
-        "direction": directions, "dtype": np.array([k.dtype for k in kernels], dtype=object)[kid],
-        "arch": arch, "backend": "ck_csv", **{f: raw[f].to_numpy() for f in CONV_FIELDS}, **kcols,
-        "latency_ms": lat, "latency_spread_ms": np.nan, "tflops": tflops, "status": "ok", "error": "",
+        "op": np.array([f"grouped_conv/{k.direction}" for k in kernels], dtype=object)[kid[keep]],
+        "direction": directions[keep], "dtype": dtypes[keep],
+        "arch": arch, "backend": "ck_csv", **{f: raw[f].to_numpy()[keep] for f in CONV_FIELDS}, **kcols,
+        "latency_ms": lat[keep], "latency_spread_ms": spread, "tflops": flops[keep] / (lat[keep] * 1e-3) / 1e12,
+        "status": "ok", "error": "",
         "warmup": 3, "repeat": 10, "clock_mhz": np.nan,  # CK tile_engine defaults (data README)
         "timestamp": stamp, "host": f"import:{path.name}", "ckheur_version": __version__,
         "schema_version": SCHEMA_VERSION,
     }, index=pd.RangeIndex(n))[list(COLUMNS)]
     if "non_zero" in raw.columns:
-        df["status"], df["error"] = non_zero_status(pid * len(DIRECTION_INDEX) + pd.Series(directions).map(
-            DIRECTION_INDEX).to_numpy(), raw["non_zero"].to_numpy())
-    failed = ~(lat > 0)
-    df.loc[failed, "status"] = "failed"
-    df.loc[failed, "error"] = [f"latency_ms={v}" for v in lat[failed]]
-    return df, table.defaults_applied
+        df["status"], df["error"] = non_zero_status(pid[keep] * len(DIRECTION_INDEX) + pd.Series(
+            directions[keep]).map(DIRECTION_INDEX).to_numpy(), raw["non_zero"].to_numpy()[keep])
+    return df, {"defaults": table.defaults_applied, "repeats": repeats}
+
+
+def _combine_repeats(path: Path, pair: Any, lat: Any) -> tuple[Any, Any, list[list[int]]]:
+    """Rows to keep (the first of each pair), each kept row's latency replaced by the median of its
+    pair's repeats (in ``lat``, in place), their range (NaN without repeats), and the file lines of
+    each repeated pair. Repeats more than REPEAT_MAX_RATIO apart are a DatasetError naming them."""
+    import numpy as np
+
+    from ckheur.csv_table import Table
+
+    order = np.argsort(pair, kind="stable")
+    first = np.r_[True, pair[order][1:] != pair[order][:-1]]
+    starts = np.flatnonzero(first)
+    sizes = np.diff(np.r_[starts, len(order)])
+    keep_sorted = order[starts]
+    spread = np.full(len(starts), np.nan)
+    repeats = []
+    for j in np.flatnonzero(sizes > 1):
+        rows = order[starts[j]:starts[j] + sizes[j]]
+        vals = lat[rows]
+        lines = [Table.line(int(r)) for r in rows]
+        if vals.max() > REPEAT_MAX_RATIO * vals.min():
+            raise DatasetError(f"{path} lines {', '.join(map(str, lines))}: the same problem and kernel measured "
+                               f"{', '.join(f'{v:.4g}' for v in vals)} ms, more than {REPEAT_MAX_RATIO:g}x apart: "
+                               "conflicting repeats; remove the wrong ones")
+        lat[rows[0]] = float(np.median(vals))
+        spread[j] = float(vals.max() - vals.min())
+        repeats.append(lines)
+    by_line = np.argsort(keep_sorted)
+    return keep_sorted[by_line], spread[by_line], repeats
 
 
 def read_ck_csv(path: str | Path, arch: str = "gfx950", tiles: Sequence[Mapping] | None = None):
-    """A CK tile_engine grouped-conv CSV as dataset rows (:func:`import_ck_csv` without the report)."""
+    """A CK tile_engine grouped-conv CSV as dataset rows (:func:`import_ck_csv` without its report)."""
     return import_ck_csv(path, arch, tiles)[0]
 
 

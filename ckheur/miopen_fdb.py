@@ -52,8 +52,8 @@ def _key_regex(cols: list[str], seps: str) -> str:
 
 _KEY_2D = _key_regex(_KEY_2D_COLS, _SEPARATORS_2D)
 _KEY_3D = _key_regex(_KEY_3D_COLS, _SEPARATORS_3D)
-_ENTRY_NEW = r"^(?P<solver>[A-Za-z][A-Za-z0-9_]*):(?P<time>[0-9.eE+-]+),(?P<ws>\d+),miopenConvolution\w*?Algo(?P<algo>\w+)$"
-_ENTRY_OLD = r"^miopenConvolution\w*?Algo(?P<algo>\w+):(?P<solver>[A-Za-z][A-Za-z0-9_]*),(?P<time>[0-9.eE+-]+),(?P<ws>\d+)(?:,.*)?$"
+_ENTRY_NEW = r"^(?P<solver>[A-Za-z][A-Za-z0-9_]*):(?P<time>[0-9.eE+-]+),(?P<workspace>\d+),miopenConvolution\w*?Algo(?P<algo>\w+)$"
+_ENTRY_OLD = r"^miopenConvolution\w*?Algo(?P<algo>\w+):(?P<solver>[A-Za-z][A-Za-z0-9_]*),(?P<time>[0-9.eE+-]+),(?P<workspace>\d+)(?:,.*)?$"
 
 
 class FindDbError(ValueError):
@@ -90,9 +90,16 @@ def _text(path: Path) -> str:
         raise FindDbError(f"{path}: cannot be read ({str(e).splitlines()[0][:200]})") from None
 
 
-def _extract(strings: Any, pattern: str, numbers: Sequence[str] = (), floats: Sequence[str] = ()) -> Any:
+MAX_DIGITS = 15  # integers of a key or entry longer than this are refused (beyond any real size)
+
+
+def _extract(strings: Any, pattern: str, numbers: Sequence[str] = (), floats: Sequence[str] = (),
+             where: Any = None) -> Any:
     """Named groups of a regex over an Arrow string array, as a DataFrame; a non-match is a row of
-    nulls. Groups in ``numbers`` / ``floats`` come as int64 / float64 (an empty group as null)."""
+    nulls. Groups in ``numbers`` / ``floats`` come as int64 / float64 (an empty group as null).
+    ``where(i)`` names the file line of row i: a number that is not one (too long, malformed) is
+    a FindDbError there."""
+    import numpy as np
     import pyarrow as pa
     import pyarrow.compute as pc
 
@@ -103,7 +110,23 @@ def _extract(strings: Any, pattern: str, numbers: Sequence[str] = (), floats: Se
         col = pc.if_else(valid, got.field(i), pa.scalar(None, pa.string()))
         if f.name in numbers or f.name in floats:
             col = pc.if_else(pc.equal(col, ""), pa.scalar(None, pa.string()), col)
-            col = pc.cast(col, pa.int64() if f.name in numbers else pa.float64())
+            if f.name in numbers:
+                long = np.flatnonzero(pc.fill_null(pc.greater(pc.utf8_length(col), MAX_DIGITS), False)
+                                      .to_numpy(zero_copy_only=False))
+                if len(long):
+                    raise FindDbError(f"{where(int(long[0])) if where else 'a line'}: {f.name}="
+                                      f"{col[int(long[0])].as_py()} is larger than any real size")
+                col = pc.cast(col, pa.int64())
+            else:  # "1.2.3" matches the entry pattern's characters but is no number
+                import pandas as pd
+
+                text = col.to_pandas()
+                values = pd.to_numeric(text, errors="coerce")
+                bad = np.flatnonzero(values.isna().to_numpy() & text.notna().to_numpy())
+                if len(bad):
+                    raise FindDbError(f"{where(int(bad[0])) if where else 'a line'}: {f.name}={text.iloc[int(bad[0])]!r} "
+                                      "is not a number")
+                col = pa.array(values.to_numpy(dtype=np.float64), mask=values.isna().to_numpy())
         cols[f.name] = col
     return pa.table(cols).to_pandas()
 
@@ -118,10 +141,19 @@ def read_find_db(path: str | Path) -> FindDb:
     path = Path(path)
     if not path.is_file():
         raise FindDbError(f"find-db {path} not found")
-    lines = pa.array([ln for ln in _text(path).splitlines() if ln.strip()], type=pa.string())
+    raw_lines = _text(path).splitlines()
+    line_no = np.array([i + 1 for i, ln in enumerate(raw_lines) if ln.strip()], dtype=np.int64)
+    lines = pa.array([raw_lines[i - 1] for i in line_no], type=pa.string())
+
+    def at(row: int) -> str:
+        """Where row ``row`` of ``lines`` is in the file."""
+        return f"{path} line {line_no[row]}"
+
     report: dict[str, Any] = {"lines": int(len(lines)), "skipped_keys": {}, "skipped_entries": {}}
+    if not len(lines):
+        raise FindDbError(f"{path}: empty; a find-db has one KEY=ENTRY;... line per problem")
     kv = _extract(lines, r"^(?P<key>[^=]+)=(?P<values>.+)$")
-    if len(lines) and kv["key"].isna().all():
+    if kv["key"].isna().all():
         raise FindDbError(f"{path}: no KEY=ENTRY lines (is this a find-db file?)")
     keys, values = kv["key"], kv["values"]
     skipped = report["skipped_keys"]
@@ -132,8 +164,8 @@ def read_find_db(path: str | Path) -> FindDb:
 
     skip(keys.isna(), "not a KEY=ENTRY line")
     key_arr = pa.array(keys, type=pa.string())
-    k2 = _extract(key_arr, _KEY_2D, [*_KEY_2D_COLS, "bias", "G"])
-    k3 = _extract(key_arr, _KEY_3D, [*_KEY_3D_COLS, "bias", "G"])
+    k2 = _extract(key_arr, _KEY_2D, [*_KEY_2D_COLS, "bias", "G"], where=at)
+    k3 = _extract(key_arr, _KEY_3D, [*_KEY_3D_COLS, "bias", "G"], where=at)
     is3 = k2["c1"].isna() & k3["c1"].notna()
     parsed = k2["c1"].notna() | is3
     skip(~parsed & keys.notna(), "key not in the 2D or 3D find-db format")
@@ -172,6 +204,7 @@ def read_find_db(path: str | Path) -> FindDb:
         & (k["C"] % k["G"] == 0) & (k["K"] % k["G"] == 0) & k["bias"].isin([0, 1])
     skip(ok & ~valid, "invalid sizes (zero, or channels not divisible by groups)")
     k = k[valid]
+    _refuse_beyond_validity(k, at)
     fields = ["N", "C", "K", "G", "Di", "Hi", "Wi", "Z", "Y", "X", "stride_d", "stride_h", "stride_w", "pad_d",
               "pad_h", "pad_w", "dilation_d", "dilation_h", "dilation_w", "layout", "bias"]
     problems = k[["direction", "dtype", *fields]]
@@ -184,11 +217,14 @@ def read_find_db(path: str | Path) -> FindDb:
     line = problems.index.to_numpy()[pc.list_parent_indices(lists).to_numpy()]
     filled = pc.not_equal(flat, "").to_numpy(zero_copy_only=False)
     flat, line = flat.filter(pa.array(filled)), line[filled]
-    new = _extract(flat, _ENTRY_NEW, ["ws"], ["time"])
-    old = _extract(flat, _ENTRY_OLD, ["ws"], ["time"])
+    def entry_at(row: int) -> str:
+        return at(int(line[row]))
+
+    new = _extract(flat, _ENTRY_NEW, ["workspace"], ["time"], where=entry_at)
+    old = _extract(flat, _ENTRY_OLD, ["workspace"], ["time"], where=entry_at)
     use_old = (new["solver"].isna() & old["solver"].notna()).to_numpy()
     pick = lambda c: np.where(use_old, old[c].to_numpy(), new[c].to_numpy())  # noqa: E731
-    e = pd.DataFrame({"line": line, "solver": pick("solver"), "time_ms": pick("time"), "workspace": pick("ws"),
+    e = pd.DataFrame({"line": line, "solver": pick("solver"), "time_ms": pick("time"), "workspace": pick("workspace"),
                       "algo": pick("algo")})
     bad = e["solver"].isna()
     if bad.any():
@@ -196,6 +232,12 @@ def read_find_db(path: str | Path) -> FindDb:
     e = e[~bad]
     e["time_ms"] = e["time_ms"].astype(np.float64)
     e["workspace"] = e["workspace"].astype(np.int64)
+    t = e["time_ms"].to_numpy()
+    wrong = np.flatnonzero(~np.isfinite(t) | (t < 0))
+    if len(wrong):
+        i = int(wrong[0])
+        raise FindDbError(f"{at(int(e['line'].iloc[i]))}: solver {e['solver'].iloc[i]} has time {t[i]} ms; a time "
+                          "must be a finite number >= 0 (0 is a known export quirk, skipped)")
     zero = ~(e["time_ms"] > 0)
     if zero.any():
         report["skipped_entries"]["time 0 (not a measurement)"] = int(zero.sum())
@@ -221,6 +263,28 @@ def read_find_db(path: str | Path) -> FindDb:
                                       problems.groupby(["direction", "dtype"]).size().items()})
     return FindDb(problems=problems, entries=e[["problem", "solver", "time_ms", "workspace", "algorithm"]]
                   .reset_index(drop=True), report=report)
+
+
+def _refuse_beyond_validity(k: Any, at: Any) -> None:
+    """A FindDbError at the first key whose sizes break the problem types' validity rule (fields
+    at most 2^31-1, FLOPs and tensor elements below 2^53: what every ckheur path computes exactly)."""
+    import numpy as np
+
+    from ckheur.problems.base import EXACT_LIMIT, FIELD_MAX
+
+    fields = [c for c in k.columns if c not in ("layout_raw", "dtype_raw", "dir", "layout", "dtype", "direction")]
+    big = (k[fields] > FIELD_MAX).any(axis=1).to_numpy()
+    v = {c: k[c].to_numpy(dtype=np.float64) for c in ("N", "C", "K", "G", "Di", "Hi", "Wi", "Do", "Ho", "Wo", "Z",
+                                                       "Y", "X")}
+    flops = 2 * v["N"] * v["K"] * v["Do"] * v["Ho"] * v["Wo"] * (v["C"] / v["G"]) * v["Z"] * v["Y"] * v["X"]
+    elems = v["N"] * v["C"] * v["Di"] * v["Hi"] * v["Wi"] + v["K"] * (v["C"] / v["G"]) * v["Z"] * v["Y"] * v["X"] \
+        + v["N"] * v["K"] * v["Do"] * v["Ho"] * v["Wo"]
+    bad = np.flatnonzero(big | (flops >= EXACT_LIMIT) | (elems >= EXACT_LIMIT))
+    if len(bad):
+        i = int(bad[0])
+        raise FindDbError(f"{at(int(k.index[i]))}: sizes beyond the validity rule (every field at most {FIELD_MAX}, "
+                          f"FLOPs and tensor elements below 2^53): N={k['N'].iloc[i]} C={k['C'].iloc[i]} "
+                          f"K={k['K'].iloc[i]} {k['Hi'].iloc[i]}x{k['Wi'].iloc[i]}")
 
 
 def dataset_rows(fdb: FindDb, direction: str, dtype: str, arch: str, solvers: Sequence[Mapping[str, Any]],

@@ -27,31 +27,42 @@ class CorruptPartWarning(UserWarning):
     """A part file of a dataset folder could not be read and was skipped."""
 
 
-def write_table(folder: str | Path, table: Any) -> Path:
-    """Write an Arrow table as one new part file of ``folder``, atomically."""
+def part_name(tag: str = "") -> str:
+    """A new part file name: its UTC time and a random suffix, or ``tag`` (an import's content
+    hash: writing the same import again replaces its part instead of adding one)."""
     from datetime import datetime, timezone
 
+    return f"part-{tag}.parquet" if tag else \
+        f"part-{datetime.now(timezone.utc).strftime('%Y%m%dT%H%M%S%f')}-{uuid.uuid4().hex[:8]}.parquet"
+
+
+def write_table(folder: str | Path, table: Any, name: str | None = None, commit: bool = True) -> Path:
+    """Write an Arrow table as one new part file of ``folder``, atomically (``ckheur.files``: never
+    through a link, in a folder only this user can change). ``commit=False`` leaves it under its
+    hidden temporary name (returned) for :func:`commit_part` to rename into place later."""
     import pyarrow.parquet as pq
 
-    folder = Path(folder)
-    folder.mkdir(parents=True, exist_ok=True)
-    name = f"part-{datetime.now(timezone.utc).strftime('%Y%m%dT%H%M%S%f')}-{uuid.uuid4().hex[:8]}.parquet"
-    tmp = folder / f".tmp-{name}"
-    pq.write_table(table, tmp)
-    with open(tmp, "rb") as f:
-        os.fsync(f.fileno())
-    os.replace(tmp, folder / name)
-    return folder / name
+    from ckheur.files import make_folder, open_new
+
+    folder = make_folder(folder, "dataset folder")
+    name = name or part_name()
+    tmp = folder / f".tmp-{uuid.uuid4().hex[:8]}-{name}"
+    try:
+        with open_new(tmp, binary=True) as f:
+            pq.write_table(table, f)
+            f.flush()
+            os.fsync(f.fileno())
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+    return commit_part(tmp) if commit else tmp
 
 
-def write_text_atomic(path: Path, text: str) -> None:
-    """Replace a small file (a JSON record) atomically: a kill leaves the old or the new file, and
-    concurrent writers each write a whole one."""
-    tmp = path.with_name(f".tmp-{uuid.uuid4().hex[:8]}-{path.name}")
-    tmp.write_text(text)
-    with open(tmp, "rb") as f:
-        os.fsync(f.fileno())
-    os.replace(tmp, path)
+def commit_part(tmp: Path) -> Path:
+    """Rename a part written with ``commit=False`` to its final name."""
+    final = tmp.with_name(tmp.name.split("-", 2)[2])
+    os.replace(tmp, final)
+    return final
 
 
 def sha256_of(path: Path) -> str:

@@ -16,17 +16,18 @@ network mounts, claims always succeed: concurrent runs then measure twice, and l
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
 import socket
-import time
+import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
 from ckheur.errors import UserError
-from ckheur.parts import write_text_atomic
+from ckheur.files import make_folder, open_lock, open_new
 
 META = "tuning_db.json"
 CLAIMS = "claims"  # one lock file per problem being measured
@@ -55,34 +56,24 @@ class TuningDB:
              writable: bool = False) -> "TuningDB":
         """Open the database at ``path`` for ``op`` (family, direction, dtype) on ``arch``; a missing
         one is an error unless ``create``. ``writable``: check that records can be written, before
-        anything is measured. A database that is refused is never changed."""
+        anything is measured. A database that is refused is never changed. Creation is atomic: of
+        two processes creating one database, the first owns it and the other is refused when it
+        wants another op or arch, before it writes anything."""
         path = Path(path)
         want = _identity(op, arch)
         meta_file = path / META
         if path.exists() and not path.is_dir():
             raise TuningDBError(f"tuning database {path} is a file; give a folder")
-        if meta_file.exists():
-            try:
-                have = json.loads(meta_file.read_text())
-            except (json.JSONDecodeError, UnicodeDecodeError) as e:
-                raise TuningDBError(f"{meta_file}: corrupted ({e}); it should name {', '.join(IDENTITY)}") from None
-            if not isinstance(have, dict):
-                raise TuningDBError(f"{meta_file}: a JSON {type(have).__name__}, not an object naming "
-                                    f"{', '.join(IDENTITY)}")
-            _refuse_mismatch(path, {k: have.get(k) for k in IDENTITY}, want)
-        elif path.is_dir() and any(path.iterdir()):
-            raise TuningDBError(f"{path} holds files but no {META}: not a tuning database, or its {META} was lost "
-                                "(restore it, or give a new folder)")
-        elif not create:
-            raise TuningDBError(f"tuning database {path} does not exist (stage=tune creates one; from Python "
-                                "TuningDB.open(path, op, arch, create=True))")
-        else:
-            try:
-                path.mkdir(parents=True, exist_ok=True)
-            except OSError as e:
-                raise TuningDBError(f"cannot create tuning database {path}: {e.strerror or e}") from None
-            # concurrent creators write the same content
-            write_text_atomic(meta_file, json.dumps({**want, "created_by": socket.gethostname()}, indent=2) + "\n")
+        if not meta_file.exists():
+            present = [p.name for p in path.iterdir() if not p.name.startswith(".tmp-")] if path.is_dir() else []
+            if present:
+                raise TuningDBError(f"{path} holds files but no {META}: not a tuning database, or its {META} was "
+                                    "lost (restore it, or give a new folder)")
+            if not create:
+                raise TuningDBError(f"tuning database {path} does not exist (stage=tune creates one; from Python "
+                                    "TuningDB.open(path, op, arch, create=True))")
+            _create_meta(path, {**want, "created_by": socket.gethostname()})
+        _refuse_mismatch(path, _read_meta(meta_file), want)
         if writable:
             _check_writable(path)
         db = cls(path=path, **want)
@@ -135,28 +126,31 @@ class TuningDB:
 
     def claim(self, key: tuple) -> "Claim | None":
         """Claim a problem for measuring (release it with :meth:`Claim.release`); None while another
-        live process holds it."""
-        folder = self.path / CLAIMS
-        try:
-            folder.mkdir(exist_ok=True)
-            fd = os.open(folder / f"{hashlib.sha256(repr(key).encode()).hexdigest()[:24]}.lock",
-                         os.O_RDWR | os.O_CREAT, 0o600)
-        except OSError as e:
-            raise TuningDBError(f"cannot claim problems in {folder}: {e.strerror or e}") from None
+        live process holds it. The lock file is opened without following links, never written,
+        and removed on release."""
+        folder = make_folder(self.path / CLAIMS, "tuning database claims folder")
+        lock = folder / f"{hashlib.sha256(repr(key).encode()).hexdigest()[:24]}.lock"
         try:
             import fcntl
         except ImportError:  # no flock on this platform: every claim succeeds
-            return Claim(fd)
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
+            return Claim(open_lock(lock), None)
+        for _ in range(100):  # a holder removing the file between our open and our lock: open it again
+            fd = open_lock(lock)
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                os.close(fd)
+                return None
+            except OSError:  # flock unsupported by the file system: as above
+                return Claim(fd, None)
+            try:
+                same = os.stat(lock, follow_symlinks=False).st_ino == os.fstat(fd).st_ino
+            except FileNotFoundError:
+                same = False
+            if same:
+                return Claim(fd, lock)
             os.close(fd)
-            return None
-        except OSError:  # flock unsupported by the file system: as above
-            return Claim(fd)
-        os.ftruncate(fd, 0)
-        os.write(fd, f"{socket.gethostname()} pid {os.getpid()} since {time.strftime('%Y-%m-%dT%H:%M:%S')}\n".encode())
-        return Claim(fd)
+        raise TuningDBError(f"cannot claim {lock}: it keeps being replaced")
 
     def record(self, problem: Any, kernels: Sequence[Any], results: Any, backend: str = "callable",
                warmup: int = 0, repeat: int = 1) -> Path:
@@ -176,16 +170,54 @@ class Claim:
     """A held claim on one problem of a tuning database."""
 
     fd: int
+    path: Path | None  # the lock file, removed on release (None: no lock to remove)
 
     def release(self) -> None:
-        """Give the problem back (closing the file drops the lock)."""
+        """Give the problem back: remove the lock file while holding it, then close (which drops
+        the lock); a process that opened the old file sees it is gone and opens a new one."""
         if self.fd >= 0:
+            if self.path is not None:
+                with contextlib.suppress(OSError):
+                    os.unlink(self.path)
             os.close(self.fd)
             self.fd = -1
 
 
 def _identity(op: Mapping[str, Any], arch: str) -> dict[str, str]:
     return {"family": str(op["family"]), "direction": str(op["direction"]), "dtype": str(op["dtype"]), "arch": arch}
+
+
+def _read_meta(meta_file: Path) -> dict:
+    """A database's identity record; refused when unreadable or not an object naming it."""
+    try:
+        have = json.loads(meta_file.read_text())
+    except (json.JSONDecodeError, UnicodeDecodeError) as e:
+        raise TuningDBError(f"{meta_file}: corrupted ({e}); it should name {', '.join(IDENTITY)}") from None
+    except OSError as e:
+        raise TuningDBError(f"{meta_file}: cannot be read ({e.strerror or e})") from None
+    if not isinstance(have, dict):
+        raise TuningDBError(f"{meta_file}: a JSON {type(have).__name__}, not an object naming {', '.join(IDENTITY)}")
+    return {k: have.get(k) for k in IDENTITY}
+
+
+def _create_meta(path: Path, meta: dict) -> None:
+    """Create a database's identity record exactly once: written whole under a temporary name, then
+    hard-linked to its name, which fails if another process created it first (theirs then stands)."""
+    try:
+        make_folder(path, "tuning database")
+    except UserError as e:
+        raise TuningDBError(f"cannot create tuning database {path}: {e}") from None
+    tmp = path / f".tmp-{uuid.uuid4().hex[:12]}-{META}"
+    try:
+        with open_new(tmp) as f:
+            f.write(json.dumps(meta, indent=2) + "\n")
+        with contextlib.suppress(FileExistsError):
+            os.link(tmp, path / META)
+    except OSError as e:
+        raise TuningDBError(f"cannot create tuning database {path}: {e.strerror or e}") from None
+    finally:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
 
 
 def _identity_of(df: Any) -> dict[str, Any]:

@@ -11,7 +11,7 @@ PACKAGE = Path(__file__).resolve().parents[1] / "ckheur"
 # Lowest first. A module may import modules of its own layer or of lower ones.
 LAYERS = [
     ("ckheur.version", "ckheur.errors", "ckheur.threads", "ckheur.display", "ckheur.metrics", "ckheur.config",
-     "ckheur.measurements", "ckheur.parts", "ckheur.csv_table"),
+     "ckheur.measurements", "ckheur.files", "ckheur.parts", "ckheur.csv_table"),
     ("ckheur.ops",),
     ("ckheur.problems",),
     ("ckheur.kernels",),

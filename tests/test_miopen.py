@@ -156,7 +156,7 @@ def test_import_writes_censored_rows_and_is_idempotent_by_content(tmp_path):
     lines = bz2.decompress(src.read_bytes()).decode().splitlines()
     src.write_bytes(bz2.compress(("\n".join(lines[:500]) + "\n").encode()))
     r = run_cli("stage=import", f"import.path={src}", f"paths.data={data}", f"hydra.run.dir={tmp_path / 'r3'}")
-    assert r.returncode == 2 and "import.overwrite=true replaces it" in r.stderr and "Traceback" not in r.stderr
+    assert r.returncode == 2 and "import.overwrite=true replaces everything" in r.stderr and "Traceback" not in r.stderr
     r = run_cli("stage=import", f"import.path={src}", f"paths.data={data}", "import.overwrite=true",
                 f"hydra.run.dir={tmp_path / 'r4'}")
     assert r.returncode == 0, r.stderr

@@ -140,16 +140,25 @@ def test_ck_csv_import_equals_source_rows(tmp_path, ck_fwd_csv):
     assert r.returncode == 0, r.stderr
     ds = _ds(tmp_path / "data", ck_fwd_csv.stem)
     df = read_dataset(ds, dedupe=False)
-    assert len(df) == len(src) == 3760
+    # The file measures 3 shapes twice (lines 962-1021 and 2982-3041): one row per pair, the median
+    # of its repeats, their range as the spread; the message names the lines.
+    pair = ["N", "C", "K", "G", "Hi", "Wi", "Y", "X", "stride_h", "stride_w", "pad_h", "pad_w", "kernel"]
+    first = src.drop_duplicates(pair).reset_index(drop=True)
+    assert len(src) == 3760 and len(df) == len(first) == 3700
+    assert "60 (problem, kernel) pairs are measured more than once (lines 962, 2982;" in r.stdout
+    expected = src.groupby(pair, sort=False).latency_ms.agg(["median", "min", "max"]).reset_index()
     assert (df.status == "ok").all() and (df.backend == "ck_csv").all()
-    assert df.kernel.str.replace("_intrawave", "").tolist() == src.kernel.tolist()
-    np.testing.assert_allclose(df.latency_ms, src.latency_ms)
-    np.testing.assert_allclose(df.tflops, src.tflops, rtol=1e-9)
+    assert df.kernel.str.replace("_intrawave", "").tolist() == first.kernel.tolist() == expected.kernel.tolist()
+    np.testing.assert_allclose(df.latency_ms, expected["median"])
+    spread = (expected["max"] - expected["min"]).where(expected["max"] > expected["min"])
+    np.testing.assert_allclose(df.latency_spread_ms, spread)
+    once = spread.isna().to_numpy()
+    assert once.sum() == 3640 and (np.abs(df.tflops[once] / first.tflops[once] - 1) < 1e-9).all()
     for c in ("N", "C", "K", "Hi", "Wi", "Y", "X", "stride_h", "pad_w"):
-        assert (df[c].to_numpy() == src[c].to_numpy()).all()
+        assert (df[c].to_numpy() == first[c].to_numpy()).all()
     # Importing again adds nothing.
     r = run_cli("stage=import", f"import.path={ck_fwd_csv}", f"paths.data={tmp_path}/data", f"hydra.run.dir={tmp_path}/r2")
-    assert r.returncode == 0 and len(read_dataset(ds, dedupe=False)) == 3760
+    assert r.returncode == 0 and len(read_dataset(ds, dedupe=False)) == 3700
 
 
 def _import(tmp_path, path, *extra, run="run"):
@@ -179,17 +188,20 @@ def test_ck_csv_import_is_idempotent_by_content(tmp_path, ck_fwd_csv):
     for col in ("dilation_h", "dilation_w", "Di", "Z", "stride_d", "pad_d", "dilation_d"):
         assert f"has no column {col}: every row takes {col}=" in r.stdout
     ds = _ds(tmp_path / "data", "sweep")
+    before = read_dataset(ds, dedupe=False)
+    assert len(before) == 3700 and np.allclose(np.sort(before.latency_ms), np.sort(read_ck_csv(ck_fwd_csv).latency_ms))
     r = _import(tmp_path, csv, run="r1")
     assert r.returncode == 0 and "already holds this file" in r.stdout
     edited = src.copy()
     edited["latency_ms"] *= 2
     edited.to_csv(csv, index=False)
     _one_error(_import(tmp_path, csv, run="r2"), "another file named sweep.csv", "import.overwrite=true")
-    assert np.allclose(np.sort(read_dataset(ds, dedupe=False).latency_ms), np.sort(src.latency_ms))  # untouched
+    after = read_dataset(ds, dedupe=False)  # untouched
+    assert np.allclose(np.sort(after.latency_ms), np.sort(before.latency_ms))
     r = _import(tmp_path, csv, "import.overwrite=true", run="r3")
     assert r.returncode == 0, r.stderr
     new = read_dataset(ds, dedupe=False)
-    assert len(new) == 3760 and np.allclose(np.sort(new.latency_ms), np.sort(edited.latency_ms))
+    assert len(new) == 3700 and np.allclose(np.sort(new.latency_ms), np.sort(read_ck_csv(csv).latency_ms))
     assert len(list(ds.parent.glob("sweep.parquet.replaced-*"))) == 1
 
 
@@ -219,6 +231,20 @@ def test_ck_csv_import_refuses_bad_input_with_one_line(tmp_path, ck_fwd_csv):
     three = src.copy()
     three["kernel"] = three["kernel"].str.replace("_2d_", "_3d_")
     cases["ndim"] = (three, ("line 2", "is 3D but the problem", "is 2D"))
+    # Times: not positive, not finite, or beyond the arch's peak (a duplicate row once showed 67,108
+    # TFLOPS); a pair measured twice, 3x apart (the real file's repeats are within 12.5%).
+    for name, value in (("zero", 0.0), ("negative", -1.0), ("inf", float("inf"))):
+        t = src.copy()
+        t.loc[6, "latency_ms"] = value
+        cases[name] = (t, ("line 8", "latency_ms=", "a time must be a positive number"))
+    fast = src.copy()
+    fast.loc[11, "latency_ms"] = 1e-7
+    cases["peak"] = (fast, ("line 13", "above the gfx950 peak", "not a real measurement"))
+    twice = pd.concat([src, src.iloc[[5]].assign(latency_ms=src.latency_ms.iloc[5] * 3)], ignore_index=True)
+    cases["conflict"] = (twice, ("lines 7, 62", "more than 2x apart", "conflicting repeats"))
+    dup_col = src.copy()
+    dup_col.columns = [*dup_col.columns[:-1], "N"]  # non_zero renamed N: two N columns
+    cases["header"] = (dup_col, ("column(s) N appear more than once",))
     for name, (frame, needles) in cases.items():
         path = tmp_path / f"{name}.csv"
         frame.to_csv(path, index=False)

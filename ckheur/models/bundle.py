@@ -50,21 +50,22 @@ class Bundle:
 
 
 def _write_json(path: Path, obj: Any) -> None:
-    path.write_text(json.dumps(obj, indent=2, sort_keys=True, default=str) + "\n")
+    from ckheur.files import write_file
+
+    write_file(path, json.dumps(obj, indent=2, sort_keys=True, default=str) + "\n")
 
 
 def save_bundle(path: str | Path, booster: Any, tflops_booster: Any, spec: Mapping, kernels: list,
                 cv_metrics: Mapping, importances: Mapping, manifest: Mapping) -> Path:
     """Write a bundle folder (replacing the files of an older bundle there)."""
-    path = Path(path)
-    path.mkdir(parents=True, exist_ok=True)
-    with gzip.open(path / "model.txt.gz", "wt") as f:
-        f.write(booster.model_to_string())
+    from ckheur.files import make_folder, write_file
+
+    path = make_folder(path, "bundle folder")
+    write_file(path / "model.txt.gz", gzip.compress(booster.model_to_string().encode(), mtime=0))
     extra = path / "tflops_model.txt.gz"
     if tflops_booster is not None:
-        with gzip.open(extra, "wt") as f:
-            f.write(tflops_booster.model_to_string())
-    elif extra.exists():
+        write_file(extra, gzip.compress(tflops_booster.model_to_string().encode(), mtime=0))
+    elif extra.exists() or extra.is_symlink():
         extra.unlink()
     _write_json(path / "feature_spec.json", dict(spec))
     _write_json(path / "kernels.json", [k.traits() for k in kernels])

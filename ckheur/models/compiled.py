@@ -23,6 +23,7 @@ import numpy as np
 
 from ckheur.backends.abi import DIRECTION_CODES, DTYPE_CODES
 from ckheur.errors import UserError
+from ckheur.files import folder_risk, process_folder, write_file
 from ckheur.models.export_c import c_family
 from ckheur.problems.base import ProblemError
 
@@ -59,17 +60,20 @@ def not_private(path: Path) -> str | None:
 
 
 def trusted_cache_dir() -> Path:
-    """The cache folder, created private (0700); one that another user owns or others can write is
-    refused with a warning and a private folder of this process used instead."""
+    """The cache folder, created private (0700); one that another user owns or others can write, or
+    that sits in a folder another user can change, is refused with a warning and a private folder
+    of this process used instead (removed when the process exits)."""
     root = cache_dir()
     try:
         root.mkdir(parents=True, exist_ok=True, mode=0o700)
         why = not_private(root)
+        risk = None if why else folder_risk(root)
+        why = why or (f"is inside a folder another user can change ({risk})" if risk else None)
     except OSError as e:
         why = f"cannot be used ({e.strerror or e})"
     if why is None:
         return root
-    fallback = Path(tempfile.mkdtemp(prefix="ckheur-compiled-"))  # 0700, unique to this process
+    fallback = process_folder("ckheur-compiled-")  # 0700, unique to this process
     warnings.warn(f"compiled-selector cache {root} {why}: building in the private folder {fallback} instead",
                   stacklevel=3)
     return fallback
@@ -118,7 +122,7 @@ def _build_entry(model_dir: Path, target: Path, cc: str) -> str | None:
     try:
         res = export_bundle(model_dir, tmp)
         lib = build(tmp, res.name, cc)
-        (tmp / "cache.json").write_text(json.dumps({"lib_sha256": sha256_of(lib)}))
+        write_file(tmp / "cache.json", json.dumps({"lib_sha256": sha256_of(lib)}))
         try:
             os.replace(tmp, target)
         except OSError:

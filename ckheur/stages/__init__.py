@@ -12,6 +12,7 @@ from omegaconf import DictConfig, OmegaConf
 
 from ckheur.config import plain
 from ckheur.errors import UserError
+from ckheur.files import check_name, make_folder
 
 STAGES = {"list": "ckheur.stages.list_stage", "sweep": "ckheur.stages.sweep", "import": "ckheur.stages.import_stage",
           "train": "ckheur.stages.train", "evaluate": "ckheur.stages.evaluate", "predict": "ckheur.stages.predict",
@@ -42,10 +43,36 @@ def run_stage(cfg: DictConfig, output_dir: str | Path, choices: dict[str, Any] |
     module = importlib.import_module(STAGES[name])
     ctx = Context(output_dir=Path(output_dir), choices=dict(choices or {}))
     try:
+        check_names(cfg)
+        make_folder(ctx.output_dir, "run folder")
         return module.run(cfg, ctx)
-    except UserError as e:
-        print(f"error: {e}", file=sys.stderr)
-        raise SystemExit(2) from None
+    except (UserError, OSError) as e:
+        message = str(e) if isinstance(e, UserError) else \
+            f"{e.filename or ''}{': ' if e.filename else ''}{e.strerror or e}"
+        print(f"error: {message}", file=sys.stderr)
+        raise _exit(2, message) from None
+    except KeyboardInterrupt:
+        print("interrupted: what was saved stays saved", file=sys.stderr)
+        raise _exit(130, "interrupted") from None
+
+
+# Config values that become one component of a path, by field.
+NAME_FIELDS = ("arch.name", "op.model_name", "problems.name", "evaluate.problems", "import.dataset", "export.name")
+
+
+def check_names(cfg: DictConfig) -> None:
+    """Refuse, naming the field, a config name that is not a single safe path component."""
+    for field_name in NAME_FIELDS:
+        value = OmegaConf.select(cfg, field_name, default=None)
+        if value is not None:
+            check_name(value, field_name)
+
+
+def _exit(code: int, message: str) -> SystemExit:
+    """A SystemExit that carries the one-line message printed (a multirun's summary repeats it)."""
+    e = SystemExit(code)
+    e.message = message  # type: ignore[attr-defined]
+    return e
 
 
 def compose_config(overrides: list[str] | tuple[str, ...] = ()) -> DictConfig:

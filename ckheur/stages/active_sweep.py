@@ -23,6 +23,7 @@ from typing import Any
 
 import numpy as np
 
+from ckheur.files import save_png, write_file
 from ckheur.stages import Context, StageError, plain
 from ckheur.stages.measuring import Progress, SweepPlan, measure_batches, print_skipped, record_batches
 
@@ -83,10 +84,9 @@ def _is_state(state: Any) -> bool:
 
 def save_state(folder: Path, state: dict) -> None:
     """Write the rounds atomically (a kill leaves the old or the new file, never half of one)."""
-    from ckheur.parts import write_text_atomic
+    from ckheur.files import make_folder
 
-    folder.mkdir(parents=True, exist_ok=True)
-    write_text_atomic(folder / STATE_FILE, json.dumps(state, separators=(",", ":")))  # compact: many pairs
+    write_file(make_folder(folder, "dataset folder") / STATE_FILE, json.dumps(state, separators=(",", ":")))  # compact
 
 
 def _ensemble_model(name: str, threads: int) -> dict:
@@ -295,8 +295,7 @@ def run_rounds(cfg: Any, ctx: Context, plan: SweepPlan) -> dict:
         save_state(plan.out, state)
     wall = time.perf_counter() - t0
     summary = _summary(R, plan, state, budget, spent, statuses, wall, interrupted, stopped, measurer.name)
-    ctx.output_dir.mkdir(parents=True, exist_ok=True)
-    (ctx.output_dir / "sweep_summary.json").write_text(json.dumps(summary, indent=2))
+    write_file(ctx.output_dir / "sweep_summary.json", json.dumps(summary, indent=2))
     _plot(ctx.output_dir / "active_sweep.png", summary)
     print(f"sweep: {summary['pairs_measured']} pairs measured this run in {wall:.1f}s; {spent} of {budget} budget "
           f"pairs spent over {len(state['rounds'])} rounds" + (f"; stopped: {stopped}" if stopped else ""))
@@ -503,5 +502,5 @@ def _plot(path: Path, s: dict) -> None:
     ax.set_title(f"sweep.strategy={s['strategy']}: {s['pairs_spent']} of {s['pairs_runnable']} pairs")
     ax.legend(loc="lower right", fontsize=8)
     fig.tight_layout()
-    fig.savefig(path, dpi=120)
+    save_png(fig, path)
     plt.close(fig)

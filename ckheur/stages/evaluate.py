@@ -171,7 +171,6 @@ def run(cfg: Any, ctx: Context) -> dict:
         gate = _gate(cfg, df, rows, op["direction"])
         metrics["gate"] = gate
     out = ctx.output_dir
-    out.mkdir(parents=True, exist_ok=True)
     _write(out, rows, metrics, pairs, cfg.evaluate.plots)
     _print(metrics)
     if gate is not None and not gate["passed"]:
@@ -232,12 +231,15 @@ def _gate(cfg: Any, df: Any, rows: list[dict], direction: str) -> dict:
 def _write(out: Path, rows: list[dict], metrics: dict, pairs: dict, plots: bool) -> None:
     import pandas as pd
 
+    from ckheur.files import replacing, write_file
+
     table = pd.DataFrame([{**{k: v for k, v in r.items() if k not in ("problem_obj", "kernel_eff", "gemm", "hybrid")},
                            **{f"hybrid_top{k}_efficiency": h["efficiency"] for k, h in r["hybrid"].items()}}
                           for r in rows])
-    table.to_csv(out / "per_problem.csv", index=False)
-    (out / "metrics.json").write_text(json.dumps(metrics, indent=2, default=str))
-    (out / "report.md").write_text(_markdown(metrics))
+    with replacing(out / "per_problem.csv") as f:
+        table.to_csv(f, index=False)
+    write_file(out / "metrics.json", json.dumps(metrics, indent=2, default=str))
+    write_file(out / "report.md", _markdown(metrics))
     if plots:
         _plots(out, rows, metrics, pairs)
 
@@ -279,6 +281,8 @@ def _markdown(m: dict) -> str:
 def _plots(out: Path, rows: list[dict], m: dict, pairs: dict) -> None:
     import matplotlib
 
+    from ckheur.files import save_png
+
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
@@ -292,7 +296,7 @@ def _plots(out: Path, rows: list[dict], m: dict, pairs: dict) -> None:
     ax.set_title(f"Efficiency CDF ({m['data_kind']} data)")
     ax.legend(loc="upper left", fontsize=8)
     fig.tight_layout()
-    fig.savefig(out / "efficiency_cdf.png", dpi=120)
+    save_png(fig, out / "efficiency_cdf.png")
     plt.close(fig)
     fig, ax = plt.subplots(figsize=(5, 5))
     ax.loglog(pairs["meas"], pairs["pred"], ".", alpha=0.3, markersize=3)
@@ -302,7 +306,7 @@ def _plots(out: Path, rows: list[dict], m: dict, pairs: dict) -> None:
     ax.set_ylabel("predicted TFLOPS")
     ax.set_title("Predicted vs measured")
     fig.tight_layout()
-    fig.savefig(out / "predicted_vs_measured.png", dpi=120)
+    save_png(fig, out / "predicted_vs_measured.png")
     plt.close(fig)
     names = list(m["slices"])
     fig, ax = plt.subplots(figsize=(7, 4))
@@ -311,7 +315,7 @@ def _plots(out: Path, rows: list[dict], m: dict, pairs: dict) -> None:
     ax.set_xlim(min(50, min(100 * m["slices"][n]["mean"] for n in names) - 5), 100)
     ax.set_title("Efficiency by slice")
     fig.tight_layout()
-    fig.savefig(out / "slices.png", dpi=120)
+    save_png(fig, out / "slices.png")
     plt.close(fig)
 
 

@@ -57,6 +57,7 @@ def compare_with_python(selector: Any, problems: list, binary: Path, fields: lis
 
 def run(cfg: Any, ctx: Context) -> dict:
     """Export the op's model (or export.model_dir) to export.output; build and check it when a compiler exists."""
+    from ckheur.files import private_folder, write_file
     from ckheur.models.compiled import build, compile_command, find_compiler
     from ckheur.models.export_c import export_bundle
     from ckheur.models.selector import Selector
@@ -86,15 +87,21 @@ def run(cfg: Any, ctx: Context) -> dict:
     if not opts.build or cc is None:
         print(f"export: not built ({'export.build=false' if cc else 'no C compiler found'}); build with:\n  {command}")
         return summary
-    t0 = time.perf_counter()
-    binary = build(out, res.name, cc, shared=False).resolve()  # the check runs this binary, never one on PATH
-    t_build = time.perf_counter() - t0
-    print(f"export: built {binary} in {t_build:.1f} s ({command})")
     family = get_family(op["family"])
     selector = Selector.load(model_dir)
     groups = sorted({k.group for k in selector.kernels}, key=str)
     probs = random_problems(family, groups, int(opts.check_problems), int(opts.seed))
-    check = compare_with_python(selector, probs, binary, list(family.problems.FIELDS))
+    # The check runs a binary built in a private folder from the sources just written, never one
+    # another user could have swapped in the output folder; the program is then copied there.
+    t0 = time.perf_counter()
+    with private_folder("ckheur-export-") as tmp:
+        for src in srcs + [out / f"{res.name}.h", out / "ckheur_abi.h"]:
+            write_file(tmp / src.name, src.read_bytes())
+        built = build(tmp, res.name, cc, shared=False)
+        t_build = time.perf_counter() - t0
+        check = compare_with_python(selector, probs, built, list(family.problems.FIELDS))
+        binary = write_file(out / "ckheur_select", built.read_bytes(), mode=0o755)
+    print(f"export: built {binary} in {t_build:.1f} s ({command})")
     print(f"export: check against the Python selector on {check['problems']} seeded random problems: "
           f"same top-1 kernel {check['same_top1']}/{check['problems'] - check['both_invalid']}, "
           f"max relative score difference {check['max_rel_score_diff']:.1e} "

@@ -11,7 +11,6 @@ from pathlib import Path
 from typing import Any
 
 from ckheur.stages import StageError, plain
-from ckheur.stages.import_record import note_import, prepare_target, read_record, save_record
 
 
 def is_find_db(path: Path) -> bool:
@@ -19,29 +18,16 @@ def is_find_db(path: Path) -> bool:
     return ".fdb.txt" in path.name
 
 
-def _already_imported(cfg: Any, arch: str, name: str, sha: str) -> dict:
-    """{direction/dtype: folder} when every dataset this file could have written holds it (an
-    import that finished); {} otherwise (nothing yet, or an import killed half way)."""
-    from ckheur.dataset import dataset_dir
-    from ckheur.miopen_fdb import DIRECTIONS, DTYPES
-
-    found = {}
-    for direction in DIRECTIONS.values():
-        for dtype in DTYPES.values():
-            target = dataset_dir(cfg.paths.data, {"family": "miopen", "direction": direction, "dtype": dtype}, arch, name)
-            if target.exists():
-                if not read_record(target).get(sha, {}).get("complete"):
-                    return {}
-                found[f"{direction}/{dtype}"] = str(target)
-    return found
-
-
 def run_find_db(cfg: Any, src: Path) -> dict:
-    """Import one find-db file; returns {direction/dtype: dataset folder}."""
+    """Import one find-db file as one transaction: every direction and data type it holds, or
+    nothing (``ckheur.stages.import_record``)."""
     from ckheur.config import CONF_DIR, load_option
-    from ckheur.dataset import dataset_dir, write_part
+    from ckheur.dataset import dataset_dir
+    from ckheur.files import check_name
     from ckheur.miopen_fdb import FindDbError, arch_from_name, dataset_rows, read_find_db
     from ckheur.parts import sha256_of
+    from ckheur.stages.import_record import ImportTransaction, already_imported, plan_import
+    from ckheur.stages.import_stage import report_import
 
     opts = cfg["import"]
     known = sorted(p.stem for p in (CONF_DIR / "arch").glob("*.yaml"))
@@ -53,16 +39,19 @@ def run_find_db(cfg: Any, src: Path) -> dict:
                 raise StageError(f"import.arch={arch!r}: allowed values are {', '.join(known)}")
         else:
             arch, cus = arch_from_name(src, known)
+        name = check_name(opts.dataset, "import.dataset") if opts.dataset else \
+            check_name(src.name.split(".")[0], "import.dataset (default: the file name up to its first dot)")
         sha = sha256_of(src)
-        name = opts.dataset or src.name.split(".")[0]
-        done = _already_imported(cfg, arch, name, sha)
+        done = already_imported(cfg.paths.data, name, sha, src.name)
         if done:
-            for target in done.values():
+            for target in done:
                 print(f"import: {target} already holds this file (sha256 {sha[:12]}); nothing to do")
-            return done
+            return {"datasets": [str(t) for t in done]}
         fdb = read_find_db(src)
     except FindDbError as e:
         raise StageError(str(e)) from None
+    except (OSError, EOFError) as e:
+        raise StageError(f"{src}: cannot be read ({e})") from None
     arch_cfg = plain(cfg.arch) if cfg.arch.name == arch else load_option(f"arch/{arch}")
     if cus is not None and cus != arch_cfg.get("num_cus"):
         print(f"import: the file was measured on {arch} with {cus} CUs (conf/arch/{arch}.yaml says "
@@ -75,31 +64,25 @@ def run_find_db(cfg: Any, src: Path) -> dict:
         print(f"import: skipped {n}: {reason}")
     if rep.get("problems_out_of_time_order"):
         print(f"import: {rep['problems_out_of_time_order']} problems listed their solvers out of time order (sorted)")
-    out = {}
-    for direction, dtype in sorted(tuple(k.split("/")) for k in rep["by_direction_dtype"]):
+    if not rep["problems"]:
+        raise StageError(f"{src}: no problem left to import (every line was skipped, above); nothing was written")
+    keys = sorted(tuple(k.split("/")) for k in rep["by_direction_dtype"])
+    ops = {}
+    for direction, dtype in keys:
         op = {**load_option(f"op/miopen/{direction}"), "direction": direction, "dtype": dtype}
-        solvers = (op.get("solvers") or {}).get(arch)
-        if not solvers:
+        if not (op.get("solvers") or {}).get(arch):
             raise StageError(f"conf/op/miopen/{direction}.yaml has no solver table for {arch}; "
                              f"tools/miopen_solvers.py derives one from find-db files")
-        target = dataset_dir(cfg.paths.data, op, arch, name)
-        record = prepare_target(target, sha, src.name, bool(opts.overwrite))
-        if record is None:
-            print(f"import: {target} already holds this file (sha256 {sha[:12]}); nothing to do")
-            out[f"{direction}/{dtype}"] = str(target)
-            continue
-        rows, left = dataset_rows(fdb, direction, dtype, arch, solvers, src.name, stamp)
-        write_part(target, rows)
-        note_import(target, record, sha, src.name, len(rows))
-        counts = rows.status.value_counts().to_dict()
-        print(f"import: {direction} {dtype}: {rows.shape[0]} rows ({counts}) -> {target}")
-        if left["listed_solvers_outside_pool"]:
-            print(f"import: {direction} {dtype}: listed solvers not in the {arch} table, left out: "
-                  f"{left['listed_solvers_outside_pool']}")
-        out[f"{direction}/{dtype}"] = str(target)
-    for folder in out.values():  # every dataset of the file is written: later imports can skip the parse
-        record = read_record(Path(folder))
-        record[sha]["complete"] = True
-        save_record(Path(folder), record)
+        ops[dataset_dir(cfg.paths.data, op, arch, name, field="import.dataset")] = op
+    plan = plan_import(cfg.paths.data, name, sha, src.name, list(ops), bool(opts.overwrite))
+    with ImportTransaction(plan) as txn:
+        for target in plan.targets:  # one direction and dtype at a time: its rows are written, then freed
+            op = ops[target]
+            rows, left = dataset_rows(fdb, op["direction"], op["dtype"], arch, op["solvers"][arch], src.name, stamp)
+            txn.add(target, rows)
+            if left["listed_solvers_outside_pool"]:
+                print(f"import: {op['direction']} {op['dtype']}: listed solvers not in the {arch} table, left out: "
+                      f"{left['listed_solvers_outside_pool']}")
+    out = report_import(txn)
     print(f"import: done in {time.perf_counter() - t0:.1f}s")
     return out

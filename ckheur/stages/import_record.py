@@ -1,13 +1,30 @@
-"""What an import remembers in each dataset it writes (``imports.json``): the sha256 of every
-source imported into it. Importing is idempotent by content: the same bytes again do nothing,
-another file of the same name is refused unless ``import.overwrite=true`` (the old dataset is
-then kept aside, never deleted). Shared by every importer."""
+"""Imports as transactions, and what an import remembers in each dataset it writes.
+
+Each dataset folder records the sha256 of every source imported into it (``imports.json``),
+with the part file holding its rows. Importing is idempotent by content: the same bytes again
+do nothing. Another file of the same name (an edited source) is refused, before anything is
+written, unless ``import.overwrite=true``; then every dataset the old file contributed to, in
+any direction or data type, is kept aside (``<name>.replaced-<time>-<id>``, never deleted), and
+the rows other sources had there are carried over.
+
+One import is one transaction (:class:`ImportTransaction`): the datasets to replace are moved aside,
+every new part is written under a hidden temporary name, and only when all are written are they
+renamed into place and the records written. A failure before that undoes the moves and removes
+the temporary files: nothing of the import is visible. (A process killed during the final
+renames, a few milliseconds, can leave some datasets committed; importing again completes the
+others and rewrites the committed ones' parts under the same names.)
+"""
 
 from __future__ import annotations
 
+import contextlib
 import json
+import os
+import shutil
 import time
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any, Sequence
 
 from ckheur.stages import StageError
 
@@ -15,7 +32,7 @@ RECORD = "imports.json"
 
 
 def read_record(target: Path) -> dict:
-    """{sha256: {source, rows, imported, ...}} of a dataset folder ({} when none)."""
+    """{sha256: {source, rows, imported, parts, ...}} of a dataset folder ({} when none)."""
     try:
         record = json.loads((target / RECORD).read_text())
     except FileNotFoundError:
@@ -30,9 +47,9 @@ def read_record(target: Path) -> dict:
 
 def save_record(target: Path, record: dict) -> None:
     """Write a dataset's import record atomically."""
-    from ckheur.parts import write_text_atomic
+    from ckheur.files import write_file
 
-    write_text_atomic(target / RECORD, json.dumps(record, indent=1))
+    write_file(target / RECORD, json.dumps(record, indent=1))
 
 
 def legacy_sources(target: Path) -> set[str]:
@@ -45,30 +62,160 @@ def legacy_sources(target: Path) -> set[str]:
     return {h.split(":", 1)[1] for h in hosts.get("host", []) if str(h).startswith("import:")}
 
 
-def prepare_target(target: Path, sha: str, source: str, overwrite: bool) -> dict | None:
-    """The record of a dataset about to take an import of ``source`` (content ``sha``), or None
-    when it already holds exactly this content. Another file of the same name already imported
-    is refused unless ``overwrite``; then the old dataset is renamed aside and the record starts empty."""
-    if not target.exists():
-        return {}
-    record = read_record(target)
+def datasets_named(data_root: str | Path, name: str) -> list[Path]:
+    """Every dataset folder of this name under ``data_root``, whatever its op, dtype or arch."""
+    return sorted(p for p in Path(data_root).glob(f"*/{name}.parquet") if p.is_dir())
+
+
+def _conflict(target: Path, record: dict, sha: str, source: str) -> str | None:
+    """The sha256 (or "unrecorded") of another file named ``source`` imported into ``target``."""
     if sha in record:
         return None
-    held = {v.get("source") for v in record.values()} | (legacy_sources(target) if not record else set())
-    if source not in held:
+    if not record and source in legacy_sources(target):
+        return "unrecorded"
+    return next((k for k, v in record.items() if v.get("source") == source), None)
+
+
+def already_imported(data_root: str | Path, name: str, sha: str, source: str) -> list[Path]:
+    """The datasets of this name holding exactly this content, when the file was imported whole
+    and nothing conflicts; [] when it must be (re)imported or refused (plan_import decides)."""
+    found = []
+    for target in datasets_named(data_root, name):
+        record = read_record(target)
+        if _conflict(target, record, sha, source):
+            return []
+        if sha in record:
+            found.append(target)
+    return found
+
+
+@dataclass
+class ImportPlan:
+    """What one import changes: the dataset folders it writes, those that already hold this
+    content (skipped), and (overwrite) the folders of the replaced file, to be set aside."""
+
+    sha: str
+    source: str  # the file's name
+    targets: list = field(default_factory=list)  # dataset folders to write
+    held: list = field(default_factory=list)  # dataset folders already holding this content
+    aside: list = field(default_factory=list)  # dataset folders replaced (overwrite), kept aside
+
+
+def plan_import(data_root: str | Path, name: str, sha: str, source: str, targets: Sequence[Path],
+                overwrite: bool) -> ImportPlan:
+    """Decide an import of a file ``source`` (content ``sha``) into ``targets``, dataset folders
+    named ``name``, writing nothing; a StageError when another file of that name was imported and
+    ``overwrite`` is off."""
+    plan = ImportPlan(sha, source)
+    wanted = set(targets)
+    for target in sorted(set(datasets_named(data_root, name)) | {t for t in wanted if t.exists()}):
+        record = read_record(target)
+        if sha in record and target in wanted:
+            plan.held.append(target)
+            continue
+        other = _conflict(target, record, sha, source)
+        if other is None:
+            continue
+        if not overwrite:
+            raise StageError(f"{target} holds an import of another file named {source} (sha256 {other[:12]}, this "
+                             f"one {sha[:12]}); import.overwrite=true replaces everything that file contributed "
+                             f"(kept aside), import.dataset=<name> keeps both; nothing was written")
+        plan.aside.append(target)
+    plan.targets = [t for t in targets if t not in plan.held]
+    return plan
+
+
+class ImportTransaction:
+    """Carry out an import plan: ``with ImportTransaction(plan) as txn: txn.add(target, rows)``.
+
+    Entering moves the replaced datasets aside; each ``add`` writes its rows under a hidden
+    temporary name; leaving the block without an error renames every part into place and writes
+    the records; an error undoes it all (nothing of the import is visible)."""
+
+    def __init__(self, plan: ImportPlan) -> None:
+        self.plan = plan
+        self.moved: dict[Path, Path] = {}  # dataset folder -> where its old version was kept aside
+        self.rows: dict[Path, int] = {}
+        self._created: list[Path] = []
+        self._staged: list[Path] = []
+        self._records: dict[Path, dict] = {}
+        self._part = ""
+
+    def __enter__(self) -> "ImportTransaction":
+        from ckheur.files import aside_name
+        from ckheur.parts import part_name
+
+        self._part = part_name(f"import-{self.plan.sha[:16]}")
+        try:
+            for target in self.plan.aside:
+                self.moved[target] = aside_name(target)
+                os.rename(target, self.moved[target])
+            for target in self.plan.aside:  # carry over what other sources contributed there
+                others = [e for e in read_record(self.moved[target]).values() if e.get("source") != self.plan.source]
+                if others or target in self.plan.targets:
+                    self._open(target)
+        except BaseException:
+            self._undo()
+            raise
+        return self
+
+    def _open(self, target: Path) -> dict:
+        """The record of a dataset folder this import writes (created, or carried from its old version)."""
+        from ckheur.files import make_folder, open_new
+
+        if target in self._records:
+            return self._records[target]
+        if not target.exists():
+            self._created.append(target)
+        make_folder(target, "dataset folder")
+        old = self.moved.get(target)
+        record = {} if old is not None else read_record(target)
+        if old is not None:
+            for sha, entry in read_record(old).items():
+                if entry.get("source") == self.plan.source:
+                    continue
+                for part in entry.get("parts", []):
+                    tmp = target / f".tmp-{sha[:8]}-{part}"
+                    with open_new(tmp, binary=True) as f, open(old / part, "rb") as src:
+                        shutil.copyfileobj(src, f)
+                    self._staged.append(tmp)
+                record[sha] = entry
+        self._records[target] = record
         return record
-    if not overwrite:
-        shas = [k[:12] for k, v in record.items() if v.get("source") == source] or ["unrecorded"]
-        raise StageError(f"{target} holds an import of another file named {source} (sha256 {shas[0]}, this one "
-                         f"{sha[:12]}); import.overwrite=true replaces it (the old dataset is kept aside), "
-                         f"import.dataset=<name> keeps both")
-    aside = target.with_name(f"{target.name}.replaced-{time.strftime('%Y%m%d-%H%M%S')}")
-    target.rename(aside)
-    print(f"import.overwrite: previous dataset kept aside as {aside}")
-    return {}
 
+    def add(self, target: Path, rows: Any) -> None:
+        """Stage an import's rows for one of the plan's dataset folders."""
+        from ckheur.dataset import write_part
 
-def note_import(target: Path, record: dict, sha: str, source: str, rows: int, **extra) -> None:
-    """Add an import to a dataset's record (after its rows are written)."""
-    record[sha] = {"source": source, "rows": int(rows), "imported": time.strftime("%Y-%m-%dT%H:%M:%S%z"), **extra}
-    save_record(target, record)
+        if target not in self.plan.targets:
+            raise ValueError(f"{target} is not a dataset folder this import writes")
+        record = self._open(target)
+        self._staged.append(write_part(target, rows, name=self._part, commit=False))
+        record[self.plan.sha] = {"source": self.plan.source, "rows": int(len(rows)),
+                                 "imported": time.strftime("%Y-%m-%dT%H:%M:%S%z"), "parts": [self._part],
+                                 "complete": True}
+        self.rows[target] = int(len(rows))
+
+    def __exit__(self, kind: Any, error: Any, tb: Any) -> None:
+        from ckheur.parts import commit_part
+
+        if kind is not None:
+            self._undo()
+            return
+        for tmp in self._staged:
+            commit_part(tmp)
+        for target, record in self._records.items():
+            if record:
+                save_record(target, record)
+
+    def _undo(self) -> None:
+        for tmp in self._staged:
+            with contextlib.suppress(OSError):
+                tmp.unlink()
+        for target in self._created:
+            for folder in (target, target.parent):  # the op folder too, when this import made it
+                with contextlib.suppress(OSError):
+                    folder.rmdir()
+        for target, old in self.moved.items():
+            with contextlib.suppress(OSError):
+                os.rename(old, target)

@@ -43,13 +43,14 @@ def run(cfg: Any, ctx: Context) -> dict:
         rows = [(p.describe(), f"{p.flops / 1e9:.3f}", "x".join(str(v) for v in p.gemm(op["direction"])))
                 for p in problems]
         print(format_table(["problem", "GFLOP", f"gemm G x M x N x K ({op['direction']})"], rows, st.max_rows))
-    ctx.output_dir.mkdir(parents=True, exist_ok=True)
-    with open(ctx.output_dir / "kernels.csv", "w", newline="") as f:
+    from ckheur.files import replacing
+
+    with replacing(ctx.output_dir / "kernels.csv") as f:
         w = csv.writer(f)
         fields = list(pool.kernels[0].traits()) if pool.kernels else ["name"]
         w.writerow(fields)
         w.writerows([k.traits()[c] for c in fields] for k in pool.kernels)
-    with open(ctx.output_dir / "problems.csv", "w", newline="") as f:
+    with replacing(ctx.output_dir / "problems.csv") as f:
         w = csv.writer(f)
         w.writerow(family.problems.FIELDS)
         w.writerows(p.key() for p in problems)

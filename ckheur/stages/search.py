@@ -7,6 +7,7 @@ from typing import Any
 
 import numpy as np
 
+from ckheur.files import write_file
 from ckheur.stages import Context, StageError, plain
 
 
@@ -75,8 +76,7 @@ def run(cfg: Any, ctx: Context) -> dict:
             results.append(search_problem(selector, pool, p, cfg))
         except StageError as e:
             results.append({"problem": p.describe(), "skipped": str(e)})
-    ctx.output_dir.mkdir(parents=True, exist_ok=True)
-    (ctx.output_dir / "search.json").write_text(json.dumps({"surrogate": label, "results": results}, indent=1))
+    write_file(ctx.output_dir / "search.json", json.dumps({"surrogate": label, "results": results}, indent=1))
     done = [r for r in results if "top" in r]
     print(f"search: {cfg.search.method}, budget {cfg.search.budget}, surrogate: {label}")
     if single is not None and done:

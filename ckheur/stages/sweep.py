@@ -9,6 +9,7 @@ import time
 from typing import Any, Sequence
 
 
+from ckheur.files import write_file
 from ckheur.stages import Context, StageError
 from ckheur.stages.measuring import Progress, chunks, measure_batches, plan_sweep, print_skipped, record_batches
 
@@ -75,8 +76,7 @@ def run(cfg: Any, ctx: Context) -> dict:
                "measurements_per_s": round(measured / wall, 1) if wall > 0 else None,
                "interrupted": interrupted}
     _print_summary(summary)
-    ctx.output_dir.mkdir(parents=True, exist_ok=True)
-    (ctx.output_dir / "sweep_summary.json").write_text(json.dumps(summary, indent=2))
+    write_file(ctx.output_dir / "sweep_summary.json", json.dumps(summary, indent=2))
     if interrupted:
         print(f"sweep interrupted: {measured} attempts saved; run the same command again to resume", file=sys.stderr)
         raise SystemExit(130)

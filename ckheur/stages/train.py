@@ -292,10 +292,13 @@ def _calibration_hashes() -> set[str]:
 def _write_oof(out_dir: Path, tb: Any, picked: dict) -> None:
     import pandas as pd
 
-    out_dir.mkdir(parents=True, exist_ok=True)
-    pd.DataFrame({"problem": tb.pid, "kernel": [tb.kernels[i].name for i in tb.kid], "tflops": tb.tflops,
-                  "oof_score": picked["oof"], "fold": picked["fold"]}).to_parquet(out_dir / "oof.parquet")
-    (out_dir / "cv_metrics.json").write_text(json.dumps(picked["metrics"], indent=2))
+    from ckheur.files import make_folder, replacing, write_file
+
+    make_folder(out_dir, "run folder")
+    with replacing(out_dir / "oof.parquet", binary=True) as f:
+        pd.DataFrame({"problem": tb.pid, "kernel": [tb.kernels[i].name for i in tb.kid], "tflops": tb.tflops,
+                      "oof_score": picked["oof"], "fold": picked["fold"]}).to_parquet(f)
+    write_file(out_dir / "cv_metrics.json", json.dumps(picked["metrics"], indent=2))
 
 
 def _versions(lgb: Any) -> dict:

@@ -15,6 +15,7 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
+from ckheur.files import write_file
 from ckheur.stages import Context, StageError, plain
 
 
@@ -115,8 +116,7 @@ def run(cfg: Any, ctx: Context) -> dict:
     summary = _summary(db, ranked, k, skipped, statuses, already, rounds, wall, interrupted, label)
     summary["problems_measured_by_other_processes"] = len(waited - mine)
     _print(summary, single is not None and not skipped, db, ranked, by_key, k)
-    ctx.output_dir.mkdir(parents=True, exist_ok=True)
-    (ctx.output_dir / "tune_summary.json").write_text(json.dumps(summary, indent=2))
+    write_file(ctx.output_dir / "tune_summary.json", json.dumps(summary, indent=2))
     if interrupted:
         print(f"tune interrupted: {sum(statuses.values())} attempts saved; run the same command again to resume",
               file=sys.stderr)

@@ -1,0 +1,206 @@
+"""Every file ckheur writes or locks goes through here: never through a symbolic link, new files
+created exclusively, replaced files swapped in atomically, folders checked for who else can
+write in them, temporary folders removed.
+
+Why: ckheur may run as a privileged user in folders that other users can write (a shared data
+folder, a shared tuning database). There, another user could plant a symbolic link where ckheur
+is about to write and make it truncate or overwrite a file of their choosing, or swap a file
+between ckheur's writing and using it. So:
+
+- a new file is opened with ``O_CREAT | O_EXCL | O_NOFOLLOW``: a planted file or link makes the
+  open fail, it is never followed;
+- a file that is replaced (a record, a report) is written to a new temporary file and renamed
+  over the old name, which replaces a planted link itself, never what it points to;
+- a folder ckheur writes into must be safe: the folder and every folder above it are owned by
+  this user or root, and not writable by other users (group-writable is allowed for this user's
+  own group; the sticky bit, as on /tmp, protects other users' entries). Otherwise the write
+  is refused, naming the folder. ``CKHEUR_TRUSTED_DIRS`` (folders separated by ``:``) lists
+  folders to trust anyway, as in containers whose mounts another uid owns.
+"""
+
+from __future__ import annotations
+
+import atexit
+import contextlib
+import os
+import re
+import shutil
+import stat
+import tempfile
+import time
+import uuid
+from pathlib import Path
+from typing import IO, Iterator
+
+from ckheur.errors import UserError
+
+TRUSTED_DIRS_ENV = "CKHEUR_TRUSTED_DIRS"
+_NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
+_CLOEXEC = getattr(os, "O_CLOEXEC", 0)
+
+
+NAME_PATTERN = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.+-]{0,127}")
+
+
+class UnsafePathError(UserError):
+    """A path ckheur would write through is not safe (a link, or a folder other users can write)."""
+
+
+def check_name(value: object, field: str) -> str:
+    """A name that becomes one path component (a dataset, problem set, model or export name):
+    letters, digits and ``_ . + -``, not starting with a dot, at most 128 characters; anything else
+    (a path, ``..``, an empty name) is refused, naming the field."""
+    text = str(value)
+    if not NAME_PATTERN.fullmatch(text):
+        raise UnsafePathError(f"{field}={text!r}: a name must be one path component of letters, digits and "
+                              "_ . + - (not starting with a dot, at most 128 characters)")
+    return text
+
+
+def _trusted(real: str) -> bool:
+    for prefix in filter(None, os.environ.get(TRUSTED_DIRS_ENV, "").split(os.pathsep)):
+        p = os.path.realpath(prefix)
+        if real == p or real.startswith(p.rstrip(os.sep) + os.sep):
+            return True
+    return False
+
+
+def folder_risk(path: str | Path) -> str | None:
+    """Why another user could change what is in an existing folder (it, or a folder above it, is
+    theirs or writable by them), or None when only this user and root can."""
+    if not hasattr(os, "geteuid"):  # no owners to check on this platform
+        return None
+    real = os.path.realpath(path)
+    if _trusted(real):
+        return None
+    me, my_group = os.geteuid(), os.getegid()
+    cur = real
+    while True:
+        st = os.stat(cur)
+        mode = st.st_mode
+        sticky = bool(mode & stat.S_ISVTX)
+        if st.st_uid not in (me, 0):
+            return f"{cur} is owned by uid {st.st_uid}, not by this user (uid {me}) or root"
+        if mode & stat.S_IWOTH and not sticky:
+            return f"{cur} is writable by every user (mode {stat.S_IMODE(mode):o})"
+        if mode & stat.S_IWGRP and not sticky and st.st_gid not in (my_group, 0):
+            return f"{cur} is writable by group {st.st_gid} (mode {stat.S_IMODE(mode):o})"
+        parent = os.path.dirname(cur)
+        if parent == cur:
+            return None
+        cur = parent
+
+
+def check_folder(path: str | Path, what: str = "folder") -> Path:
+    """Refuse (UnsafePathError) a folder that another user could change; the folder as a Path."""
+    path = Path(path)
+    try:
+        why = folder_risk(path)
+    except OSError as e:
+        raise UnsafePathError(f"{what} {path}: cannot be checked ({e.strerror or e})") from None
+    if why:
+        raise UnsafePathError(f"{what} {path} is not safe to write in: {why}; use a folder only you can write, or "
+                              f"list it in {TRUSTED_DIRS_ENV}")
+    return path
+
+
+def make_folder(path: str | Path, what: str = "folder") -> Path:
+    """Create a folder (and its parents) and check it; the nearest existing folder above is checked
+    before anything is created in it. A file in the way is an error naming it."""
+    path = Path(path)
+    if not path.is_dir():
+        existing = path
+        while not existing.exists() and existing.parent != existing:
+            existing = existing.parent
+        if existing.exists() and not existing.is_dir():
+            raise UnsafePathError(f"{what} {path}: {existing} is a file, not a folder")
+        check_folder(existing, what)
+        try:
+            path.mkdir(parents=True, exist_ok=True)
+        except OSError as e:
+            raise UnsafePathError(f"{what} {path}: cannot be created ({e.strerror or e})") from None
+    return check_folder(path, what)
+
+
+def open_new(path: str | Path, binary: bool = False, mode: int = 0o644) -> IO:
+    """A new file opened for writing; one already there (a file or a link) is an error, never
+    overwritten or followed."""
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | _NOFOLLOW | _CLOEXEC, mode)
+    return os.fdopen(fd, "wb" if binary else "w", **({} if binary else {"encoding": "utf-8", "newline": ""}))
+
+
+@contextlib.contextmanager
+def replacing(path: str | Path, binary: bool = False, mode: int | None = None) -> Iterator[IO]:
+    """Write a file's new content: a fresh temporary file in the same folder, synced and renamed
+    over ``path`` when the block ends (a link at ``path`` is replaced, never followed); on an
+    error the old file stays and the temporary one is removed. ``mode``: its permission bits."""
+    path = Path(path)
+    if path.is_dir() and not path.is_symlink():
+        raise UnsafePathError(f"{path} is a folder; cannot write a file there")
+    tmp = path.with_name(f".tmp-{uuid.uuid4().hex[:12]}-{path.name}"[:250])
+    f = open_new(tmp, binary)
+    try:
+        with f:
+            if mode is not None:
+                os.fchmod(f.fileno(), mode)
+            yield f
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise
+
+
+def write_file(path: str | Path, data: str | bytes, mode: int | None = None) -> Path:
+    """Replace a file's content atomically (a kill leaves the old or the new file, and concurrent
+    writers each write a whole one), never through a link."""
+    with replacing(path, binary=isinstance(data, bytes), mode=mode) as f:
+        f.write(data)
+    return Path(path)
+
+
+def open_lock(path: str | Path) -> int:
+    """A lock file's descriptor (created if missing, 0600): never through a link, and only a
+    regular file; the caller locks it with flock and never writes it."""
+    try:
+        fd = os.open(path, os.O_RDWR | os.O_CREAT | _NOFOLLOW | _CLOEXEC, 0o600)
+    except OSError as e:
+        raise UnsafePathError(f"lock file {path}: cannot be opened ({e.strerror or e}; a link is never followed)") \
+            from None
+    if not stat.S_ISREG(os.fstat(fd).st_mode):
+        os.close(fd)
+        raise UnsafePathError(f"lock file {path} is not a regular file")
+    return fd
+
+
+def aside_name(path: str | Path) -> Path:
+    """A new name beside ``path`` to keep an old file or folder under (``<name>.replaced-<time>-<id>``),
+    unique even for two replacements in the same second."""
+    path = Path(path)
+    return path.with_name(f"{path.name}.replaced-{time.strftime('%Y%m%d-%H%M%S')}-{uuid.uuid4().hex[:6]}")
+
+
+@contextlib.contextmanager
+def private_folder(prefix: str = "ckheur-") -> Iterator[Path]:
+    """A new folder only this user can use (0700, in the temporary directory), removed afterwards."""
+    folder = Path(tempfile.mkdtemp(prefix=prefix))
+    try:
+        yield folder
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
+
+
+def process_folder(prefix: str = "ckheur-") -> Path:
+    """A private temporary folder (0700) that lives until this process exits, then is removed."""
+    folder = Path(tempfile.mkdtemp(prefix=prefix))
+    atexit.register(shutil.rmtree, folder, ignore_errors=True)
+    return folder
+
+
+def save_png(fig: object, path: str | Path, dpi: int = 120) -> Path:
+    """Save a matplotlib figure as a PNG file, replaced atomically (never through a link)."""
+    with replacing(path, binary=True) as f:
+        fig.savefig(f, format="png", dpi=dpi)  # type: ignore[attr-defined]
+    return Path(path)

@@ -1,0 +1,131 @@
+"""What ckheur promises a careless or hostile user: imports are transactions, bad lines and files
+are refused with one line, names stay names, nothing is written through a link or into a folder
+another user can change, databases have one owner, and a failed multirun job is reported."""
+
+from __future__ import annotations
+
+import bz2
+import json
+import os
+from pathlib import Path
+
+import pytest
+
+from conftest import ROOT, run_cli
+
+MI300X = ROOT / "tests" / "data" / "miopen_fdb" / "gfx942130.HIP.fdb.txt.bz2"
+FWD_LINE = ("256-56-56-3x3-256-56-56-32-1x1-1x1-1x1-0-NCHW-FP16-F_g32=ConvBinWinogradRxSf2x3:0.22021,0,"
+            "miopenConvolutionFwdAlgoWinograd;ConvHipImplicitGemmGroupFwdXdlops:0.877855,102797312,"
+            "miopenConvolutionFwdAlgoImplicitGEMM")
+BWD_LINE = ("64-28-28-3x3-32-56-56-8-1x1-2x2-1x1-0-NCHW-FP16-B=GemmBwdRest:0.5,100,miopenConvolutionBwdDataAlgoGEMM;"
+            "ConvDirectNaiveConvBwd:0.25,0,miopenConvolutionBwdDataAlgoDirect")
+
+
+def one_error(r, *needles, code=2):
+    """Exit 2, one error line naming what is wrong, no traceback."""
+    assert r.returncode == code, (r.returncode, r.stdout[-500:], r.stderr[-2000:])
+    assert "Traceback" not in r.stderr and "HYDRA_FULL_ERROR" not in r.stderr, r.stderr
+    errors = [ln for ln in r.stderr.splitlines() if ln.startswith("error:")]
+    assert len(errors) == 1, r.stderr
+    for n in needles:
+        assert n in errors[0], (n, errors[0])
+
+
+def import_fdb(tmp_path, path, *extra, run="r"):
+    return run_cli("stage=import", f"import.path={path}", f"paths.data={tmp_path / 'data'}",
+                   f"hydra.run.dir={tmp_path / run}", *extra)
+
+
+def tree(folder: Path) -> list[str]:
+    """Every file and folder below ``folder``, relative, sorted."""
+    return sorted(str(p.relative_to(folder)) for p in folder.rglob("*")) if folder.exists() else []
+
+
+# ---------------------------------------------------------------- imports are transactions
+def test_find_db_import_is_all_or_nothing(tmp_path):
+    """A refused import writes no direction; overwrite replaces every dataset the old file wrote,
+    keeps them aside, and carries over what other files contributed; two overwrites in one second."""
+    src = tmp_path / "gfx942130.HIP.fdb.txt"
+    src.write_text(FWD_LINE + "\n" + BWD_LINE + "\n")
+    assert import_fdb(tmp_path, src).returncode == 0
+    data = tmp_path / "data"
+    fwd, bwd = data / "miopen_fwd_fp16_gfx942" / "gfx942130.parquet", data / "miopen_bwd_data_fp16_gfx942" / "gfx942130.parquet"
+    assert fwd.is_dir() and bwd.is_dir()
+    # Another file of that name: the same forward line, and a new backward-weights one. Refused before
+    # anything is written: neither the new bwd_weight dataset nor a part in fwd appears.
+    before = tree(data)
+    wrw = "16-8-8-3x3-8-8-8-2-1x1-1x1-1x1-0-NCHW-FP16-W=ConvDirectNaiveConvWrw:0.5,0,miopenConvolutionBwdWeightsAlgoDirect"
+    src.write_text(FWD_LINE + "\n" + wrw + "\n")
+    one_error(import_fdb(tmp_path, src, run="r2"), "another file named gfx942130.HIP.fdb.txt", "nothing was written")
+    assert tree(data) == before
+    # A second source in the fwd dataset (import.dataset names it), to be carried over.
+    other = tmp_path / "other" / "gfx942130.HIP.fdb.txt"
+    other.parent.mkdir()
+    other.write_text(FWD_LINE.replace("-32-1x1-1x1", "-16-1x1-1x1") + "\n")
+    assert import_fdb(tmp_path, other, "import.dataset=gfx942130", run="r3").returncode != 0  # same name: refused
+    other2 = tmp_path / "other" / "extra.HIP.fdb.txt"
+    other2.write_text(FWD_LINE.replace("-32-1x1-1x1", "-16-1x1-1x1") + "\n")
+    assert import_fdb(tmp_path, other2, "import.dataset=gfx942130", "import.arch=gfx942", run="r4").returncode == 0
+    # Overwrite: the old file's bwd_data dataset goes aside entirely (the new file has none), fwd is
+    # rebuilt with the other file's part and the new one; twice within the same second.
+    from ckheur.dataset import read_dataset
+
+    for run, time in (("r5", "0.5"), ("r6", "0.6")):  # two versions, replaced within the same second
+        src.write_text(FWD_LINE + "\n" + wrw.replace(":0.5,", f":{time},") + "\n")
+        r = import_fdb(tmp_path, src, "import.overwrite=true", run=run)
+        assert r.returncode == 0, r.stderr
+        assert not bwd.exists() and (data / "miopen_bwd_weight_fp16_gfx942" / "gfx942130.parquet").is_dir()
+        df = read_dataset(fwd)
+        assert sorted(set(df.N)) == [16, 32]  # the other file's problem (N=16) and this file's (N=32)
+        record = json.loads((fwd / "imports.json").read_text())
+        assert sorted(v["source"] for v in record.values()) == ["extra.HIP.fdb.txt", "gfx942130.HIP.fdb.txt"]
+    assert len(list(bwd.parent.glob("gfx942130.parquet.replaced-*"))) == 1
+    assert len(list(fwd.parent.glob("gfx942130.parquet.replaced-*"))) == 2
+    assert len(list(fwd.parent.parent.glob("miopen_bwd_weight_fp16_gfx942/gfx942130.parquet.replaced-*"))) == 1
+
+
+def test_import_failure_midway_leaves_nothing(tmp_path, monkeypatch):
+    """A write failing on the second dataset undoes the first and the overwrite's moves."""
+    from ckheur import dataset
+    from ckheur.stages import compose_config, run_stage
+
+    src = tmp_path / "gfx942130.HIP.fdb.txt"
+    src.write_text(FWD_LINE + "\n" + BWD_LINE + "\n")
+    assert import_fdb(tmp_path, src).returncode == 0
+    data = tmp_path / "data"
+    before = tree(data)
+    src.write_text(FWD_LINE.replace("0.22021", "0.2") + "\n" + BWD_LINE + "\n")
+    real, calls = dataset.write_part, []
+
+    def failing(*args, **kw):
+        calls.append(args[0])
+        if len(calls) == 2:
+            raise OSError(28, "No space left on device", str(args[0]))
+        return real(*args, **kw)
+
+    monkeypatch.setattr(dataset, "write_part", failing)
+    cfg = compose_config(["stage=import", f"import.path={src}", f"paths.data={data}", "import.overwrite=true"])
+    with pytest.raises(SystemExit) as e:
+        run_stage(cfg, tmp_path / "run")
+    assert e.value.code == 2 and len(calls) == 2
+    assert tree(data) == before
+
+
+@pytest.mark.parametrize("case,needles", [
+    ("empty", ("empty",)),
+    ("big_n", ("line 2", "beyond the validity rule", "N=1000000000000")),
+    ("workspace", ("line 2", "workspace=10000000000000000000000000", "larger than any real size")),
+    ("negative", ("line 2", "time -1.0 ms", "finite number >= 0")),
+    ("text_time", ("line 2", "time='1.2.3'", "not a number")),
+])
+def test_find_db_bad_lines_are_refused_with_the_line(tmp_path, case, needles):
+    entry = "ConvDirectNaiveConvFwd:{t},{w},miopenConvolutionFwdAlgoDirect"
+    key = "16-8-8-3x3-8-8-8-{n}-1x1-1x1-1x1-0-NCHW-FP16-F"
+    line = {"empty": None, "big_n": key.format(n=10**12) + "=" + entry.format(t=0.5, w=0),
+            "workspace": key.format(n=2) + "=" + entry.format(t=0.5, w=10**25),
+            "negative": key.format(n=2) + "=" + entry.format(t=-1, w=0),
+            "text_time": key.format(n=2) + "=" + entry.format(t="1.2.3", w=0)}[case]
+    src = tmp_path / "gfx942130.HIP.fdb.txt"
+    src.write_text("" if line is None else FWD_LINE + "\n" + line + "\n")
+    one_error(import_fdb(tmp_path, src), *needles)
+    assert tree(tmp_path / "data") == []
