@@ -517,7 +517,7 @@ def test_export_never_destroys_a_users_files(tmp_path, monkeypatch):
     assert r.returncode == 2 and "not an earlier export of this model as other" in r.stderr
     r = run_cli(*common, "export.output=.", "export.overwrite=true", "export.build=false", cwd=project)
     assert r.returncode == 0 and "ckheur" in (project / "README.md").read_text()
-    for name, msg in (("ckheur_abi", "package's own"), ("ckheur_select", "package's own"), ("x" * 300, "at most 100")):
+    for name, msg in (("ckheur_abi", "package's own"), ("ckheur_select", "package's own"), ("x" * 300, "at most 128")):
         r = run_cli(*common, f"export.output={tmp_path / 'n'}", f"export.name={name}")
         assert r.returncode == 2 and msg in r.stderr and "Traceback" not in r.stderr, r.stderr
     (tmp_path / "afile").write_text("x")

@@ -92,9 +92,9 @@ def test_miopen_parser_2d():
                         "-p 1 -q 1 -u 2 -v 2 -l 1 -j 1 -m conv -g 4 -F 1 -t 1 --in_layout NHWC")
     assert p == ConvProblem(N=16, C=256, K=128, G=4, Hi=28, Wi=28, Y=3, X=3, pad_h=1, pad_w=1,
                             stride_h=2, stride_w=2)
-    assert d == "fwd"
-    assert parse_miopen("conv -n 1 -c 3 -k 8 -H 8 -W 8 -y 1 -x 1 -F 2")[1] == "bwd_data"
-    assert parse_miopen("convfp16 -n 1 -c 3 -k 8 -H 8 -W 8 -y 1 -x 1")[1] is None
+    assert d == ("fwd",)
+    assert parse_miopen("conv -n 1 -c 3 -k 8 -H 8 -W 8 -y 1 -x 1 -F 2")[1] == ("bwd_data",)
+    assert parse_miopen("convfp16 -n 1 -c 3 -k 8 -H 8 -W 8 -y 1 -x 1")[1] == ("fwd", "bwd_data", "bwd_weight")
 
 
 def test_miopen_parser_3d_and_round_trip():
@@ -102,7 +102,7 @@ def test_miopen_parser_3d_and_round_trip():
             "-# 2 -u 2 -v 2 -^ 1 -l 1 -j 1 -g 1 --spatial_dim 3 -F 4  # comment")
     p, d = parse_miopen(line)
     assert (p.Di, p.Z, p.pad_d, p.stride_d, p.dilation_d) == (16, 3, 1, 2, 1)
-    assert p.ndim == 3 and d == "bwd_weight"
+    assert p.ndim == 3 and d == ("bwd_weight",)
     assert parse_miopen(to_miopen(p))[0] == p
     q = ConvProblem(N=3, C=16, K=32, G=2, Hi=9, Wi=11, Y=3, X=1, pad_h=1, stride_w=2, dilation_h=2)
     assert parse_miopen(to_miopen(q))[0] == q

@@ -129,3 +129,103 @@ def test_find_db_bad_lines_are_refused_with_the_line(tmp_path, case, needles):
     src.write_text("" if line is None else FWD_LINE + "\n" + line + "\n")
     one_error(import_fdb(tmp_path, src), *needles)
     assert tree(tmp_path / "data") == []
+
+
+# ---------------------------------------------------------------- bundles are validated on load
+SHIPPED_FWD = ROOT / "models" / "grouped_conv_fwd_bf16_gfx950"
+PREDICT = ("stage=predict", "problem=convbfp16 -n 16 -c 256 -H 28 -W 28 -k 128 -y 3 -x 3 -p 1 -q 1")
+
+
+def _rewrite_trees(text: str, edit) -> str:
+    """A model text with ``edit(tree block) -> tree block`` applied to its first tree and the
+    header's tree_sizes recomputed, so only the edit is wrong."""
+    import re
+
+    head, rest = text.split("\nTree=", 1)
+    trees, tail = ("Tree=" + rest).split("end of trees", 1)
+    starts = [m.start() for m in re.finditer(r"^Tree=", trees, re.M)]
+    blocks = [trees[a:b] for a, b in zip(starts, starts[1:] + [len(trees)])]
+    blocks[0] = edit(blocks[0])
+    head = re.sub(r"tree_sizes=.*", "tree_sizes=" + " ".join(str(len(b)) for b in blocks), head)
+    return head + "\n" + "".join(blocks) + "end of trees" + tail
+
+
+def _field(block: str, key: str, values) -> str:
+    import re
+
+    return re.sub(rf"^{key}=.*$", f"{key}=" + " ".join(map(str, values)), block, count=1, flags=re.M)
+
+
+def _chain_tree(leaves: int) -> callable:
+    """An edit replacing a tree by a chain of ``leaves`` leaves (depth leaves - 1)."""
+    def edit(block: str) -> str:
+        n = leaves - 1
+        first = block.splitlines()[0]
+        fields = {"num_leaves": leaves, "num_cat": 0, "split_feature": [0] * n, "split_gain": [1] * n,
+                  "threshold": list(range(n)), "decision_type": [2] * n,
+                  "left_child": [~i for i in range(n)], "right_child": [i + 1 for i in range(n - 1)] + [~n],
+                  "leaf_value": [0.01] * leaves, "leaf_weight": [1] * leaves, "leaf_count": [1] * leaves,
+                  "internal_value": [0] * n, "internal_weight": [1] * n, "internal_count": [1] * n,
+                  "is_linear": 0, "shrinkage": 1}
+        return first + "\n" + "\n".join(f"{k}=" + (" ".join(map(str, v)) if isinstance(v, list) else str(v))
+                                        for k, v in fields.items()) + "\n\n\n"
+    return edit
+
+
+@pytest.fixture
+def bundle_copy(tmp_path):
+    """A writable copy of the shipped forward bundle and a function that rewrites one of its files."""
+    import gzip
+    import shutil
+
+    dst = tmp_path / "bundle"
+    shutil.copytree(SHIPPED_FWD, dst)
+
+    def rewrite(name: str, edit) -> Path:
+        path = dst / name
+        if name.endswith(".gz"):
+            path.write_bytes(gzip.compress(edit(gzip.decompress(path.read_bytes()).decode()).encode()))
+        else:
+            path.write_text(edit(path.read_text()))
+        return dst
+
+    return dst, rewrite
+
+
+@pytest.mark.parametrize("name,edit,needles", [
+    ("model.txt.gz", lambda t: _rewrite_trees(t, lambda b: _field(b, "threshold", ["nan"] * 3)),
+     ("tree 0", "threshold holds a non-finite value")),
+    ("tflops_model.txt.gz", lambda t: _rewrite_trees(t, lambda b: b.replace("leaf_value=", "leaf_value=nan ", 1)
+                                                     .replace("leaf_value=nan ", "leaf_value=nan ", 1)),
+     ("leaf_value",)),
+    ("model.txt.gz", lambda t: t[: len(t) // 2], ("not a whole LightGBM model",)),
+    ("model.txt.gz", lambda t: _rewrite_trees(t, _chain_tree(400)), ("tree 0", "deeper than 256")),
+    ("model.txt.gz", lambda t: _rewrite_trees(t, lambda b: _field(b, "right_child", [2, 1, -4])),  # node 1 twice
+     ("do not form a tree",)),
+    ("feature_spec.json", lambda t: t.replace('"analytic": true', '"analytic": "yes"'), ("analytic must be true or false",)),
+    ("feature_spec.json", lambda t: t.replace('"num_cus": 256', '"num_cus": "many"'), ("arch.num_cus", "could not be converted")),
+    ("feature_spec.json", lambda t: t.replace('"scale": 0.5', '"scale": NaN'), ("prior must be",)),
+    ("kernels.json", lambda t: "{}", ("non-empty list of kernel objects",)),
+    ("train_manifest.json", lambda t: "[1]", ("not an object",)),
+])
+def test_hostile_bundles_are_refused_in_one_line(bundle_copy, tmp_path, name, edit, needles):
+    """NaN thresholds once segfaulted predict, NaN leaves 'selected' the first kernel, a model cut
+    short aborted the process, wrongly typed JSON gave tracebacks: each is now one line, exit 2."""
+    from ckheur.models.bundle import BundleError
+    from ckheur.models.selector import Selector
+
+    folder, rewrite = bundle_copy
+    rewrite(name, edit)
+    r = run_cli(*PREDICT, f"predict.model_dir={folder}", f"hydra.run.dir={tmp_path / 'r'}")
+    one_error(r, str(folder), *needles)
+    with pytest.raises(BundleError):  # the compiled path refuses it the same way, before building anything
+        Selector.load(folder, compiled=True)
+
+
+def test_export_refuses_trees_wider_than_it_supports(bundle_copy, tmp_path):
+    """A 100-leaf tree loads (Python evaluates it) but the C export refuses it with its reason."""
+    folder, rewrite = bundle_copy
+    rewrite("model.txt.gz", lambda t: _rewrite_trees(t, _chain_tree(100)))
+    r = run_cli("stage=export", f"export.model_dir={folder}", f"export.output={tmp_path / 'out'}",
+                f"hydra.run.dir={tmp_path / 'r'}")
+    one_error(r, "tree 0 has 100 leaves", "at most 64")

@@ -8,6 +8,9 @@ from __future__ import annotations
 
 import gzip
 import json
+import math
+import re
+import zlib
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Mapping
@@ -78,24 +81,183 @@ def save_bundle(path: str | Path, booster: Any, tflops_booster: Any, spec: Mappi
 def _read_json(path: Path) -> Any:
     try:
         return json.loads(path.read_text())
-    except json.JSONDecodeError as e:
+    except (json.JSONDecodeError, UnicodeDecodeError) as e:
         raise BundleError(f"{path}: corrupted JSON ({e})") from None
+    except OSError as e:
+        raise BundleError(f"{path}: cannot be read ({e.strerror or e})") from None
 
 
-def _read_booster(path: Path) -> Any:
+# Tree shapes every path that evaluates a model supports (LightGBM, the C export's parser, the
+# compiled selector): deeper trees are refused on load, wider ones by the C export (64 leaves).
+MAX_TREE_DEPTH = 256
+MAX_TREE_LEAVES = 1 << 16
+
+
+def _numbers(block: Mapping[str, str], key: str, count: int, kind: type, where: str) -> list:
+    """A tree's array field: ``count`` numbers of ``kind`` (floats finite), or a BundleError."""
+    text = block.get(key)
+    if text is None:
+        raise BundleError(f"{where}: no {key}")
+    try:
+        values = [kind(v) for v in text.split()]
+    except ValueError:
+        raise BundleError(f"{where}: {key} holds something that is not a number") from None
+    if len(values) != count:
+        raise BundleError(f"{where}: {key} has {len(values)} values, {count} expected")
+    if kind is float and not all(math.isfinite(v) for v in values):
+        raise BundleError(f"{where}: {key} holds a non-finite value (NaN or infinity)")
+    return values
+
+
+def check_model_text(text: str, path: Path, num_features: int) -> int:
+    """Refuse (BundleError) a LightGBM model text that any ckheur path could not evaluate safely:
+    cut short, thresholds or leaves not finite, children that do not form a tree, features out of
+    range, trees deeper than MAX_TREE_DEPTH. Returns the number of trees."""
+    head, sep, body = text.partition("\nTree=")
+    if not text.startswith("tree\n") or "\nend of trees" not in text or not text.isascii():
+        raise BundleError(f"{path}: not a whole LightGBM model (cut short, or not a model file)")
+    header = dict(ln.split("=", 1) for ln in head.splitlines() if "=" in ln)
+    if header.get("num_class", "1") != "1" or header.get("num_tree_per_iteration", "1") != "1":
+        raise BundleError(f"{path}: a multiclass model; a kernel score is one number")
+    if header.get("max_feature_idx") != str(num_features - 1):
+        raise BundleError(f"{path}: the model reads {header.get('max_feature_idx')!r} + 1 features, the spec lists "
+                          f"{num_features}")
+    trees = "Tree=" + body.split("end of trees", 1)[0] if sep else ""
+    starts = [m.start() for m in re.finditer(r"^Tree=", trees, re.M)]
+    # LightGBM cuts the trees apart by the header's sizes: they must be the blocks' true lengths.
+    sizes = [b - a for a, b in zip(starts, starts[1:] + [len(trees)])]
+    if header.get("tree_sizes", "").split() != [str(n) for n in sizes]:
+        raise BundleError(f"{path}: the header's tree_sizes do not match its {len(sizes)} trees")
+    blocks = [trees[a:a + n] for a, n in zip(starts, sizes)]
+    for i, raw in enumerate(blocks):
+        where = f"{path} tree {i}"
+        block = dict(ln.split("=", 1) for ln in raw.splitlines() if "=" in ln)
+        try:
+            leaves = int(block.get("num_leaves", ""))
+            cats = int(block.get("num_cat", "0"))
+        except ValueError:
+            raise BundleError(f"{where}: num_leaves / num_cat are not integers") from None
+        if not 1 <= leaves <= MAX_TREE_LEAVES or cats < 0:
+            raise BundleError(f"{where}: {leaves} leaves (1 to {MAX_TREE_LEAVES} supported)")
+        _numbers(block, "leaf_value", leaves, float, where)
+        if leaves == 1:
+            continue
+        n = leaves - 1
+        feature = _numbers(block, "split_feature", n, int, where)
+        threshold = _numbers(block, "threshold", n, float, where)
+        decision = _numbers(block, "decision_type", n, int, where)
+        children = [_numbers(block, "left_child", n, int, where), _numbers(block, "right_child", n, int, where)]
+        if not all(0 <= f < num_features for f in feature):
+            raise BundleError(f"{where}: a split on a feature outside 0..{num_features - 1}")
+        if cats:
+            bounds = _numbers(block, "cat_boundaries", cats + 1, int, where)
+            if bounds[0] != 0 or any(b > c for b, c in zip(bounds, bounds[1:])):
+                raise BundleError(f"{where}: cat_boundaries are not increasing from 0")
+            _numbers(block, "cat_threshold", bounds[-1], int, where)
+        for d, t in zip(decision, threshold):
+            if d & 1 and not (float(t).is_integer() and 0 <= t < cats):  # categorical: an index into cat_boundaries
+                raise BundleError(f"{where}: a categorical split names category set {t}, the tree has {cats}")
+        # Every internal node but the root and every leaf is a child exactly once; walking from the
+        # root then reaches them all, without a cycle. Depth is measured on the way.
+        seen_nodes, seen_leaves = [0] * n, [0] * leaves
+        for c in children[0] + children[1]:
+            if c >= 0:
+                if not 0 < c < n:
+                    raise BundleError(f"{where}: a child points to node {c} (nodes 1..{n - 1} can be children)")
+                seen_nodes[c] += 1
+            else:
+                if not 0 <= ~c < leaves:
+                    raise BundleError(f"{where}: a child points to leaf {~c} (the tree has {leaves})")
+                seen_leaves[~c] += 1
+        if any(v != 1 for v in seen_nodes[1:]) or any(v != 1 for v in seen_leaves):
+            raise BundleError(f"{where}: its children do not form a tree (a node or leaf reached twice or never)")
+        stack, depth = [(0, 1)], 0
+        while stack:
+            node, level = stack.pop()
+            depth = max(depth, level)
+            if depth > MAX_TREE_DEPTH:
+                raise BundleError(f"{where}: deeper than {MAX_TREE_DEPTH} levels")
+            stack += [(c, level + 1) for c in (children[0][node], children[1][node]) if c >= 0]
+    return len(blocks)
+
+
+def _read_booster(path: Path, num_features: int) -> Any:
+    """A checked LightGBM booster from a gzipped model text."""
     from ckheur.threads import lightgbm
 
     lgb = lightgbm()
     try:
         with gzip.open(path, "rt") as f:
             text = f.read()
+    except (OSError, EOFError, UnicodeDecodeError, zlib.error) as e:
+        raise BundleError(f"{path}: corrupted model file ({str(e).splitlines()[0][:200]})") from None
+    check_model_text(text, path, num_features)
+    try:
         return lgb.Booster(model_str=text)
-    except (OSError, EOFError, lgb.basic.LightGBMError) as e:
+    except lgb.basic.LightGBMError as e:
         raise BundleError(f"{path}: corrupted model file ({str(e).splitlines()[0][:200]})") from None
 
 
+def _check_spec(spec: Any, where: Path) -> None:
+    """Refuse a feature spec whose fields have the wrong types (a BundleError naming the field)."""
+    from omegaconf import OmegaConf
+    from omegaconf.errors import OmegaConfBaseException
+
+    from ckheur.config import SCHEMAS, ArchSchema
+    from ckheur.models.training import OBJECTIVES
+
+    if not isinstance(spec, dict):
+        raise BundleError(f"{where}: a JSON {type(spec).__name__}, not an object")
+    lacking = [k for k in SPEC_KEYS if k not in spec]
+    if lacking:
+        raise BundleError(f"{where} lacks {', '.join(lacking)}")
+
+    def need(ok: bool, field: str, what: str) -> None:
+        if not ok:
+            raise BundleError(f"{where}: {field} must be {what}, not {spec.get(field)!r:.80}")
+
+    def is_params(p: Any) -> bool:  # the simulator's parameters: numbers, and per-pipeline tables of numbers
+        def finite(v: Any) -> bool:
+            return isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
+        return isinstance(p, dict) and all(finite(v) or (isinstance(v, dict) and all(
+            finite(x) or (isinstance(x, dict) and all(map(finite, x.values()))) for x in v.values()))
+            for v in p.values())
+
+    need(isinstance(spec["engine"], str), "engine", "a string")
+    need(isinstance(spec["encoding_version"], int) and not isinstance(spec["encoding_version"], bool),
+         "encoding_version", "an integer")
+    need(isinstance(spec["feature_names"], list) and all(isinstance(f, str) for f in spec["feature_names"]),
+         "feature_names", "a list of strings")
+    need(isinstance(spec["categorical"], list) and set(spec["categorical"]) <= set(spec["feature_names"]),
+         "categorical", "a list of feature names")
+    need(isinstance(spec["analytic"], bool), "analytic", "true or false")
+    need(spec["objective"] in OBJECTIVES, "objective", f"one of {', '.join(OBJECTIVES)}")
+    need(isinstance(spec["op"], dict) and all(isinstance(spec["op"].get(k), str) for k in ("family", "direction",
+                                                                                         "dtype")),
+         "op", "an object naming family, direction and dtype")
+    need(spec["op"]["family"] in SCHEMAS["op"], "op", f"an op of a family of {', '.join(SCHEMAS['op'])}")
+    need(spec.get("analytic_params") is None or is_params(spec["analytic_params"]), "analytic_params",
+         "null or an object of finite numbers")
+    prior = spec.get("prior")
+    need(prior is None or (isinstance(prior, dict) and prior.get("kind") == "analytic" and isinstance(
+        prior.get("scale"), (int, float)) and math.isfinite(prior["scale"]) and is_params(prior.get("params"))),
+        "prior", "null or an object with kind analytic, a finite scale and the simulator's params")
+    for field, schema in (("arch", ArchSchema), ("op_config", SCHEMAS["op"][spec["op"]["family"]])):
+        node = spec.get(field)
+        if node is None and field == "op_config":
+            continue
+        try:
+            need(isinstance(node, dict), field, "an object")
+            OmegaConf.merge(OmegaConf.structured(schema), node)
+        except (OmegaConfBaseException, ValueError, TypeError) as e:
+            key = getattr(e, "full_key", None)
+            raise BundleError(f"{where}: {field}{'.' + key if key else ''}: {str(e).splitlines()[0][:200]}") from None
+
+
 def load_bundle(path: str | Path) -> Bundle:
-    """Load and verify a bundle against this ckheur's feature engine."""
+    """Load and verify a bundle: every JSON field of the right type, the model texts whole and
+    their trees sound (finite, shaped as every path can evaluate), the features this ckheur's
+    engine computes. A bad bundle is a BundleError naming the file and what is wrong."""
     from ckheur.features import get_engine
     from ckheur.ops import get_family
 
@@ -106,9 +268,7 @@ def load_bundle(path: str | Path) -> Bundle:
     if missing:
         raise BundleError(f"model bundle {path} is incomplete: missing {', '.join(missing)}")
     spec = _read_json(path / "feature_spec.json")
-    lacking = [k for k in SPEC_KEYS if k not in spec]
-    if lacking:
-        raise BundleError(f"{path / 'feature_spec.json'} lacks {', '.join(lacking)}")
+    _check_spec(spec, path / "feature_spec.json")
     try:
         engine = get_engine(spec["engine"])
     except ValueError as e:
@@ -120,21 +280,26 @@ def load_bundle(path: str | Path) -> Bundle:
     if spec["feature_names"] != expected:
         diff = sorted(set(spec["feature_names"]) ^ set(expected))
         raise BundleError(f"{path}: feature names differ from this ckheur's engine ({', '.join(diff) or 'order'})")
-    booster = _read_booster(path / "model.txt.gz")
-    if booster.num_feature() != len(expected):
-        raise BundleError(f"{path}: model has {booster.num_feature()} features, spec has {len(expected)}")
+    booster = _read_booster(path / "model.txt.gz", len(expected))
     extra = path / "tflops_model.txt.gz"
-    tflops_booster = _read_booster(extra) if extra.exists() else None
+    tflops_booster = _read_booster(extra, len(expected)) if extra.exists() else None
     if spec["objective"] != "regression_log" and tflops_booster is None:
         raise BundleError(f"{path}: objective {spec['objective']} needs tflops_model.txt.gz for TFLOPS estimates")
+    traits = _read_json(path / "kernels.json")
+    if not isinstance(traits, list) or not traits or not all(isinstance(d, dict) for d in traits):
+        raise BundleError(f"{path / 'kernels.json'}: must be a non-empty list of kernel objects")
     try:
         from_traits = get_family(spec["op"]["family"]).kernels.from_traits
-        kernels = [from_traits(d) for d in _read_json(path / "kernels.json")]
-    except (TypeError, ValueError, KeyError) as e:
+        kernels = [from_traits(d) for d in traits]
+    except (TypeError, ValueError, KeyError, AttributeError) as e:
         raise BundleError(f"{path / 'kernels.json'}: {e}") from None
     cv = _read_json(path / "cv_metrics.json") if (path / "cv_metrics.json").exists() else {}
+    manifest = _read_json(path / "train_manifest.json")
+    for name, obj in (("cv_metrics.json", cv), ("train_manifest.json", manifest)):
+        if not isinstance(obj, dict):
+            raise BundleError(f"{path / name}: a JSON {type(obj).__name__}, not an object")
     return Bundle(path=path, booster=booster, tflops_booster=tflops_booster, spec=spec, kernels=kernels,
-                  cv_metrics=cv, manifest=_read_json(path / "train_manifest.json"))
+                  cv_metrics=cv, manifest=manifest)
 
 
 def incompatibilities(spec: Mapping, other: Mapping) -> list[str]:

@@ -192,6 +192,9 @@ def read_forest(booster: Any) -> Forest:
     for t, info in enumerate(d["tree_info"]):
         if info.get("is_linear"):
             raise ExportError("linear trees cannot be exported")
+        if int(info.get("num_leaves", 1)) > 64:
+            raise ExportError(f"tree {t} has {info['num_leaves']} leaves; the C export evaluates trees of at most 64 "
+                              "leaves (train with model.num_leaves <= 64)")
         vals: list[float] = []
 
         def walk(n: Mapping[str, Any]) -> int:

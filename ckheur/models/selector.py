@@ -38,16 +38,17 @@ from ckheur.sim import CASCADE_THRESHOLD, CASCADE_TOP, kernel_terms, predicted_t
 from ckheur.threads import predict
 
 
-def as_problem(problem: Any, family: str = "grouped_conv") -> Any:
+def as_problem(problem: Any, family: str = "grouped_conv", direction: str | None = None,
+               dtype: str | None = None) -> Any:
     """A problem object from a problem, a dict with the family's field names, or its text form
-    (convolutions: a MIOpenDriver line)."""
+    (convolutions: a MIOpenDriver line, refused when it contradicts ``direction`` or ``dtype``)."""
     from ckheur.ops import get_family
 
     mod = get_family(family).problems
     if hasattr(problem, "key") and hasattr(problem, "gemm"):
         return problem
     if isinstance(problem, str) and hasattr(mod, "from_text"):
-        return mod.from_text(problem)
+        return mod.from_text(problem, direction, dtype)
     if isinstance(problem, Mapping):
         return mod.problem_from_dict({k: v for k, v in problem.items() if v is not None})
     raise TypeError(f"problem must be a problem object or a dict of {family} fields"
@@ -239,7 +240,7 @@ class Selector:
                 return Selection(hit[0], "tuning_db", hit[1])
         from ckheur.dataset import ran_ok
 
-        p = as_problem(problem, self.family.name)
+        p = as_problem(problem, self.family.name, self.direction, self.dtype)
         if db is not None:
             hit = db.best(p.key())  # the same problem spelled differently (strings, a MIOpenDriver line)
             if hit is not None:
@@ -349,7 +350,7 @@ class Selector:
 
     def scores(self, problem: Any) -> tuple[list, np.ndarray, np.ndarray]:
         """(kernels, scores, predicted TFLOPS) over the pool for a problem (cached)."""
-        p = as_problem(problem, self.family.name)
+        p = as_problem(problem, self.family.name, self.direction, self.dtype)
         key = p.key()
         hit = self._cache.get(key)
         if hit is None:
@@ -369,6 +370,8 @@ class Selector:
 
     def rank(self, problem: Any, k: int | None = 5) -> list[tuple[str, float]]:
         """(kernel name, predicted TFLOPS) pairs, best first; ``k=None``: the whole pool."""
+        if k is not None and (isinstance(k, bool) or not isinstance(k, int) or k < 1):
+            raise ValueError(f"k={k!r}: the number of kernels to return must be an integer >= 1 (None: all)")
         ks, scores, tflops = self.scores(problem)
         order = np.argsort(-scores, kind="stable")[: (len(ks) if k is None else k)]
         return [(ks[i].name, float(tflops[i])) for i in order]

@@ -263,10 +263,10 @@ def generate(seed: int, count: int, ndim: int = 2, families: Mapping[str, float]
     fams = dict(families or {f: 1.0 for f in FAMILIES if (f == "conv3d") == (ndim == 3)})
     return draw_distinct(seed, count, fams, FAMILIES, sample)
 
-def parse_miopen(line: str) -> tuple[ConvProblem, str | None]:
-    """Parse one MIOpenDriver command line into (problem, direction or None for all)."""
-    vals, direction, _ = parse_driver_line(line)
-    return problem_from_dict(vals), direction
+def parse_miopen(line: str) -> tuple[ConvProblem, tuple[str, ...]]:
+    """Parse one MIOpenDriver command line into (problem, the directions its ``-F`` runs)."""
+    parsed = parse_driver_line(line)
+    return problem_from_dict(parsed.values), parsed.directions
 
 
 def to_miopen(p: ConvProblem, dtype: str = "bf16") -> str:
@@ -290,9 +290,12 @@ def read_miopen_file(path: Any) -> list[ConvProblem]:
 BATCH_FIELD = "N"  # what a source's `batch` list replaces
 
 
-def from_text(line: str) -> ConvProblem:
-    """A problem written as text: a MIOpenDriver command line."""
-    return parse_miopen(line)[0]
+def from_text(line: str, direction: str | None = None, dtype: str | None = None) -> ConvProblem:
+    """A problem written as text: a MIOpenDriver command line, refused when its ``-F`` or its
+    command's data type contradicts ``direction`` or ``dtype`` (the op it is ranked for)."""
+    parsed = parse_driver_line(line)
+    parsed.check_op(direction, dtype, line)
+    return problem_from_dict(parsed.values)
 
 SOURCES = {"miopen": read_miopen_file}  # source kinds only this family has
 

@@ -62,17 +62,16 @@ def problem_from_dict(d: Mapping[str, Any]) -> MIOpenConvProblem:
 DEFAULTS = field_defaults(MIOpenConvProblem)
 
 
-def from_text(line: str) -> MIOpenConvProblem:
+def from_text(line: str, direction: str | None = None, dtype: str | None = None) -> MIOpenConvProblem:
     """A problem from a MIOpenDriver command line, with its layout (``-I``/``--in_layout``) and
-    bias (``-b``/``--bias``); 3D lines default to NCDHW, as MIOpenDriver does."""
-    from ckheur.problems.miopen import parse_driver_line, spatial_dims
+    bias (``-b``/``--bias``); 3D lines default to NCDHW, as MIOpenDriver does. Refused when its
+    ``-F`` or data type contradicts ``direction`` or ``dtype`` (the op it is ranked for)."""
+    from ckheur.problems.miopen import parse_driver_line
 
-    vals, _, args = parse_driver_line(line)
-    layout = args.get("-I", "NCDHW" if spatial_dims(args) == 3 else "NCHW")
-    bias = args.get("-b", "0")
-    if not bias.isdigit():
-        raise ProblemError(f"MIOpenDriver line {line!r}: -b (bias) must be 0 or 1, got {bias!r}")
-    return problem_from_dict({**vals, "layout": layout, "bias": int(bias)})
+    parsed = parse_driver_line(line)
+    parsed.check_op(direction, dtype, line)
+    layout = parsed.flags.get("-I", "NCDHW" if parsed.ndim == 3 else "NCHW")
+    return problem_from_dict({**parsed.values, "layout": layout, "bias": int(parsed.flags.get("-b", "0"))})
 
 
 def generate(seed: int, count: int, ndim: int = 2, families: Mapping[str, float] | None = None,

@@ -32,7 +32,10 @@ def _eval_data(cfg: Any, ctx: Context, op: dict, arch: dict) -> list[Path]:
             sub = cfg.copy()
             with open_dict(sub):
                 sub.problems = set_node(name)
-            sweep.run(sub, Context(output_dir=ctx.output_dir / "sweep_eval", choices=ctx.choices))
+            from ckheur.files import make_folder
+
+            sweep.run(sub, Context(output_dir=make_folder(ctx.output_dir / "sweep_eval", "run folder"),
+                                   choices=ctx.choices))
     missing = [str(p) for p in paths if not p.exists()]
     if missing:
         raise StageError(f"evaluation data not found: {', '.join(missing)}; sweep the problems first "

@@ -26,8 +26,7 @@ def run_find_db(cfg: Any, src: Path) -> dict:
     from ckheur.files import check_name
     from ckheur.miopen_fdb import FindDbError, arch_from_name, dataset_rows, read_find_db
     from ckheur.parts import sha256_of
-    from ckheur.stages.import_record import ImportTransaction, already_imported, plan_import
-    from ckheur.stages.import_stage import report_import
+    from ckheur.stages.import_record import ImportTransaction, already_imported, plan_import, report_import
 
     opts = cfg["import"]
     known = sorted(p.stem for p in (CONF_DIR / "arch").glob("*.yaml"))

@@ -219,3 +219,16 @@ class ImportTransaction:
         for target, old in self.moved.items():
             with contextlib.suppress(OSError):
                 os.rename(old, target)
+
+
+def report_import(txn: Any) -> dict:
+    """Say what an import did (shared by the CSV and find-db imports)."""
+    plan = txn.plan
+    for target, old in txn.moved.items():
+        print(f"import.overwrite: previous dataset {target} kept aside as {old}")
+    for target in plan.held:
+        print(f"import: {target} already holds this file (sha256 {plan.sha[:12]}); nothing to do")
+    for target, n in txn.rows.items():
+        print(f"import: {n} rows from {plan.source} -> {target}")
+    return {"datasets": sorted(str(t) for t in [*txn.rows, *plan.held]),
+            "kept_aside": {str(k): str(v) for k, v in txn.moved.items()}}

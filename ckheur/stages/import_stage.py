@@ -15,7 +15,7 @@ def run(cfg: Any, ctx: Context) -> dict:
     from ckheur.files import check_name
     from ckheur.parts import sha256_of
     from ckheur.stages.import_fdb import is_find_db, run_find_db
-    from ckheur.stages.import_record import ImportTransaction, already_imported, plan_import
+    from ckheur.stages.import_record import ImportTransaction, already_imported, plan_import, report_import
 
     op, arch = plain(cfg.op), plain(cfg.arch)
     opts = cfg["import"]
@@ -54,16 +54,3 @@ def run(cfg: Any, ctx: Context) -> dict:
         for target in plan.targets:
             txn.add(target, targets[target])
     return report_import(txn)
-
-
-def report_import(txn: Any) -> dict:
-    """Say what an import did (shared by the CSV and find-db imports)."""
-    plan = txn.plan
-    for target, old in txn.moved.items():
-        print(f"import.overwrite: previous dataset {target} kept aside as {old}")
-    for target in plan.held:
-        print(f"import: {target} already holds this file (sha256 {plan.sha[:12]}); nothing to do")
-    for target, n in txn.rows.items():
-        print(f"import: {n} rows from {plan.source} -> {target}")
-    return {"datasets": sorted(str(t) for t in [*txn.rows, *plan.held]),
-            "kept_aside": {str(k): str(v) for k, v in txn.moved.items()}}

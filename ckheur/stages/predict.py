@@ -47,8 +47,9 @@ def load_selector(cfg: Any, op: dict, arch: dict, model_dir: str | None = None,
             f"ANALYTIC MODEL (fallback: no trained model {model_dir} for {op['model_name']})")
 
 
-def problem_from_cfg(cfg: Any, family: str) -> Any:
-    """The single problem given as problem.<field>=... or problem="<MIOpenDriver line>", or None."""
+def problem_from_cfg(cfg: Any, op: dict) -> Any:
+    """The single problem given as problem.<field>=... or problem="<MIOpenDriver line>" (refused
+    when it contradicts the op's direction or data type), or None."""
     from ckheur.models.selector import as_problem
 
     node = plain(cfg.problem)
@@ -56,12 +57,13 @@ def problem_from_cfg(cfg: Any, family: str) -> Any:
     fields = {k: v for k, v in node.items() if v is not None}
     if line and fields:
         raise StageError("give the problem either as problem=\"<MIOpenDriver line>\" or as problem.<field>=..., not both")
+    family = op["family"]
     if line:
         from ckheur.ops import get_family
 
         if not hasattr(get_family(family).problems, "from_text"):
             raise StageError(f"problem=<MIOpenDriver line> is for convolutions; give {family} fields as problem.<field>=...")
-        return as_problem(str(line), family)
+        return as_problem(str(line), family, op["direction"], op["dtype"])
     return as_problem(fields, family) if fields else None
 
 
@@ -71,9 +73,11 @@ def run(cfg: Any, ctx: Context) -> dict:
     from ckheur.problems import load_problem_set
 
     op, arch = plain(cfg.op), plain(cfg.arch)
-    selector, label = load_selector(cfg, op, arch, tuning_db=cfg.predict.tuning_db)
     k = int(cfg.predict.k)
-    single = problem_from_cfg(cfg, op["family"])
+    if k < 1:
+        raise StageError(f"predict.k={k}: the number of kernels to print must be >= 1")
+    selector, label = load_selector(cfg, op, arch, tuning_db=cfg.predict.tuning_db)
+    single = problem_from_cfg(cfg, op)
     if single is not None:
         ranked = selector.rank(single, k=k)
         chosen = selector.select(single)

@@ -66,9 +66,12 @@ def run(cfg: Any, ctx: Context) -> dict:
     from ckheur.stages.predict import load_selector, problem_from_cfg
 
     op, arch = plain(cfg.op), plain(cfg.arch)
+    for name in ("top_k", "budget", "population"):
+        if int(cfg.search[name]) < 1:
+            raise StageError(f"search.{name}={cfg.search[name]}: must be >= 1")
     selector, label = load_selector(cfg, op, arch, cfg.search.model_dir)
     pool = enumerate_pool(op, arch, cfg.kernels.filter).kernels
-    single = problem_from_cfg(cfg, op["family"])
+    single = problem_from_cfg(cfg, op)
     problems = [single] if single is not None else load_problem_set(plain(cfg.problems), op["family"])
     results = []
     for p in problems:

@@ -40,7 +40,7 @@ def run(cfg: Any, ctx: Context) -> dict:
     if k < 1:
         raise StageError(f"tune.top_k={k}: must be >= 1")
     selector, label = load_selector(cfg, op, arch, tc.model_dir)
-    single = problem_from_cfg(cfg, op["family"])
+    single = problem_from_cfg(cfg, op)
     problems = [single] if single is not None else load_problem_set(plain(cfg.problems), op["family"])
     db = TuningDB.open(db_dir(cfg, op, arch), op, arch["name"], create=True, writable=True)
     print(f"tune: {op['family']}/{op['direction']} {op['dtype']} on {arch['name']}: top-{k} of {label} for "
