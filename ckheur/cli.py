@@ -13,7 +13,7 @@ import contextlib
 import json
 import os
 import sys
-import time
+import uuid
 from pathlib import Path
 from typing import Any, Iterator
 
@@ -25,6 +25,7 @@ from ckheur.config import quote_free_text, register_configs
 
 register_configs()
 FAILED_MARKER = "job_failed.json"
+MULTIRUN_ENV = "CKHEUR_MULTIRUN_ID"
 
 
 @hydra.main(version_base="1.3", config_path="pkg://ckheur.conf", config_name="config")
@@ -46,27 +47,32 @@ def _hydra_main(cfg: DictConfig) -> None:
         with contextlib.suppress(OSError, ValueError):
             write_file(Path(hc.runtime.output_dir) / FAILED_MARKER, json.dumps(
                 {"exit_code": e.code, "job": int(hc.job.num), "overrides": list(hc.overrides.task),
-                 "error": getattr(e, "message", "")}, indent=1))
+                 "error": getattr(e, "message", ""), "multirun": os.environ.get(MULTIRUN_ENV, "")}, indent=1))
 
 
 class MultirunReport(Callback):
     """At the end of a multirun: one line per failed job, and exit with the highest status."""
 
     def __init__(self) -> None:
-        self.started = time.time()
+        self.run_id = ""
 
     def on_multirun_start(self, config: DictConfig, **kwargs: Any) -> None:
-        self.started = time.time() - 1.0  # file times may be a little coarser than the clock
+        # Jobs (here, or in launcher processes started after this) stamp their failure with this id,
+        # so an earlier multirun's failures in the same folder are not counted.
+        self.run_id = uuid.uuid4().hex
+        os.environ[MULTIRUN_ENV] = self.run_id
 
     def on_multirun_end(self, config: DictConfig, **kwargs: Any) -> None:
+        os.environ.pop(MULTIRUN_ENV, None)
         folder = Path(str(config.hydra.sweep.dir))
         failed = []
         for marker in folder.glob(f"*/{FAILED_MARKER}"):
             try:
-                if marker.stat().st_mtime >= self.started:  # not one of an earlier multirun in the same folder
-                    failed.append(json.loads(marker.read_text()))
+                got = json.loads(marker.read_text())
             except (OSError, ValueError):
                 continue
+            if isinstance(got, dict) and got.get("multirun") == self.run_id:
+                failed.append(got)
         if not failed:
             return
         failed.sort(key=lambda f: f.get("job", 0))

@@ -251,6 +251,7 @@ def test_concurrent_tune_runs_split_the_work_and_a_dead_runs_claims_expire(tmp_p
     assert [s["problems_tuned"] for s in summaries] == [16, 16]
     assert sum(s["attempts"] for s in summaries) == len(df)
     assert all(s["attempts"] > 0 for s in summaries), [s["attempts"] for s in summaries]  # both did a share
+    assert list((tmp_path / "db" / "claims").iterdir()) == []  # every claim's lock file was removed
     # A claim held by a process that died expires with it: the next run measures that problem.
     op = {**load_option("op/grouped_conv/fwd"), "family": "grouped_conv", "direction": "fwd"}
     db = TuningDB.open(tmp_path / "db", op, "gfx950")

@@ -229,3 +229,248 @@ def test_export_refuses_trees_wider_than_it_supports(bundle_copy, tmp_path):
     r = run_cli("stage=export", f"export.model_dir={folder}", f"export.output={tmp_path / 'out'}",
                 f"hydra.run.dir={tmp_path / 'r'}")
     one_error(r, "tree 0 has 100 leaves", "at most 64")
+
+
+# ---------------------------------------------------------------- driver lines are parsed strictly
+BASE = "convbfp16 -n 16 -c 64 -k 64 -H 14 -W 14 -y 3 -x 3 -p 1 -q 1"
+
+
+@pytest.mark.parametrize("line,needles", [
+    (BASE + " --batch_size 8", ("unknown flag --batch_size", "did you mean --batchsize")),
+    (BASE + " -Q 3", ("unknown flag -Q",)),
+    (BASE + " -n 8", ("-n (--batchsize) is given twice, as 16 and 8",)),
+    (BASE + " --batchsize=8", ("-n (--batchsize) is given twice",)),
+    (BASE + " -F 2", ("-F 2 runs bwd_data, not fwd",)),
+    (BASE + " -F 9", ("-F (--forw) 9: allowed values are",)),
+    (BASE + " --spatial_dim 5", ("--spatial_dim 5: allowed values are 2, 3",)),
+    (BASE + " --spatial_dim abc", ("--spatial_dim", "must be an integer, got 'abc'")),
+    (BASE + " --spatial_dim 2 -! 4", ("--spatial_dim 2 with the depth flag(s) -! (--in_d)",)),
+    (BASE.replace("convbfp16", "convfp16"), ("the command is fp16, the op is bf16",)),
+    (BASE + " -m trans", ("-m (--mode) trans",)),
+    (BASE + " -z same", ("-z (--pad_mode) same",)),
+    (BASE + " -u two", ("-u (stride_h) must be an integer",)),
+    (BASE + " -t", ("flag -t has no value",)),
+])
+def test_driver_lines_are_refused_naming_the_flag(line, needles):
+    from ckheur.problems.base import ProblemError
+    from ckheur.problems.conv import from_text
+
+    with pytest.raises(ProblemError) as e:
+        from_text(line, "fwd", "bf16")
+    for n in needles:
+        assert n in str(e.value), (n, str(e.value))
+
+
+def test_driver_lines_that_mean_the_op_still_parse():
+    from ckheur.problems.conv import from_text
+    from ckheur.problems.miopen_conv import from_text as miopen_from_text
+
+    p = from_text(BASE + " -n 16 -F 1 -t 1 -V 0 -i 5 -m conv --in_layout NHWC -s 0", "fwd", "bf16")  # same value twice
+    assert (p.N, p.C, p.pad_h) == (16, 64, 1)
+    assert from_text(BASE + " -F 0", "bwd_weight", "bf16") == from_text(BASE + " -F 6", "bwd_weight", "bf16")
+    q = miopen_from_text(BASE.replace("convbfp16", "convfp16") + " -F 4 -b 1 -I NHWC", "bwd_weight", "fp16")
+    assert q.layout == "NHWC" and q.bias == 1
+
+
+def test_predict_refuses_a_line_of_another_direction_and_a_bad_k(tmp_path):
+    one_error(run_cli("stage=predict", f"problem={BASE} -F 4", f"hydra.run.dir={tmp_path / 'a'}"),
+              "-F 4 runs bwd_weight, not fwd")
+    one_error(run_cli("stage=predict", f"problem={BASE}", "predict.k=-1", f"hydra.run.dir={tmp_path / 'b'}"),
+              "predict.k=-1", ">= 1")
+    from ckheur.models.selector import Selector
+
+    sel = Selector.load(SHIPPED_FWD)
+    with pytest.raises(ValueError, match="k=-1"):
+        sel.rank(BASE, k=-1)
+    assert len(sel.rank(BASE, k=None)) == len(sel.rank(BASE, k=100)) == 20
+
+
+# ---------------------------------------------------------------- shared folders and names
+FWD_OP = {"family": "grouped_conv", "direction": "fwd", "dtype": "bf16"}
+
+
+def test_a_planted_claim_link_is_never_followed_and_locks_are_removed(tmp_path):
+    import hashlib
+
+    from ckheur.errors import UserError
+    from ckheur.tuning_db import CLAIMS, TuningDB
+
+    db = TuningDB.open(tmp_path / "db", FWD_OP, "gfx950", create=True)
+    victim = tmp_path / "victim.txt"
+    victim.write_text("precious\n")
+    key = (1, 2, 3)
+    lock = tmp_path / "db" / CLAIMS / f"{hashlib.sha256(repr(key).encode()).hexdigest()[:24]}.lock"
+    lock.parent.mkdir()
+    lock.symlink_to(victim)
+    with pytest.raises(UserError, match="a link is never followed"):
+        db.claim(key)
+    assert victim.read_text() == "precious\n"
+    lock.unlink()
+    claim = db.claim(key)
+    assert claim is not None and lock.exists() and db.claim(key) is None
+    claim.release()
+    assert not lock.exists()
+
+
+def test_first_writer_owns_a_new_tuning_database(tmp_path):
+    """Processes creating one database at once for different arches: exactly one identity wins,
+    and every process of another identity is refused before it writes a row."""
+    import multiprocessing as mp
+
+    from ckheur.tuning_db import TuningDB
+
+    ctx = mp.get_context("fork")
+    start = ctx.Barrier(8)
+
+    def create(arch: str, out: "mp.Queue") -> None:
+        start.wait()
+        try:
+            TuningDB.open(tmp_path / "db", FWD_OP, arch, create=True, writable=True)
+            out.put((arch, "opened"))
+        except Exception as e:  # noqa: BLE001 - reported to the parent
+            out.put((arch, type(e).__name__))
+
+    q = ctx.Queue()
+    procs = [ctx.Process(target=create, args=(arch, q)) for arch in ["gfx950", "gfx942"] * 4]
+    for p in procs:
+        p.start()
+    for p in procs:
+        p.join(120)  # a hang guard
+    results = [q.get(timeout=10) for _ in procs]
+    owner = json.loads((tmp_path / "db" / "tuning_db.json").read_text())["arch"]
+    assert sorted(r for a, r in results if a == owner) == ["opened"] * 4
+    assert sorted(r for a, r in results if a != owner) == ["TuningDBError"] * 4
+    assert sorted(p.name for p in (tmp_path / "db").iterdir()) == ["tuning_db.json"]
+
+
+def test_reexport_replaces_a_planted_link_instead_of_writing_through_it(tmp_path, monkeypatch):
+    """The self-check runs a binary built in a private folder; a README.md turned into a link to
+    another file is replaced, the file it pointed to is untouched."""
+    from ckheur.stages import export
+
+    seen = []
+    real = export.compare_with_python
+
+    def spy(selector, problems, binary, fields):
+        seen.append(Path(binary))
+        return real(selector, problems, binary, fields)
+
+    monkeypatch.setattr(export, "compare_with_python", spy)
+    out = tmp_path / "pkg"
+    common = ["stage=export", "export.check_problems=20", f"export.output={out}"]
+    assert run_cli(*common, f"hydra.run.dir={tmp_path / 'r1'}").returncode == 0
+    victim = tmp_path / "victim.md"
+    victim.write_text("precious\n")
+    (out / "README.md").unlink()
+    (out / "README.md").symlink_to(victim)
+    r = run_cli(*common, f"hydra.run.dir={tmp_path / 'r2'}")
+    assert r.returncode == 0, r.stderr
+    assert victim.read_text() == "precious\n" and not (out / "README.md").is_symlink()
+    assert len(seen) == 2 and all(out not in b.parents for b in seen) and not any(b.exists() for b in seen)
+    assert os.access(out / "ckheur_select", os.X_OK)
+
+
+def test_folders_other_users_can_change_are_refused(tmp_path, monkeypatch):
+    """A data folder inside a folder every user can write (no sticky bit) or another user owns is
+    refused before anything is measured; CKHEUR_TRUSTED_DIRS trusts it anyway."""
+    shared = tmp_path / "shared"
+    shared.mkdir()
+    shared.chmod(0o777)
+    args = ["stage=sweep", "problems=smoke", f"paths.data={shared / 'data'}", "sweep.progress=none"]
+    one_error(run_cli(*args, f"hydra.run.dir={tmp_path / 'r1'}"), str(shared), "writable by every user",
+              "CKHEUR_TRUSTED_DIRS")
+    assert list(shared.iterdir()) == []
+    if os.geteuid() == 0:  # root can hand the folder to another user
+        shared.chmod(0o755)
+        os.chown(shared, 65534, 65534)
+        one_error(run_cli(*args, f"hydra.run.dir={tmp_path / 'r2'}"), "owned by uid 65534")
+    monkeypatch.setenv("CKHEUR_TRUSTED_DIRS", str(shared))
+    assert run_cli(*args, f"hydra.run.dir={tmp_path / 'r3'}").returncode == 0
+
+
+def test_cache_inside_a_folder_others_can_change_is_not_used(tmp_path, monkeypatch):
+    from ckheur.models.compiled import trusted_cache_dir
+
+    shared = tmp_path / "shared"
+    (shared / "cache").mkdir(parents=True, mode=0o700)
+    shared.chmod(0o777)
+    monkeypatch.setenv("CKHEUR_CACHE_DIR", str(shared / "cache"))
+    with pytest.warns(UserWarning, match="inside a folder another user can change"):
+        used = trusted_cache_dir()
+    assert shared not in used.parents
+
+
+def test_private_folders_are_removed_when_the_process_exits(tmp_path):
+    import subprocess
+    import sys
+
+    r = subprocess.run([sys.executable, "-c", "from ckheur.files import process_folder; print(process_folder())"],
+                       capture_output=True, text=True, timeout=120)
+    folder = Path(r.stdout.strip())
+    assert r.returncode == 0 and folder.name.startswith("ckheur-") and not folder.exists()
+
+
+@pytest.mark.parametrize("override,field", [
+    ("problems.name=../../escaped", "problems.name"),
+    ("import.dataset=../x", "import.dataset"),
+    ("import.dataset=/tmp/abs", "import.dataset"),
+    ("op.model_name=../../m", "op.model_name"),
+    ("arch.name=a/b", "arch.name"),
+])
+def test_names_are_single_path_components(tmp_path, override, field):
+    stage = "stage=import" if override.startswith("import.") else "stage=sweep"
+    r = run_cli(stage, override, f"import.path={MI300X}", f"paths.data={tmp_path / 'a' / 'b' / 'data'}",
+                f"hydra.run.dir={tmp_path / 'a' / 'b' / 'run'}")
+    one_error(r, f"{field}=", "one path component")
+    assert not (tmp_path / "a" / "b" / "data").exists() and not (tmp_path / "a" / "escaped").exists()
+
+
+# ---------------------------------------------------------------- one line, exit 2, for every bad input
+@pytest.mark.parametrize("override,needles", [
+    ("op.direction=fwdx", ("op.direction=fwdx", "expected one of [fwd, bwd_data, bwd_weight]")),
+    ("arch.num_cu=3", ("arch.num_cu", "Key 'num_cu' not in 'ArchSchema'")),
+    ("op=nope", ("Could not find 'op/nope'", "allowed:", "bwd_data")),
+    ("train.folds=abc", ("train.folds=abc", "could not be converted to Integer")),
+    ("op.direction=[", ("cannot parse the override 'op.direction=['",)),
+])
+def test_config_errors_are_one_line(tmp_path, override, needles):
+    one_error(run_cli("stage=list", "list.count_only=true", override, f"hydra.run.dir={tmp_path}"), *needles)
+
+
+def test_run_folders_that_cannot_be_written_are_one_line(tmp_path):
+    (tmp_path / "file").write_text("x")
+    one_error(run_cli("stage=list", "list.count_only=true", f"hydra.run.dir={tmp_path / 'file'}"), "File exists")
+    one_error(run_cli("stage=sweep", "problems=smoke", "paths.data=/proc/self/data", "sweep.progress=none",
+                      f"hydra.run.dir={tmp_path / 'r'}"), "/proc/self")
+    if os.geteuid() != 0:  # root writes into read-only folders; the /proc case above covers refusal there
+        ro = tmp_path / "ro"
+        ro.mkdir(mode=0o555)
+        one_error(run_cli("stage=sweep", "problems=smoke", f"paths.data={ro}", f"hydra.run.dir={tmp_path / 'r2'}"),
+                  str(ro))
+
+
+def test_ctrl_c_during_evaluate_is_one_line_and_exit_130(tmp_path, monkeypatch, ck_fwd_csv):
+    from ckheur.stages import evaluate
+
+    def interrupted(*args, **kw):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(evaluate, "per_problem", interrupted)
+    r = run_cli("stage=evaluate", f"data.eval_paths=[{ck_fwd_csv}]", "evaluate.model_dir=models/grouped_conv_fwd_bf16_gfx950",
+                f"hydra.run.dir={tmp_path}")
+    assert r.returncode == 130 and "Traceback" not in r.stderr and "interrupted" in r.stderr, r.stderr
+
+
+def test_a_failed_multirun_job_is_reported_and_the_others_run(tmp_path):
+    """Job 1 fails (bad problem): jobs 0 and 2 still run, the end names job 1, exit 2; a second
+    multirun into the same folder is not blamed for the first one's failure."""
+    args = ["-m", "stage=predict", "problem.N=16,-1,8", "problem.C=64", "problem.K=64", "problem.Hi=8", "problem.Wi=8",
+            f"hydra.sweep.dir={tmp_path / 'm'}"]
+    r = run_cli(*args)
+    assert r.returncode == 2, r.stderr
+    assert r.stdout.count("selected:") == 2 and "Traceback" not in r.stderr
+    assert "multirun: 1 job(s) failed" in r.stderr and "job 1 (" in r.stderr and "problem field N=-1" in r.stderr
+    assert json.loads((tmp_path / "m" / "1" / "job_failed.json").read_text())["exit_code"] == 2
+    ok = run_cli("-m", "stage=predict", "problem.N=16,8", "problem.C=64", "problem.K=64", "problem.Hi=8",
+                 "problem.Wi=8", f"hydra.sweep.dir={tmp_path / 'm'}")
+    assert ok.returncode == 0, ok.stderr
