@@ -108,6 +108,13 @@ class SweepStrategy(_Choice):
     stratified = "stratified"  # problems drawn evenly over shape families (a baseline)
 
 
+class ProgressMode(_Choice):
+    auto = "auto"  # a bar on a terminal or in a notebook, log lines otherwise
+    bar = "bar"
+    log = "log"  # a line every log_every_s seconds (CI logs, cluster job files)
+    none = "none"
+
+
 class Acquisition(_Choice):
     combined = "combined"  # predicted regret and distance from measured shapes, normalized and summed
     regret = "regret"  # the ensemble's expected loss of its consensus pick
@@ -343,7 +350,7 @@ class SweepSchema:
     overwrite: bool = False  # start fresh: the old dataset folder is kept aside, never deleted
     retry_failed: bool = False  # measure again pairs whose earlier attempt did not succeed
     output: Optional[str] = None  # dataset folder; default {paths.data}/{op}_{dtype}_{arch}/{problems}.parquet
-    progress: str = "auto"  # auto (bar on a terminal, log lines otherwise), bar, log, none
+    progress: ProgressMode = ProgressMode.auto  # bar on a terminal, log lines otherwise, or none
     log_every_s: float = 10.0
 
 
@@ -352,7 +359,7 @@ class TuneSchema:
     top_k: int = 3  # kernels timed per problem: the model's k best
     db: Optional[str] = None  # default {paths.tuning}/{family}_{direction}_{dtype}_{arch}
     model_dir: Optional[str] = None  # default: as stage=predict (real model, else simulated, else analytic)
-    progress: str = "auto"  # auto, bar, log, none
+    progress: ProgressMode = ProgressMode.auto  # bar on a terminal, log lines otherwise, or none
     log_every_s: float = 10.0
     claim_poll_s: float = 0.5  # when every open problem is claimed by another run: how often to look again
 
@@ -491,6 +498,8 @@ class EvaluateSchema:
     cascade: bool = True  # large pools: analytic pre-rank, model on the top 256 (false: model on all)
     top_k: List[int] = field(default_factory=list)  # hybrid: efficiency when the model's top-k are measured
     tie_tolerance: float = 0.02  # tie-aware top-1: a pick within this fraction of the oracle counts
+    progress: ProgressMode = ProgressMode.auto  # bar on a terminal, log lines otherwise, or none
+    log_every_s: float = 10.0
 
 
 @dataclass
@@ -499,6 +508,8 @@ class PredictSchema:
     model_dir: Optional[str] = None  # default: {paths.models}/{model_name}; none: analytic fallback
     output: Optional[str] = None  # problems=<set>: CSV or JSON path; default predictions.csv in the run dir
     tuning_db: Optional[str] = None  # a tuning database: its exact hits win (the tier used is printed)
+    progress: ProgressMode = ProgressMode.auto  # bar on a terminal, log lines otherwise, or none
+    log_every_s: float = 10.0
 
 
 @dataclass

@@ -131,35 +131,67 @@ def write_part(folder: str | Path, rows: Sequence[Mapping[str, Any]] | Any, name
     return write_table(folder, table, name=name, commit=commit)
 
 
-def _read_one(path: Path):
+def _read_one(path: Path, columns: Sequence[str] | None = None):
     if path.is_dir():
-        return read_parts(path)[0]
+        return read_parts(path, columns=columns)[0]
     if path.name.endswith((".csv", ".csv.gz")):
-        return read_ck_csv(path)
-    return read_parquet(path)
+        df = read_ck_csv(path)
+        return df if columns is None else df[[c for c in columns if c in df.columns]]
+    return read_parquet(path, columns)
 
 
-def read_dataset(paths: str | Path | Iterable[str | Path], dedupe: bool = True):
+def read_dataset(paths: str | Path | Iterable[str | Path], dedupe: bool = True, columns: Sequence[str] | None = None):
     """Read datasets (part folders, Parquet files or CK CSVs) into one DataFrame.
 
     With ``dedupe`` the newest row per (arch, direction, dtype, problem, kernel) is kept.
+    ``columns``: only these (and what dedupe needs), text columns as categories: what large
+    evaluations read.
     """
     import pandas as pd
 
     from ckheur.measurements import resolve
 
     paths = [paths] if isinstance(paths, (str, Path)) else list(paths)
+    if columns is not None:
+        columns = list(dict.fromkeys([*columns, "op", "timestamp", "arch", "direction", "dtype", "kernel"]))
     frames = []
     for p in map(resolve, paths):
         if not p.exists():
             raise DatasetError(f"dataset {p} not found")
-        frames.append(_read_one(p))
+        frames.append(_read_one(p, columns))
     frames = [f for f in frames if len(f)]
     df = pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(columns=list(COLUMNS))
-    if dedupe and len(df):
+    if columns is not None and len(frames) > 1:  # categories of different parts concatenate as text
+        for c in df.columns:
+            if df[c].dtype == object:
+                df[c] = df[c].astype("category")
+    if dedupe and len(df) and _may_repeat(df, identity(_family_of(df))):
+        if isinstance(df["timestamp"].dtype, pd.CategoricalDtype):  # newest by the text, not by category order
+            df["timestamp"] = df["timestamp"].cat.reorder_categories(sorted(df["timestamp"].cat.categories),
+                                                                     ordered=True)
         df = df.sort_values("timestamp", kind="stable").drop_duplicates(list(identity(_family_of(df))), keep="last")
         df = df.reset_index(drop=True)
     return df
+
+
+def row_hash(df: Any, cols: Sequence[str]) -> Any:
+    """A 64-bit hash per row of ``cols``, computed column by column (no copy of the frame): equal
+    rows hash equal; unequal rows almost never do, so callers confirm what a hash match suggests."""
+    import numpy as np
+    import pandas as pd
+
+    h = np.zeros(len(df), dtype=np.uint64)
+    for c in cols:
+        h = (h * np.uint64(0x100000001B3)) ^ pd.util.hash_pandas_object(df[c], index=False).to_numpy()
+    return h
+
+
+def _may_repeat(df: Any, cols: Sequence[str]) -> bool:
+    """Whether two rows may share ``cols``; False proves there is nothing to deduplicate, so
+    millions of rows are not sorted for nothing."""
+    import pandas as pd
+
+    return bool(pd.Series(row_hash(df, cols)).duplicated().any())
 
 
 # ------------------------------------------------------------------ CK tile_engine CSV import

@@ -91,6 +91,19 @@ def folder_risk(path: str | Path) -> str | None:
         cur = parent
 
 
+def entry_risk(path: str | Path) -> str | None:
+    """Why a file or folder itself cannot be trusted (a link, another user's, writable by others),
+    or None: for what ckheur loads and runs from a cache."""
+    st = os.lstat(path)
+    if stat.S_ISLNK(st.st_mode):
+        return "is a symbolic link"
+    if hasattr(os, "getuid") and st.st_uid != os.getuid():
+        return f"is owned by uid {st.st_uid}, not by this user (uid {os.getuid()})"
+    if st.st_mode & 0o022:
+        return f"is writable by others (mode {stat.S_IMODE(st.st_mode):o})"
+    return None
+
+
 def check_folder(path: str | Path, what: str = "folder") -> Path:
     """Refuse (UnsafePathError) a folder that another user could change; the folder as a Path."""
     path = Path(path)

@@ -77,8 +77,8 @@ def sha256_of(path: Path) -> str:
     return h.hexdigest()
 
 
-def read_parquet(path: Path, columns: Sequence[str] | None = None) -> Any:
-    """One part (or Parquet file) as a DataFrame, refused if of another schema version."""
+def _read_arrow(path: Path, columns: Sequence[str] | None = None) -> Any:
+    """One part (or Parquet file) as an Arrow table, refused if of another schema version."""
     import pyarrow.parquet as pq
 
     schema = pq.read_schema(path)
@@ -86,25 +86,32 @@ def read_parquet(path: Path, columns: Sequence[str] | None = None) -> Any:
     if version != str(SCHEMA_VERSION):
         raise DatasetError(f"{path}: schema version {version}, this ckheur reads {SCHEMA_VERSION}")
     cols = None if columns is None else [c for c in columns if c in schema.names]
-    return pq.read_table(path, columns=cols).to_pandas()
+    return pq.read_table(path, columns=cols)
+
+
+def read_parquet(path: Path, columns: Sequence[str] | None = None) -> Any:
+    """One part (or Parquet file) as a DataFrame, refused if of another schema version; with
+    ``columns``, only those, text as categories (small in memory for millions of rows)."""
+    return _read_arrow(path, columns).to_pandas(strings_to_categorical=columns is not None)
 
 
 def read_parts(folder: Path, skip: set[str] | frozenset = frozenset(),
                columns: Sequence[str] | None = None) -> tuple[Any, list[str]]:
-    """Rows of a folder's part files not named in ``skip`` (only ``columns`` if given), and the
-    names read.
+    """Rows of a folder's part files not named in ``skip`` (only ``columns`` if given, text as
+    categories), and the names read.
 
     A part that cannot be read (corrupt, truncated by a dying disk) is skipped with a
     :class:`CorruptPartWarning`, never fatal: parts are written atomically, so this is damage,
     and the other parts are still good."""
     import pandas as pd
+    import pyarrow as pa
 
-    frames, names = [], []
+    tables, names = [], []
     for p in sorted(Path(folder).glob("part-*.parquet")):
         if p.name in skip:
             continue
         try:
-            frames.append(read_parquet(p, columns))
+            tables.append(_read_arrow(p, columns))
         except DatasetError:
             raise
         except Exception as e:  # noqa: BLE001 - any unreadable part is skipped, whatever pyarrow says
@@ -112,5 +119,15 @@ def read_parts(folder: Path, skip: set[str] | frozenset = frozenset(),
                           CorruptPartWarning, stacklevel=2)
             continue
         names.append(p.name)
-    frames = [f for f in frames if len(f)]
-    return (pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(columns=["op"])), names
+    tables = [t for t in tables if t.num_rows]
+    if not tables:
+        return pd.DataFrame(columns=["op"]), names
+    if columns is None:  # each part converted alone: parts of older ckheur versions may differ in columns
+        return pd.concat([t.to_pandas() for t in tables], ignore_index=True), names
+    table = pa.concat_tables(tables, promote_options="default")
+    del tables
+    # Column by column, freeing Arrow's copy as it goes: millions of rows need their size once, not twice.
+    df = table.to_pandas(strings_to_categorical=True, self_destruct=True, split_blocks=True)
+    del table
+    pa.default_memory_pool().release_unused()
+    return df, names

@@ -180,7 +180,7 @@ def test_bundle_errors_are_precise(small_model, tmp_path):
     (broken / "feature_spec.json").write_text(json.dumps(spec))
     with gzip.open(broken / "model.txt.gz", "wt") as f:
         f.write("garbage")
-    with pytest.raises(BundleError, match="model.txt.gz: corrupted model file"):
+    with pytest.raises(BundleError, match="model.txt.gz: not a whole LightGBM model"):
         load_bundle(broken)
     with pytest.raises(BundleError, match="not found"):
         load_bundle(tmp_path / "nothing")

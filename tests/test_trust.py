@@ -194,7 +194,7 @@ def bundle_copy(tmp_path):
 
 @pytest.mark.parametrize("name,edit,needles", [
     ("model.txt.gz", lambda t: _rewrite_trees(t, lambda b: _field(b, "threshold", ["nan"] * 3)),
-     ("tree 0", "threshold holds a non-finite value")),
+     ("tree 0", "threshold holds NaN")),
     ("tflops_model.txt.gz", lambda t: _rewrite_trees(t, lambda b: b.replace("leaf_value=", "leaf_value=nan ", 1)
                                                      .replace("leaf_value=nan ", "leaf_value=nan ", 1)),
      ("leaf_value",)),
@@ -455,7 +455,7 @@ def test_ctrl_c_during_evaluate_is_one_line_and_exit_130(tmp_path, monkeypatch, 
     def interrupted(*args, **kw):
         raise KeyboardInterrupt
 
-    monkeypatch.setattr(evaluate, "per_problem", interrupted)
+    monkeypatch.setattr(evaluate, "_scored", interrupted)
     r = run_cli("stage=evaluate", f"data.eval_paths=[{ck_fwd_csv}]", "evaluate.model_dir=models/grouped_conv_fwd_bf16_gfx950",
                 f"hydra.run.dir={tmp_path}")
     assert r.returncode == 130 and "Traceback" not in r.stderr and "interrupted" in r.stderr, r.stderr
@@ -474,3 +474,65 @@ def test_a_failed_multirun_job_is_reported_and_the_others_run(tmp_path):
     ok = run_cli("-m", "stage=predict", "problem.N=16,8", "problem.C=64", "problem.K=64", "problem.Hi=8",
                  "problem.Wi=8", f"hydra.sweep.dir={tmp_path / 'm'}")
     assert ok.returncode == 0, ok.stderr
+
+
+# ---------------------------------------------------------------- big jobs: progress and early checks
+def test_evaluate_checks_the_model_before_reading_data_and_shows_progress(tmp_path, monkeypatch, ck_fwd_csv):
+    from ckheur import dataset
+
+    calls = []
+    real = dataset.read_dataset
+
+    def watched(paths, *a, **kw):
+        calls.append(kw.get("columns"))
+        return real(paths, *a, **kw)
+
+    monkeypatch.setattr(dataset, "read_dataset", watched)
+    one_error(run_cli("stage=evaluate", f"data.eval_paths=[{ck_fwd_csv}]", f"evaluate.model_dir={tmp_path / 'none'}",
+                      f"hydra.run.dir={tmp_path / 'r1'}"), "not found")
+    assert calls == []  # the missing model was reported before any data was read
+    r = run_cli("stage=evaluate", f"data.eval_paths=[{ck_fwd_csv}]", f"evaluate.model_dir={SHIPPED_FWD}",
+                "evaluate.progress=log", "evaluate.plots=false", f"hydra.run.dir={tmp_path / 'r2'}")
+    assert r.returncode == 0, r.stderr
+    assert "evaluate: 370/370 problems (100%)" in r.stderr  # the model's 185 problems, then the analytic baseline's
+    assert calls and all(c is not None and "error" not in c for c in calls)  # only the columns evaluation reads
+
+
+def test_predict_streams_a_problem_set_with_progress(tmp_path):
+    import csv
+
+    out = tmp_path / "p.csv"
+    r = run_cli("stage=predict", "problems=nets", "predict.k=2", "predict.progress=log", f"predict.output={out}",
+                f"hydra.run.dir={tmp_path / 'r'}")
+    assert r.returncode == 0, r.stderr
+    assert "predict: 417/417 problems (100%)" in r.stderr
+    rows = list(csv.DictReader(out.open()))
+    assert len([x for x in rows if x["rank"] == "1"]) == 315 and len([x for x in rows if x["note"]]) == 102  # 3D: no kernel
+    assert not [p for p in tmp_path.iterdir() if p.name.startswith(".tmp-")]
+    one_error(run_cli("stage=predict", "problems=nets", f"predict.output={tmp_path / 'p.txt'}",
+                      f"hydra.run.dir={tmp_path / 'r2'}"), "give a .csv or .json file")
+
+
+def test_hip_backend_never_loads_a_planted_library(tmp_path):
+    """A kernel library cached in backend.lib_dir is code the worker runs: a link or another's file
+    there is not loaded, and a lib_dir other users can change is refused."""
+    from ckheur.backends.hip import build_library
+    from ckheur.files import UnsafePathError
+    from ckheur.kernels import enumerate_pool
+    from ckheur.stages import compose_config, plain
+
+    cfg = compose_config(["backend=hip", f"backend.lib_dir={tmp_path / 'libs'}", "backend.build_command=false"])
+    kernel = enumerate_pool(plain(cfg.op), plain(cfg.arch)).kernels[0]
+    libs = tmp_path / "libs"
+    libs.mkdir()
+    (tmp_path / "evil.so").write_bytes(b"\x7fELF")
+    (libs / f"{kernel.name}.so").symlink_to(tmp_path / "evil.so")
+    path, why = build_library(plain(cfg.backend), kernel, "gfx950")
+    assert path is None and "is a symbolic link" in why and "not loaded" in why
+    (libs / f"{kernel.name}.so").unlink()
+    (libs / f"{kernel.name}.so").write_bytes(b"\x7fELF")
+    (libs / f"{kernel.name}.so").chmod(0o666)
+    assert "writable by others" in build_library(plain(cfg.backend), kernel, "gfx950")[1]
+    libs.chmod(0o777)
+    with pytest.raises(UnsafePathError, match="writable by every user"):
+        build_library(plain(cfg.backend), kernel, "gfx950")

@@ -80,10 +80,16 @@ def build_library(cfg: Mapping[str, Any], kernel: Any, arch: str) -> tuple[str |
     """Path of the kernel's library (built on first use), or (None, reason)."""
     if cfg.get("library"):
         return str(Path(cfg["library"]).resolve()), ""
-    out = Path(cfg["lib_dir"]) / f"{kernel.name}.so"
-    if out.exists():
+    from ckheur.files import entry_risk, make_folder
+
+    # A cached library is code this process runs: only from a folder no other user can change,
+    # and only a file of this user's that nobody else can write.
+    out = make_folder(cfg["lib_dir"], "backend.lib_dir") / f"{kernel.name}.so"
+    if os.path.lexists(out):
+        why = entry_risk(out)
+        if why:
+            return None, f"cached library {out} {why}: not loaded (remove it to rebuild)"
         return str(out.resolve()), ""
-    out.parent.mkdir(parents=True, exist_ok=True)
     fields = {**kernel.traits(), "kernel": kernel.name, "out": str(out), "arch": arch, "abi": str(ABI_HEADER)}
     try:
         argv = shlex.split(cfg["build_command"].format(**fields))

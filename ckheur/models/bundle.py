@@ -93,8 +93,10 @@ MAX_TREE_DEPTH = 256
 MAX_TREE_LEAVES = 1 << 16
 
 
-def _numbers(block: Mapping[str, str], key: str, count: int, kind: type, where: str) -> list:
-    """A tree's array field: ``count`` numbers of ``kind`` (floats finite), or a BundleError."""
+def _numbers(block: Mapping[str, str], key: str, count: int, kind: type, where: str,
+             infinite: bool = False) -> list:
+    """A tree's array field: ``count`` numbers of ``kind`` (floats finite, or also infinite when
+    ``infinite``: LightGBM writes ``inf`` thresholds), or a BundleError; NaN never."""
     text = block.get(key)
     if text is None:
         raise BundleError(f"{where}: no {key}")
@@ -104,14 +106,14 @@ def _numbers(block: Mapping[str, str], key: str, count: int, kind: type, where: 
         raise BundleError(f"{where}: {key} holds something that is not a number") from None
     if len(values) != count:
         raise BundleError(f"{where}: {key} has {len(values)} values, {count} expected")
-    if kind is float and not all(math.isfinite(v) for v in values):
-        raise BundleError(f"{where}: {key} holds a non-finite value (NaN or infinity)")
+    if kind is float and not all(not math.isnan(v) and (infinite or math.isfinite(v)) for v in values):
+        raise BundleError(f"{where}: {key} holds " + ("NaN" if infinite else "a non-finite value (NaN or infinity)"))
     return values
 
 
 def check_model_text(text: str, path: Path, num_features: int) -> int:
     """Refuse (BundleError) a LightGBM model text that any ckheur path could not evaluate safely:
-    cut short, thresholds or leaves not finite, children that do not form a tree, features out of
+    cut short, a NaN threshold, leaves not finite, children that do not form a tree, features out of
     range, trees deeper than MAX_TREE_DEPTH. Returns the number of trees."""
     head, sep, body = text.partition("\nTree=")
     if not text.startswith("tree\n") or "\nend of trees" not in text or not text.isascii():
@@ -144,7 +146,7 @@ def check_model_text(text: str, path: Path, num_features: int) -> int:
             continue
         n = leaves - 1
         feature = _numbers(block, "split_feature", n, int, where)
-        threshold = _numbers(block, "threshold", n, float, where)
+        threshold = _numbers(block, "threshold", n, float, where, infinite=True)
         decision = _numbers(block, "decision_type", n, int, where)
         children = [_numbers(block, "left_child", n, int, where), _numbers(block, "right_child", n, int, where)]
         if not all(0 <= f < num_features for f in feature):

@@ -12,7 +12,6 @@ import hashlib
 import json
 import os
 import shutil
-import stat
 import subprocess
 import tempfile
 import warnings
@@ -23,7 +22,7 @@ import numpy as np
 
 from ckheur.backends.abi import DIRECTION_CODES, DTYPE_CODES
 from ckheur.errors import UserError
-from ckheur.files import folder_risk, process_folder, write_file
+from ckheur.files import entry_risk, folder_risk, process_folder, write_file
 from ckheur.models.export_c import c_family
 from ckheur.problems.base import ProblemError
 
@@ -47,18 +46,6 @@ def cache_dir() -> Path:
     return Path(env) if env else Path.home() / ".cache" / "ckheur" / "compiled"
 
 
-def not_private(path: Path) -> str | None:
-    """Why a cache folder or file cannot be trusted (a link, another user's, writable by others), or None."""
-    st = path.lstat()
-    if stat.S_ISLNK(st.st_mode):
-        return "is a symbolic link"
-    if st.st_uid != os.getuid():
-        return f"is owned by uid {st.st_uid}, not by this user (uid {os.getuid()})"
-    if st.st_mode & 0o022:
-        return f"is writable by others (mode {stat.S_IMODE(st.st_mode):o})"
-    return None
-
-
 def trusted_cache_dir() -> Path:
     """The cache folder, created private (0700); one that another user owns or others can write, or
     that sits in a folder another user can change, is refused with a warning and a private folder
@@ -66,7 +53,7 @@ def trusted_cache_dir() -> Path:
     root = cache_dir()
     try:
         root.mkdir(parents=True, exist_ok=True, mode=0o700)
-        why = not_private(root)
+        why = entry_risk(root)
         risk = None if why else folder_risk(root)
         why = why or (f"is inside a folder another user can change ({risk})" if risk else None)
     except OSError as e:
@@ -86,13 +73,13 @@ def _verified_entry(target: Path) -> tuple[dict, Path] | str:
 
     try:
         for path in (target, target / "cache.json"):
-            why = not_private(path)
+            why = entry_risk(path)
             if why:
                 return f"{path.name} {why}"
         meta = json.loads((target / "cache.json").read_text())
         info = json.loads((target / "export.json").read_text())
         lib = target / f"lib{info['name']}.so"
-        why = not_private(lib)
+        why = entry_risk(lib)
         if why:
             return f"{lib.name} {why}"
         if sha256_of(lib) != meta["lib_sha256"]:

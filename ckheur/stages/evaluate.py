@@ -43,80 +43,39 @@ def _eval_data(cfg: Any, ctx: Context, op: dict, arch: dict) -> list[Path]:
     return paths
 
 
-def per_problem(df: Any, selector: Any, direction: str, top_k: Sequence[int] = (),
-                exclude_suspect: bool = False) -> tuple[list[dict], list[dict], dict]:
-    """Per-problem pick efficiency (and, per k in ``top_k``, the hybrid pick: the fastest of the
-    model's k best, measured); skipped problems with reasons; kernel-level tables for plots."""
-    from ckheur.dataset import usable
-    from ckheur.metrics import hybrid_pick, pick_efficiency
+def _scored(df: Any, selector: Any, direction: str, top_k: Sequence[int], exclude_suspect: bool,
+            progress: Any = None) -> Any:
+    """Each measured problem's pick by ``selector`` (``ckheur.models.evaluation``), counting progress."""
+    from ckheur.models.evaluation import group_by_problem, score_problems
 
-    fields = list(selector.family.problems.FIELDS)
-    rows, skipped, pairs = [], [], {"pred": [], "meas": [], "kernel": [], "choice": []}
-    for key, g in df.groupby(fields, sort=True):
-        p = selector.family.problems.problem_from_dict(dict(zip(fields, key)))
-        good = usable(g, exclude_suspect)
-        ok = g[good]
-        if ok.empty:
-            skipped.append({"problem": p.describe(), "reason": "no successful measurement (no oracle)"})
-            continue
-        try:
-            ks, scores, tflops = selector.scores(p)
-        except ValueError as e:
-            skipped.append({"problem": p.describe(), "reason": str(e)})
-            continue
-        measured = dict(zip(g.kernel, np.where(good, g.tflops, np.nan)))
-        cand = [i for i, k in enumerate(ks) if k.name in measured]
-        if not cand:
-            skipped.append({"problem": p.describe(), "reason": "none of the model's candidates was measured"})
-            continue
-        meas = np.array([measured[ks[i].name] for i in cand])
-        best = float(ok.tflops.max())  # the oracle: best of everything measured, candidate or not
-        m = pick_efficiency(scores[cand], meas, best)
-        pick = cand[int(np.argmax(scores[cand]))]
-        hybrid = {}
-        for k in top_k:
-            i, timed = hybrid_pick(scores[cand], meas, k)
-            hybrid[k] = {"efficiency": float(meas[i] / best) if np.isfinite(meas[i]) and meas[i] > 0 else 0.0,
-                         "timed": timed, "pool": len(ks)}
-        rows.append({"problem": p.describe(), "problem_obj": p, **p.to_dict(),
-                     "pick": ks[pick].name, "pick_pipeline": ks[pick].pipeline,
-                     "oracle": ok.loc[ok.tflops.idxmax(), "kernel"], "oracle_tflops": best,
-                     "pick_tflops": float(measured[ks[pick].name]), "candidates": len(cand),
-                     "pool_not_measured": len(ks) - len(cand), "gemm": p.gemm(direction), **m,
-                     "oracle_latency_ms": p.flops / (best * 1e12) * 1e3, "hybrid": hybrid,
-                     "kernel_eff": {ks[i].name: (measured[ks[i].name] / best if np.isfinite(measured[ks[i].name]) else 0.0)
-                                    for i in cand}})
-        # for the censored report: every candidate's score and time (1/TFLOPS, NaN when not measured)
-        pairs["choice"].append((len(rows) - 1, scores[cand], 1.0 / meas))
-        okc = np.isfinite(meas)
-        pairs["pred"] += list(tflops[cand][okc])
-        pairs["meas"] += list(meas[okc])
-        pairs["kernel"] += [ks[i].name for i, o in zip(cand, okc) if o]
-    return rows, skipped, pairs
+    rows = group_by_problem(df, selector.family.name, exclude_suspect)
+    return score_problems(rows, selector, direction, top_k, progress=None if progress is None else progress.update)
 
 
-def _baselines(rows: list[dict], analytic_rows: list[dict] | None) -> dict:
+def _baselines(scored: Any, analytic: Any) -> dict:
     """Per-problem efficiencies of the baselines, on the same problems as the model (the analytic
     model only for families it models)."""
-    names = sorted({k for r in rows for k in r["kernel_eff"]})
-    fixed_means = {k: np.mean([r["kernel_eff"].get(k, 0.0) for r in rows]) for k in names}
-    fixed = max(fixed_means, key=fixed_means.get)
-    analytic = {} if analytic_rows is None else \
-        {"analytic model": {"per_problem": [r["efficiency"] for r in analytic_rows]}}
-    return {
-        "best fixed kernel": {"kernel": fixed, "per_problem": [r["kernel_eff"].get(fixed, 0.0) for r in rows],
-                              "note": "chosen on this evaluation data (optimistic for the baseline)"},
-        **analytic,
-        "random legal kernel": {"per_problem": [float(np.mean(list(r["kernel_eff"].values()))) for r in rows],
-                                "note": "expected efficiency of a uniformly random measured candidate"},
-    }
+    from ckheur.models.evaluation import fixed_kernel_baseline, random_kernel_baseline
+
+    fixed, per = fixed_kernel_baseline(scored)
+    out = {"best fixed kernel": {"kernel": fixed, "per_problem": list(per),
+                                 "note": "chosen on this evaluation data (optimistic for the baseline)"}}
+    if analytic is not None:
+        by = {r["problem"]: r["efficiency"] for r in analytic.rows}
+        out["analytic model"] = {"per_problem": [by[r["problem"]] for r in scored.rows]}
+    out["random legal kernel"] = {"per_problem": list(random_kernel_baseline(scored)),
+                                  "note": "expected efficiency of a uniformly random measured candidate"}
+    return out
 
 
 def run(cfg: Any, ctx: Context) -> dict:
     """Evaluate the model for op/dtype/arch on held-out measurements; write the report."""
-    from ckheur.dataset import CENSORED, keep_shard, read_dataset
+    from ckheur.dataset import keep_shard, read_dataset
     from ckheur.metrics import summarize, time_weighted
+    from ckheur.models.evaluation import COLUMNS
     from ckheur.models.selector import Selector
+    from ckheur.ops import get_family
+    from ckheur.stages.measuring import Progress
 
     op, arch = plain(cfg.op), plain(cfg.arch)
     top_k = sorted({int(k) for k in cfg.evaluate.top_k})
@@ -127,28 +86,45 @@ def run(cfg: Any, ctx: Context) -> dict:
         raise StageError(f"evaluate.tie_tolerance={tol}: must be in [0, 1)")
     exclude_suspect = bool(cfg.data.exclude_suspect)
     paths = _eval_data(cfg, ctx, op, arch)
-    df = keep_shard(read_dataset(paths), plain(cfg.data.shard), op["family"])
+    # The model is found and checked before the data is read (which can take minutes).
+    if cfg.evaluate.model_dir:
+        model_dir = Path(cfg.evaluate.model_dir)
+    else:  # the default bundle depends on the data's kind: read only that column first
+        backends = read_dataset(paths, dedupe=False, columns=["backend"])["backend"]
+        model_dir = Path(cfg.paths.sim_models if "sim" in set(backends) else cfg.paths.models) / op["model_name"]
+    if cfg.evaluate.baseline and not Path(cfg.evaluate.baseline).is_dir():
+        raise StageError(f"evaluate.baseline={cfg.evaluate.baseline}: no model bundle there")
+    selector = Selector.load(model_dir, **({} if cfg.evaluate.cascade else {"cascade_threshold": 10**9}))
+    fields = list(get_family(op["family"]).problems.FIELDS)
+    df = keep_shard(read_dataset(paths, columns=[*COLUMNS, *fields]), plain(cfg.data.shard), op["family"])
     df = df[(df.arch == arch["name"]) & (df.direction == op["direction"]) & (df.dtype == op["dtype"])]
     if df.empty:
         raise StageError(f"no rows for {op['direction']} {op['dtype']} on {arch['name']} in {', '.join(map(str, paths))}")
     simulated = "sim" in set(df.backend)
-    model_dir = Path(cfg.evaluate.model_dir) if cfg.evaluate.model_dir else \
-        Path(cfg.paths.sim_models if simulated else cfg.paths.models) / op["model_name"]
-    selector = Selector.load(model_dir, **({} if cfg.evaluate.cascade else {"cascade_threshold": 10**9}))
-    rows, skipped, pairs = per_problem(df, selector, op["direction"], top_k, exclude_suspect)
-    if not rows:
-        raise StageError(f"no problem could be evaluated: {skipped[:3]}")
-    a_rows = None  # the analytic baseline, for families ckheur.sim models
-    if selector.family.analytic:
-        analytic = Selector.analytic(selector.kernels, arch, op["direction"], op["dtype"], op=op)
-        a_by = {r["problem"]: r for r in per_problem(df, analytic, op["direction"], (), exclude_suspect)[0]}
-        a_rows = [a_by[r["problem"]] for r in rows]
+    problems = int(df[fields].drop_duplicates().shape[0])
+    runs = 1 + selector.family.analytic + bool(cfg.evaluate.baseline)
+    progress = Progress(problems * runs, cfg.evaluate.progress, float(cfg.evaluate.log_every_s), prefix="evaluate",
+                        unit="problem")
+    try:
+        scored = _scored(df, selector, op["direction"], top_k, exclude_suspect, progress)
+        if not scored.rows:
+            raise StageError(f"no problem could be evaluated: {scored.skipped[:3]}")
+        analytic = None  # the analytic baseline, for families ckheur.sim models
+        if selector.family.analytic:
+            analytic = _scored(df, Selector.analytic(selector.kernels, arch, op["direction"], op["dtype"], op=op),
+                               op["direction"], (), exclude_suspect, progress)
+        gate = None
+        if cfg.evaluate.baseline:
+            gate = _gate(cfg, df, scored, op["direction"], progress)
+    finally:
+        progress.close()
+    rows = scored.rows
     effs = [r["efficiency"] for r in rows]
     oracle_lat = [r["oracle_latency_ms"] for r in rows]
     metrics = {
         "model_dir": str(model_dir), "data": [str(p) for p in paths], "data_kind": "simulated" if simulated else "real",
         "cascade": bool(cfg.evaluate.cascade) and len(selector.kernels) > selector.cascade_threshold,
-        "problems_evaluated": len(rows), "problems_skipped": len(skipped), "skipped": skipped,
+        "problems_evaluated": len(rows), "problems_skipped": len(scored.skipped), "skipped": scored.skipped,
         "efficiency": {**summarize(effs), "time_weighted": time_weighted(effs, oracle_lat)},
         **{k: float(np.mean([r[k] for r in rows])) for k in ("top1", "within_1pct", "oracle_in_top5", "pick_failed")},
         "top1_tie_aware": float(np.mean([r["efficiency"] >= 1 - tol for r in rows])), "tie_tolerance": tol,
@@ -156,25 +132,23 @@ def run(cfg: Any, ctx: Context) -> dict:
         "pool_pairs_not_measured": int(sum(r["pool_not_measured"] for r in rows)),
         "slices": {}, "by_pick_pipeline": {}, "baselines": {},
     }
-    for name, pred in selector.family.problems.SLICES.items():
-        sel = [r["efficiency"] for r in rows if pred(r["problem_obj"], r["gemm"])]
+    for name, member in scored.slices.items():
+        sel = [r["efficiency"] for r, m in zip(rows, member) if m]
         if sel:
             metrics["slices"][name] = summarize(sel)
     for pl in sorted({r["pick_pipeline"] for r in rows}):
         metrics["by_pick_pipeline"][pl] = summarize([r["efficiency"] for r in rows if r["pick_pipeline"] == pl])
-    for name, b in _baselines(rows, a_rows).items():
+    for name, b in _baselines(scored, analytic).items():
         metrics["baselines"][name] = {**{k: v for k, v in b.items() if k != "per_problem"}, **summarize(b["per_problem"]),
                                       "time_weighted": time_weighted(b["per_problem"], oracle_lat)}
         for r, e in zip(rows, b["per_problem"]):
             r[f"baseline: {name}"] = e
-    if (df.status == CENSORED).any():
-        metrics["censored"] = _censored_report(rows, pairs["choice"], selector.family.problems.SLICES, tol)
-    gate = None
-    if cfg.evaluate.baseline:
-        gate = _gate(cfg, df, rows, op["direction"])
+    if scored.censored:
+        metrics["censored"] = _censored_report(scored, tol)
+    if gate is not None:
         metrics["gate"] = gate
     out = ctx.output_dir
-    _write(out, rows, metrics, pairs, cfg.evaluate.plots)
+    _write(out, scored, metrics, cfg.evaluate.plots)
     _print(metrics)
     if gate is not None and not gate["passed"]:
         print(f"evaluate: acceptance gate FAILED against {cfg.evaluate.baseline}: {'; '.join(gate['failures'])}")
@@ -182,18 +156,19 @@ def run(cfg: Any, ctx: Context) -> dict:
     return metrics
 
 
-def _censored_report(rows: list[dict], choice: list[tuple], slices: dict, tol: float) -> dict:
+def _censored_report(scored: Any, tol: float) -> dict:
     """When unlisted candidates are censored (a find-db lists only the fastest few): the picks in
     MIOpen's terms and ours, both protocols (ckheur.metrics.censored_choice_report), overall and
     per slice."""
     from ckheur.metrics import censored_choice_report
 
-    pid = np.concatenate([np.full(len(sc), i) for i, sc, _ in choice])
-    scores = np.concatenate([sc for _, sc, _ in choice])
-    times = np.concatenate([t for _, _, t in choice])
+    choice = scored.choice
+    pid = np.concatenate([np.full(len(sc), i) for i, (sc, _) in enumerate(choice)])
+    scores = np.concatenate([sc for sc, _ in choice])
+    times = np.concatenate([t for _, t in choice])
     out = {"all": censored_choice_report(pid, scores, times, tol), "slices": {}}
-    for name, pred in slices.items():
-        keep = np.array([bool(pred(r["problem_obj"], r["gemm"])) for r in rows])[pid]
+    for name, member in scored.slices.items():
+        keep = np.asarray(member, dtype=bool)[pid]
         if keep.any():
             out["slices"][name] = censored_choice_report(pid[keep], scores[keep], times[keep], tol)
     return out
@@ -210,13 +185,14 @@ def _hybrid_summary(rows: list[dict], k: int, oracle_lat: list[float]) -> dict:
             "fraction_of_pool_timed": float(np.mean([t / r["hybrid"][k]["pool"] for t, r in zip(timed, rows)]))}
 
 
-def _gate(cfg: Any, df: Any, rows: list[dict], direction: str) -> dict:
+def _gate(cfg: Any, df: Any, scored: Any, direction: str, progress: Any) -> dict:
     from ckheur.metrics import summarize
     from ckheur.models.selector import Selector
 
-    base_rows, _, _ = per_problem(df, Selector.load(cfg.evaluate.baseline), direction, (), bool(cfg.data.exclude_suspect))
+    base_rows = _scored(df, Selector.load(cfg.evaluate.baseline), direction, (), bool(cfg.data.exclude_suspect),
+                        progress).rows
     base = {r["problem"]: r["efficiency"] for r in base_rows}
-    common = [r for r in rows if r["problem"] in base]
+    common = [r for r in scored.rows if r["problem"] in base]
     new, old = summarize([r["efficiency"] for r in common]), summarize([base[r["problem"]] for r in common])
     ev = cfg.evaluate
     failures = []
@@ -231,20 +207,20 @@ def _gate(cfg: Any, df: Any, rows: list[dict], direction: str) -> dict:
             "worst_loss_pts": worst[0], "failures": failures, "passed": not failures}
 
 
-def _write(out: Path, rows: list[dict], metrics: dict, pairs: dict, plots: bool) -> None:
+def _write(out: Path, scored: Any, metrics: dict, plots: bool) -> None:
     import pandas as pd
 
     from ckheur.files import replacing, write_file
 
-    table = pd.DataFrame([{**{k: v for k, v in r.items() if k not in ("problem_obj", "kernel_eff", "gemm", "hybrid")},
+    table = pd.DataFrame([{**{k: v for k, v in r.items() if k != "hybrid"},
                            **{f"hybrid_top{k}_efficiency": h["efficiency"] for k, h in r["hybrid"].items()}}
-                          for r in rows])
+                          for r in scored.rows])
     with replacing(out / "per_problem.csv") as f:
         table.to_csv(f, index=False)
     write_file(out / "metrics.json", json.dumps(metrics, indent=2, default=str))
     write_file(out / "report.md", _markdown(metrics))
     if plots:
-        _plots(out, rows, metrics, pairs)
+        _plots(out, scored, metrics)
 
 
 def _pct(x: float) -> str:
@@ -281,7 +257,10 @@ def _markdown(m: dict) -> str:
     return "\n".join(lines) + "\n"
 
 
-def _plots(out: Path, rows: list[dict], m: dict, pairs: dict) -> None:
+PLOT_POINTS = 200_000  # the predicted-vs-measured plot draws a seeded sample of at most this many pairs
+
+
+def _plots(out: Path, scored: Any, m: dict) -> None:
     import matplotlib
 
     from ckheur.files import save_png
@@ -289,6 +268,7 @@ def _plots(out: Path, rows: list[dict], m: dict, pairs: dict) -> None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
+    rows = scored.rows
     fig, ax = plt.subplots(figsize=(6, 4))
     for name, vals in [("model", [r["efficiency"] for r in rows])] + \
             [(n, [r[f"baseline: {n}"] for r in rows]) for n in m["baselines"]]:
@@ -301,9 +281,13 @@ def _plots(out: Path, rows: list[dict], m: dict, pairs: dict) -> None:
     fig.tight_layout()
     save_png(fig, out / "efficiency_cdf.png")
     plt.close(fig)
+    meas, pred = np.concatenate(scored.meas_tflops), np.concatenate(scored.pred_tflops)
+    if len(meas) > PLOT_POINTS:
+        keep = np.random.default_rng(0).choice(len(meas), PLOT_POINTS, replace=False)
+        meas, pred = meas[keep], pred[keep]
     fig, ax = plt.subplots(figsize=(5, 5))
-    ax.loglog(pairs["meas"], pairs["pred"], ".", alpha=0.3, markersize=3)
-    lim = [max(1e-3, min(pairs["meas"] + pairs["pred"])), max(pairs["meas"] + pairs["pred"])]
+    ax.loglog(meas, pred, ".", alpha=0.3, markersize=3)
+    lim = [max(1e-3, min(meas.min(), pred.min())), max(meas.max(), pred.max())]
     ax.plot(lim, lim, "k--", linewidth=0.8)
     ax.set_xlabel("measured TFLOPS")
     ax.set_ylabel("predicted TFLOPS")

@@ -17,14 +17,15 @@ from ckheur.stages import StageError, plain
 
 
 class Progress:
-    """Progress of measured pairs: tqdm's bar (rate, ETA; terminals and notebooks) when ``mode`` is
+    """Progress of a long job (measured pairs, scored problems): tqdm's bar (rate, ETA; terminals and notebooks) when ``mode`` is
     ``bar`` (``auto`` on a terminal or in a Jupyter kernel), plain lines every ``every_s`` seconds
     for logs (``log``: what CI logs and cluster job files want), or nothing (``none``)."""
 
     def __init__(self, total: int, mode: str = "auto", every_s: float = 10.0, stream: Any = None,
-                 prefix: str = "sweep") -> None:
-        self.prefix = prefix
+                 prefix: str = "sweep", unit: str = "pair") -> None:
+        self.prefix, self.unit = prefix, unit
         self.stream = stream or sys.stderr
+        mode = str(mode)
         if mode == "auto":
             mode = "bar" if self.stream.isatty() or "ipykernel" in sys.modules else "log"
         self.mode, self.total, self.every_s = mode, total, every_s
@@ -33,7 +34,7 @@ class Progress:
         if mode == "bar":
             from tqdm.auto import tqdm
 
-            self.bar = tqdm(total=total, desc=prefix, unit="pair", file=self.stream, dynamic_ncols=True)
+            self.bar = tqdm(total=total, desc=prefix, unit=unit, file=self.stream, dynamic_ncols=True)
 
     def update(self, n: int, note: str = "") -> None:
         """Count ``n`` more pairs done; ``note`` says what the last batch gave."""
@@ -52,7 +53,7 @@ class Progress:
         rate = self.done / el if el > 0 else 0.0
         eta = (self.total - self.done) / rate if rate > 0 else float("inf")
         frac = self.done / self.total if self.total else 1.0
-        self.stream.write(f"{self.prefix}: {self.done}/{self.total} pairs ({100 * frac:.0f}%) {rate:,.0f}/s "
+        self.stream.write(f"{self.prefix}: {self.done}/{self.total} {self.unit}s ({100 * frac:.0f}%) {rate:,.0f}/s "
                           f"ETA {eta:,.0f}s {note}\n")
         self.stream.flush()
 

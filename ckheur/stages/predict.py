@@ -71,6 +71,7 @@ def run(cfg: Any, ctx: Context) -> dict:
     """Print the top-k kernels for one problem, or write predictions for a problem set."""
     from ckheur.display import format_table
     from ckheur.problems import load_problem_set
+    from ckheur.stages.measuring import Progress
 
     op, arch = plain(cfg.op), plain(cfg.arch)
     k = int(cfg.predict.k)
@@ -93,27 +94,55 @@ def run(cfg: Any, ctx: Context) -> dict:
                 "tier": chosen.source}
     problems = load_problem_set(plain(cfg.problems), op["family"])
     out = Path(cfg.predict.output) if cfg.predict.output else ctx.output_dir / "predictions.csv"
-    records = []
-    tiers: Counter = Counter()
-    for p in problems:
-        try:
-            ranked = selector.rank(p, k=k)
-            chosen = selector.select(p)
-        except ValueError as e:
-            records.append({**p.to_dict(), "rank": None, "kernel": None, "pred_tflops": None, "note": str(e)})
-            continue
-        tiers[chosen.source] += 1
-        records += [{**p.to_dict(), "rank": i + 1, "kernel": n, "pred_tflops": tf,
-                     "pred_latency_ms": p.flops / (tf * 1e12) * 1e3 if tf > 0 else None, "ranked_by": label,
-                     "selected": chosen.kernel, "tier": chosen.source}
-                    for i, (n, tf) in enumerate(ranked)]
-    out.parent.mkdir(parents=True, exist_ok=True)
-    if out.suffix == ".json":
-        out.write_text(json.dumps(records, indent=1))
-    else:
-        import pandas as pd
-
-        pd.DataFrame(records).to_csv(out, index=False)
+    if out.suffix not in (".csv", ".json"):
+        raise StageError(f"predict.output={out}: give a .csv or .json file")
+    tiers = write_predictions(selector, problems, k, label, out, Progress(
+        len(problems), cfg.predict.progress, float(cfg.predict.log_every_s), prefix="predict", unit="problem"))
     print(f"predict: top-{k} kernels for {len(problems)} problems of {cfg.problems.name} (ranked by {label}) -> {out}")
     print(f"predict: selected by tier: {', '.join(f'{t} {n}' for t, n in sorted(tiers.items())) or 'none'}")
     return {"output": str(out), "problems": len(problems), "ranked_by": label, "tiers": dict(tiers)}
+
+
+def write_predictions(selector: Any, problems: list, k: int, label: str, out: Path, progress: Any) -> Counter:
+    """Rank each problem's kernels and write the top k as CSV rows (or JSON records) as they come:
+    memory does not grow with the problems; the file appears whole when done. Returns the tiers
+    that selected, counted."""
+    import csv
+
+    from ckheur.files import make_folder, replacing
+
+    make_folder(out.parent, "predict.output folder")
+    fields = list(selector.family.problems.FIELDS)
+    columns = [*fields, "rank", "kernel", "pred_tflops", "pred_latency_ms", "ranked_by", "selected", "tier", "note"]
+    tiers: Counter = Counter()
+    with replacing(out) as f:
+        writer = csv.DictWriter(f, columns, lineterminator="\n") if out.suffix == ".csv" else None
+        if writer is not None:
+            writer.writeheader()
+        else:
+            f.write("[")
+        first = True
+        try:
+            for i, p in enumerate(problems):
+                try:
+                    ranked = selector.rank(p, k=k)
+                    chosen = selector.select(p)
+                    tiers[chosen.source] += 1
+                    records = [{**p.to_dict(), "rank": j + 1, "kernel": n, "pred_tflops": tf,
+                                "pred_latency_ms": p.flops / (tf * 1e12) * 1e3 if tf > 0 else None, "ranked_by": label,
+                                "selected": chosen.kernel, "tier": chosen.source} for j, (n, tf) in enumerate(ranked)]
+                except ValueError as e:
+                    records = [{**p.to_dict(), "rank": None, "kernel": None, "pred_tflops": None, "note": str(e)}]
+                if writer is not None:
+                    writer.writerows(records)
+                else:
+                    for rec in records:
+                        f.write(("\n" if first else ",\n") + json.dumps(rec))
+                        first = False
+                if (i + 1) % 256 == 0 or i + 1 == len(problems):
+                    progress.update((i % 256) + 1)
+        finally:
+            progress.close()
+        if writer is None:
+            f.write("\n]\n")
+    return tiers

@@ -1,0 +1,161 @@
+"""Evaluating a selector on measurements: per problem, the model's pick against the measured oracle.
+
+    rows = group_by_problem(df, "grouped_conv")            # a dataset's measurements, by problem
+    result = score_problems(rows, selector, "fwd", top_k=(3,), progress=bar)
+
+Built for large data: a dataset is read with only the columns evaluation needs (strings as
+categories), its rows are grouped by problem as arrays (no pandas group per problem), problems are
+scored one after another with a progress callback, and what is kept per problem is a few numbers
+and its candidates' efficiencies as small arrays: memory grows with the rows read, not with
+Python objects per measurement.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Callable, Mapping, Sequence
+
+import numpy as np
+
+# The dataset columns evaluation reads (besides the family's problem fields).
+COLUMNS = ("op", "direction", "dtype", "arch", "backend", "kernel", "status", "tflops", "timestamp")
+
+
+@dataclass
+class ProblemRows:
+    """A dataset's measurements of one op grouped by problem: rows ``offsets[i]:offsets[i+1]`` are
+    problem ``keys[i]`` (keys sorted; rows in dataset order within a problem)."""
+
+    keys: list
+    offsets: np.ndarray
+    kernels: np.ndarray  # kernel name per row
+    tflops: np.ndarray  # measured TFLOPS per row, NaN where the row is not a measurement
+    censored: bool  # some rows are censored (a find-db lists only the fastest solvers)
+
+    def __len__(self) -> int:
+        return len(self.keys)
+
+
+def group_by_problem(df: Any, family: str, exclude_suspect: bool = False) -> ProblemRows:
+    """Group a dataset frame's rows by problem (``family``'s problem fields), as arrays."""
+    import pandas as pd
+
+    from ckheur.dataset import CENSORED, row_hash, usable
+    from ckheur.ops import get_family
+
+    fields = list(get_family(family).problems.FIELDS)
+    codes, _ = pd.factorize(row_hash(df, fields))  # by a hash of the fields: no copy of millions of rows
+    first = np.unique(codes, return_index=True)[1]
+    if any((df[f].to_numpy()[first][codes] != df[f].to_numpy()).any() for f in fields):  # a hash collision
+        codes = df.groupby(fields, sort=False, observed=True).ngroup().to_numpy()
+        first = np.unique(codes, return_index=True)[1]
+    keys = [tuple(k) for k in df[fields].iloc[first].itertuples(index=False, name=None)]
+    by_key = sorted(range(len(keys)), key=keys.__getitem__)  # problems in key order
+    rank = np.empty(len(keys), dtype=np.int64)
+    rank[by_key] = np.arange(len(keys))
+    codes = rank[codes]
+    order = np.argsort(codes, kind="stable")
+    counts = np.bincount(codes, minlength=len(keys))
+    tflops = np.where(usable(df, exclude_suspect), df["tflops"].to_numpy(dtype=float), np.nan)[order]
+    kernels = df["kernel"].astype("category")
+    return ProblemRows(keys=[keys[i] for i in by_key], offsets=np.r_[0, np.cumsum(counts)],
+                       kernels=np.asarray(kernels.cat.categories, dtype=object)[kernels.cat.codes.to_numpy()[order]],
+                       tflops=tflops, censored=bool((df["status"] == CENSORED).any()))
+
+
+@dataclass
+class Scored:
+    """Per-problem results of a selector on measured problems (one entry per scored problem)."""
+
+    rows: list = field(default_factory=list)  # dicts: the problem, the pick, the oracle, efficiency metrics
+    skipped: list = field(default_factory=list)  # {"problem", "reason"}: no oracle, not rankable, nothing measured
+    kernels: list = field(default_factory=list)  # names of the kernels the efficiencies below index
+    candidate_eff: list = field(default_factory=list)  # per row: (kernel indices, measured efficiency; 0 failed)
+    choice: list = field(default_factory=list)  # per row: (scores of the measured candidates, their 1 / TFLOPS)
+    pred_tflops: list = field(default_factory=list)  # per row: predicted TFLOPS of the candidates that ran
+    meas_tflops: list = field(default_factory=list)  # ... and their measured TFLOPS
+    slices: dict = field(default_factory=dict)  # slice name -> [bool per row]
+    censored: bool = False  # the data lists only the fastest candidates (a find-db): unlisted ones are censored
+
+
+def score_problems(rows: ProblemRows, selector: Any, direction: str, top_k: Sequence[int] = (),
+                   slices: Mapping[str, Callable] | None = None,
+                   progress: Callable[[int], None] | None = None) -> Scored:
+    """Each measured problem's pick by ``selector`` against the measured oracle (the best of
+    everything measured, candidate or not), and, per k in ``top_k``, the hybrid pick (the fastest
+    of the model's k best, measured). ``slices`` (name -> predicate(problem, gemm)) are evaluated
+    on the way; ``progress(n)`` is called as problems are done."""
+    from ckheur.metrics import hybrid_pick, pick_efficiency
+
+    mod = selector.family.problems
+    fields = list(mod.FIELDS)
+    slices = dict(slices if slices is not None else mod.SLICES)
+    out = Scored(slices={name: [] for name in slices}, censored=rows.censored)
+    index: dict[str, int] = {}
+    done = 0
+    for i, key in enumerate(rows.keys):
+        r0, r1 = rows.offsets[i], rows.offsets[i + 1]
+        p = mod.problem_from_dict(dict(zip(fields, key)))
+        tf = rows.tflops[r0:r1]
+        good = np.isfinite(tf)
+        done += 1
+        if progress is not None and (done % 256 == 0 or i == len(rows) - 1):
+            progress(done)
+            done = 0
+        if not good.any():
+            out.skipped.append({"problem": p.describe(), "reason": "no successful measurement (no oracle)"})
+            continue
+        try:
+            ks, scores, tflops = selector.scores(p)
+        except ValueError as e:
+            out.skipped.append({"problem": p.describe(), "reason": str(e)})
+            continue
+        names = rows.kernels[r0:r1]
+        measured = dict(zip(names, tf))
+        cand = [j for j, k in enumerate(ks) if k.name in measured]
+        if not cand:
+            out.skipped.append({"problem": p.describe(), "reason": "none of the model's candidates was measured"})
+            continue
+        meas = np.array([measured[ks[j].name] for j in cand])
+        best = float(tf[good].max())
+        m = pick_efficiency(scores[cand], meas, best)
+        pick = cand[int(np.argmax(scores[cand]))]
+        hybrid = {}
+        for k in top_k:
+            j, timed = hybrid_pick(scores[cand], meas, k)
+            hybrid[k] = {"efficiency": float(meas[j] / best) if np.isfinite(meas[j]) and meas[j] > 0 else 0.0,
+                         "timed": timed, "pool": len(ks)}
+        oracle = names[np.flatnonzero(good)[int(np.argmax(tf[good]))]]
+        gemm = p.gemm(direction)
+        out.rows.append({"problem": p.describe(), **p.to_dict(), "pick": ks[pick].name,
+                         "pick_pipeline": ks[pick].pipeline, "oracle": oracle, "oracle_tflops": best,
+                         "pick_tflops": float(measured[ks[pick].name]), "candidates": len(cand),
+                         "pool_not_measured": len(ks) - len(cand), **m,
+                         "oracle_latency_ms": p.flops / (best * 1e12) * 1e3, "hybrid": hybrid})
+        for name, pred in slices.items():
+            out.slices[name].append(bool(pred(p, gemm)))
+        idx = np.array([index.setdefault(ks[j].name, len(index)) for j in cand], dtype=np.int32)
+        ran = np.isfinite(meas)
+        out.candidate_eff.append((idx, np.where(ran, meas / best, 0.0)))
+        out.choice.append((scores[cand], 1.0 / meas))
+        out.pred_tflops.append(tflops[cand][ran])
+        out.meas_tflops.append(meas[ran])
+    out.kernels = list(index)
+    return out
+
+
+def fixed_kernel_baseline(scored: Scored) -> tuple[str, np.ndarray]:
+    """The kernel with the best mean efficiency over the problems (0 where it was not measured:
+    chosen on this data, optimistic for the baseline) and its per-problem efficiency."""
+    total = np.zeros(len(scored.kernels))
+    for idx, eff in scored.candidate_eff:
+        np.add.at(total, idx, eff)
+    by_name = np.argsort(np.array(scored.kernels, dtype=object), kind="stable")
+    best = int(by_name[np.argmax(total[by_name])])  # of equal means, the first name in sorted order
+    per = np.array([float(eff[idx == best][0]) if (idx == best).any() else 0.0 for idx, eff in scored.candidate_eff])
+    return scored.kernels[best], per
+
+
+def random_kernel_baseline(scored: Scored) -> np.ndarray:
+    """Expected efficiency of a uniformly random measured candidate, per problem."""
+    return np.array([float(np.mean(eff)) for _, eff in scored.candidate_eff])
