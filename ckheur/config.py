@@ -364,9 +364,15 @@ class TuneSchema:
     claim_poll_s: float = 0.5  # when every open problem is claimed by another run: how often to look again
 
 
+class ExportFormat(_Choice):
+    c = "c"  # a dependency-free C99 package (library, CLI, CMake)
+    ck = "ck"  # CK's dispatcher model folder (bundles trained with features.engine=ck)
+
+
 @dataclass
 class ExportSchema:
-    output: Optional[str] = None  # package folder; default exports/{op.model_name}
+    format: ExportFormat = ExportFormat.c
+    output: Optional[str] = None  # c: exports/{op.model_name}; ck: exports/ck/grouped_conv_{direction}_{dtype}_{arch}
     model_dir: Optional[str] = None  # default: as stage=predict (the op's shipped bundle, else a simulated one)
     name: Optional[str] = None  # C name of the model (functions ckheur_<name>_*); default: the bundle's folder name
     build: bool = True  # with a C compiler: build ckheur_select and check it against the Python selector
@@ -450,11 +456,23 @@ class ModelSchema:
     threads: int = 0  # LightGBM threads for training and scoring; 0: ckheur.threads' policy (usable CPUs, one for small work)
     prior: Prior = Prior.none  # analytic: the simulator's ranking as init score (families with an analytic model)
     prior_scale: float = 0.5  # weight of the prior, on the scale of the objective's label
+    bagging_seeds: int = 1  # > 1: that many models of different seeds (bagging), averaged into one
+
+
+class FeatureSet(_Choice):
+    native = "native"  # the op family's feature engine (ckheur.features.<family>)
+    ck = "ck"  # CK's dispatcher features (grouped convolution): a model CK's predictor runs unchanged
+
+
+class ChoiceRule(_Choice):
+    simpler = "simpler"  # the candidate with fewer inputs unless another wins beyond its seed spread on both CVs
+    best = "best"  # the highest mean (then P10) by train.select_by
 
 
 @dataclass
 class FeaturesSchema:
     analytic: bool = False  # add the simulator's predicted TFLOPS as features
+    engine: FeatureSet = FeatureSet.native  # ck: CK's dispatcher features (export.format=ck writes CK's model folder)
 
 
 @dataclass
@@ -480,6 +498,7 @@ class TrainSchema:
     select_by: SelectBy = SelectBy.family_cv  # how train.compare chooses (family_cv falls back to grouped_cv
     # when there are fewer than 10 problems per shape family)
     seeds: int = 3  # seeds averaged when train.compare compares candidates
+    choice: ChoiceRule = ChoiceRule.simpler  # how train.compare chooses among candidates
     sim_calibration: SimCalibration = SimCalibration.fold  # leakage guard for simulator-based candidates on the
     # simulator's own calibration data (models.fold_calibration)
     calibration_iterations: int = 2000  # search steps of each fold's calibration
@@ -498,6 +517,7 @@ class EvaluateSchema:
     cascade: bool = True  # large pools: analytic pre-rank, model on the top 256 (false: model on all)
     top_k: List[int] = field(default_factory=list)  # hybrid: efficiency when the model's top-k are measured
     tie_tolerance: float = 0.02  # tie-aware top-1: a pick within this fraction of the oracle counts
+    ck_models: List[str] = field(default_factory=list)  # CK dispatcher model folders scored beside the model
     progress: ProgressMode = ProgressMode.auto  # bar on a terminal, log lines otherwise, or none
     log_every_s: float = 10.0
 

@@ -64,8 +64,8 @@ class TuningDB:
         meta_file = path / META
         if path.exists() and not path.is_dir():
             raise TuningDBError(f"tuning database {path} is a file; give a folder")
-        if not meta_file.exists():
-            present = [p.name for p in path.iterdir() if not p.name.startswith(".tmp-")] if path.is_dir() else []
+        present = [p.name for p in path.iterdir() if not p.name.startswith(".tmp-")] if path.is_dir() else []
+        if META not in present:  # (listed, not tested first: another process may create it meanwhile)
             if present:
                 raise TuningDBError(f"{path} holds files but no {META}: not a tuning database, or its {META} was "
                                     "lost (restore it, or give a new folder)")

@@ -3,8 +3,9 @@
 An engine exposes ``ENCODING_VERSION``, ``feature_names(analytic)``, ``CATEGORICAL``,
 ``problem_arrays(problems, direction)``, ``kernel_arrays(kernels)`` and
 ``features(prob, kern, arch, direction, analytic_params=None, analytic_log_tf=None) -> float32
-[P*K, F]`` (problem-major; ``analytic_log_tf``: the simulator's log TFLOPS of these arguments, when
-the caller has it). Prediction and training call the same ``features``.
+[P*K, F]`` (float64 for CK's features, as CK's predictor feeds them; problem-major;
+``analytic_log_tf``: the simulator's log TFLOPS of these arguments, when the caller has it).
+Prediction and training call the same ``features``.
 """
 
 from __future__ import annotations
@@ -16,11 +17,20 @@ if TYPE_CHECKING:
     import numpy as np
 
 
-def get_engine(family: str) -> ModuleType:
-    """The feature engine module of an operator family (registered in ckheur.ops)."""
+# Engines besides each family's own, by the name bundles record (feature_spec.json "engine").
+OTHER_ENGINES = {"ck_grouped_conv": "ckheur.features.ck_conv"}  # CK's dispatcher features (grouped conv)
+
+
+def get_engine(name: str) -> ModuleType:
+    """A feature engine module: an operator family's own (registered in ckheur.ops), or another
+    by its name (``OTHER_ENGINES``)."""
+    import importlib
+
     from ckheur.ops import get_family
 
-    return get_family(family).features
+    if name in OTHER_ENGINES:
+        return importlib.import_module(OTHER_ENGINES[name])
+    return get_family(name).features
 
 
 def pair_features(engine: ModuleType, problems: Sequence[Any], kernels: Sequence[Any], pid: np.ndarray,
@@ -40,7 +50,7 @@ def pair_features(engine: ModuleType, problems: Sequence[Any], kernels: Sequence
     if len(problems) * len(kernels) <= max_grid_rows:
         grid = engine.features(engine.problem_arrays(problems, direction), kern, arch, direction, analytic_params)
         return grid[pid * len(kernels) + kid]
-    out = np.empty((len(pid), len(engine.feature_names(analytic_params is not None))), dtype=np.float32)
+    out = None
     order = np.argsort(pid, kind="stable")
     bounds = np.flatnonzero(np.diff(pid[order])) + 1
     for rows in np.split(order, bounds):
@@ -50,5 +60,7 @@ def pair_features(engine: ModuleType, problems: Sequence[Any], kernels: Sequence
         sub = {k: v[used] for k, v in kern.items()}
         X = engine.features(engine.problem_arrays([problems[pid[rows[0]]]], direction), sub, arch, direction,
                             analytic_params)
+        if out is None:
+            out = np.empty((len(pid), X.shape[1]), dtype=X.dtype)
         out[rows] = X[inverse]
     return out

@@ -383,6 +383,9 @@ def export_bundle(model_dir: str | Path, output: str | Path, name: str | None = 
 
     b = load_bundle(model_dir)
     spec = b.spec
+    if spec["engine"] not in C_FAMILIES:
+        raise ExportError(f"{b.path}: its {spec['engine']} features have no C implementation; a bundle on CK's "
+                          "features exports to CK's dispatcher format (export.format=ck)")
     family = get_family(spec["op"]["family"])
     cf = c_family(family.name)
     engine = get_engine(spec["engine"])

@@ -200,6 +200,11 @@ def _mixed_loss(y: np.ndarray, full_rows: np.ndarray, tflops: np.ndarray, pid: n
     return grad_hess, loss
 
 
+def member_seed(seed: int, member: int) -> int:
+    """The seed of one member of a bagged model (member 0 keeps the model's seed)."""
+    return seed + 7919 * member
+
+
 def fit(table: Table, rows: np.ndarray, model: Mapping[str, Any], objective: str, categorical: list[int],
         seed: int, n_trees: int, valid_rows: np.ndarray | None = None, init_model: Any = None,
         partial: str = "naive", pair_weight: float = 1.0):
@@ -207,7 +212,39 @@ def fit(table: Table, rows: np.ndarray, model: Mapping[str, Any], objective: str
 
     ``partial`` is the target for partly measured problems under the `relative` objective:
     ``naive`` (relative to the best measured kernel), ``pairwise`` (:func:`_mixed_loss`), or
-    ``drop`` (their rows are left out). Threads: ``model.threads``, else ``ckheur.threads``' policy."""
+    ``drop`` (their rows are left out). Threads: ``model.threads``, else ``ckheur.threads``' policy.
+
+    ``model.bagging_seeds`` > 1 trains that many members (seeds :func:`member_seed`, each with its
+    own early stopping) and returns their average as one booster (:func:`average_boosters`): every
+    path that scores a booster (CV, bundles, the selectors, the C and CK exports) scores the average.
+    The booster's ``member_iterations`` lists each member's tree count."""
+    members = max(1, int(model.get("bagging_seeds", 1)))
+    if members == 1 and (init_model is None or table.prior is None):
+        booster = _fit_one(table, rows, model, objective, categorical, seed, n_trees, valid_rows, init_model,
+                           table.prior, partial, pair_weight)
+        booster.member_iterations = [int(booster.best_iteration or booster.current_iteration())]
+        return booster
+    # A warm start with a prior or several members: the new trees are trained from the old model's
+    # score (LightGBM would otherwise replace the init score by the old model's) and appended to it.
+    start, base = table.prior, init_model
+    if base is not None:
+        start = (np.zeros(len(table.X)) if start is None else start.copy())
+        used = rows if valid_rows is None else np.concatenate([rows, valid_rows])
+        start[used] += base.predict(table.X[used], raw_score=True)
+    boosters = [_fit_one(table, rows, model, objective, categorical, member_seed(seed, i), n_trees, valid_rows, None,
+                         start, partial, pair_weight) for i in range(members)]
+    iterations = [int(b.best_iteration or b.current_iteration()) for b in boosters]
+    booster = boosters[0] if members == 1 else average_boosters(boosters, iterations)
+    if base is not None:
+        booster = append_trees(base, booster)
+    booster.member_iterations = iterations
+    return booster
+
+
+def _fit_one(table: Table, rows: np.ndarray, model: Mapping[str, Any], objective: str, categorical: list[int],
+             seed: int, n_trees: int, valid_rows: np.ndarray | None, init_model: Any, start: np.ndarray | None,
+             partial: str, pair_weight: float):
+    """One LightGBM training (:func:`fit` without bagging); ``start``: the init score per table row."""
     from ckheur.threads import lightgbm, train_threads
 
     lgb = lightgbm()
@@ -226,14 +263,6 @@ def fit(table: Table, rows: np.ndarray, model: Mapping[str, Any], objective: str
     y = labels(objective, table.tflops, table.pid, model.get("rank_label_power", 8.0))
     params = lgb_params(model, objective, seed)
     params["num_threads"] = train_threads(int(model.get("threads", 0)), len(rows), table.X.shape[1])
-    start = table.prior  # the prior is where boosting starts; with a warm start, plus the old trees
-    base = None
-    if start is not None and init_model is not None:
-        base, init_model = init_model, None
-        start = start.copy()
-        start[rows] += base.predict(table.X[rows], raw_score=True)
-        if valid_rows is not None:
-            start[valid_rows] += base.predict(table.X[valid_rows], raw_score=True)
     init = lambda r: None if start is None else start[r]  # noqa: E731
     train = _dataset(table.X[rows], y[rows], table.pid[rows], objective, categorical, init_score=init(rows))
     kw: dict[str, Any] = {}
@@ -250,8 +279,42 @@ def fit(table: Table, rows: np.ndarray, model: Mapping[str, Any], objective: str
             _, valid_loss = _mixed_loss(y[valid_rows], full_rows[valid_rows], table.tflops[valid_rows],
                                         table.pid[valid_rows], pair_weight)
             kw["feval"] = lambda preds, _data: ("mixed_l2", valid_loss(preds), False)
-    booster = lgb.train(params, train, num_boost_round=n_trees, init_model=init_model, **kw)
-    return booster if base is None else append_trees(base, booster)
+    return lgb.train(params, train, num_boost_round=n_trees, init_model=init_model, **kw)
+
+
+def _tree_blocks(booster: Any, iterations: int | None = None) -> tuple[str, list[str], str]:
+    """A booster's model text cut into its header, its tree blocks (each ``Tree=i`` ... ) and the
+    rest, keeping the first ``iterations`` trees."""
+    text = booster.model_to_string(num_iteration=iterations or None)
+    head, rest = text.split("\nTree=0\n", 1)
+    trees, tail = ("Tree=0\n" + rest).split("\nend of trees\n", 1)
+    blocks = ["Tree=" + b for b in ("\n" + trees).split("\nTree=") if b.strip()]
+    return head, blocks, tail
+
+
+def average_boosters(boosters: Sequence[Any], iterations: Sequence[int] | None = None) -> Any:
+    """One booster whose raw score is the mean of ``boosters``' (each cut at its iteration count):
+    their trees in order, every leaf (and internal) value divided by their number."""
+    import re
+
+    from ckheur.threads import lightgbm
+
+    n = len(boosters)
+    head, tail, blocks = "", "", []
+    for i, b in enumerate(boosters):
+        h, bs, t = _tree_blocks(b, iterations[i] if iterations else None)
+        head, tail = (h, t) if i == 0 else (head, tail)
+        blocks += bs
+
+    def scaled(m: re.Match) -> str:
+        return m[1] + " ".join(repr(float(v) / n) for v in m[2].split())
+
+    out = []
+    for j, block in enumerate(blocks):
+        block = re.sub(r"^Tree=\d+$", f"Tree={j}", block, count=1, flags=re.M)
+        out.append(re.sub(r"^(leaf_value=|internal_value=)(.*)$", scaled, block, flags=re.M).rstrip("\n"))
+    head = re.sub(r"^tree_sizes=.*\n", "", head, flags=re.M)  # LightGBM then reads the trees in order
+    return lightgbm().Booster(model_str=head + "\n" + "\n\n".join(out) + "\n\nend of trees\n" + tail)
 
 
 def append_trees(first: Any, then: Any) -> Any:
@@ -304,8 +367,10 @@ def cross_validate(table: Table, model: Mapping[str, Any], objective: str, categ
         assert not set(table.pid[te]) & set(table.pid[tr])  # CV groups never split a problem
         booster = fit(tb, np.sort(tr[inner_tr]), model, objective, categorical, seed, model["max_trees"],
                       valid_rows=np.sort(tr[inner_va]), partial=partial, pair_weight=pair_weight)
-        best_iters.append(int(booster.best_iteration or booster.current_iteration()))
-        oof[te] = predict(booster, tb.X[te], int(model.get("threads", 0)), num_iteration=best_iters[-1])
+        best_iters += booster.member_iterations
+        # A single model is cut at its early-stopping iteration; an average already holds only its members' best.
+        used = booster.member_iterations[0] if len(booster.member_iterations) == 1 else None
+        oof[te] = predict(booster, tb.X[te], int(model.get("threads", 0)), num_iteration=used)
         if tb.prior is not None:
             oof[te] += tb.prior[te]
         fold_of[te] = f

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any, Mapping, Sequence
 
 import numpy as np
 
@@ -52,17 +52,18 @@ def _scored(df: Any, selector: Any, direction: str, top_k: Sequence[int], exclud
     return score_problems(rows, selector, direction, top_k, progress=None if progress is None else progress.update)
 
 
-def _baselines(scored: Any, analytic: Any) -> dict:
-    """Per-problem efficiencies of the baselines, on the same problems as the model (the analytic
-    model only for families it models)."""
+def _baselines(scored: Any, others: Mapping[str, Any]) -> dict:
+    """Per-problem efficiencies of the baselines, on the same problems as the model: the best fixed
+    kernel, the other selectors scored (the analytic model, CK model folders) and a random kernel."""
     from ckheur.models.evaluation import fixed_kernel_baseline, random_kernel_baseline
 
     fixed, per = fixed_kernel_baseline(scored)
     out = {"best fixed kernel": {"kernel": fixed, "per_problem": list(per),
                                  "note": "chosen on this evaluation data (optimistic for the baseline)"}}
-    if analytic is not None:
-        by = {r["problem"]: r["efficiency"] for r in analytic.rows}
-        out["analytic model"] = {"per_problem": [by[r["problem"]] for r in scored.rows]}
+    for name, other in others.items():
+        by = {r["problem"]: r["efficiency"] for r in other.rows}
+        out[name] = {"per_problem": [by.get(r["problem"], 0.0) for r in scored.rows],
+                     "problems_it_could_not_rank": sum(r["problem"] not in by for r in scored.rows)}
     out["random legal kernel"] = {"per_problem": list(random_kernel_baseline(scored)),
                                   "note": "expected efficiency of a uniformly random measured candidate"}
     return out
@@ -95,6 +96,13 @@ def run(cfg: Any, ctx: Context) -> dict:
     if cfg.evaluate.baseline and not Path(cfg.evaluate.baseline).is_dir():
         raise StageError(f"evaluate.baseline={cfg.evaluate.baseline}: no model bundle there")
     selector = Selector.load(model_dir, **({} if cfg.evaluate.cascade else {"cascade_threshold": 10**9}))
+    ck_models = []
+    if cfg.evaluate.ck_models:
+        from ckheur.models.ck_format import CKModel, CKSelector
+
+        if op["family"] != "grouped_conv":
+            raise StageError(f"evaluate.ck_models: CK's dispatcher models rank grouped convolutions, not {op['family']}")
+        ck_models = [CKSelector(CKModel.load(f, arch), selector) for f in cfg.evaluate.ck_models]
     fields = list(get_family(op["family"]).problems.FIELDS)
     df = keep_shard(read_dataset(paths, columns=[*COLUMNS, *fields]), plain(cfg.data.shard), op["family"])
     df = df[(df.arch == arch["name"]) & (df.direction == op["direction"]) & (df.dtype == op["dtype"])]
@@ -102,17 +110,20 @@ def run(cfg: Any, ctx: Context) -> dict:
         raise StageError(f"no rows for {op['direction']} {op['dtype']} on {arch['name']} in {', '.join(map(str, paths))}")
     simulated = "sim" in set(df.backend)
     problems = int(df[fields].drop_duplicates().shape[0])
-    runs = 1 + selector.family.analytic + bool(cfg.evaluate.baseline)
+    runs = 1 + selector.family.analytic + bool(cfg.evaluate.baseline) + len(ck_models)
     progress = Progress(problems * runs, cfg.evaluate.progress, float(cfg.evaluate.log_every_s), prefix="evaluate",
                         unit="problem")
     try:
         scored = _scored(df, selector, op["direction"], top_k, exclude_suspect, progress)
         if not scored.rows:
             raise StageError(f"no problem could be evaluated: {scored.skipped[:3]}")
-        analytic = None  # the analytic baseline, for families ckheur.sim models
+        others = {}  # the analytic model (for families ckheur.sim models) and CK model folders, as baselines
         if selector.family.analytic:
-            analytic = _scored(df, Selector.analytic(selector.kernels, arch, op["direction"], op["dtype"], op=op),
-                               op["direction"], (), exclude_suspect, progress)
+            others["analytic model"] = _scored(df, Selector.analytic(selector.kernels, arch, op["direction"],
+                                                                     op["dtype"], op=op),
+                                               op["direction"], (), exclude_suspect, progress)
+        for ck in ck_models:
+            others[ck.label] = _scored(df, ck, op["direction"], (), exclude_suspect, progress)
         gate = None
         if cfg.evaluate.baseline:
             gate = _gate(cfg, df, scored, op["direction"], progress)
@@ -138,7 +149,7 @@ def run(cfg: Any, ctx: Context) -> dict:
             metrics["slices"][name] = summarize(sel)
     for pl in sorted({r["pick_pipeline"] for r in rows}):
         metrics["by_pick_pipeline"][pl] = summarize([r["efficiency"] for r in rows if r["pick_pipeline"] == pl])
-    for name, b in _baselines(scored, analytic).items():
+    for name, b in _baselines(scored, others).items():
         metrics["baselines"][name] = {**{k: v for k, v in b.items() if k != "per_problem"}, **summarize(b["per_problem"]),
                                       "time_weighted": time_weighted(b["per_problem"], oracle_lat)}
         for r, e in zip(rows, b["per_problem"]):

@@ -69,6 +69,8 @@ def run(cfg: Any, ctx: Context) -> dict:
     model_dir = default_model_dir(cfg, op, opts.model_dir)
     if not model_dir.is_dir():
         raise StageError(f"model dir {model_dir} not found: train one (stage=train) or give export.model_dir=")
+    if str(opts.format) == "ck":
+        return run_ck(cfg, model_dir)
     out = Path(opts.output or Path("exports") / op["model_name"])
     t0 = time.perf_counter()
     res = export_bundle(model_dir, out, opts.name, overwrite=bool(opts.overwrite))
@@ -110,3 +112,35 @@ def run(cfg: Any, ctx: Context) -> dict:
     if check["mismatches"]:
         raise StageError("the compiled selector disagrees with Python:\n  " + "\n  ".join(check["mismatches"][:10]))
     return summary
+
+
+def run_ck(cfg: Any, model_dir: Path) -> dict:
+    """Write the bundle as CK's dispatcher model folder, then rank seeded random problems with it
+    the way CK's predictor does and compare with the Python selector."""
+    from ckheur.models.ck_format import CKModel, export_ck, folder_name
+    from ckheur.models.selector import Selector
+    from ckheur.ops import get_family
+    from ckheur.problems import random_problems
+
+    op, arch, opts = plain(cfg.op), plain(cfg.arch), cfg.export
+    out = Path(opts.output or Path("exports") / "ck" / folder_name(op, arch["name"]))
+    res = export_ck(model_dir, out, overwrite=bool(opts.overwrite))
+    print(f"export: {model_dir} -> {out}/ in CK's dispatcher format ({res['trees']} trees, {res['features']} CK "
+          f"features): model_tflops.lgbm, feature_spec.json, train_manifest.json")
+    selector = Selector.load(model_dir)
+    ck = CKModel.load(out, arch)
+    groups = sorted({k.group for k in selector.kernels}, key=str)
+    problems = random_problems(get_family(op["family"]), groups, int(opts.check_problems), int(opts.seed))
+    same = ranked = 0
+    for p in problems:
+        try:
+            ks = selector.ranking(p)[0]
+        except ValueError:
+            continue
+        ranked += 1
+        same += [n for n, _ in ck.rank(p, ks)] == [k.name for k in ks]
+    print(f"export: ranked as CK's predictor ranks (its features, LightGBM, expm1, sorted): the same order as "
+          f"the Python selector on {same}/{ranked} seeded random problems")
+    if same != ranked:
+        raise StageError(f"the CK folder ranks {ranked - same} of {ranked} problems differently from the bundle")
+    return {**res, "check": {"problems": ranked, "same_ranking": same}}

@@ -130,7 +130,9 @@ def plan_sweep(cfg: Any) -> SweepPlan:
     problems = load_problem_set(plain(cfg.problems), op["family"])
     out = Path(st.output) if st.output else dataset_dir(cfg.paths.data, op, arch["name"], cfg.problems.name)
     if st.overwrite and out.exists():
-        aside = out.with_name(f"{out.name}.replaced-{time.strftime('%Y%m%d-%H%M%S')}")
+        from ckheur.files import aside_name
+
+        aside = aside_name(out)
         out.rename(aside)
         print(f"sweep.overwrite: previous dataset kept aside as {aside}")
     done: set[tuple] = set()

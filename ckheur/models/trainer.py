@@ -1,0 +1,371 @@
+"""Training a model bundle: candidates cross-validated over seeds, one chosen, the final fit.
+
+    from ckheur.models.trainer import Candidate, TrainOptions, train
+    result = train(df, op=op, arch=arch, pool=pool, model=model_cfg,
+                   candidates=[Candidate("relative"), Candidate.parse("relative+analytic+prior")],
+                   options=TrainOptions(seeds=5))
+    result.booster, result.spec, result.cv_metrics      # what a bundle holds (models.bundle.save_bundle)
+
+A candidate is an objective with its inputs: the feature set (ckheur's own, or CK's dispatcher
+features: ``+ck``), the simulator's TFLOPS as features (``+analytic``), the simulator as a prior
+the trees correct (``+prior``) and bagging (``+bag5``: five seeds averaged into one model). Each is
+scored by grouped K-fold CV and, with enough problems, leave-shape-family-out CV, over several
+seeds; the choice rule (:func:`choose`) prefers the simpler candidate unless a richer one wins by
+more than its spread over seeds on both.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+import time
+from dataclasses import dataclass
+from typing import Any, Callable, Mapping, Sequence
+
+import numpy as np
+
+from ckheur.models.training import OBJECTIVES, TrainingError
+
+# Leave-shape-family-out CV needs families worth the name: at least this many problems per
+# family (5 families: 50 problems); below it candidates are compared by grouped CV.
+FAMILY_MIN_PROBLEMS = 10
+FEATURE_SETS = ("native", "ck")  # ckheur's engine of the op family; CK's dispatcher features (grouped conv)
+CHOICE_RULES = ("simpler", "best")
+
+
+@dataclass(frozen=True)
+class Candidate:
+    """A model to cross-validate: its objective and inputs."""
+
+    objective: str
+    analytic: bool = False  # the simulator's TFLOPS as features
+    prior: bool = False  # the simulator's ranking as init score, the trees learn corrections
+    features: str = "native"  # native (the family's engine) or ck (CK's dispatcher features)
+    bagging: int = 1  # seeds averaged into one model
+
+    def __post_init__(self) -> None:
+        if self.objective not in OBJECTIVES:
+            raise TrainingError(f"objective {self.objective!r}: allowed values are {', '.join(OBJECTIVES)}")
+        if self.features not in FEATURE_SETS:
+            raise TrainingError(f"feature set {self.features!r}: allowed values are {', '.join(FEATURE_SETS)}")
+        if self.features == "ck" and (self.analytic or self.prior):
+            raise TrainingError("CK's feature set (+ck) takes neither +analytic nor +prior: CK's predictor has no "
+                                "simulator")
+        if self.bagging < 1:
+            raise TrainingError(f"bagging {self.bagging}: must be >= 1")
+
+    @classmethod
+    def parse(cls, text: str, bagging: int = 1) -> "Candidate":
+        """A candidate from ``objective[+analytic][+prior][+ck][+bagN]`` (train.compare's entries)."""
+        objective, *flags = str(text).split("+")
+        known = {"analytic", "prior", "ck"}
+        bags = [f for f in flags if re.fullmatch(r"bag\d+", f)]
+        bad = [f for f in flags if f not in known and f not in bags]
+        if objective not in OBJECTIVES or bad or len(set(flags)) < len(flags) or len(bags) > 1:
+            raise TrainingError(f"train.compare entry {text!r}: use an objective ({', '.join(OBJECTIVES)}) optionally "
+                                "followed by +analytic (simulator features), +prior (simulator as prior), +ck (CK's "
+                                "feature set) and +bagN (N seeds averaged)")
+        return cls(objective, "analytic" in flags, "prior" in flags, "ck" if "ck" in flags else "native",
+                   int(bags[0][3:]) if bags else bagging)
+
+    @property
+    def name(self) -> str:
+        return (self.objective + ("+analytic" if self.analytic else "") + ("+prior" if self.prior else "")
+                + ("+ck" if self.features == "ck" else "") + (f"+bag{self.bagging}" if self.bagging > 1 else ""))
+
+    @property
+    def uses_simulator(self) -> bool:
+        return self.analytic or self.prior
+
+
+@dataclass
+class TrainOptions:
+    """How candidates are scored and chosen (the ``train`` config node)."""
+
+    folds: int = 5
+    inner_valid_fraction: float = 0.15
+    seeds: int = 3  # seeds per candidate when there are several candidates
+    seed: int = 0
+    family_cv: bool = True
+    family_clusters: int = 5
+    select_by: str = "family_cv"  # the estimate "best" chooses by, and the one "simpler" names first
+    choice: str = "simpler"  # simpler: the simplest candidate unless another wins beyond its spread; best
+    partial: str = "naive"
+    pairwise_weight: float = 1.0
+    sim_calibration: str = "fold"
+    calibration_iterations: int = 2000
+    warm_start_trees: int = 100
+
+
+@dataclass
+class Trained:
+    """What :func:`train` produced: a bundle's content, and how it was chosen."""
+
+    booster: Any
+    tflops_booster: Any
+    spec: dict
+    kernels: list
+    cv_metrics: dict
+    importances: dict
+    table: Any  # the chosen candidate's training table
+    oof: dict | None  # the chosen candidate's out-of-fold scores: {"oof", "fold"} (None on a warm start)
+    report: dict  # the training table's report: rows used, skipped, problems measured fully / partly
+    chosen: Candidate
+
+
+def engine_of(family: str, features: str) -> Any:
+    """The feature engine module of a family's feature set."""
+    from ckheur.features import get_engine
+
+    if features == "native":
+        return get_engine(family)
+    if family != "grouped_conv":
+        raise TrainingError(f"CK's feature set (+ck, features.engine=ck) is for grouped convolution, not {family}")
+    from ckheur.features import ck_conv
+
+    return ck_conv
+
+
+def seed_summary(metrics: Sequence[Mapping[str, Any]]) -> dict:
+    """Efficiency mean and P10, top-1, averaged over seeds, with their spread (sd over seeds)."""
+    mean = [m["efficiency"]["mean"] for m in metrics]
+    p10 = [m["efficiency"]["p10"] for m in metrics]
+    top1 = [m["top1"] for m in metrics]
+    return {"mean": float(np.mean(mean)), "p10": float(np.mean(p10)), "top1": float(np.mean(top1)),
+            "mean_sd": float(np.std(mean)), "p10_sd": float(np.std(p10)), "seeds": len(metrics),
+            "per_seed_mean": [float(x) for x in mean], "per_seed_p10": [float(x) for x in p10]}
+
+
+def choose(results: Sequence[Mapping[str, Any]], rule: str = "simpler", select_by: str = "family_cv") -> int:
+    """The index of the chosen result (dicts with ``grouped_cv``, ``family_cv`` seed summaries or
+    None, ``complexity`` and ``leaky``).
+
+    ``simpler``: start from the simplest candidate (fewest inputs; ties in listed order) and move to
+    a richer one only when it beats the current choice by more than its own spread over seeds in
+    mean efficiency, on family CV and grouped CV both (grouped CV alone without family CV): with
+    a couple of hundred problems, a margin within the seed noise is not evidence. ``best``: the
+    highest mean (then P10) by ``select_by``."""
+    if rule not in CHOICE_RULES:
+        raise TrainingError(f"train.choice={rule!r}: allowed values are {', '.join(CHOICE_RULES)}")
+    usable = [i for i, r in enumerate(results) if not r["leaky"]] or list(range(len(results)))
+    if rule == "best":
+        key = select_by if all(results[i][select_by] for i in usable) else "grouped_cv"
+        return max(usable, key=lambda i: (results[i][key]["mean"], results[i][key]["p10"]))
+    order = sorted(usable, key=lambda i: (results[i]["complexity"], i))
+    chosen = order[0]
+    for i in order[1:]:
+        estimates = [e for e in ("family_cv", "grouped_cv") if results[i][e] and results[chosen][e]]
+        if all(results[i][e]["mean"] - results[chosen][e]["mean"] > results[i][e]["mean_sd"] for e in estimates):
+            chosen = i
+    return chosen
+
+
+def train(df: Any, *, op: Mapping[str, Any], arch: Mapping[str, Any], pool: Sequence[Any], model: Mapping[str, Any],
+          candidates: Sequence[Candidate], options: TrainOptions, warm: Any = None, sim_params: Mapping[str, Any],
+          leaky_data: Callable[[Any], tuple[bool, int]] | None = None, exclude_suspect: bool = False,
+          log: Callable[[str], None] = print) -> Trained:
+    """Cross-validate ``candidates`` on the measurements ``df`` (dataset rows) of ``op`` on ``arch``
+    over the kernel ``pool``, choose one, and fit it on all the data (or add trees to ``warm``, a
+    loaded bundle). ``leaky_data(table) -> (is the simulator calibrated on this data, on how many
+    of its problems)`` turns the leakage guard on (``models.fold_calibration``)."""
+    from ckheur.models.bundle import incompatibilities
+    from ckheur.models.fold_calibration import fold_calibrated
+    from ckheur.models.prior import pair_prior, prior_spec
+    from ckheur.models.training import build_table, cross_validate, fit, leave_family_out_cv
+    from ckheur.ops import get_family
+    from ckheur.version import __version__
+
+    t0 = time.perf_counter()
+    family = get_family(op["family"])
+    tables: dict[tuple[str, bool], Any] = {}
+
+    def table(features: str, analytic: bool) -> Any:
+        if (features, analytic) not in tables:
+            tables[features, analytic] = build_table(df, op, arch, pool, engine_of(op["family"], features),
+                                                     sim_params if analytic else None, exclude_suspect)
+        return tables[features, analytic]
+
+    first = candidates[0]
+    base = table(first.features, first.analytic)
+    rep = base.report
+    _report_table(rep, options, model, log)
+    seeds = [options.seed + i for i in range(max(1, options.seeds))] if len(candidates) > 1 else [options.seed]
+    leaky, fitted_on = (False, 0)
+    if warm is None and leaky_data is not None and any(c.uses_simulator for c in candidates):
+        leaky, fitted_on = leaky_data(base)
+    prior = prior_spec({**model, "prior": "analytic"}, family, sim_params) if any(c.prior for c in candidates) else None
+    with_prior: dict[Candidate, Any] = {}
+
+    def cand_table(c: Candidate) -> Any:
+        tb = table(c.features, c.analytic)
+        if not c.prior:
+            return tb
+        key = dataclasses.replace(c, bagging=1)
+        if key not in with_prior:
+            with_prior[key] = dataclasses.replace(tb, prior=pair_prior(
+                engine_of(op["family"], c.features), tb.problems, tb.kernels, tb.pid, tb.kid, arch, op["direction"],
+                prior, c.objective))
+        return with_prior[key]
+
+    cv_kw = {"partial": options.partial, "pair_weight": options.pairwise_weight}
+    folds, inner = options.folds, options.inner_valid_fraction
+    clusters = max(folds, options.family_clusters)
+    families_ok = len(base.problems) >= FAMILY_MIN_PROBLEMS * clusters
+    if options.family_cv and not families_ok:
+        log(f"train: leave-shape-family-out CV skipped: {len(base.problems)} problems, fewer than "
+            f"{FAMILY_MIN_PROBLEMS} per family x {clusters} families")
+    family_cv = options.family_cv and families_ok
+    guard = options.sim_calibration == "fold"
+
+    def recalibrated(c: Candidate) -> bool:
+        """Does the candidate's CV recalibrate the simulator in each fold (the leakage guard)?"""
+        return guard and leaky and c.uses_simulator
+
+    if warm is None and any(map(recalibrated, candidates)):
+        if options.calibration_iterations < 1:
+            raise TrainingError(f"train.calibration_iterations={options.calibration_iterations}: must be at least 1 "
+                                "(search steps of each fold's calibration; 2000 by default)")
+        log(f"train: the simulator was calibrated on this data ({fitted_on} of its {len(base.problems)} problems): "
+            f"each CV fold of the candidates that use it recalibrates it on its training problems "
+            f"({options.calibration_iterations} steps; train.sim_calibration=fold)")
+
+    def model_of(c: Candidate) -> dict:
+        return {**model, "bagging_seeds": c.bagging}
+
+    def fold_kw(c: Candidate, tb: Any, sd: int) -> dict:
+        """CV options of a candidate: with the leakage guard, a per-fold calibrated table."""
+        if not recalibrated(c):
+            return cv_kw
+        return {**cv_kw, "fold_table": fold_calibrated(
+            tb, engine_of(op["family"], c.features), arch, op["direction"], sim_params, c.analytic,
+            prior if c.prior else None, c.objective, options.calibration_iterations, sd)}
+
+    results: list[dict] = []
+    chosen = candidates[0]
+    if warm is not None:  # more trees of the same kind: as many seeds averaged as the bundle has
+        chosen = dataclasses.replace(chosen, bagging=int(warm.spec.get("bagging_seeds", 1)))
+    else:
+        for c in candidates:
+            tb = cand_table(c)
+            cat = [tb.feature_names.index(n) for n in engine_of(op["family"], c.features).CATEGORICAL]
+            runs = [cross_validate(tb, model_of(c), c.objective, cat, folds, inner, sd, **fold_kw(c, tb, sd))
+                    for sd in seeds]
+            fam = [leave_family_out_cv(tb, model_of(c), c.objective, cat, folds, inner, clusters, sd,
+                                       **fold_kw(c, tb, sd)) for sd in seeds] if family_cv else []
+            results.append({
+                "candidate": c, "leaky": c.uses_simulator and leaky and not guard, "fold_calibrated": recalibrated(c),
+                "complexity": (len(tb.feature_names) + c.prior, c.bagging), "seeds": seeds, "oof": runs[0]["oof"],
+                "fold": runs[0]["fold"], "best_iterations": [b for r in runs for b in r["best_iterations"]],
+                "metrics": runs[0]["metrics"], "grouped_cv": seed_summary([r["metrics"] for r in runs]),
+                "family_cv": seed_summary([r["metrics"] for r in fam]) if fam else None,
+                "family_cv_detail": {"clusters": clusters, "cluster_sizes": fam[0]["cluster_sizes"],
+                                     "best_iterations": fam[0]["best_iterations"], **fam[0]["metrics"]} if fam else None})
+            log(_candidate_line(results[-1], len(seeds)))
+        if len(candidates) > 1:
+            pick = choose(results, options.choice, options.select_by if family_cv else "grouped_cv")
+            chosen = results[pick]["candidate"]
+            log(f"train: chose {chosen.name} by the {options.choice} rule over seeds {', '.join(map(str, seeds))} ("
+                + ("the simplest candidate unless another wins by more than its seed spread on "
+                   + ("family and grouped CV" if family_cv else "grouped CV") if options.choice == "simpler" else
+                   f"highest mean, then P10, of {(options.select_by if family_cv else 'grouped_cv').replace('_', ' ')}")
+                + ")")
+    engine = engine_of(op["family"], chosen.features)
+    tb = cand_table(chosen)
+    names = tb.feature_names
+    cat = [names.index(n) for n in engine.CATEGORICAL]
+    spec = {"engine": getattr(engine, "NAME", op["family"]), "encoding_version": engine.ENCODING_VERSION,
+            "feature_names": names, "categorical": list(engine.CATEGORICAL), "analytic": chosen.analytic,
+            "analytic_params": dict(sim_params) if chosen.analytic else None, "objective": chosen.objective,
+            "prior": prior if chosen.prior else None, "arch": dict(arch),
+            "op": {"family": op["family"], "direction": op["direction"], "dtype": op["dtype"]},
+            "op_config": dict(op), "bagging_seeds": chosen.bagging, "ckheur_version": __version__}
+    everything = np.arange(len(tb.X))
+    oof = None
+    if warm is not None:
+        why = incompatibilities(warm.spec, spec)
+        if why:
+            raise TrainingError(f"train.warm_start={warm.path} is incompatible: " + "; ".join(why))
+        n_trees = options.warm_start_trees
+        booster = fit(tb, everything, model_of(chosen), chosen.objective, cat, options.seed, n_trees,
+                      init_model=warm.booster, **cv_kw)
+        log(f"train: warm start from {warm.path}: {warm.booster.current_iteration()} trees + {n_trees} on this data"
+            + (f" (each of {chosen.bagging} seeds, averaged)" if chosen.bagging > 1 else ""))
+        cv_metrics = {"warm_start_from": str(warm.path), "previous": warm.cv_metrics}
+    else:
+        picked = next(r for r in results if r["candidate"] == chosen)
+        n_trees = max(10, int(np.median(picked["best_iterations"])))
+        booster = fit(tb, everything, model_of(chosen), chosen.objective, cat, options.seed, n_trees, **cv_kw)
+        cv_metrics = _cv_metrics(chosen, spec, n_trees, results, picked, options, seeds, rep, family_cv)
+        oof = {"oof": picked["oof"], "fold": picked["fold"]}
+    tflops_booster = None
+    if chosen.features == "ck" and chosen.objective == "relative":  # a companion CK's predictor can run
+        from ckheur.models.ck_format import ck_companion
+
+        tflops_booster = ck_companion(tb, booster, model, options.seed)
+        spec["tflops_model"] = "ck_companion"
+    elif chosen.objective != "regression_log":
+        tflops_booster = fit(tb, everything, {**model, "bagging_seeds": 1}, "regression_log", cat, options.seed,
+                             int(model["companion_trees"]))
+    gains = booster.feature_importance(importance_type="gain")
+    importances = dict(sorted(zip(names, map(float, gains)), key=lambda kv: -kv[1]))
+    measured = sorted(set(tb.kid.tolist()))
+    rep = {**rep, "train_seconds": round(time.perf_counter() - t0, 2)}
+    return Trained(booster, tflops_booster, spec, [tb.kernels[i] for i in measured], cv_metrics, importances, tb, oof,
+                   rep, chosen)
+
+
+def _report_table(rep: Mapping[str, Any], options: TrainOptions, model: Mapping[str, Any],
+                  log: Callable[[str], None]) -> None:
+    """Say what the training table holds and what was left out."""
+    log(f"train: {rep['rows_used']} rows, {rep['problems']} problems, {rep['kernels_measured']} of {rep['pool']} "
+        f"pool kernels measured (only those become candidates)")
+    if rep["rows_kernel_not_in_pool"]:
+        log(f"train: {rep['rows_kernel_not_in_pool']} rows skipped: kernel not in the legal pool "
+            f"(e.g. {', '.join(rep['kernels_not_in_pool'][:3])})")
+    if rep["rows_not_used_by_status"]:
+        log(f"train: rows skipped by status: {rep['rows_not_used_by_status']}")
+    if rep["problems_partly_measured"] and not rep["problems_fully_measured"]:
+        log("train: no problem is fully measured: CV efficiency is against each problem's best measured kernel "
+            "(optimistic where the best kernel was not timed)")
+    if rep["problems_partly_measured"]:
+        log(f"train: {rep['problems_partly_measured']} of {rep['problems']} problems are partly measured "
+            f"(tuning databases, interrupted sweeps); target for them: train.partial={options.partial}"
+            + (" (applies to the relative objective)" if str(model["objective"]) != "relative" else ""))
+
+
+def _cv_metrics(chosen: Candidate, spec: Mapping[str, Any], n_trees: int, results: Sequence[dict], picked: dict,
+                options: TrainOptions, seeds: list[int], rep: Mapping[str, Any], family_cv: bool) -> dict:
+    """The bundle's record of how its model was scored and chosen (cv_metrics.json)."""
+    def entry(r: dict) -> dict:
+        c = r["candidate"]
+        return {"candidate": c.name, "objective": c.objective, "analytic": c.analytic, "prior": c.prior,
+                "features": c.features, "bagging": c.bagging, "leaky": r["leaky"],
+                "fold_calibrated": r["fold_calibrated"], "best_iterations": r["best_iterations"], **r["metrics"],
+                "grouped_cv_seed_mean": r["grouped_cv"], "family_cv_seed_mean": r["family_cv"]}
+
+    return {
+        "chosen": {"candidate": chosen.name, "objective": chosen.objective, "analytic": chosen.analytic,
+                   "features": chosen.features, "bagging": chosen.bagging,
+                   "prior": spec["prior"] and {k: v for k, v in spec["prior"].items() if k != "params"},
+                   "trees": n_trees},
+        "choice_rule": options.choice if len(results) > 1 else None,
+        "selected_by": (options.select_by if family_cv else "grouped_cv") if len(results) > 1 else None,
+        "seeds": seeds, "folds": options.folds, "group_key": "full problem identity (every field) within one direction",
+        "early_stopping": f"inner group split ({options.inner_valid_fraction:.0%}) of the training folds",
+        "partial_target": options.partial, "problems_fully_measured": rep["problems_fully_measured"],
+        "problems_partly_measured": rep["problems_partly_measured"], "family_cv": picked["family_cv_detail"],
+        "family_cv_seed_mean": picked["family_cv"], "grouped_cv_seed_mean": picked["grouped_cv"],
+        "candidates": [entry(r) for r in results]}
+
+
+def _candidate_line(r: dict, n_seeds: int) -> str:
+    """One line on a candidate's CV."""
+    e, g, f = r["metrics"]["efficiency"], r["grouped_cv"], r["family_cv"]
+    seeds = f" (mean of {n_seeds} seeds, sd {100 * g['mean_sd']:.2f} / {100 * g['p10_sd']:.2f})" if n_seeds > 1 else ""
+    return (f"train: CV {r['candidate'].name}: grouped mean {100 * g['mean']:.2f}% P10 {100 * g['p10']:.2f}%{seeds}; "
+            f"median {100 * e['median']:.2f}% min {100 * e['min']:.2f}% top-1 {100 * r['metrics']['top1']:.1f}%, "
+            f"trees {r['best_iterations'][:5]}"
+            + (f"; leave-shape-family-out mean {100 * f['mean']:.2f}% P10 {100 * f['p10']:.2f}%"
+               + (f" (sd {100 * f['mean_sd']:.2f} / {100 * f['p10_sd']:.2f})" if n_seeds > 1 else "") if f else "")
+            + ("  [simulator calibrated on this data: optimistic, not selectable]" if r["leaky"] else "")
+            + ("  [simulator recalibrated in each fold]" if r["fold_calibrated"] else ""))
