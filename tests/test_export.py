@@ -89,14 +89,15 @@ def test_shipped_model_parity_on_real_and_shipped_sets_and_random_problems(shipp
 
 def test_small_models_of_every_family_objective_and_split_kind(tmp_path, compose):
     """Conv fwd 2D+3D (relative, categorical splits, zero-as-missing branches), bwd_data (lambdarank,
-    NaN-trained missing-value branches), bwd_weight (regression_log with analytic features), GEMM
+    NaN-trained missing-value branches), bwd_weight (regression_log with analytic features, three seeds
+    averaged into one model: model.bagging_seeds), GEMM
     (5,216 kernels: cascade, kernel-feature nodes tested at run time)."""
     from ckheur.ops import get_family
 
     cases = [
         ("grouped_conv/fwd", dict(objective="relative", lgb_params={"zero_as_missing": True}), ["op.ndims=[2,3]"]),
         ("grouped_conv/bwd_data", dict(objective="lambdarank", nan_fraction=0.05), []),
-        ("grouped_conv/bwd_weight", dict(objective="regression_log", analytic=True), []),
+        ("grouped_conv/bwd_weight", dict(objective="regression_log", analytic=True, bagging=3), []),
         ("gemm/universal", dict(objective="relative", kernel_sample=200, n_problems=30, trees=60), []),
     ]
     for op_name, kw, overrides in cases:

@@ -13,11 +13,14 @@ import numpy as np
 
 def train_quick_bundle(out: str | Path, op: Mapping[str, Any], arch: Mapping[str, Any], objective: str = "relative",
                        analytic: bool = False, n_problems: int = 40, trees: int = 25, kernel_sample: int | None = None,
-                       lgb_params: Mapping[str, Any] | None = None, nan_fraction: float = 0.0) -> Path:
+                       lgb_params: Mapping[str, Any] | None = None, nan_fraction: float = 0.0,
+                       bagging: int = 1) -> Path:
     """Train a small model of ``objective`` on simulated latencies of seeded random problems; save a bundle.
 
     ``kernel_sample`` trains on that many kernels per group (the bundle keeps the whole pool);
-    ``nan_fraction`` blanks feature values at random so LightGBM learns missing-value branches."""
+    ``nan_fraction`` blanks feature values at random so LightGBM learns missing-value branches;
+    ``bagging``: that many seeds averaged into one model (``models.training.average_boosters``)."""
+    from ckheur.models.training import average_boosters, member_seed
     from ckheur.kernels import enumerate_pool
     from ckheur.models.bundle import save_bundle
     from ckheur.ops import get_family
@@ -57,14 +60,18 @@ def train_quick_bundle(out: str | Path, op: Mapping[str, Any], arch: Mapping[str
     base = {"num_leaves": 15, "learning_rate": 0.2, "min_data_in_leaf": 5, "verbose": -1, "num_threads": 1,
             "seed": 0, **(lgb_params or {})}
 
-    def fit(objective_: str, y_: np.ndarray, rounds: int, group: list | None = None) -> Any:
+    def fit(objective_: str, y_: np.ndarray, rounds: int, group: list | None = None, seed: int = 0) -> Any:
         ds = lgb.Dataset(X, y_, group=group, categorical_feature=cat, free_raw_data=False)
-        return lgb.train({**base, "objective": objective_}, ds, rounds)
+        extra = {"seed": seed, "bagging_fraction": 0.8, "bagging_freq": 1} if bagging > 1 else {}
+        return lgb.train({**base, "objective": objective_, **extra}, ds, rounds)
 
-    booster = fit("lambdarank", target, trees, sizes) if objective == "lambdarank" else fit("regression", target, trees)
+    members = [fit("lambdarank", target, trees, sizes, member_seed(0, i)) if objective == "lambdarank" else
+               fit("regression", target, trees, seed=member_seed(0, i)) for i in range(bagging)]
+    booster = members[0] if bagging == 1 else average_boosters(members)
     companion = None if objective == "regression_log" else fit("regression", log_tf, 10)
     spec = {"engine": op["family"], "encoding_version": engine.ENCODING_VERSION, "feature_names": names,
             "categorical": list(engine.CATEGORICAL), "analytic": analytic,
             "analytic_params": load_params() if analytic else None, "objective": objective, "arch": dict(arch),
-            "op": {"family": op["family"], "direction": op["direction"], "dtype": op["dtype"]}, "op_config": dict(op)}
+            "op": {"family": op["family"], "direction": op["direction"], "dtype": op["dtype"]}, "op_config": dict(op),
+            "bagging_seeds": bagging}
     return save_bundle(out, booster, companion, spec, pool, {}, {}, {"data_kind": "sim", "trained_by": "quick"})

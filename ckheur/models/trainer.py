@@ -140,10 +140,11 @@ def choose(results: Sequence[Mapping[str, Any]], rule: str = "simpler", select_b
     """The index of the chosen result (dicts with ``grouped_cv``, ``family_cv`` seed summaries or
     None, ``complexity`` and ``leaky``).
 
-    ``simpler``: start from the simplest candidate (fewest inputs; ties in listed order) and move to
-    a richer one only when it beats the current choice by more than its own spread over seeds in
-    mean efficiency, on family CV and grouped CV both (grouped CV alone without family CV): with
-    a couple of hundred problems, a margin within the seed noise is not evidence. ``best``: the
+    ``simpler``: start from the simplest candidate (fewest inputs; of the same inputs, the one
+    averaging most seeds, whose figures move least; then in listed order) and move to a richer one
+    only when it beats the current choice by more than its own spread over seeds in mean
+    efficiency, on family CV and grouped CV both (grouped CV alone without family CV): with a
+    couple of hundred problems, a margin within the seed noise is not evidence. ``best``: the
     highest mean (then P10) by ``select_by``."""
     if rule not in CHOICE_RULES:
         raise TrainingError(f"train.choice={rule!r}: allowed values are {', '.join(CHOICE_RULES)}")
@@ -207,7 +208,9 @@ def train(df: Any, *, op: Mapping[str, Any], arch: Mapping[str, Any], pool: Sequ
                 prior, c.objective))
         return with_prior[key]
 
-    cv_kw = {"partial": options.partial, "pair_weight": options.pairwise_weight}
+    # Seeds vary the models only: the folds, families and early-stopping splits are train.seed's, so
+    # the spread over seeds is the models' own (what a retrained model would vary by).
+    cv_kw = {"partial": options.partial, "pair_weight": options.pairwise_weight, "split_seed": options.seed}
     folds, inner = options.folds, options.inner_valid_fraction
     clusters = max(folds, options.family_clusters)
     families_ok = len(base.problems) >= FAMILY_MIN_PROBLEMS * clusters
@@ -254,7 +257,7 @@ def train(df: Any, *, op: Mapping[str, Any], arch: Mapping[str, Any], pool: Sequ
                                        **fold_kw(c, tb, sd)) for sd in seeds] if family_cv else []
             results.append({
                 "candidate": c, "leaky": c.uses_simulator and leaky and not guard, "fold_calibrated": recalibrated(c),
-                "complexity": (len(tb.feature_names) + c.prior, c.bagging), "seeds": seeds, "oof": runs[0]["oof"],
+                "complexity": (len(tb.feature_names) + c.prior, -c.bagging), "seeds": seeds, "oof": runs[0]["oof"],
                 "fold": runs[0]["fold"], "best_iterations": [b for r in runs for b in r["best_iterations"]],
                 "metrics": runs[0]["metrics"], "grouped_cv": seed_summary([r["metrics"] for r in runs]),
                 "family_cv": seed_summary([r["metrics"] for r in fam]) if fam else None,
@@ -270,6 +273,7 @@ def train(df: Any, *, op: Mapping[str, Any], arch: Mapping[str, Any], pool: Sequ
                    f"highest mean, then P10, of {(options.select_by if family_cv else 'grouped_cv').replace('_', ' ')}")
                 + ")")
     engine = engine_of(op["family"], chosen.features)
+    fit_kw = {"partial": options.partial, "pair_weight": options.pairwise_weight}
     tb = cand_table(chosen)
     names = tb.feature_names
     cat = [names.index(n) for n in engine.CATEGORICAL]
@@ -287,14 +291,14 @@ def train(df: Any, *, op: Mapping[str, Any], arch: Mapping[str, Any], pool: Sequ
             raise TrainingError(f"train.warm_start={warm.path} is incompatible: " + "; ".join(why))
         n_trees = options.warm_start_trees
         booster = fit(tb, everything, model_of(chosen), chosen.objective, cat, options.seed, n_trees,
-                      init_model=warm.booster, **cv_kw)
+                      init_model=warm.booster, **fit_kw)
         log(f"train: warm start from {warm.path}: {warm.booster.current_iteration()} trees + {n_trees} on this data"
             + (f" (each of {chosen.bagging} seeds, averaged)" if chosen.bagging > 1 else ""))
         cv_metrics = {"warm_start_from": str(warm.path), "previous": warm.cv_metrics}
     else:
         picked = next(r for r in results if r["candidate"] == chosen)
         n_trees = max(10, int(np.median(picked["best_iterations"])))
-        booster = fit(tb, everything, model_of(chosen), chosen.objective, cat, options.seed, n_trees, **cv_kw)
+        booster = fit(tb, everything, model_of(chosen), chosen.objective, cat, options.seed, n_trees, **fit_kw)
         cv_metrics = _cv_metrics(chosen, spec, n_trees, results, picked, options, seeds, rep, family_cv)
         oof = {"oof": picked["oof"], "fold": picked["fold"]}
     tflops_booster = None

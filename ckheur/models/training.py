@@ -340,14 +340,15 @@ def append_trees(first: Any, then: Any) -> Any:
 def cross_validate(table: Table, model: Mapping[str, Any], objective: str, categorical: list[int],
                    folds: int, inner_valid_fraction: float, seed: int, groups: np.ndarray | None = None,
                    partial: str = "naive", pair_weight: float = 1.0,
-                   fold_table: Callable[[int, np.ndarray], Table] | None = None) -> dict:
+                   fold_table: Callable[[int, np.ndarray], Table] | None = None, split_seed: int | None = None) -> dict:
     """Grouped K-fold CV: out-of-fold scores, the tree counts early stopping chose, metrics.
 
     Folds never split a problem; ``groups`` (per problem) makes them coarser, e.g. shape
     families. Efficiency is scored on fully measured problems when there are any (a partly
     measured problem has no known oracle). ``fold_table(fold, training rows)``, when given,
     is the table a fold trains and scores on (same rows; features or prior may depend on the
-    training rows, as in ``models.fold_calibration``)."""
+    training rows, as in ``models.fold_calibration``). ``seed`` seeds the models; ``split_seed``
+    (default: ``seed``) the inner early-stopping split, so the models' seed can vary alone."""
     from sklearn.model_selection import GroupKFold, GroupShuffleSplit
 
     from ckheur.metrics import selection_report
@@ -362,7 +363,8 @@ def cross_validate(table: Table, model: Mapping[str, Any], objective: str, categ
     fold_of = np.full(len(table.X), -1)
     for f, (tr, te) in enumerate(GroupKFold(n_splits=folds).split(table.X, groups=fold_groups)):
         tb = table if fold_table is None else fold_table(f, tr)
-        inner_tr, inner_va = next(GroupShuffleSplit(n_splits=1, test_size=inner_valid_fraction, random_state=seed + f)
+        split = seed if split_seed is None else split_seed
+        inner_tr, inner_va = next(GroupShuffleSplit(n_splits=1, test_size=inner_valid_fraction, random_state=split + f)
                                   .split(tr, groups=table.pid[tr]))
         assert not set(table.pid[te]) & set(table.pid[tr])  # CV groups never split a problem
         booster = fit(tb, np.sort(tr[inner_tr]), model, objective, categorical, seed, model["max_trees"],
@@ -385,9 +387,11 @@ def leave_family_out_cv(table: Table, model: Mapping[str, Any], objective: str, 
                         inner_valid_fraction: float, clusters: int, seed: int, **cv_kw: Any) -> dict:
     """Leave-shape-family-out CV: folds of whole clusters of problems in log problem space, so
     each test fold holds shapes unlike the training ones. It estimates how far to trust the
-    model on a new workload, beside the grouped CV (which tests on neighbours of training shapes)."""
+    model on a new workload, beside the grouped CV (which tests on neighbours of training shapes).
+    The families are drawn with ``split_seed`` when given (else ``seed``)."""
     from ckheur.problems.space import shape_families
 
-    fam = shape_families(table.problems, clusters, seed)
+    split = cv_kw.get("split_seed")
+    fam = shape_families(table.problems, clusters, seed if split is None else split)
     cv = cross_validate(table, model, objective, categorical, folds, inner_valid_fraction, seed, groups=fam, **cv_kw)
     return {**cv, "cluster_sizes": np.bincount(fam).tolist()}
