@@ -117,8 +117,9 @@ def main() -> int:
     b = Selector.load(model, cache_size=0)
     for label, kw in (("full model on every kernel", {"cascade_threshold": 10**9}),
                       ("cascade: analytic top-256, then the model", {"cascade_threshold": 512, "cascade_top": 256})):
-        big = Selector(big_pool, arch, b.direction, b.dtype, b.engine, b.booster, b.tflops_booster,
-                       b.analytic_params, b.sim_params, b.objective, cache_size=0, prior=b.prior, **kw)
+        big = Selector(big_pool, arch, b.direction, b.dtype, engine=b.engine, booster=b.booster,
+                       tflops_booster=b.tflops_booster, analytic_params=b.analytic_params, sim_params=b.sim_params,
+                       objective=b.objective, cache_size=0, prior=b.prior, **kw)
         t = time_queries(lambda p: big.rank(p, k=5), problems[:40])
         print(f"{len(big_pool)}-kernel generated pool, {label}: p50 {statistics.median(t):.2f} ms "
               f"p99 {_pct(t, 0.99):.2f} ms (target p50 <= 20 ms: {'MET' if statistics.median(t) <= 20 else 'NOT MET'})")

@@ -91,7 +91,7 @@ def test_exported_folders_rank_as_the_bundle_on_every_shared_problem(ck_bundles,
         sel = Selector.load(bundle)
         same = 0
         for p in problems:
-            ks = sel.ranking(p)[0]
+            ks = sel._ranking(p)[0]
             X = ck_conv.features(ck_conv.problem_arrays([p], op), ck_conv.kernel_arrays(ks), {"name": "gfx950"}, op)
             pred = np.expm1(booster.predict(X[:, [ck_conv.feature_names().index(n) for n in spec["feature_names"]]]))
             ranked = [ks[i].name for i in sorted(range(len(ks)), key=lambda i: -pred[i])]

@@ -263,7 +263,7 @@ def test_cli_reads_ck_csv_with_missing_optional_columns(shipped, tmp_path):
         got = [ln.split(",") for ln in lines[1 + 3 * row: 4 + 3 * row]]
         assert [g[2] for g in got] == [w[0] for w in want]
         assert [int(g[1]) for g in got] == [1, 2, 3] and all(int(g[0]) == row for g in got)
-        ks, sc, _ = py.scores(p)
+        ks, sc, _ = py._scores(p)
         by_name = dict(zip([k.name for k in ks], sc))
         np.testing.assert_allclose([float(g[3]) for g in got], [by_name[g[2]] for g in got], rtol=1e-6)
     # A bad row is reported and skipped; the others are ranked; timing goes to stderr.
@@ -321,9 +321,9 @@ def test_compiled_selector_and_fallback_without_compiler(monkeypatch):
     assert [n for n, _ in got] == [n for n, _ in want]
     np.testing.assert_allclose([t for _, t in got], [t for _, t in want], rtol=1e-5)
     with pytest.raises(ProblemError, match="3D"):
-        Selector.load(SHIPPED).best({**p, "Di": 4, "Z": 3, "pad_d": 1})
+        Selector.load(SHIPPED).select({**p, "Di": 4, "Z": 3, "pad_d": 1})
     with pytest.raises(ProblemError, match="no kernel of the pool"):
-        sel.best({**p, "Di": 4, "Z": 3, "pad_d": 1})
+        sel.select({**p, "Di": 4, "Z": 3, "pad_d": 1})
     monkeypatch.setenv("CC", "no-such-compiler-ckheur")
     with warnings.catch_warnings(record=True) as w:
         warnings.simplefilter("always")

@@ -55,7 +55,7 @@ def test_tiers_in_order_and_a_db_hit_measures_nothing(tmp_path):
 
     sel = Selector.load(SHIPPED, tuning_db=tmp_path / "db", create_tuning_db=True)
     pure = sel.select(P0)
-    assert pure.source == "model" and pure.kernel == sel.best(P0)
+    assert pure.source == "model" and pure.kernel == sel.rank(P0, k=1)[0].kernel
     m = Counting(sel)
     r = sel.select(P0, measure=m, k=3)
     ranked = [n for n, _ in sel.rank(P0, k=3)]

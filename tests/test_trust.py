@@ -7,6 +7,7 @@ from __future__ import annotations
 import bz2
 import json
 import os
+import re
 from pathlib import Path
 
 import pytest
@@ -156,6 +157,11 @@ def _field(block: str, key: str, values) -> str:
     return re.sub(rf"^{key}=.*$", f"{key}=" + " ".join(map(str, values)), block, count=1, flags=re.M)
 
 
+def _splits(block: str) -> int:
+    """The number of splits of a tree block (its leaves less one)."""
+    return int(re.search(r"^num_leaves=(\d+)$", block, re.M)[1]) - 1
+
+
 def _chain_tree(leaves: int) -> callable:
     """An edit replacing a tree by a chain of ``leaves`` leaves (depth leaves - 1)."""
     def edit(block: str) -> str:
@@ -193,18 +199,20 @@ def bundle_copy(tmp_path):
 
 
 @pytest.mark.parametrize("name,edit,needles", [
-    ("model.txt.gz", lambda t: _rewrite_trees(t, lambda b: _field(b, "threshold", ["nan"] * 3)),
+    ("model.txt.gz", lambda t: _rewrite_trees(t, lambda b: _field(b, "threshold", ["nan"] * _splits(b))),
      ("tree 0", "threshold holds NaN")),
     ("tflops_model.txt.gz", lambda t: _rewrite_trees(t, lambda b: b.replace("leaf_value=", "leaf_value=nan ", 1)
                                                      .replace("leaf_value=nan ", "leaf_value=nan ", 1)),
      ("leaf_value",)),
     ("model.txt.gz", lambda t: t[: len(t) // 2], ("not a whole LightGBM model",)),
     ("model.txt.gz", lambda t: _rewrite_trees(t, _chain_tree(400)), ("tree 0", "deeper than 256")),
-    ("model.txt.gz", lambda t: _rewrite_trees(t, lambda b: _field(b, "right_child", [2, 1, -4])),  # node 1 twice
+    ("model.txt.gz", lambda t: _rewrite_trees(t, lambda b: _field(b, "right_child", [1] * _splits(b))),  # node 1 twice
      ("do not form a tree",)),
-    ("feature_spec.json", lambda t: t.replace('"analytic": true', '"analytic": "yes"'), ("analytic must be true or false",)),
+    ("feature_spec.json", lambda t: re.sub(r'"analytic": (true|false)', '"analytic": "yes"', t),
+     ("analytic must be true or false",)),
     ("feature_spec.json", lambda t: t.replace('"num_cus": 256', '"num_cus": "many"'), ("arch.num_cus", "could not be converted")),
-    ("feature_spec.json", lambda t: t.replace('"scale": 0.5', '"scale": NaN'), ("prior must be",)),
+    ("feature_spec.json", lambda t: json.dumps({**json.loads(t), "prior": {"kind": "analytic", "scale": float("nan"),
+                                                                            "params": {}}}), ("prior must be",)),
     ("kernels.json", lambda t: "{}", ("non-empty list of kernel objects",)),
     ("train_manifest.json", lambda t: "[1]", ("not an object",)),
 ])

@@ -232,8 +232,8 @@ class CKSelector:
         self.family = selector.family
         self.label = f"CK model {ck.path}"
 
-    def scores(self, problem: Any) -> tuple[list, np.ndarray, np.ndarray]:
-        ks = self.selector.scores(problem)[0]  # the bundle's candidates for this problem
+    def _scores(self, problem: Any) -> tuple[list, np.ndarray, np.ndarray]:
+        ks = self.selector._scores(problem)[0]  # the bundle's candidates for this problem
         ranked = dict(self.ck.rank(problem, ks))
         tf = np.array([ranked[k.name] for k in ks])
         return ks, tf, tf

@@ -2,10 +2,12 @@
 
     from ckheur import Selector
     sel = Selector.load("models/grouped_conv_fwd_bf16_gfx950")
-    sel.best({"N": 16, "C": 256, "K": 128, "Hi": 28, "Wi": 28, "Y": 3, "X": 3, "pad_h": 1, "pad_w": 1})
-    sel.rank(problem, k=5)   # [(kernel name, predicted TFLOPS), ...] best first
+    problem = {"N": 16, "C": 256, "K": 128, "Hi": 28, "Wi": 28, "Y": 3, "X": 3, "pad_h": 1, "pad_w": 1}
+    sel.rank(problem, k=5)           # [RankedKernel(kernel, tflops), ...] best first (k=None: all)
+    sel.select(problem).kernel       # the pick, and the tier that chose it
 
-Hybrid selection, in tiers (every answer says which produced it):
+One way to rank (``rank``) and one to pick (``select``). Hybrid selection, in tiers (every answer
+says which produced it):
 
     sel = Selector.load("models/grouped_conv_fwd_bf16_gfx950", tuning_db="tuning/", create_tuning_db=True)
     r = sel.select(problem, measure=None, k=3)
@@ -26,7 +28,7 @@ from __future__ import annotations
 from collections import OrderedDict
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Mapping
+from typing import Any, Callable, Mapping, NamedTuple
 
 import numpy as np
 
@@ -54,6 +56,13 @@ def as_problem(problem: Any, family: str = "grouped_conv", direction: str | None
     raise TypeError(f"problem must be a problem object or a dict of {family} fields"
                     + (" or a MIOpenDriver line" if hasattr(mod, "from_text") else "")
                     + f", not {type(problem).__name__}")
+
+
+class RankedKernel(NamedTuple):
+    """A kernel of a ranking and its predicted TFLOPS (a tuple: ``name, tflops = ranked``)."""
+
+    kernel: str
+    tflops: float
 
 
 @dataclass(frozen=True)
@@ -117,7 +126,7 @@ class _Pool:
 class Selector:
     """Ranks an op's kernel pool for problems with a trained model (or the analytic model)."""
 
-    def __init__(self, kernels: list, arch: Mapping[str, Any], direction: str, dtype: str, engine: Any = None,
+    def __init__(self, kernels: list, arch: Mapping[str, Any], direction: str, dtype: str, *, engine: Any = None,
                  booster: Any = None, tflops_booster: Any = None, analytic_params: Mapping[str, Any] | None = None,
                  sim_params: Mapping[str, Any] | None = None, objective: str = "regression_log",
                  cascade_threshold: int = CASCADE_THRESHOLD, cascade_top: int = CASCADE_TOP, cache_size: int = 4096,
@@ -159,21 +168,29 @@ class Selector:
                                        self.family.kernels.support_arrays(ks))
 
     @classmethod
-    def load(cls, model_dir: str | Path, compiled: bool = False, **kw: Any) -> "Selector":
+    def load(cls, model_dir: str | Path, *, compiled: bool = False, tuning_db: Any = None,
+             create_tuning_db: bool = False, cache_size: int = 4096, cascade_threshold: int = CASCADE_THRESHOLD,
+             cascade_top: int = CASCADE_TOP) -> "Selector":
         """A selector from a model bundle folder (verified on load).
 
         ``compiled=True`` ranks through the model exported as C (built with the system compiler
-        once, cached by the bundle's hash); without a compiler it warns and uses the Python path."""
+        once, cached by the bundle's hash); without a compiler it warns and uses the Python path.
+        ``tuning_db``: a tuning database (a path, or an open ``TuningDB``) whose exact hits
+        ``select`` returns first (``create_tuning_db``: create a missing one). ``cache_size``:
+        problems whose scores are kept; pools above ``cascade_threshold`` kernels are pre-ranked by
+        the analytic model and its ``cascade_top`` scored by the model."""
         from ckheur.features import get_engine
         from ckheur.models.bundle import load_bundle
         from ckheur.sim import load_params
 
         b = load_bundle(model_dir)
         spec = b.spec
-        sel = cls(b.kernels, spec["arch"], spec["op"]["direction"], spec["op"]["dtype"], get_engine(spec["engine"]),
-                  b.booster, b.tflops_booster, spec.get("analytic_params"), load_params(),
-                  spec["objective"], op=spec.get("op_config") or spec["op"], prior=spec.get("prior"),
-                  label=f"model {b.path} (trained on {b.manifest.get('data_kind', 'unknown')} data)", **kw)
+        sel = cls(b.kernels, spec["arch"], spec["op"]["direction"], spec["op"]["dtype"], engine=get_engine(spec["engine"]),
+                  booster=b.booster, tflops_booster=b.tflops_booster, analytic_params=spec.get("analytic_params"),
+                  sim_params=load_params(), objective=spec["objective"], op=spec.get("op_config") or spec["op"],
+                  prior=spec.get("prior"), label=f"model {b.path} (trained on {b.manifest.get('data_kind', 'unknown')} data)",
+                  tuning_db=tuning_db, create_tuning_db=create_tuning_db, cache_size=cache_size,
+                  cascade_threshold=cascade_threshold, cascade_top=cascade_top)
         if compiled:
             import warnings
 
@@ -189,7 +206,7 @@ class Selector:
         return sel
 
     @classmethod
-    def analytic(cls, kernels: list, arch: Mapping[str, Any], direction: str, dtype: str,
+    def analytic(cls, kernels: list, arch: Mapping[str, Any], direction: str, dtype: str, *,
                  sim_params: Mapping[str, Any] | None = None, op: Mapping[str, Any] | None = None,
                  tuning_db: Any = None, create_tuning_db: bool = False) -> "Selector":
         """A selector that ranks with the calibrated analytic model alone (no learned model)."""
@@ -226,7 +243,7 @@ class Selector:
         except KeyError:
             return None
 
-    def select(self, problem: Any, measure: Callable | None = None, k: int = 3) -> Selection:
+    def select(self, problem: Any, *, measure: Callable | None = None, k: int = 3) -> Selection:
         """The kernel for a problem, by tier: tuning database hit, else measured top-k, else the ranking.
 
         ``measure(problem, kernel_names) -> {kernel_name: latency_ms or None}`` times kernels
@@ -245,7 +262,7 @@ class Selector:
             hit = db.best(p.key())  # the same problem spelled differently (strings, a MIOpenDriver line)
             if hit is not None:
                 return Selection(hit[0], "tuning_db", hit[1])
-        ranked, tflops = self.ranking(p)
+        ranked, tflops = self._ranking(p)
         if measure is None:
             return Selection(ranked[0].name, "analytic" if self.booster is None else "model",
                              float(p.flops / (tflops[0] * 1e12) * 1e3) if tflops[0] > 0 else None)
@@ -319,7 +336,7 @@ class Selector:
         scores, tflops = self._predict_pool(p, pool)
         return pool.kernels, scores, tflops
 
-    def predict_arrays(self, p: Any, feats: Mapping[str, np.ndarray] | None,
+    def _predict_arrays(self, p: Any, feats: Mapping[str, np.ndarray] | None,
                        sim_kern: Mapping[str, np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
         """(scores, predicted TFLOPS) of kernels given as precomputed arrays (engine, simulator)."""
         return self._predict_pool(p, _Pool([], feats, self._kernel_terms(sim_kern, 0), None))  # no cascade here
@@ -348,8 +365,9 @@ class Selector:
                 tflops = np.clip(scores, 1e-3, None) / max(scores.max(), 1e-3) * tflops.max()
         return scores, _floored(tflops, p)
 
-    def scores(self, problem: Any) -> tuple[list, np.ndarray, np.ndarray]:
-        """(kernels, scores, predicted TFLOPS) over the pool for a problem (cached)."""
+    def _scores(self, problem: Any) -> tuple[list, np.ndarray, np.ndarray]:
+        """(kernels, scores, predicted TFLOPS) over the pool's candidates for a problem, in pool order
+        (cached): what ``rank`` sorts, and what evaluations and exports compare."""
         p = as_problem(problem, self.family.name, self.direction, self.dtype)
         key = p.key()
         hit = self._cache.get(key)
@@ -362,21 +380,17 @@ class Selector:
             self._cache.move_to_end(key)
         return hit
 
-    def ranking(self, problem: Any) -> tuple[list, np.ndarray]:
+    def _ranking(self, problem: Any) -> tuple[list, np.ndarray]:
         """(kernel objects, predicted TFLOPS) over the pool, best first (ties keep pool order)."""
-        ks, scores, tflops = self.scores(problem)
+        ks, scores, tflops = self._scores(problem)
         order = np.argsort(-scores, kind="stable")
         return [ks[i] for i in order], tflops[order]
 
-    def rank(self, problem: Any, k: int | None = 5) -> list[tuple[str, float]]:
-        """(kernel name, predicted TFLOPS) pairs, best first; ``k=None``: the whole pool."""
+    def rank(self, problem: Any, k: int | None = None) -> list[RankedKernel]:
+        """The candidates of a problem (a problem object, a dict of the family's fields, or a
+        MIOpenDriver line) best first, with predicted TFLOPS; ``k``: only the first k."""
         if k is not None and (isinstance(k, bool) or not isinstance(k, int) or k < 1):
             raise ValueError(f"k={k!r}: the number of kernels to return must be an integer >= 1 (None: all)")
-        ks, scores, tflops = self.scores(problem)
+        ks, scores, tflops = self._scores(problem)
         order = np.argsort(-scores, kind="stable")[: (len(ks) if k is None else k)]
-        return [(ks[i].name, float(tflops[i])) for i in order]
-
-    def best(self, problem: Any) -> str:
-        """Name of the kernel predicted fastest."""
-        ks, scores, _ = self.scores(problem)
-        return ks[int(np.argmax(scores))].name
+        return [RankedKernel(ks[i].name, float(tflops[i])) for i in order]

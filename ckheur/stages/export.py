@@ -35,7 +35,7 @@ def compare_with_python(selector: Any, problems: list, binary: Path, fields: lis
     worst, mismatches = 0.0, []
     for i, p in enumerate(problems):
         try:
-            ks, scores, _ = selector.scores(p)
+            ks, scores, _ = selector._scores(p)
         except ProblemError:
             both_invalid += i not in c_rows
             if i in c_rows:
@@ -134,7 +134,7 @@ def run_ck(cfg: Any, model_dir: Path) -> dict:
     same = ranked = 0
     for p in problems:
         try:
-            ks = selector.ranking(p)[0]
+            ks = selector._ranking(p)[0]
         except ValueError:
             continue
         ranked += 1

@@ -31,7 +31,7 @@ def search_problem(selector: Any, pool: list, problem: Any, cfg: Any) -> dict:
 
     def score(idx: np.ndarray) -> np.ndarray:
         f = {k: v[idx] for k, v in feats.items()} if feats is not None else None
-        return selector.predict_arrays(problem, f, {k: v[idx] for k, v in simk.items()})[0]
+        return selector._predict_arrays(problem, f, {k: v[idx] for k, v in simk.items()})[0]
 
     if s.method not in METHODS:
         raise StageError(f"search.method={s.method!r}: allowed values are {', '.join(METHODS)}")
@@ -47,7 +47,7 @@ def search_problem(selector: Any, pool: list, problem: Any, cfg: Any) -> dict:
         all_scores = score(np.arange(len(legal)))
         full_best = int(np.argmax(all_scores))
         idx = np.append(idx, full_best)
-    _, tflops = selector.predict_arrays(problem, {k: v[idx] for k, v in feats.items()} if feats is not None else None,
+    _, tflops = selector._predict_arrays(problem, {k: v[idx] for k, v in feats.items()} if feats is not None else None,
                                         {k: v[idx] for k, v in simk.items()})
     out["top"] = [{"kernel": legal[i].name, "score": sc, "pred_tflops": float(tf)}
                   for (i, sc), tf in zip(found, tflops)]

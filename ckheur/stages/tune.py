@@ -50,7 +50,7 @@ def run(cfg: Any, ctx: Context) -> dict:
     skipped = []
     for p in problems:
         try:
-            ranked[p.key()] = selector.ranking(p)[0]
+            ranked[p.key()] = selector._ranking(p)[0]
         except ProblemError as e:
             skipped.append({"problem": p.describe(), "reason": str(e)})
     by_key = {p.key(): p for p in problems}
