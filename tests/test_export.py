@@ -79,11 +79,11 @@ def test_shipped_model_parity_on_real_and_shipped_sets_and_random_problems(shipp
     from ckheur.problems.sources import read_csv
 
     py, compiled = shipped
-    real = read_csv(ck_fwd_csv)
+    real = list({p.key(): p for p in read_csv(ck_fwd_csv)}.values())  # its 185 shapes (one row per kernel)
     sets = [p for name in ("nets", "holdout", "smoke") for p in load_named_set(name)]
-    rand = generate(5, 3000) + generate(6, 200, ndim=3)
+    rand = generate(5, 1500) + generate(6, 200, ndim=3)
     got = assert_parity(py, compiled, real + sets + rand)
-    assert len(real) >= 185 and got["ranked"] >= len(real) + 3000
+    assert len(real) == 185 and got["ranked"] >= len(real) + 1500
     assert got["rejected"] >= 200  # the shipped pool is 2D only: 3D problems are unsupported on both sides
 
 
