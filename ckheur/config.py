@@ -490,7 +490,7 @@ class TrainSchema:
     compare: List[str] = field(default_factory=list)  # candidates "objective[+analytic][+prior]"
     warm_start: Optional[str] = None  # model dir to add trees to
     warm_start_trees: int = 100
-    output: Optional[str] = None  # default: {paths.models}/{model_name}; sim data: {paths.sim_models}/...
+    output: Optional[str] = None  # default: {paths.bundles}/{model_name}; sim data: {paths.sim_bundles}/...
     partial: PartialTarget = PartialTarget.naive  # target for problems where only some kernels were measured
     pairwise_weight: float = 1.0  # weight of the pairwise loss against the squared error of full problems
     family_cv: bool = True  # also a leave-shape-family-out CV (folds of clustered problems)
@@ -525,7 +525,7 @@ class EvaluateSchema:
 @dataclass
 class PredictSchema:
     k: int = 5  # top-k kernels printed
-    model_dir: Optional[str] = None  # default: {paths.models}/{model_name}; none: analytic fallback
+    model_dir: Optional[str] = None  # default: {paths.bundles}/{model_name}; none: analytic fallback
     output: Optional[str] = None  # problems=<set>: CSV or JSON path; default predictions.csv in the run dir
     tuning_db: Optional[str] = None  # a tuning database: its exact hits win (the tier used is printed)
     progress: ProgressMode = ProgressMode.auto  # bar on a terminal, log lines otherwise, or none
@@ -577,8 +577,8 @@ class ProblemSchema:
 @dataclass
 class PathsSchema:
     data: str = "data"
-    models: str = "models"  # bundles trained on real measurements (shipped)
-    sim_models: str = "outputs/sim_models"  # bundles trained on simulated data (never in models/)
+    bundles: str = "bundles"  # bundles trained on real measurements (the shipped ones are here)
+    sim_bundles: str = "outputs/sim_bundles"  # bundles trained on simulated data (never in bundles/)
     tuning: str = "tuning"  # tuning databases written by stage=tune
 
 

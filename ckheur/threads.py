@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any
 
 # Below this many cells (rows x features) a LightGBM training is faster on one thread than on
-# two, even on quiet cores (bench/thread_policy.py measures the crossover).
+# two, even on quiet cores (bench/bench_thread_policy.py measures the crossover).
 MIN_CELLS_PER_THREAD = 2_000_000
 # Scoring: below this many rows a prediction is dominated by per-call overhead.
 MIN_PREDICT_ROWS_PER_THREAD = 20_000

@@ -23,7 +23,7 @@ from ckheur.problems import random_problems
 from ckheur.stages.export import problems_csv
 from conftest import ROOT, run_cli
 
-SHIPPED = ROOT / "models" / "grouped_conv_fwd_bf16_gfx950"
+SHIPPED = ROOT / "bundles" / "grouped_conv_fwd_bf16_gfx950"
 pytestmark = pytest.mark.skipif(find_compiler() is None, reason="no C compiler")
 
 

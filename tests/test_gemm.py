@@ -181,7 +181,7 @@ def test_simulated_gemm_pipeline_end_to_end(tmp_path):
     r = run_cli("-m", "stage=sweep,train,evaluate,search", "op=gemm", "backend=sim", "problems=smoke", flt,
                 "train.folds=3", "model.max_trees=20", "search.budget=100", "problem.M=3000", "problem.N=6144",
                 "problem.K=4096", "evaluate.plots=false", f"paths.data={tmp_path / 'data'}",
-                f"paths.sim_models={tmp_path / 'sim'}", f"hydra.sweep.dir={tmp_path / 'multi'}")
+                f"paths.sim_bundles={tmp_path / 'sim'}", f"hydra.sweep.dir={tmp_path / 'multi'}")
     assert r.returncode == 0, r.stderr[-3000:]
     man = json.loads((tmp_path / "sim" / "gemm_universal_fp16_gfx950" / "train_manifest.json").read_text())
     assert man["data_kind"] == "simulated" and man["kernels"] > 100

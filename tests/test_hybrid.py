@@ -19,7 +19,7 @@ from ckheur.dataset import read_dataset
 from ckheur.parts import CorruptPartWarning
 from ckheur.problems import CONV_FIELDS
 
-SHIPPED = "models/grouped_conv_fwd_bf16_gfx950"
+SHIPPED = "bundles/grouped_conv_fwd_bf16_gfx950"
 REAL = "measurements/ck_gfx950/fwd_bf16_2d_miopen200.csv.gz"
 FWD = {"family": "grouped_conv", "direction": "fwd", "dtype": "bf16"}
 # Three real shapes of the CSV (problem_idx 0, 1, 2).

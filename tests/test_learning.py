@@ -16,7 +16,7 @@ from ckheur.problems import ConvProblem, load_named_set
 from ckheur.stages import plain
 from conftest import ROOT, run_cli
 
-SHIPPED = ROOT / "models" / "grouped_conv_fwd_bf16_gfx950"
+SHIPPED = ROOT / "bundles" / "grouped_conv_fwd_bf16_gfx950"
 ENGINE = get_engine("grouped_conv")
 
 
@@ -326,7 +326,7 @@ def test_predict_cli_with_model_and_analytic_fallback(tmp_path):
                 "problem.Hi=28", "problem.Wi=28", "problem.Y=3", "problem.X=3", "problem.pad_h=1", "problem.pad_w=1",
                 f"hydra.run.dir={tmp_path / 'a'}")
     assert r.returncode == 0, r.stderr
-    assert "ranked by: model models/grouped_conv_fwd_bf16_gfx950 (trained on real data)" in r.stdout
+    assert "ranked by: model bundles/grouped_conv_fwd_bf16_gfx950 (trained on real data)" in r.stdout
     assert r.stdout.count("grouped_conv_forward_bf16_2d_") == 6  # the top 5, then the selected kernel and its tier
     top1 = r.stdout.splitlines()[4].split()[1]
     assert f"selected: {top1} (tier: model)" in r.stdout
@@ -353,7 +353,7 @@ def test_train_without_data_says_what_to_do(tmp_path):
 def test_simulated_pipeline_end_to_end(tmp_path):
     r = run_cli("-m", "stage=sweep,train,evaluate", "op=bwd_weight", "problems=smoke", "evaluate.problems=holdout",
                 "train.folds=3", "model.max_trees=30", f"paths.data={tmp_path / 'data'}",
-                f"paths.sim_models={tmp_path / 'sim_models'}", f"paths.models={tmp_path / 'no_models'}",
+                f"paths.sim_bundles={tmp_path / 'sim_models'}", f"paths.bundles={tmp_path / 'no_models'}",
                 "evaluate.plots=false", f"hydra.sweep.dir={tmp_path / 'multi'}", in_process=False)
     assert r.returncode == 0, r.stderr
     bundle = tmp_path / "sim_models" / "grouped_conv_bwd_weight_bf16_gfx950"

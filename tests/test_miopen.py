@@ -244,8 +244,8 @@ def test_training_ranks_censored_solvers_last(tmp_path):
     sel = Selector.load(tmp_path / "model")
     ranked = sel.rank(line, k=None)
     assert len(ranked) == 12 and ranked[0][0] == r.stdout.split("selected: ")[1].split()[0]
-    r = run_cli("stage=predict", "op=miopen/fwd", "arch=gfx942", f"paths.models={tmp_path / 'none'}",
-                f"paths.sim_models={tmp_path / 'none'}", f"problem={line}", f"hydra.run.dir={tmp_path / 'rp2'}")
+    r = run_cli("stage=predict", "op=miopen/fwd", "arch=gfx942", f"paths.bundles={tmp_path / 'none'}",
+                f"paths.sim_bundles={tmp_path / 'none'}", f"problem={line}", f"hydra.run.dir={tmp_path / 'rp2'}")
     assert r.returncode == 2 and "no analytic model to fall back on" in r.stderr
     r = run_cli("stage=train", "op=miopen/fwd", "arch=gfx942", "features.analytic=true",
                 f"data.paths=[{data / 'miopen_fwd_fp16_gfx942' / 'gfx942130.parquet'}]",
@@ -274,7 +274,7 @@ def test_censored_choice_report_hand_computed():
     assert li["efficiency"]["mean"] == pytest.approx((0.5 + 1 + 5 / 5.05) / 3)
 
 
-SHIPPED = {(arch, d): ROOT / "models" / f"miopen_{d}_fp16_{arch}" for arch in ("gfx942", "gfx90a")
+SHIPPED = {(arch, d): ROOT / "bundles" / f"miopen_{d}_fp16_{arch}" for arch in ("gfx942", "gfx90a")
            for d in ("fwd", "bwd_data", "bwd_weight")}
 
 

@@ -133,7 +133,7 @@ def test_find_db_bad_lines_are_refused_with_the_line(tmp_path, case, needles):
 
 
 # ---------------------------------------------------------------- bundles are validated on load
-SHIPPED_FWD = ROOT / "models" / "grouped_conv_fwd_bf16_gfx950"
+SHIPPED_FWD = ROOT / "bundles" / "grouped_conv_fwd_bf16_gfx950"
 PREDICT = ("stage=predict", "problem=convbfp16 -n 16 -c 256 -H 28 -W 28 -k 128 -y 3 -x 3 -p 1 -q 1")
 
 
@@ -464,7 +464,7 @@ def test_ctrl_c_during_evaluate_is_one_line_and_exit_130(tmp_path, monkeypatch, 
         raise KeyboardInterrupt
 
     monkeypatch.setattr(evaluate, "_scored", interrupted)
-    r = run_cli("stage=evaluate", f"data.eval_paths=[{ck_fwd_csv}]", "evaluate.model_dir=models/grouped_conv_fwd_bf16_gfx950",
+    r = run_cli("stage=evaluate", f"data.eval_paths=[{ck_fwd_csv}]", "evaluate.model_dir=bundles/grouped_conv_fwd_bf16_gfx950",
                 f"hydra.run.dir={tmp_path}")
     assert r.returncode == 130 and "Traceback" not in r.stderr and "interrupted" in r.stderr, r.stderr
 

@@ -21,19 +21,19 @@ REQUIRED = ("model.txt.gz", "feature_spec.json", "kernels.json", "train_manifest
 SPEC_KEYS = ("engine", "encoding_version", "feature_names", "categorical", "analytic", "objective", "arch", "op")
 
 
-def shipped_models_dir() -> Path:
-    """Where the shipped bundles are: ckheur/bundles in a wheel, models/ in a source checkout."""
+def shipped_bundles_dir() -> Path:
+    """Where the shipped bundles are: ckheur/bundles in a wheel, bundles/ in a source checkout."""
     here = Path(__file__).resolve().parent.parent
-    return here / "bundles" if (here / "bundles").is_dir() else here.parent / "models"
+    return here / "bundles" if (here / "bundles").is_dir() else here.parent / "bundles"
 
 
 def resolve_model_dir(path: str | Path) -> Path:
-    """A model folder as given; a missing ``models/<name>`` is looked up among the shipped bundles
+    """A model folder as given; a missing ``bundles/<name>`` is looked up among the shipped bundles
     (so an installed wheel finds them from any directory). Other paths are never redirected."""
     path = Path(path)
-    if path.is_dir() or path.is_absolute() or path.parent != Path("models"):
+    if path.is_dir() or path.is_absolute() or path.parent != Path("bundles"):
         return path
-    shipped = shipped_models_dir() / path.name
+    shipped = shipped_bundles_dir() / path.name
     return shipped if shipped.is_dir() else path
 
 

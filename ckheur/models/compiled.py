@@ -1,7 +1,7 @@
 """Rank through an exported C package from Python: built once with the system C compiler
 (cached by the bundle's hash), called through ctypes.
 
-    model = load_compiled("models/grouped_conv_fwd_bf16_gfx950")   # None (with a warning) without a compiler
+    model = load_compiled("bundles/grouped_conv_fwd_bf16_gfx950")   # None (with a warning) without a compiler
     idx, scores, tflops = model.predict(problem)
 """
 

@@ -1,6 +1,6 @@
 """Export a model bundle as a self-contained C99 package (C standard library and libm only).
 
-    export_bundle("models/grouped_conv_fwd_bf16_gfx950", "out/")   # -> ExportResult
+    export_bundle("bundles/grouped_conv_fwd_bf16_gfx950", "out/")   # -> ExportResult
 
 Writes ``<name>.h``/``<name>.c`` (features, trees, kernel table, applicability, cascade),
 ``ckheur_abi.h`` (the problem structs of ckheur/backends/abi.h), ``ckheur_select.c`` (a CSV

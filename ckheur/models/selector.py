@@ -1,7 +1,7 @@
 """Selector: ranked kernels for a problem from a model bundle, fast and without Hydra.
 
     from ckheur import Selector
-    sel = Selector.load("models/grouped_conv_fwd_bf16_gfx950")
+    sel = Selector.load("bundles/grouped_conv_fwd_bf16_gfx950")
     problem = {"N": 16, "C": 256, "K": 128, "Hi": 28, "Wi": 28, "Y": 3, "X": 3, "pad_h": 1, "pad_w": 1}
     sel.rank(problem, k=5)           # [RankedKernel(kernel, tflops), ...] best first (k=None: all)
     sel.select(problem).kernel       # the pick, and the tier that chose it
@@ -9,7 +9,7 @@
 One way to rank (``rank``) and one to pick (``select``). Hybrid selection, in tiers (every answer
 says which produced it):
 
-    sel = Selector.load("models/grouped_conv_fwd_bf16_gfx950", tuning_db="tuning/", create_tuning_db=True)
+    sel = Selector.load("bundles/grouped_conv_fwd_bf16_gfx950", tuning_db="tuning/", create_tuning_db=True)
     r = sel.select(problem, measure=None, k=3)
     r.kernel, r.source       # "tuning_db" | "measured" | "model" | "analytic"
 

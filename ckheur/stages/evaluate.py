@@ -92,7 +92,7 @@ def run(cfg: Any, ctx: Context) -> dict:
         model_dir = Path(cfg.evaluate.model_dir)
     else:  # the default bundle depends on the data's kind: read only that column first
         backends = read_dataset(paths, dedupe=False, columns=["backend"])["backend"]
-        model_dir = Path(cfg.paths.sim_models if "sim" in set(backends) else cfg.paths.models) / op["model_name"]
+        model_dir = Path(cfg.paths.sim_bundles if "sim" in set(backends) else cfg.paths.bundles) / op["model_name"]
     if cfg.evaluate.baseline and not Path(cfg.evaluate.baseline).is_dir():
         raise StageError(f"evaluate.baseline={cfg.evaluate.baseline}: no model bundle there")
     selector = Selector.load(model_dir, **({} if cfg.evaluate.cascade else {"cascade_threshold": 10**9}))

@@ -11,13 +11,13 @@ from ckheur.stages import Context, StageError, plain
 
 
 def default_model_dir(cfg: Any, op: dict, explicit: str | None = None) -> Path:
-    """The bundle folder for op/dtype/arch: ``explicit`` if given, else paths.models (or the shipped
-    bundles), else paths.sim_models when only a simulated model exists. It may not exist."""
+    """The bundle folder for op/dtype/arch: ``explicit`` if given, else paths.bundles (or the shipped
+    bundles), else paths.sim_bundles when only a simulated model exists. It may not exist."""
     from ckheur.models.bundle import resolve_model_dir
 
-    model_dir = resolve_model_dir(explicit or Path(cfg.paths.models) / op["model_name"])
-    if not explicit and not model_dir.is_dir() and (Path(cfg.paths.sim_models) / op["model_name"]).is_dir():
-        model_dir = Path(cfg.paths.sim_models) / op["model_name"]
+    model_dir = resolve_model_dir(explicit or Path(cfg.paths.bundles) / op["model_name"])
+    if not explicit and not model_dir.is_dir() and (Path(cfg.paths.sim_bundles) / op["model_name"]).is_dir():
+        model_dir = Path(cfg.paths.sim_bundles) / op["model_name"]
     return model_dir
 
 
@@ -25,8 +25,8 @@ def load_selector(cfg: Any, op: dict, arch: dict, model_dir: str | None = None,
                   tuning_db: str | None = None) -> tuple[Any, str]:
     """The trained model for op/dtype/arch, or the analytic model when there is none (labeled).
 
-    Looks in ``model_dir`` if given, else in paths.models, then (for an op with no real-data
-    model) in paths.sim_models, saying which it used."""
+    Looks in ``model_dir`` if given, else in paths.bundles, then (for an op with no real-data
+    model) in paths.sim_bundles, saying which it used."""
     from ckheur.kernels import enumerate_pool
     from ckheur.models.selector import Selector
 

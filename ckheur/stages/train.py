@@ -91,7 +91,7 @@ def run(cfg: Any, ctx: Context) -> dict:
     if result.oof is not None:
         _write_oof(ctx.output_dir, result.table, result.oof, result.cv_metrics)
     out = Path(cfg.train.output) if cfg.train.output else \
-        Path(cfg.paths.sim_models if simulated else cfg.paths.models) / op["model_name"]
+        Path(cfg.paths.sim_bundles if simulated else cfg.paths.bundles) / op["model_name"]
     rep = result.report
     manifest = {
         "datasets": [{"path": p, "sha256": h} for p, h in hashes.items()], "rows": rep["rows_used"],

@@ -14,7 +14,7 @@
    every candidate shape is covered a larger budget is left unspent.
 3. Time to choose one round over 1,500 candidate problems (target < 10 s on 2 cores).
 
-    python bench/active_sweep.py [--seeds 0 1 ... 9] [--budgets 0.2 0.3 0.4] [--skip-gemm] [--out DIR]
+    python bench/bench_active_sweep.py [--seeds 0 1 ... 9] [--budgets 0.2 0.3 0.4] [--skip-gemm] [--out DIR]
 
 Prints a table per part; the figures go to outputs/bench/active_sweep.json and the plot of held-out
 efficiency against pairs measured to outputs/bench/active_sweep.png.

@@ -14,8 +14,8 @@ seed, under grouped and leave-shape-family-out CV, with the simulator calibrated
 fold - global is the leak (same procedure, only the held-out problems differ); it prints the
 mean difference over seeds with its sd. A plain candidate without the simulator is the reference.
 
-    python bench/calibration_leak.py [--seeds 0 1 2] [--iterations 2000] [--modes ...] [-- override ...]
-    python bench/calibration_leak.py -- features.analytic=false model.prior_scale=1.0
+    python bench/bench_calibration_leak.py [--seeds 0 1 2] [--iterations 2000] [--modes ...] [-- override ...]
+    python bench/bench_calibration_leak.py -- features.analytic=false model.prior_scale=1.0
 """
 
 from __future__ import annotations
@@ -27,7 +27,7 @@ import time
 import numpy as np
 
 REAL = "measurements/ck_gfx950/fwd_bf16_2d_miopen200.csv.gz"
-# The recipe shipped for the forward model (models/grouped_conv_fwd_bf16_gfx950).
+# The recipe shipped for the forward model (bundles/grouped_conv_fwd_bf16_gfx950).
 MODES = ("shipped", "global", "fold")
 RECIPE = ["model=relative_prior", "features.analytic=true"]
 

@@ -16,7 +16,7 @@ Prints, per case, the median and the worst over all repeats of all processes, an
 busy / quiet of the medians. Target: <= 3x for the policy with two busy processes on 2 cores.
 A run slower than --timeout seconds counts as that many (so the figure is a lower bound).
 
-    python bench/thread_policy.py [--processes 3] [--repeats 3] [--busy 2] [--timeout 120]
+    python bench/bench_thread_policy.py [--processes 3] [--repeats 3] [--busy 2] [--timeout 120]
 """
 
 from __future__ import annotations

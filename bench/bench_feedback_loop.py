@@ -15,7 +15,7 @@
    Targets: the retrained model (default target) beats the base model on C by >= 1.5 points
    mean efficiency (averaged over splits); the default target is the best of those compared.
 
-    python bench/feedback_loop.py [--seeds 0 1 2 3 4] [--out DIR]
+    python bench/bench_feedback_loop.py [--seeds 0 1 2 3 4] [--out DIR]
 """
 
 from __future__ import annotations

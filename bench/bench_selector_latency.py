@@ -80,7 +80,7 @@ def main() -> int:
     from ckheur.problems import load_named_set
 
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--model", type=Path, default=ROOT / "models" / "grouped_conv_fwd_bf16_gfx950")
+    ap.add_argument("--model", type=Path, default=ROOT / "bundles" / "grouped_conv_fwd_bf16_gfx950")
     ap.add_argument("--baseline", type=Path, default=None,
                     help="another bundle timed in the same process, interleaved (e.g. the previous shipped model)")
     ap.add_argument("--rounds", type=int, default=5, help="interleaved rounds over the problems for --baseline")

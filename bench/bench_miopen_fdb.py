@@ -12,7 +12,7 @@
    ckheur.metrics.censored_choice_report.
    Targets (MI300X, random split, open protocol): top-1 >= 93%, mean efficiency >= 99%, P10 >= 97%.
 
-    python bench/miopen_fdb.py [--files F ...] [--directions fwd bwd_data bwd_weight] [--dtypes fp16]
+    python bench/bench_miopen_fdb.py [--files F ...] [--directions fwd bwd_data bwd_weight] [--dtypes fp16]
                                [--leaves N] [--trees N] [--lr X] [--min-data N] [--pool-dtypes] [--cross]
 
    The model settings default to the op's model config (what stage=train, and so the shipped

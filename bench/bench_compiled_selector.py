@@ -1,7 +1,7 @@
 """Compiled selector: export + build time, source size, and ranking latency in C, via ctypes and in
 Python, measured in one process (medians of repeats; ratios against the Python selector).
 
-    python bench/compiled_selector.py [--repeat 200] [--runs 5] [--model DIR] [--baseline DIR] [--forward-only]
+    python bench/bench_compiled_selector.py [--repeat 200] [--runs 5] [--model DIR] [--baseline DIR] [--forward-only]
 
 Forward model: the shipped bundle (real gfx950 data), ranking its 20-kernel pool for the problems
 of the shipped real CSV. GEMM: a small model trained here on SIMULATED data (5,216-kernel pool,
@@ -67,7 +67,7 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--repeat", type=int, default=200, help="rank calls per problem in C")
     ap.add_argument("--runs", type=int, default=5, help="C runs (median of their p50s)")
-    ap.add_argument("--model", type=Path, default=ROOT / "models" / "grouped_conv_fwd_bf16_gfx950",
+    ap.add_argument("--model", type=Path, default=ROOT / "bundles" / "grouped_conv_fwd_bf16_gfx950",
                     help="the forward bundle (default: the shipped one), e.g. an older one to compare")
     ap.add_argument("--baseline", type=Path, default=None,
                     help="another bundle whose C program is timed interleaved with the model's (e.g. the previous "

@@ -3,7 +3,7 @@
 full-pool argmax of the same surrogate, over a set of problems?
 
 Surrogate: the GEMM model trained by `python run.py -m stage=sweep,train op=gemm` (in
-outputs/sim_models/, simulated data), else the analytic model (said so). Prints, per method
+outputs/sim_bundles/, simulated data), else the analytic model (said so). Prints, per method
 (discrete DE, random top-k), the share of problems where the search found the full-pool
 argmax, the mean and P10 ratio of predicted TFLOPS (search best / full-pool best), mean
 evaluations, and the median time per problem.
@@ -28,7 +28,7 @@ def main(n_problems: int = 40, budget: int = 500) -> int:
     from ckheur.stages.predict import load_selector
     from ckheur.stages.search import search_problem
 
-    cfg = compose_config(["op=gemm", f"search.budget={budget}", f"paths.sim_models={ROOT / 'outputs' / 'sim_models'}"])
+    cfg = compose_config(["op=gemm", f"search.budget={budget}", f"paths.sim_bundles={ROOT / 'outputs' / 'sim_models'}"])
     op, arch = plain(cfg.op), plain(cfg.arch)
     selector, label = load_selector(cfg, op, arch)
     pool = enumerate_pool(op, arch).kernels

@@ -13,7 +13,7 @@ resident memory. Baseline, in this process: pandas.read_csv of the same file (a 
 no checks), to show what the import costs beyond reading the bytes.
 Targets (issue 17): 400k rows in <= 30 s and <= 1.5 GB peak on 2 cores.
 
-    python bench/import_ck_csv.py [--rows 400000] [--repeats 3]
+    python bench/bench_import_ck_csv.py [--rows 400000] [--repeats 3]
 """
 
 from __future__ import annotations
