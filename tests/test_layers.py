@@ -16,7 +16,7 @@ LAYERS = [
     ("ckheur.problems",),
     ("ckheur.kernels",),
     ("ckheur.sim", "ckheur.sim_calibration"),
-    ("ckheur.dataset", "ckheur.tuning_db", "ckheur.backends", "ckheur.miopen_fdb"),
+    ("ckheur.dataset", "ckheur.tuning_db", "ckheur.backends", "ckheur.miopen_fdb", "ckheur.importing"),
     ("ckheur.features",),
     ("ckheur.models",),
     ("ckheur.search",),

@@ -108,7 +108,7 @@ def run(cfg: Any, ctx: Context) -> dict:
 
 def _origins(paths: list[Path], hashes: Any) -> set[str]:
     """sha256 of the data read and of every file imported into the datasets read (imports.json)."""
-    from ckheur.stages.import_record import read_record
+    from ckheur.importing import read_record
 
     return set(hashes).union(*(read_record(p) for p in paths if p.is_dir()))
 
