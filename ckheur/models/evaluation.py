@@ -159,3 +159,109 @@ def fixed_kernel_baseline(scored: Scored) -> tuple[str, np.ndarray]:
 def random_kernel_baseline(scored: Scored) -> np.ndarray:
     """Expected efficiency of a uniformly random measured candidate, per problem."""
     return np.array([float(np.mean(eff)) for _, eff in scored.candidate_eff])
+
+
+def evaluation_metrics(scored: Scored, others: Mapping[str, Scored], *, tie_tolerance: float = 0.02,
+                       top_k: Sequence[int] = ()) -> dict:
+    """A scored model's summary (``metrics.json`` of stage=evaluate): efficiency (mean, median, P10,
+    min, time-weighted), exact and tie-aware top-1, the hybrid top-k, slices, the pick's pipeline,
+    baselines (the best fixed kernel, ``others`` scored on the same problems, a random kernel) and,
+    on censored data, the picks in MIOpen's terms. Adds each baseline's efficiency to the rows."""
+    from ckheur.metrics import summarize, time_weighted
+
+    rows = scored.rows
+    effs = [r["efficiency"] for r in rows]
+    oracle_lat = [r["oracle_latency_ms"] for r in rows]
+    m = {
+        "problems_evaluated": len(rows), "problems_skipped": len(scored.skipped), "skipped": scored.skipped,
+        "efficiency": {**summarize(effs), "time_weighted": time_weighted(effs, oracle_lat)},
+        **{k: float(np.mean([r[k] for r in rows])) for k in ("top1", "within_1pct", "oracle_in_top5", "pick_failed")},
+        "top1_tie_aware": float(np.mean([r["efficiency"] >= 1 - tie_tolerance for r in rows])),
+        "tie_tolerance": tie_tolerance,
+        "hybrid": {str(k): _hybrid_summary(rows, k, oracle_lat) for k in top_k},
+        "pool_pairs_not_measured": int(sum(r["pool_not_measured"] for r in rows)),
+        "slices": {}, "by_pick_pipeline": {}, "baselines": {},
+    }
+    for name, member in scored.slices.items():
+        sel = [r["efficiency"] for r, keep in zip(rows, member) if keep]
+        if sel:
+            m["slices"][name] = summarize(sel)
+    for pl in sorted({r["pick_pipeline"] for r in rows}):
+        m["by_pick_pipeline"][pl] = summarize([r["efficiency"] for r in rows if r["pick_pipeline"] == pl])
+    for name, b in _baselines(scored, others).items():
+        m["baselines"][name] = {**{k: v for k, v in b.items() if k != "per_problem"}, **summarize(b["per_problem"]),
+                                "time_weighted": time_weighted(b["per_problem"], oracle_lat)}
+        for r, x in zip(rows, b["per_problem"]):
+            r[f"baseline: {name}"] = x
+    if scored.censored:
+        m["censored"] = _censored_report(scored, tie_tolerance)
+    return m
+
+
+def acceptance_gate(scored: Scored, baseline: Scored, *, mean_pts: float = 0.5, median_pts: float = 0.5,
+                    p10_pts: float = 2.0, max_loss_pts: float = 10.0) -> dict:
+    """A model against a baseline on their common problems: mean and median efficiency within
+    ``mean_pts`` / ``median_pts`` points, P10 within ``p10_pts``, no problem losing more than
+    ``max_loss_pts``; the failures, and whether it passed."""
+    from ckheur.metrics import summarize
+
+    base = {r["problem"]: r["efficiency"] for r in baseline.rows}
+    common = [r for r in scored.rows if r["problem"] in base]
+    new, old = summarize([r["efficiency"] for r in common]), summarize([base[r["problem"]] for r in common])
+    failures = []
+    for key, limit in (("mean", mean_pts), ("median", median_pts), ("p10", p10_pts)):
+        drop = 100 * (old[key] - new[key])
+        if drop > limit:
+            failures.append(f"{key} {100 * new[key]:.2f}% is {drop:.2f} points below the baseline's "
+                            f"{100 * old[key]:.2f}% (limit {limit})")
+    worst = max(((100 * (base[r["problem"]] - r["efficiency"]), r["problem"]) for r in common), default=(0.0, ""))
+    if worst[0] > max_loss_pts:
+        failures.append(f"problem {worst[1]} loses {worst[0]:.1f} points (limit {max_loss_pts})")
+    return {"problems": len(common), "model": new, "baseline_metrics": old, "worst_loss_pts": worst[0],
+            "failures": failures, "passed": not failures}
+
+
+def _baselines(scored: Any, others: Mapping[str, Any]) -> dict:
+    """Per-problem efficiencies of the baselines, on the same problems as the model: the best fixed
+    kernel, the other selectors scored (the analytic model, CK model folders) and a random kernel."""
+    fixed, per = fixed_kernel_baseline(scored)
+    out = {"best fixed kernel": {"kernel": fixed, "per_problem": list(per),
+                                 "note": "chosen on this evaluation data (optimistic for the baseline)"}}
+    for name, other in others.items():
+        by = {r["problem"]: r["efficiency"] for r in other.rows}
+        out[name] = {"per_problem": [by.get(r["problem"], 0.0) for r in scored.rows],
+                     "problems_it_could_not_rank": sum(r["problem"] not in by for r in scored.rows)}
+    out["random legal kernel"] = {"per_problem": list(random_kernel_baseline(scored)),
+                                  "note": "expected efficiency of a uniformly random measured candidate"}
+    return out
+
+
+
+def _censored_report(scored: Any, tol: float) -> dict:
+    """When unlisted candidates are censored (a find-db lists only the fastest few): the picks in
+    MIOpen's terms and ours, both protocols (ckheur.metrics.censored_choice_report), overall and
+    per slice."""
+    from ckheur.metrics import censored_choice_report
+
+    choice = scored.choice
+    pid = np.concatenate([np.full(len(sc), i) for i, (sc, _) in enumerate(choice)])
+    scores = np.concatenate([sc for sc, _ in choice])
+    times = np.concatenate([t for _, t in choice])
+    out = {"all": censored_choice_report(pid, scores, times, tol), "slices": {}}
+    for name, member in scored.slices.items():
+        keep = np.asarray(member, dtype=bool)[pid]
+        if keep.any():
+            out["slices"][name] = censored_choice_report(pid[keep], scores[keep], times[keep], tol)
+    return out
+
+
+
+def _hybrid_summary(rows: list[dict], k: int, oracle_lat: list[float]) -> dict:
+    """Efficiency when the model's top-k are measured, and what that costs in kernels timed."""
+    from ckheur.metrics import summarize, time_weighted
+
+    effs = [r["hybrid"][k]["efficiency"] for r in rows]
+    timed = [r["hybrid"][k]["timed"] for r in rows]
+    return {**summarize(effs), "time_weighted": time_weighted(effs, oracle_lat),
+            "kernels_timed_per_problem": float(np.mean(timed)),
+            "fraction_of_pool_timed": float(np.mean([t / r["hybrid"][k]["pool"] for t, r in zip(timed, rows)]))}

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any, Mapping, Sequence
+from typing import Any, Sequence
 
 import numpy as np
 
@@ -52,28 +52,10 @@ def _scored(df: Any, selector: Any, direction: str, top_k: Sequence[int], exclud
     return score_problems(rows, selector, direction, top_k, progress=None if progress is None else progress.update)
 
 
-def _baselines(scored: Any, others: Mapping[str, Any]) -> dict:
-    """Per-problem efficiencies of the baselines, on the same problems as the model: the best fixed
-    kernel, the other selectors scored (the analytic model, CK model folders) and a random kernel."""
-    from ckheur.models.evaluation import fixed_kernel_baseline, random_kernel_baseline
-
-    fixed, per = fixed_kernel_baseline(scored)
-    out = {"best fixed kernel": {"kernel": fixed, "per_problem": list(per),
-                                 "note": "chosen on this evaluation data (optimistic for the baseline)"}}
-    for name, other in others.items():
-        by = {r["problem"]: r["efficiency"] for r in other.rows}
-        out[name] = {"per_problem": [by.get(r["problem"], 0.0) for r in scored.rows],
-                     "problems_it_could_not_rank": sum(r["problem"] not in by for r in scored.rows)}
-    out["random legal kernel"] = {"per_problem": list(random_kernel_baseline(scored)),
-                                  "note": "expected efficiency of a uniformly random measured candidate"}
-    return out
-
-
 def run(cfg: Any, ctx: Context) -> dict:
     """Evaluate the model for op/dtype/arch on held-out measurements; write the report."""
     from ckheur.dataset import keep_shard, read_dataset
-    from ckheur.metrics import summarize, time_weighted
-    from ckheur.models.evaluation import COLUMNS
+    from ckheur.models.evaluation import COLUMNS, acceptance_gate, evaluation_metrics
     from ckheur.models.selector import Selector
     from ckheur.ops import get_family
     from ckheur.stages.measuring import Progress
@@ -126,36 +108,17 @@ def run(cfg: Any, ctx: Context) -> dict:
             others[ck.label] = _scored(df, ck, op["direction"], (), exclude_suspect, progress)
         gate = None
         if cfg.evaluate.baseline:
-            gate = _gate(cfg, df, scored, op["direction"], progress)
+            ev = cfg.evaluate
+            base = _scored(df, Selector.load(ev.baseline), op["direction"], (), exclude_suspect, progress)
+            gate = {"baseline": str(ev.baseline), **acceptance_gate(scored, base, mean_pts=ev.gate_mean_pts,
+                                                                     median_pts=ev.gate_median_pts, p10_pts=ev.gate_p10_pts,
+                                                                     max_loss_pts=ev.gate_max_loss_pts)}
     finally:
         progress.close()
-    rows = scored.rows
-    effs = [r["efficiency"] for r in rows]
-    oracle_lat = [r["oracle_latency_ms"] for r in rows]
-    metrics = {
-        "model_dir": str(model_dir), "data": [str(p) for p in paths], "data_kind": "simulated" if simulated else "real",
-        "cascade": bool(cfg.evaluate.cascade) and len(selector.kernels) > selector.cascade_threshold,
-        "problems_evaluated": len(rows), "problems_skipped": len(scored.skipped), "skipped": scored.skipped,
-        "efficiency": {**summarize(effs), "time_weighted": time_weighted(effs, oracle_lat)},
-        **{k: float(np.mean([r[k] for r in rows])) for k in ("top1", "within_1pct", "oracle_in_top5", "pick_failed")},
-        "top1_tie_aware": float(np.mean([r["efficiency"] >= 1 - tol for r in rows])), "tie_tolerance": tol,
-        "hybrid": {str(k): _hybrid_summary(rows, k, oracle_lat) for k in top_k},
-        "pool_pairs_not_measured": int(sum(r["pool_not_measured"] for r in rows)),
-        "slices": {}, "by_pick_pipeline": {}, "baselines": {},
-    }
-    for name, member in scored.slices.items():
-        sel = [r["efficiency"] for r, m in zip(rows, member) if m]
-        if sel:
-            metrics["slices"][name] = summarize(sel)
-    for pl in sorted({r["pick_pipeline"] for r in rows}):
-        metrics["by_pick_pipeline"][pl] = summarize([r["efficiency"] for r in rows if r["pick_pipeline"] == pl])
-    for name, b in _baselines(scored, others).items():
-        metrics["baselines"][name] = {**{k: v for k, v in b.items() if k != "per_problem"}, **summarize(b["per_problem"]),
-                                      "time_weighted": time_weighted(b["per_problem"], oracle_lat)}
-        for r, e in zip(rows, b["per_problem"]):
-            r[f"baseline: {name}"] = e
-    if scored.censored:
-        metrics["censored"] = _censored_report(scored, tol)
+    metrics = {"model_dir": str(model_dir), "data": [str(p) for p in paths],
+               "data_kind": "simulated" if simulated else "real",
+               "cascade": bool(cfg.evaluate.cascade) and len(selector.kernels) > selector.cascade_threshold,
+               **evaluation_metrics(scored, others, tie_tolerance=tol, top_k=top_k)}
     if gate is not None:
         metrics["gate"] = gate
     out = ctx.output_dir
@@ -165,57 +128,6 @@ def run(cfg: Any, ctx: Context) -> dict:
         print(f"evaluate: acceptance gate FAILED against {cfg.evaluate.baseline}: {'; '.join(gate['failures'])}")
         raise SystemExit(1)
     return metrics
-
-
-def _censored_report(scored: Any, tol: float) -> dict:
-    """When unlisted candidates are censored (a find-db lists only the fastest few): the picks in
-    MIOpen's terms and ours, both protocols (ckheur.metrics.censored_choice_report), overall and
-    per slice."""
-    from ckheur.metrics import censored_choice_report
-
-    choice = scored.choice
-    pid = np.concatenate([np.full(len(sc), i) for i, (sc, _) in enumerate(choice)])
-    scores = np.concatenate([sc for sc, _ in choice])
-    times = np.concatenate([t for _, t in choice])
-    out = {"all": censored_choice_report(pid, scores, times, tol), "slices": {}}
-    for name, member in scored.slices.items():
-        keep = np.asarray(member, dtype=bool)[pid]
-        if keep.any():
-            out["slices"][name] = censored_choice_report(pid[keep], scores[keep], times[keep], tol)
-    return out
-
-
-def _hybrid_summary(rows: list[dict], k: int, oracle_lat: list[float]) -> dict:
-    """Efficiency when the model's top-k are measured, and what that costs in kernels timed."""
-    from ckheur.metrics import summarize, time_weighted
-
-    effs = [r["hybrid"][k]["efficiency"] for r in rows]
-    timed = [r["hybrid"][k]["timed"] for r in rows]
-    return {**summarize(effs), "time_weighted": time_weighted(effs, oracle_lat),
-            "kernels_timed_per_problem": float(np.mean(timed)),
-            "fraction_of_pool_timed": float(np.mean([t / r["hybrid"][k]["pool"] for t, r in zip(timed, rows)]))}
-
-
-def _gate(cfg: Any, df: Any, scored: Any, direction: str, progress: Any) -> dict:
-    from ckheur.metrics import summarize
-    from ckheur.models.selector import Selector
-
-    base_rows = _scored(df, Selector.load(cfg.evaluate.baseline), direction, (), bool(cfg.data.exclude_suspect),
-                        progress).rows
-    base = {r["problem"]: r["efficiency"] for r in base_rows}
-    common = [r for r in scored.rows if r["problem"] in base]
-    new, old = summarize([r["efficiency"] for r in common]), summarize([base[r["problem"]] for r in common])
-    ev = cfg.evaluate
-    failures = []
-    for key, limit in (("mean", ev.gate_mean_pts), ("median", ev.gate_median_pts), ("p10", ev.gate_p10_pts)):
-        drop = 100 * (old[key] - new[key])
-        if drop > limit:
-            failures.append(f"{key} {100 * new[key]:.2f}% is {drop:.2f} points below the baseline's {100 * old[key]:.2f}% (limit {limit})")
-    worst = max(((100 * (base[r["problem"]] - r["efficiency"]), r["problem"]) for r in common), default=(0.0, ""))
-    if worst[0] > ev.gate_max_loss_pts:
-        failures.append(f"problem {worst[1]} loses {worst[0]:.1f} points (limit {ev.gate_max_loss_pts})")
-    return {"baseline": str(cfg.evaluate.baseline), "problems": len(common), "model": new, "baseline_metrics": old,
-            "worst_loss_pts": worst[0], "failures": failures, "passed": not failures}
 
 
 def _write(out: Path, scored: Any, metrics: dict, plots: bool) -> None:
