@@ -85,7 +85,7 @@ def main() -> None:
     from ckheur.problems.gemm import FIELDS as GEMM_FIELDS
     from ckheur.problems.sources import read_csv
     from ckheur.problems import random_problems
-    from ckheur.stages.export import problems_csv
+    from ckheur.models.exporting import problems_csv
 
     cc = find_compiler()
     if cc is None:

@@ -22,24 +22,23 @@ ROOT = Path(__file__).resolve().parents[1]
 
 
 def main(n_problems: int = 40, budget: int = 500) -> int:
-    from ckheur.kernels import enumerate_pool
+    from ckheur.job import Job
+    from ckheur.models.predicting import selector_for
     from ckheur.problems import load_named_set
-    from ckheur.stages import compose_config, plain
-    from ckheur.stages.predict import load_selector
-    from ckheur.stages.search import search_problem
+    from ckheur.search import SearchOptions, search_problem
+    from ckheur.stages import compose_config
 
-    cfg = compose_config(["op=gemm", f"search.budget={budget}", f"paths.sim_bundles={ROOT / 'outputs' / 'sim_models'}"])
-    op, arch = plain(cfg.op), plain(cfg.arch)
-    selector, label = load_selector(cfg, op, arch)
-    pool = enumerate_pool(op, arch).kernels
+    job = Job.from_config(compose_config(["op=gemm"]))
+    selector, label = selector_for(job, bundles=ROOT / "bundles", sim_bundles=ROOT / "outputs" / "sim_bundles")
+    pool = job.pool.kernels
     problems = load_named_set("holdout", "gemm")[:n_problems]
     print(f"surrogate: {label}; pool {len(pool)} kernels; {len(problems)} holdout GEMMs; budget {budget}")
     for method in ("de", "random"):
-        cfg.search.method = method
+        options = SearchOptions(method=method, budget=budget)
         found, ratios, evals, times = [], [], [], []
         for p in problems:
             t = time.perf_counter()
-            r = search_problem(selector, pool, p, cfg)
+            r = search_problem(selector, pool, p, options)
             times.append(time.perf_counter() - t)
             found.append(r["full_pool"]["found"])
             ratios.append(r["full_pool"]["ratio"])

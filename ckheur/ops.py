@@ -17,10 +17,42 @@ from types import ModuleType
 
 from ckheur.errors import UserError
 
+
+
+@dataclass(frozen=True)
+class CExport:
+    """What the C export needs of a family: its problem struct in ckheur_abi.h (``ctype``: the
+    class of ckheur.backends.abi with its layout), its C sources under ckheur/models/c/ in order,
+    text fields passed as an index into a list of the problem module (``enums``: field -> list
+    name), 0/1 fields, and whether its kernels are tiles."""
+
+    struct: str
+    ctype: str
+    sources: tuple[str, ...]
+    enums: tuple[tuple[str, str], ...] = ()
+    flags: tuple[str, ...] = ()
+    tiles: bool = True
+
+
+@dataclass(frozen=True)
+class Registration:
+    """An operator family's modules, and its C export (None: the family has no C code)."""
+
+    problems: str
+    kernels: str
+    features: str
+    c_export: CExport | None = None
+
+
+# The one registry of operator families.
 FAMILIES = {
-    "grouped_conv": ("ckheur.problems.conv", "ckheur.kernels.conv", "ckheur.features.conv"),
-    "gemm": ("ckheur.problems.gemm", "ckheur.kernels.gemm", "ckheur.features.gemm"),
-    "miopen": ("ckheur.problems.miopen_conv", "ckheur.kernels.miopen_solvers", "ckheur.features.miopen"),
+    "grouped_conv": Registration("ckheur.problems.conv", "ckheur.kernels.conv", "ckheur.features.conv",
+                                 CExport("ckheur_conv_problem", "ConvProblemC", ("conv_problem.c", "grouped_conv.c"))),
+    "gemm": Registration("ckheur.problems.gemm", "ckheur.kernels.gemm", "ckheur.features.gemm",
+                         CExport("ckheur_gemm_problem", "GemmProblemC", ("gemm.c",), (("layout", "LAYOUTS"),))),
+    "miopen": Registration("ckheur.problems.miopen_conv", "ckheur.kernels.miopen_solvers", "ckheur.features.miopen",
+                           CExport("ckheur_miopen_problem", "MIOpenProblemC", ("conv_problem.c", "miopen.c"),
+                                   (("layout", "LAYOUTS"),), flags=("bias",), tiles=False)),
 }
 
 
@@ -32,15 +64,20 @@ class Family:
 
     @property
     def problems(self) -> ModuleType:
-        return importlib.import_module(FAMILIES[self.name][0])
+        return importlib.import_module(FAMILIES[self.name].problems)
 
     @property
     def kernels(self) -> ModuleType:
-        return importlib.import_module(FAMILIES[self.name][1])
+        return importlib.import_module(FAMILIES[self.name].kernels)
 
     @property
     def features(self) -> ModuleType:
-        return importlib.import_module(FAMILIES[self.name][2])
+        return importlib.import_module(FAMILIES[self.name].features)
+
+    @property
+    def c_export(self) -> CExport | None:
+        """What the C export needs of the family (None: it has no C code)."""
+        return FAMILIES[self.name].c_export
 
     @property
     def analytic(self) -> bool:

@@ -15,6 +15,8 @@ from typing import Any, Callable, Sequence
 
 import numpy as np
 
+from ckheur.errors import UserError
+
 
 @dataclass
 class Space:
@@ -107,3 +109,75 @@ def differential_evolution(space: Space, objective: Objective, budget: int, seed
 
 
 METHODS = {"random": random_topk, "de": differential_evolution}
+
+
+@dataclass(frozen=True)
+class SearchOptions:
+    """How ``search_problem`` searches (conf: search.*)."""
+
+    method: str = "de"  # de (discrete differential evolution) or random (random top-k)
+    budget: int = 500  # model evaluations
+    top_k: int = 5
+    population: int = 24  # de
+    mutation: float = 0.6  # de: differential weight F
+    crossover: float = 0.7  # de: crossover rate CR
+    seed: int = 0
+    full_pool_max: int = 50000  # also score the whole legal pool when it is at most this large
+
+    def check(self) -> None:
+        """Refuse, naming the option, values out of range."""
+        if self.method not in METHODS:
+            raise SearchError(f"search.method={self.method!r}: allowed values are {', '.join(METHODS)}")
+        for name in ("top_k", "budget", "population"):
+            if int(getattr(self, name)) < 1:
+                raise SearchError(f"search.{name}={getattr(self, name)}: must be >= 1")
+
+
+class SearchError(UserError):
+    """A problem cannot be searched as asked; the message says why."""
+
+
+def search_problem(selector: Any, pool: Sequence[Any], problem: Any, options: SearchOptions = SearchOptions()) -> dict:
+    """Search one problem's legal kernels with the selector's model as the objective; beside the
+    whole legal pool's argmax when it is at most ``options.full_pool_max`` kernels."""
+    from ckheur.sim import kernel_arrays as sim_kernel_arrays
+
+    s = options
+    s.check()
+    fam = selector.family
+    group = [k for k in pool if k.group == problem.group]
+    if not group:
+        raise SearchError(f"no kernel for {problem.describe()} in the pool")
+    mask, reason = fam.kernels.support_mask(problem, fam.kernels.support_arrays(group), selector.op)
+    legal = [k for k, ok in zip(group, mask) if ok]
+    if not legal:
+        raise SearchError(reason)
+    space = Space.of(legal, [c for c in fam.kernels.COLUMNS if c != "ndim"])
+    feats = selector.engine.kernel_arrays(legal) if selector.engine is not None else None
+    simk = sim_kernel_arrays(legal)
+
+    def score(idx: np.ndarray) -> np.ndarray:
+        f = {k: v[idx] for k, v in feats.items()} if feats is not None else None
+        return selector._predict_arrays(problem, f, {k: v[idx] for k, v in simk.items()})[0]
+
+    objective = Objective(score)
+    kw = {"population": s.population, "mutation": s.mutation, "crossover": s.crossover} if s.method == "de" else {}
+    METHODS[s.method](space, objective, int(s.budget), int(s.seed), **kw)
+    found = sorted(objective.cache.items(), key=lambda kv: (-kv[1], kv[0]))[: int(s.top_k)]
+    idx = np.array([i for i, _ in found])
+    out = {"problem": problem.describe(), "method": s.method, "legal_kernels": len(legal),
+           "search_dims": space.traits, "evaluations": objective.evaluations, "top": []}
+    full_best = None
+    if len(legal) <= int(s.full_pool_max):
+        all_scores = score(np.arange(len(legal)))
+        full_best = int(np.argmax(all_scores))
+        idx = np.append(idx, full_best)
+    _, tflops = selector._predict_arrays(problem, {k: v[idx] for k, v in feats.items()} if feats is not None else None,
+                                        {k: v[idx] for k, v in simk.items()})
+    out["top"] = [{"kernel": legal[i].name, "score": sc, "pred_tflops": float(tf)}
+                  for (i, sc), tf in zip(found, tflops)]
+    if full_best is not None:
+        out["full_pool"] = {"kernel": legal[full_best].name, "pred_tflops": float(tflops[-1]),
+                            "found": legal[found[0][0]].name == legal[full_best].name,
+                            "ratio": float(tflops[0] / tflops[-1]) if tflops[-1] > 0 else float("nan")}
+    return out

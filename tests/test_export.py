@@ -15,12 +15,13 @@ import pytest
 from ckheur.config import plain
 from ckheur.backends.abi import ConvProblemC, GemmProblemC
 from ckheur.models.compiled import build, find_compiler, load_compiled
-from ckheur.models.export_c import ExportError, export_bundle, goes_left, read_forest
+from ckheur.models.export_c import ExportError, export_bundle
+from ckheur.models.forest import goes_left, read_forest
 from ckheur.models.quick import train_quick_bundle
 from ckheur.models.selector import Selector
 from ckheur.problems.base import ProblemError
 from ckheur.problems import random_problems
-from ckheur.stages.export import problems_csv
+from ckheur.models.exporting import problems_csv
 from conftest import ROOT, run_cli
 
 SHIPPED = ROOT / "bundles" / "grouped_conv_fwd_bf16_gfx950"

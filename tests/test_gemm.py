@@ -148,13 +148,13 @@ def test_llm_shapes_set():
 
 def _search(compose, **kw):
     from ckheur.models.selector import Selector
-    from ckheur.stages.search import search_problem
+    from ckheur.search import SearchOptions, search_problem
 
-    cfg = compose(["op=gemm", *[f"search.{k}={v}" for k, v in kw.items()]])
+    cfg = compose(["op=gemm"])
     op, arch = plain(cfg.op), plain(cfg.arch)
     pool = enumerate_pool(op, arch).kernels
     sel = Selector.analytic(pool, arch, "fwd", "fp16", op=op)
-    return search_problem(sel, pool, GemmProblem(M=3000, N=6144, K=4096), cfg), pool, op
+    return search_problem(sel, pool, GemmProblem(M=3000, N=6144, K=4096), SearchOptions(**kw)), pool, op
 
 
 def test_search_is_deterministic_legal_and_within_budget(compose):

@@ -1,7 +1,7 @@
 """Which problems to measure next: distances in log problem space, bootstrap ensembles and their
 uncertainty about each unmeasured problem's pick.
 
-Plain functions on arrays; the round driver is ``ckheur.stages.active_sweep``.
+Plain functions on arrays; the round driver is ``ckheur.sweeping.rounds``.
 """
 
 from __future__ import annotations

@@ -125,7 +125,7 @@ def _build_entry(model_dir: Path, target: Path, cc: str) -> str | None:
 def bundle_hash(model_dir: Path, sim_params: Any = None) -> str:
     """Hash of what the generated C depends on: the bundle's model files, the exporter's C code
     and the latency-model parameters (the cascade uses them)."""
-    from ckheur.models.export_c import C_DIR
+    from ckheur.models.c_package import C_DIR
     from ckheur.sim import load_params
 
     h = hashlib.sha256()

@@ -29,36 +29,25 @@ from typing import Any, Mapping, Sequence
 
 import numpy as np
 
-from ckheur.backends.abi import DIRECTION_CODES, DTYPE_CODES, ConvProblemC, GemmProblemC, MIOpenProblemC
-from ckheur.errors import UserError
+from ckheur.backends.abi import DIRECTION_CODES, DTYPE_CODES
 from ckheur.files import make_folder, write_file
 from ckheur.kernels.base import DTYPE_BYTES, LATENCY_FLOOR_MS
 from ckheur.problems.base import EXACT_LIMIT, FIELD_MAX
+from ckheur.models.c_package import C_DIR, c_strings, check_output, cli_c, cmake_lists, header_h, readme_md
+from ckheur.models.forest import ExportError, Forest, goes_left, read_forest
 from ckheur.problems.gemm import LAYOUTS
-from ckheur.problems.miopen_conv import LAYOUTS as MIOPEN_LAYOUTS
 
-C_DIR = Path(__file__).resolve().parent / "c"
 ABI_H = Path(__file__).resolve().parent.parent / "backends" / "abi.h"
 CHUNK = 64  # candidates evaluated together (bounds the stack use of a call)
 KMASK_MAX_ENTRIES = 200_000  # kernels x trees above this: kernel-feature nodes are tested at run time
-# LightGBM objectives whose prediction is the raw score (no link function to reproduce).
-RAW_OBJECTIVES = ("regression", "regression_l1", "huber", "fair", "quantile", "mape", "lambdarank",
-                  "rank_xendcg", "custom", "none")
-ZERO = float(np.float32(1e-35))  # LightGBM's kZeroThreshold
-PACKAGE_FILES = ("ckheur_abi.h", "ckheur_select.c", "ckheur_select", "CMakeLists.txt", "README.md", "export.json")
 RESERVED_NAMES = ("ckheur_abi", "ckheur_select")  # <name>.c / <name>.h would replace the package's own
 MAX_NAME = 100  # lib<name>.so and the C symbols stay far below the OS's 255-byte file names
 
 
-class ExportError(UserError):
-    """A model cannot be exported; the message says why."""
-
-
 @dataclass(frozen=True)
 class CFamily:
-    """What the C export knows of an op family: its problem struct (ckheur_abi.h) and ctypes
-    class, its C sources under c/ (in order), struct fields given as an index into names
-    (``enums``; the CSV reader takes the names), 0/1 fields, whether kernels are tiles."""
+    """An op family's C export (``ckheur.ops.CExport``) with its names resolved: the ctypes class
+    of its problem struct and the lists its text fields index."""
 
     struct: str
     ctype: Any
@@ -68,19 +57,18 @@ class CFamily:
     tiles: bool = True
 
 
-C_FAMILIES = {
-    "grouped_conv": CFamily("ckheur_conv_problem", ConvProblemC, ("conv_problem.c", "grouped_conv.c"), {}),
-    "gemm": CFamily("ckheur_gemm_problem", GemmProblemC, ("gemm.c",), {"layout": LAYOUTS}),
-    "miopen": CFamily("ckheur_miopen_problem", MIOpenProblemC, ("conv_problem.c", "miopen.c"),
-                      {"layout": MIOPEN_LAYOUTS}, flags=("bias",), tiles=False),
-}
-
-
 def c_family(name: str) -> CFamily:
     """The C description of an op family; an ExportError when it has no C code."""
-    if name not in C_FAMILIES:
-        raise ExportError(f"op family {name!r} has no C feature code; families with one: {', '.join(C_FAMILIES)}")
-    return C_FAMILIES[name]
+    from ckheur.backends import abi
+    from ckheur.ops import FAMILIES, get_family
+
+    family = get_family(name)
+    c = family.c_export
+    if c is None:
+        raise ExportError(f"op family {name!r} has no C feature code; families with one: "
+                          f"{', '.join(n for n, r in FAMILIES.items() if r.c_export)}")
+    return CFamily(c.struct, getattr(abi, c.ctype), c.sources,
+                   {f: tuple(getattr(family.problems, lst)) for f, lst in c.enums}, c.flags, c.tiles)
 
 
 @dataclass
@@ -135,88 +123,8 @@ def _float_down(thr: float) -> np.float32:
     return t
 
 
-def _c_strings(items: Sequence[str]) -> str:
-    """A C initializer of string literals."""
-    return "{" + ", ".join(json.dumps(x) for x in items) + "}"
-
-
 def _rows(items: Sequence[str], per_line: int = 8, indent: str = "    ") -> str:
     return ",\n".join(indent + ", ".join(items[i:i + per_line]) for i in range(0, len(items), per_line))
-
-
-# ---------------------------------------------------------------- trees
-def goes_left(values: np.ndarray, node: Mapping[str, Any]) -> np.ndarray:
-    """LightGBM's decision for float32 feature values at a node of ``Booster.dump_model()``."""
-    x = np.asarray(values, dtype=np.float32).astype(np.float64)
-    x = np.where(np.abs(x) <= ZERO, 0.0, x)  # LightGBM reads these as zero
-    if node["decision_type"] == "==":
-        cats = {int(c) for c in str(node["threshold"]).split("||")}
-        out = np.zeros(len(x), dtype=bool)
-        for i, v in enumerate(x):
-            if np.isnan(v) or v >= 2.0**31 or v <= -(2.0**31) - 1:
-                continue
-            iv = int(v)  # truncation toward zero, as a C cast
-            out[i] = iv >= 0 and iv in cats
-        return out
-    miss = node["missing_type"]
-    if miss != "NaN":
-        x = np.where(np.isnan(x), 0.0, x)
-    with np.errstate(invalid="ignore"):
-        missing = ((miss == "Zero") & (np.abs(x) <= ZERO)) | ((miss == "NaN") & np.isnan(x))
-        return np.where(missing, bool(node["default_left"]), x <= float(node["threshold"]))
-
-
-@dataclass
-class Forest:
-    """A LightGBM model as QuickScorer arrays (one per feature class)."""
-
-    ntree: int
-    leaves: list[list[float]]
-    nodes: list[tuple[int, dict, int, int]]  # (tree, dump node, masks of the left and right subtrees' leaves)
-    max_leaves: int
-
-
-def read_forest(booster: Any) -> Forest:
-    """The trees of a booster, leaves numbered left to right, with each split's left-leaf mask."""
-    d = booster.dump_model()
-    if d.get("num_class", 1) != 1 or d.get("num_tree_per_iteration", 1) != 1:
-        raise ExportError("multiclass models cannot be exported (one score per kernel is needed)")
-    objective = str(d.get("objective", "none")).split()[0]
-    if objective not in RAW_OBJECTIVES:
-        raise ExportError(f"LightGBM objective {objective!r} transforms its raw score; exportable objectives: "
-                          f"{', '.join(RAW_OBJECTIVES)}")
-    if d.get("average_output"):
-        raise ExportError("random-forest models (average_output) cannot be exported")
-    leaves: list[list[float]] = []
-    nodes: list[tuple[int, dict, int, int]] = []
-    for t, info in enumerate(d["tree_info"]):
-        if info.get("is_linear"):
-            raise ExportError("linear trees cannot be exported")
-        if int(info.get("num_leaves", 1)) > 64:
-            raise ExportError(f"tree {t} has {info['num_leaves']} leaves; the C export evaluates trees of at most 64 "
-                              "leaves (train with model.num_leaves <= 64)")
-        vals: list[float] = []
-
-        def walk(n: Mapping[str, Any]) -> int:
-            """Visit a subtree; return the bit mask of its leaves."""
-            if "leaf_value" in n or "split_feature" not in n:
-                vals.append(float(n.get("leaf_value", 0.0)))
-                return 1 << (len(vals) - 1)
-            if n.get("leaf_coeff"):
-                raise ExportError("linear trees cannot be exported")
-            i = len(nodes)
-            nodes.append((t, dict(n), 0, 0))
-            left = walk(n["left_child"])
-            right = walk(n["right_child"])
-            nodes[i] = (t, nodes[i][1], left, right)
-            return left | right
-
-        walk(info["tree_structure"])
-        if len(vals) > 64:
-            raise ExportError(f"tree {t} has {len(vals)} leaves; the C export evaluates trees of at most 64 leaves "
-                              "(train with model.num_leaves <= 64)")
-        leaves.append(vals)
-    return Forest(len(leaves), leaves, nodes, max((len(v) for v in leaves), default=1))
 
 
 def _forest_c(tag: str, forest: Forest, feat_class: Sequence[str], slot: Sequence[int],
@@ -378,12 +286,12 @@ def export_bundle(model_dir: str | Path, output: str | Path, name: str | None = 
     from ckheur.features import get_engine
     from ckheur.features.common import coverage_occupancy
     from ckheur.models.bundle import load_bundle
-    from ckheur.ops import get_family
+    from ckheur.ops import FAMILIES, get_family
     from ckheur.sim import CASCADE_THRESHOLD, CASCADE_TOP, load_params
 
     b = load_bundle(model_dir)
     spec = b.spec
-    if spec["engine"] not in C_FAMILIES:
+    if spec["engine"] not in FAMILIES or FAMILIES[spec["engine"]].c_export is None:
         raise ExportError(f"{b.path}: its {spec['engine']} features have no C implementation; a bundle on CK's "
                           "features exports to CK's dispatcher format (export.format=ck)")
     family = get_family(spec["op"]["family"])
@@ -403,7 +311,7 @@ def export_bundle(model_dir: str | Path, output: str | Path, name: str | None = 
     if len(name) > MAX_NAME:
         raise ExportError(f"export.name: {len(name)} characters ({name[:40]}...); at most {MAX_NAME}")
     out = Path(output)
-    _check_output(out, name, b.path, overwrite)
+    check_output(out, name, b.path, overwrite)
     prefix = f"ckheur_{name}"
     names = list(spec["feature_names"])
     classes = _classify(engine, names)
@@ -503,7 +411,7 @@ def export_bundle(model_dir: str | Path, output: str | Path, name: str | None = 
     tables += f"static const char* const ckh_kernel_names[] = {{\n{_rows([json.dumps(k.name) for k in kernels], 1)}\n}};\n"
     tables += f"static const ckh_kernel ckh_kernels[] = {{\n{_rows(kern_rows, 1)}\n}};\n"
     if family.name == "gemm":
-        tables += f"static const char* const ckh_layouts[] = {_c_strings(LAYOUTS)};\n"
+        tables += f"static const char* const ckh_layouts[] = {c_strings(LAYOUTS)};\n"
     tables += ("static const int64_t ckh_field_min[] = {"
                + ", ".join(str(_field_min(family, f)) for f in numeric_fields) + "};\n")
     tables += ("static const struct { int code; const char* message; } ckh_errors[] = {\n"
@@ -535,11 +443,11 @@ def export_bundle(model_dir: str | Path, output: str | Path, name: str | None = 
             "defaults": {f: family.problems.DEFAULTS.get(f) for f in fields}}
     files = {
         f"{name}.c": source,
-        f"{name}.h": _header(info, errors),
+        f"{name}.h": header_h(info, errors),
         "ckheur_abi.h": ABI_H.read_text(),
-        "ckheur_select.c": _cli(info),
-        "CMakeLists.txt": _cmake(name),
-        "README.md": _readme(info),
+        "ckheur_select.c": cli_c(info),
+        "CMakeLists.txt": cmake_lists(name),
+        "README.md": readme_md(info),
         "export.json": json.dumps(info, indent=2) + "\n",
     }
     written = []
@@ -550,179 +458,3 @@ def export_bundle(model_dir: str | Path, output: str | Path, name: str | None = 
     return ExportResult(out, name, written, family.name, len(kernels), trees_total, use_kmask, notes)
 
 
-def _check_output(out: Path, name: str, bundle: Path, overwrite: bool) -> None:
-    """Refuse an output that is a file, or a folder holding anything but an earlier export of
-    this model under this name (its files and build products), unless ``overwrite``."""
-    if out.exists() and not out.is_dir():
-        raise ExportError(f"export.output={out} is a file; give a folder (new, empty, or an earlier export)")
-    if not out.is_dir() or overwrite:
-        return
-    present = sorted(p.name for p in out.iterdir())
-    if not present:
-        return
-    ours = {f"{name}.c", f"{name}.h", *PACKAGE_FILES, f"lib{name}.so", "build"}
-    try:
-        earlier = json.loads((out / "export.json").read_text())
-        same = earlier.get("name") == name and Path(earlier.get("bundle", "")).resolve() == bundle.resolve()
-    except (OSError, ValueError, AttributeError):
-        same = False
-    foreign = [f for f in present if f not in ours]
-    if same and not foreign:
-        return
-    what = (f"files that are not this export's: {', '.join(foreign[:5])}" if foreign and same else
-            f"{', '.join(present[:5])}{' ...' if len(present) > 5 else ''}, not an earlier export of this model "
-            f"as {name}")
-    raise ExportError(f"export.output={out} holds {what}; choose a new folder or set export.overwrite=true")
-
-
-def _header(info: Mapping[str, Any], errors: Sequence[tuple[str, int, str]]) -> str:
-    p, struct = info["prefix"], info["struct"]
-    guard = f"{p.upper()}_H"
-    codes = "\n".join(f"#define CKHEUR_E_{m} ({c}) /* {msg} */" for m, c, msg in errors if not m.startswith("FIELD"))
-    sim = "" if info["data_kind"] == "real" else f"\n * TRAINED ON {str(info['data_kind']).upper()} DATA (not measured)."
-    return f"""/* {p}: kernel selector for {info['family']} {info['direction']} {info['dtype']} on {info['arch']}.
- * Generated by ckheur (stage=export) from {Path(info['bundle']).name}: objective {info['objective']},
- * {info['kernels']} kernels, {info['trees']} trees ({info['companion_trees']} companion TFLOPS trees).{sim}
- * Reentrant: no global mutable state, no allocation. Needs only the C standard library and libm.
- */
-#ifndef {guard}
-#define {guard}
-#include "ckheur_abi.h"
-
-#ifndef CKHEUR_E_NULL
-{codes}
-#define CKHEUR_E_FIELD (-100)       /* -100 - i: problem field i (struct order) below its minimum */
-#define CKHEUR_E_FIELD_LARGE (-200) /* -200 - i: problem field i above {FIELD_MAX} */
-#endif
-
-#define {p.upper()}_DIRECTION {DIRECTION_CODES[info['direction']]}
-#define {p.upper()}_DTYPE {DTYPE_CODES[info['dtype']]}
-
-#ifdef __cplusplus
-extern "C" {{
-#endif
-/* The k best kernels for a problem, best first (ties keep pool order): writes kernel indices and
- * scores (higher is better); returns the number written (min(k, candidates)) or a negative error. */
-int {p}_rank(const {struct}* p, int k, int* kernel_index, float* score);
-/* Every candidate kernel with its raw score and, if tflops is not NULL, predicted TFLOPS (in the
- * candidate order the ranking breaks ties by). cap >= {p}_num_kernels() always suffices. */
-int {p}_predict(const {struct}* p, int cap, int* kernel_index, double* score, double* tflops);
-const char* {p}_kernel_name(int kernel_index); /* NULL when out of range */
-int {p}_num_kernels(void);
-const char* {p}_error(int code);               /* message of an error code */
-#ifdef __cplusplus
-}}
-#endif
-#endif
-"""
-
-
-def _cli(info: Mapping[str, Any]) -> str:
-    fields, defaults, enums = info["fields"], info["defaults"], info["enums"]
-    text = [f for f in fields if f in enums]
-    names = enums.get("layout", LAYOUTS)  # the one text field of every family today
-    pre = [f'#include "{info["name"]}.h"',
-           f"#define CKH_MODEL(fn) {info['prefix']}_##fn",
-           f"typedef {info['struct']} ckh_problem_t;",
-           f"#define CKH_NFIELDS {len(fields)}",
-           "static const char* const field_names[] = {" + ", ".join(json.dumps(f) for f in fields) + "};",
-           "static const int field_required[] = {" + ", ".join("1" if defaults[f] is None else "0" for f in fields) + "};",
-           "static const int field_text[] = {" + ", ".join("1" if f in text else "0" for f in fields) + "};",
-           f"static const char* const layouts[] = {_c_strings(names)};",
-           f"#define CKH_NLAYOUTS {len(names)}",
-           f"#define CKH_LAYOUT_HELP {json.dumps(', '.join(names))}"]
-    init = ["static void init_problem(ckh_problem_t* p) {", "    memset(p, 0, sizeof *p);"]
-    for f in fields:
-        d = defaults[f]
-        if f in enums:
-            init.append(f"    p->{f} = {list(enums[f]).index(d)};")
-        elif d is not None:
-            init.append(f"    p->{f} = {int(d)};")
-    if info["family"] != "gemm":  # the conv structs carry the direction
-        init.append(f"    p->direction = {DIRECTION_CODES[info['direction']]};")
-    init.append(f"    p->dtype = {DTYPE_CODES[info['dtype']]};")
-    init.append("}")
-    setter = ["static void set_field(ckh_problem_t* p, int i, long long v) {", "    switch (i) {"]
-    for i, f in enumerate(fields):
-        setter.append(f"    case {i}: p->{f} = v; break;")
-    setter += ["    default: break;", "    }", "}"]
-    body = (C_DIR / "select_main.c").read_text()
-    return body.replace("/*@PREAMBLE@*/", "\n".join(pre + init + setter))
-
-
-def _cmake(name: str) -> str:
-    return f"""cmake_minimum_required(VERSION 3.10)
-project({name} C)
-set(CMAKE_C_STANDARD 99)
-set(CMAKE_C_STANDARD_REQUIRED ON)
-if(NOT CMAKE_BUILD_TYPE)
-  set(CMAKE_BUILD_TYPE Release)
-endif()
-add_library({name} {name}.c)
-target_include_directories({name} PUBLIC ${{CMAKE_CURRENT_SOURCE_DIR}})
-find_library(MATH_LIBRARY m)
-if(MATH_LIBRARY)
-  target_link_libraries({name} PUBLIC ${{MATH_LIBRARY}})
-endif()
-add_executable(ckheur_select ckheur_select.c)
-target_link_libraries(ckheur_select PRIVATE {name})
-"""
-
-
-def _readme(info: Mapping[str, Any]) -> str:
-    p, fam = info["prefix"], info["family"]
-    struct = info["struct"]
-    sim = "" if info["data_kind"] == "real" else (
-        f"\n**This model was trained on {info['data_kind']} data, not on measurements.**\n")
-    if fam == "gemm":
-        example_problem = "    ckheur_gemm_problem p = {};\n    p.M = 4096; p.N = 4096; p.K = 4096; p.split_k = 1;\n" \
-                          f"    p.layout = 0;  // rcr\n    p.dtype = {p.upper()}_DTYPE;\n"
-        csv = "M,N,K,layout\n4096,4096,4096,rcr\n"
-    else:
-        example_problem = (f"    {struct} p = {{}};\n    p.N = 16; p.C = 256; p.K = 128; p.G = 1;\n"
-                           "    p.Di = 1; p.Hi = 28; p.Wi = 28; p.Z = 1; p.Y = 3; p.X = 3;\n"
-                           "    p.stride_d = p.stride_h = p.stride_w = 1; p.pad_d = 0; p.pad_h = p.pad_w = 1;\n"
-                           "    p.dilation_d = p.dilation_h = p.dilation_w = 1;\n"
-                           + ("    p.layout = 1; p.bias = 0;  // NHWC\n" if "layout" in info["enums"] else "")
-                           + f"    p.direction = {p.upper()}_DIRECTION; p.dtype = {p.upper()}_DTYPE;\n")
-        csv = "N,C,K,Hi,Wi,Y,X,pad_h,pad_w" + (",layout" if "layout" in info["enums"] else "") + \
-              "\n16,256,128,28,28,3,3,1,1" + (",NHWC" if "layout" in info["enums"] else "") + "\n"
-    return f"""# {info['name']}: compiled kernel selector
-
-Generated by `ckheur` (`stage=export`) from the model bundle `{Path(info['bundle']).name}`
-({fam} {info['direction']} {info['dtype']} on {info['arch']}, objective {info['objective']},
-{info['kernels']} kernels). Plain C99; needs only the C standard library and libm.
-{sim}
-## Build
-
-    cc -O2 -std=c99 *.c -lm -o ckheur_select       # or: cmake -S . -B build && cmake --build build
-
-## Command line
-
-    printf '{csv.replace(chr(10), chr(92) + 'n')}' | ./ckheur_select --k 3
-
-The CSV header names problem fields with CK's names ({', '.join(info['fields'])}); missing
-optional fields take their defaults. Output: `row,rank,kernel,score` (row: 0-based data row;
-rank: 1 = best). `--repeat R` ranks every row R times and prints `selection_ns_p50=<ns>` to stderr.
-
-## C / C++ dispatcher
-
-```cpp
-#include "{info['name']}.h"
-
-const char* pick_kernel() {{
-{example_problem}    int idx[3];
-    float score[3];
-    int n = {p}_rank(&p, 3, idx, score);
-    if (n < 0) {{
-        std::fprintf(stderr, "ckheur: %s\\n", {p}_error(n));
-        return nullptr;  // fall back to the library's default heuristic
-    }}
-    return {p}_kernel_name(idx[0]);  // map the name to your kernel instance table once, at startup
-}}
-```
-
-`{p}_rank` is reentrant (no global mutable state) and allocates nothing. Invalid problems
-(a size below its minimum, C or K not divisible by G, an empty output, a problem no kernel supports)
-return a negative code; `{p}_error(code)` says which. Problem struct: `{struct}` in `ckheur_abi.h`.
-"""

@@ -58,7 +58,7 @@ def run(cfg: Any, ctx: Context) -> dict:
     from ckheur.models.evaluation import COLUMNS, acceptance_gate, evaluation_metrics
     from ckheur.models.selector import Selector
     from ckheur.ops import get_family
-    from ckheur.stages.measuring import Progress
+    from ckheur.progress import Progress
 
     op, arch = plain(cfg.op), plain(cfg.arch)
     top_k = sorted({int(k) for k in cfg.evaluate.top_k})

@@ -1,84 +1,60 @@
 """stage=sweep: measure every legal kernel on every problem (sweep.strategy=full), or a budget in
-rounds (active, random, stratified: ckheur.stages.active_sweep); append, resume, lose nothing."""
+rounds (active, random, stratified); append, resume, lose nothing (``ckheur.sweeping``)."""
 
 from __future__ import annotations
 
 import json
 import sys
-import time
-from typing import Any, Sequence
-
+from pathlib import Path
+from typing import Any
 
 from ckheur.files import write_file
-from ckheur.stages import Context, StageError
-from ckheur.stages.measuring import Progress, chunks, measure_batches, plan_sweep, print_skipped, record_batches
+from ckheur.stages import Context, StageError, plain
 
 
-def _not_run(pairs: Sequence[tuple[Any, Any]]) -> Any:
-    """Results for pairs the kernel cannot run: recorded as unsupported, never measured."""
-    from ckheur.backends import Results
+def plan_from_cfg(cfg: Any) -> Any:
+    """The sweep plan of a config: the job's pool on the problem set, into sweep.output or the
+    problem set's dataset under paths.data."""
+    from ckheur.dataset import dataset_dir
+    from ckheur.job import Job
+    from ckheur.problems import load_problem_set
+    from ckheur.sweeping import plan_sweep
 
-    res = Results()
-    for p, k in pairs:
-        res.add(float("nan"), "unsupported", f"{k.name} cannot run {p.describe()} (a tile does not divide "
-                "a dimension the kernel does not pad, or a contiguous dimension is too short)")
-    return res
+    job, st = Job.from_config(cfg), cfg.sweep
+    problems = load_problem_set(plain(cfg.problems), job.family.name)
+    out = Path(st.output) if st.output else dataset_dir(cfg.paths.data, job.op, job.arch_name, cfg.problems.name)
+    return plan_sweep(job, problems, out, backend=plain(cfg.backend), overwrite=bool(st.overwrite),
+                      retry_failed=bool(st.retry_failed))
 
 
 def run(cfg: Any, ctx: Context) -> dict:
-    """Measure the pool on the problem set through the backend and append to the dataset
-    (``sweep.strategy=full``; other strategies measure a budget in rounds)."""
-    from ckheur.backends import make_backend
-    from ckheur.dataset import kernel_columns
+    """Measure the pool on the problem set through the backend and append to the dataset."""
+    from ckheur.sweeping import RoundOptions, plot_learning_curve, sweep_all, sweep_rounds
 
-    plan = plan_sweep(cfg)
-    if str(cfg.sweep.strategy) != "full":
-        from ckheur.stages.active_sweep import run_rounds
-
-        return run_rounds(cfg, ctx, plan)
-    if cfg.sweep.budget is not None:
+    st = cfg.sweep
+    strategy = str(st.strategy)
+    if strategy == "full" and st.budget is not None:
         raise StageError("sweep.budget applies to sweep.strategy=active, random or stratified; "
                          "sweep.strategy=full measures every pair")
-    op, arch, bcfg, st, out = plan.op, plan.arch, plan.backend, cfg.sweep, plan.out
-    todo, unsupported = [], []
-    for p in plan.problems:
-        key = p.key()
-        for k, ok in zip(plan.groups[p.group], plan.masks[key]):
-            if (*key, k.name) not in plan.done:
-                (todo if ok else unsupported).append((p, k))
-    total_pairs, skipped = plan.total_pairs, plan.skipped
-    print(f"sweep: {op['family']}/{op['direction']} {op['dtype']} on {arch['name']} via backend={bcfg['name']}: "
-          f"{len(plan.problems) + len(skipped)} problems x pool {len(plan.pool.kernels)} -> {total_pairs} pairs; "
-          f"{total_pairs - len(todo) - len(unsupported)} already in {out}, {len(todo)} to measure"
-          + (f", {len(unsupported)} unsupported by their kernel (recorded, not measured)" if unsupported else ""))
-    print_skipped(skipped)
-
-    measurer = make_backend(bcfg, op, arch)
-    pcols = {p.key(): p.to_dict() for p in plan.problems}
-    kcols = {k.name: kernel_columns(k, op["family"]) for k in plan.pool.kernels}
-    progress = Progress(len(todo) + len(unsupported), st.progress, st.log_every_s)
-    t0 = time.perf_counter()
-    batches = [(b, _not_run) for b in chunks(unsupported, 50_000)] + \
-        measure_batches(todo, measurer)
-    try:
-        statuses, interrupted = record_batches(out, batches, measurer, op, arch, pcols, kcols, progress)
-    finally:
-        progress.close()
-        measurer.close()
-    wall = time.perf_counter() - t0
-    measured = sum(statuses.values())
-    summary = {"dataset": str(out), "strategy": "full", "backend": measurer.name,
-               "problems": len(plan.problems) + len(skipped),
-               "problems_skipped": [{"problem": d, "reason": r} for d, r in skipped],
-               "pool": len(plan.pool.kernels), "pairs_total": total_pairs,
-               "pairs_skipped_existing": total_pairs - len(todo) - len(unsupported),
-               "attempts": measured, "by_status": dict(statuses), "wall_s": round(wall, 3),
-               "measurements_per_s": round(measured / wall, 1) if wall > 0 else None,
-               "interrupted": interrupted}
-    _print_summary(summary)
+    options = None if strategy == "full" else RoundOptions(
+        strategy=strategy, budget=st.budget, min_gain=float(st.min_gain), **plain(st.active),
+        threads=int(cfg.model.threads), partial=str(cfg.train.partial))
+    if options is not None:
+        options.check()
+    plan = plan_from_cfg(cfg)
+    if options is None:
+        summary = sweep_all(plan, progress=str(st.progress), log_every_s=float(st.log_every_s))
+        _print_summary(summary)
+    else:
+        summary = sweep_rounds(plan, options, progress=str(st.progress), log_every_s=float(st.log_every_s))
+        plot_learning_curve(ctx.output_dir / "active_sweep.png", summary)
+        print(f"sweep: {summary['pairs_measured']} pairs measured this run in {summary['wall_s']:.1f}s; "
+              f"{summary['pairs_spent']} of {summary['budget_pairs']} budget pairs spent over "
+              f"{len(summary['rounds'])} rounds" + (f"; stopped: {summary['stopped']}" if summary["stopped"] else ""))
     write_file(ctx.output_dir / "sweep_summary.json", json.dumps(summary, indent=2))
-    if interrupted:
-        print(f"sweep interrupted: {measured} attempts saved; run the same command again to resume", file=sys.stderr)
+    if summary["interrupted"]:
+        print(f"sweep interrupted: {summary.get('attempts', summary.get('pairs_measured'))} attempts saved; run the "
+              "same command again to resume", file=sys.stderr)
         raise SystemExit(130)
     return summary
 

@@ -1,4 +1,4 @@
-"""stage=sweep with sweep.strategy=active|random|stratified: measure a budget of pairs in rounds.
+"""Sweeps of a budget in rounds (strategy active, random or stratified).
 
 Each round trains a bootstrap ensemble of small models on what is measured so far (its
 out-of-bag efficiency is the learning curve), chooses problems (active: farthest points in log
@@ -15,32 +15,67 @@ without the kill. Measurements are ordinary sweep data (same schema, atomic part
 from __future__ import annotations
 
 import json
-import sys
 import time
 from collections import Counter
+from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 import numpy as np
 
 from ckheur.files import save_png, write_file
-from ckheur.stages import Context, StageError, plain
-from ckheur.stages.measuring import Progress, SweepPlan, measure_batches, print_skipped, record_batches
+from ckheur.progress import Progress
+from ckheur.sweeping.measuring import SweepError, SweepPlan, measure_batches, record_batches, skipped_lines
 
 STATE_FILE = "active_sweep.json"
 MIN_ENSEMBLE_PROBLEMS = 5  # fewer measured problems than this: no ensemble (choices without a model)
 STRATA = 10  # shape families of strategy=stratified
 
 
-def budget_pairs(budget: float | None, runnable_pairs: int) -> int:
+STRATEGIES = ("active", "random", "stratified")
+ACQUISITIONS = ("combined", "regret", "disagreement", "distance")
+
+
+@dataclass(frozen=True)
+class RoundOptions:
+    """How a sweep spends its budget in rounds (conf: sweep.strategy, sweep.budget, sweep.min_gain,
+    sweep.active.*); budgets of rounds are shares of ``budget``."""
+
+    strategy: str = "active"  # active (model uncertainty), random, stratified (seeded orders: baselines)
+    budget: float | None = None  # pairs to measure (> 1) or a fraction of the runnable pairs (<= 1)
+    min_gain: float = 0.0  # stop when a round's estimated gain in mean efficiency is below this
+    first_round: float = 0.25  # share of the budget for the seeded diverse first round
+    round_size: float = 0.125  # share of the budget per later round
+    acquisition: str = "combined"  # combined (regret + distance), regret, disagreement, distance
+    ensemble: int = 5  # bootstrap models over the measured problems
+    trees: int = 100  # trees per ensemble model
+    ensemble_model: str = "relative"  # conf/model option giving the members' tree settings
+    top: int | None = None  # kernels timed per chosen problem: the ensemble's best (None: floor(sqrt(n)))
+    explore: int | None = None  # ... plus this many at random (None: half of top)
+    all_kernels_max: int = 0  # problems with at most this many runnable kernels get every kernel timed
+    seed: int = 0
+    threads: int = 0  # LightGBM threads of the members (0: ckheur.threads decides)
+    partial: str = "naive"  # partly measured problems in the members' training (as train.partial)
+
+    def check(self) -> None:
+        """Refuse, naming the option, values out of range."""
+        if self.strategy not in STRATEGIES:
+            raise SweepError(f"sweep.strategy={self.strategy!r}: allowed values are full, {', '.join(STRATEGIES)}")
+        if self.acquisition not in ACQUISITIONS:
+            raise SweepError(f"sweep.active.acquisition={self.acquisition!r}: allowed values are "
+                             f"{', '.join(ACQUISITIONS)}")
+        _check(asdict(self))
+
+
+def budget_pairs(budget: float | None, runnable_pairs: int, log: Callable[[str], None] = print) -> int:
     """The budget in pairs: a count (> 1) or a fraction (0 < b <= 1) of the runnable pairs."""
     if budget is None:
-        raise StageError("sweep.budget is required with this sweep.strategy: pairs to measure (> 1) or a "
+        raise SweepError("sweep.budget is required with this sweep.strategy: pairs to measure (> 1) or a "
                          "fraction of the problem set's pairs (0 < budget <= 1)")
     if not 0 < budget < float("inf"):
-        raise StageError(f"sweep.budget={budget}: must be a finite number > 0 (pairs, or a fraction <= 1)")
+        raise SweepError(f"sweep.budget={budget}: must be a finite number > 0 (pairs, or a fraction <= 1)")
     if budget > runnable_pairs:
-        print(f"sweep.budget={budget:g} is more than the {runnable_pairs} runnable pairs: measuring them all")
+        log(f"sweep.budget={budget:g} is more than the {runnable_pairs} runnable pairs: measuring them all")
         return runnable_pairs
     return int(round(budget * runnable_pairs)) if budget <= 1 else int(budget)
 
@@ -49,10 +84,10 @@ def _check(a: Any) -> None:
     for name, lo, hi in (("first_round", 0.0, 1.0), ("round_size", 0.0, 1.0)):
         v = float(a[name])
         if not lo < v <= hi:
-            raise StageError(f"sweep.active.{name}={v}: must be in (0, 1], a share of sweep.budget")
+            raise SweepError(f"sweep.active.{name}={v}: must be in (0, 1], a share of sweep.budget")
     for name, lo in (("ensemble", 2), ("trees", 1), ("top", 1), ("explore", 0), ("all_kernels_max", 0)):
         if a[name] is not None and int(a[name]) < lo:
-            raise StageError(f"sweep.active.{name}={a[name]}: must be >= {lo}")
+            raise SweepError(f"sweep.active.{name}={a[name]}: must be >= {lo}")
 
 
 def load_state(folder: Path) -> dict:
@@ -63,9 +98,9 @@ def load_state(folder: Path) -> dict:
     try:
         state = json.loads(path.read_text())
     except (json.JSONDecodeError, UnicodeDecodeError) as e:
-        raise StageError(f"{path} is not valid JSON ({e}); move it aside to start the rounds afresh") from None
+        raise SweepError(f"{path} is not valid JSON ({e}); move it aside to start the rounds afresh") from None
     if not _is_state(state):
-        raise StageError(f"{path} is not an active-sweep record (an object with \"rounds\": a list of rounds, each "
+        raise SweepError(f"{path} is not an active-sweep record (an object with \"rounds\": a list of rounds, each "
                          f"with \"pairs\": [problem fields..., kernel name]); move it aside to start the rounds afresh")
     return state
 
@@ -96,23 +131,23 @@ def _ensemble_model(name: str, threads: int) -> dict:
 
     names = sorted(p.stem for p in (CONF_DIR / "model").glob("*.yaml"))
     if name not in names:
-        raise StageError(f"sweep.active.ensemble_model={name!r}: allowed values are {', '.join(names)}")
+        raise SweepError(f"sweep.active.ensemble_model={name!r}: allowed values are {', '.join(names)}")
     return {**load_option(f"model/{name}"), "prior": "none", "threads": threads}
 
 
 class _Rounds:
     """What the rounds share: the plan, the candidates' geometry and kernel indices, the config."""
 
-    def __init__(self, cfg: Any, plan: SweepPlan) -> None:
+    def __init__(self, options: RoundOptions, plan: SweepPlan) -> None:
         from ckheur.features import get_engine
         from ckheur.problems.space import log_space
 
-        self.cfg, self.plan = cfg, plan
-        self.a = plain(cfg.sweep.active)
-        self.ensemble_model = _ensemble_model(str(self.a["ensemble_model"]), int(cfg.model.threads))
-        self.strategy = str(cfg.sweep.strategy)
-        self.seed = int(self.a["seed"])
-        self.engine = get_engine(plan.op["family"])
+        self.options, self.plan, self.job = options, plan, plan.job
+        self.a = asdict(options)
+        self.ensemble_model = _ensemble_model(options.ensemble_model, options.threads)
+        self.strategy = options.strategy
+        self.seed = options.seed
+        self.engine = get_engine(self.job.family.name)
         self.problems = plan.problems
         self.index = {p.key(): i for i, p in enumerate(self.problems)}
         self.Z = log_space(self.problems)
@@ -159,7 +194,7 @@ class _Rounds:
             return None
         df = read_dataset(self.plan.out)
         try:
-            return build_table(df, self.plan.op, self.plan.arch, self.kernels, self.engine, None)
+            return build_table(df, self.job.op, self.job.arch, self.kernels, self.engine, None)
         except TrainingError:
             return None  # nothing usable measured yet
 
@@ -179,13 +214,13 @@ class _Rounds:
 
     def analytic_top(self, idx: np.ndarray, n: int) -> dict[int, np.ndarray]:
         """Per problem index: its runnable kernels ranked by the analytic model, best n first."""
-        from ckheur.sim import kernel_arrays, load_params, predict_latency_ms, problem_arrays
+        from ckheur.sim import kernel_arrays, predict_latency_ms, problem_arrays
 
         if self._sim is None:
-            self._sim = ({**load_params(), "dtype": self.plan.op["dtype"]},
+            self._sim = (self.job.sim_params,
                          {g: kernel_arrays([self.kernels[k] for k in gk]) for g, gk in self.group_idx.items()})
         params, sim_kernels = self._sim
-        direction = self.plan.op["direction"]
+        direction = self.job.direction
         out: dict[int, np.ndarray] = {}
         by_group: dict[Any, list[int]] = {}
         for i in idx:
@@ -196,7 +231,7 @@ class _Rounds:
             for s in range(0, len(members), step):
                 chunk = members[s:s + step]
                 lat = predict_latency_ms(problem_arrays([self.problems[i] for i in chunk], direction), karr,
-                                         self.plan.arch, params, direction)
+                                         self.job.arch, params, direction)
                 for row, i in zip(lat, chunk):
                     row = np.where(self.plan.masks[self.problems[i].key()], row, np.inf)
                     best = np.argsort(row, kind="stable")[:n]
@@ -207,8 +242,8 @@ class _Rounds:
         """Feature rows of the pairs (problems[idx[pid]], kernels[kid])."""
         from ckheur.features import pair_features
 
-        return pair_features(self.engine, [self.problems[i] for i in idx], self.kernels, pid, kid, self.plan.arch,
-                             self.plan.op["direction"])
+        return pair_features(self.engine, [self.problems[i] for i in idx], self.kernels, pid, kid, self.job.arch,
+                             self.job.direction)
 
     def scores(self, boosters: list, cand: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """(pid, kernel index, member scores [E, rows]) over the candidates' scored pairs."""
@@ -236,26 +271,26 @@ class _Rounds:
         return len(self.runnable[i]) if self.all_kernels(i) else sum(self.top_explore(i))
 
 
-def run_rounds(cfg: Any, ctx: Context, plan: SweepPlan) -> dict:
-    """Measure up to sweep.budget pairs of the problem set in rounds; summary and learning curve."""
+def sweep_rounds(plan: SweepPlan, options: RoundOptions, *, progress: str = "auto", log_every_s: float = 10.0,
+                 log: Callable[[str], None] = print) -> dict:
+    """Measure up to ``options.budget`` pairs of the plan in rounds, resuming the rounds recorded
+    in its dataset folder; returns the summary with the learning curve (``interrupted`` after Ctrl-C)."""
     from ckheur.backends import make_backend
-    from ckheur.dataset import kernel_columns
 
-    st, op, arch = cfg.sweep, plan.op, plan.arch
-    _check(plain(st.active))
-    R = _Rounds(cfg, plan)
-    budget = budget_pairs(st.budget, R.runnable_pairs)
+    options.check()
+    job = plan.job
+    R = _Rounds(options, plan)
+    budget = budget_pairs(options.budget, R.runnable_pairs, log)
     state = load_state(plan.out)
     spent = sum(len(r["pairs"]) for r in state["rounds"])
-    print(f"sweep: strategy={R.strategy} {op['family']}/{op['direction']} {op['dtype']} on {arch['name']} via "
-          f"backend={plan.backend['name']}: {len(R.problems)} problems, {R.runnable_pairs} runnable pairs; budget "
-          f"{budget} pairs ({100 * budget / max(1, R.runnable_pairs):.1f}%), {spent} spent in "
-          f"{len(state['rounds'])} earlier rounds; dataset {plan.out}")
-    print_skipped(plan.skipped)
-    measurer = make_backend(plan.backend, op, arch)
-    pcols = {p.key(): p.to_dict() for p in R.problems}
-    kcols = {k.name: kernel_columns(k, op["family"]) for k in plan.pool.kernels}
-    progress = Progress(max(0, budget - spent), st.progress, st.log_every_s)
+    log(f"sweep: strategy={R.strategy} {job.label} via backend={plan.backend['name']}: {len(R.problems)} problems, "
+        f"{R.runnable_pairs} runnable pairs; budget {budget} pairs ({100 * budget / max(1, R.runnable_pairs):.1f}%), "
+        f"{spent} spent in {len(state['rounds'])} earlier rounds; dataset {plan.out}")
+    for line in skipped_lines(plan.skipped):
+        log(line)
+    measurer = make_backend(plan.backend, job.op, job.arch)
+    pcols, kcols = plan.columns()
+    bar = Progress(max(0, budget - spent), progress, log_every_s)
     statuses: Counter = Counter()
     t0 = time.perf_counter()
     interrupted, stopped = False, None
@@ -265,8 +300,7 @@ def run_rounds(cfg: Any, ctx: Context, plan: SweepPlan) -> dict:
         # Pairs of earlier rounds outside today's problem set or pool are left alone.
         todo = [(by_key[tuple(t[:-1])], plan.pool.kernels[R.kpos[t[-1]]]) for t in pairs
                 if tuple(t) not in plan.done and tuple(t[:-1]) in by_key and t[-1] in R.kpos]
-        batches = measure_batches(todo, measurer)
-        got, stop = record_batches(plan.out, batches, measurer, op, arch, pcols, kcols, progress)
+        got, stop = record_batches(plan.out, measure_batches(todo, measurer), measurer, job, pcols, kcols, bar)
         statuses.update(got)
         plan.done.update(tuple(t) for t in pairs)  # a pair whose batch was lost in a kill is measured on resume
         return stop
@@ -276,7 +310,7 @@ def run_rounds(cfg: Any, ctx: Context, plan: SweepPlan) -> dict:
             interrupted = measure([p for r in state["rounds"] for p in r["pairs"]])
         while not interrupted:
             rnd = len(state["rounds"])
-            record, pairs = _plan_round(R, rnd, budget - spent, budget, float(st.min_gain))
+            record, pairs = _plan_round(R, rnd, budget - spent, budget, float(options.min_gain))
             if not pairs:
                 stopped = record["stopped"]
                 state.setdefault("final", {}).update(record)
@@ -286,23 +320,15 @@ def run_rounds(cfg: Any, ctx: Context, plan: SweepPlan) -> dict:
             record["spent_after"] = spent
             state["rounds"].append(record)
             save_state(plan.out, state)
-            _print_round(record, budget)
+            log(_round_line(record, budget))
             interrupted = measure(pairs)
     finally:
-        progress.close()
+        bar.close()
         measurer.close()
     if not interrupted:
         save_state(plan.out, state)
     wall = time.perf_counter() - t0
-    summary = _summary(R, plan, state, budget, spent, statuses, wall, interrupted, stopped, measurer.name)
-    write_file(ctx.output_dir / "sweep_summary.json", json.dumps(summary, indent=2))
-    _plot(ctx.output_dir / "active_sweep.png", summary)
-    print(f"sweep: {summary['pairs_measured']} pairs measured this run in {wall:.1f}s; {spent} of {budget} budget "
-          f"pairs spent over {len(state['rounds'])} rounds" + (f"; stopped: {stopped}" if stopped else ""))
-    if interrupted:
-        print("sweep interrupted: the measured pairs are saved; run the same command again to resume", file=sys.stderr)
-        raise SystemExit(130)
-    return summary
+    return _summary(R, plan, state, budget, spent, statuses, wall, interrupted, stopped, measurer.name)
 
 
 def _plan_round(R: _Rounds, rnd: int, left: int, budget: int, min_gain: float) -> tuple[dict, list]:
@@ -322,7 +348,7 @@ def _plan_round(R: _Rounds, rnd: int, left: int, budget: int, min_gain: float) -
     if tb is not None and len(tb.problems) >= MIN_ENSEMBLE_PROBLEMS:
         cat = [tb.feature_names.index(c) for c in R.engine.CATEGORICAL]
         boosters, oob = train_ensemble(tb, R.ensemble_model, int(a["ensemble"]), int(a["trees"]), cat,
-                                       R.seed + 1000 * rnd, str(R.cfg.train.partial))
+                                       R.seed + 1000 * rnd, R.options.partial)
         record["oob_efficiency"] = oob_efficiency(tb, boosters, oob)
         record["measured_problems"] = len(tb.problems)
         record["measured_rows"] = int(len(tb.pid))
@@ -448,7 +474,7 @@ def _deepen(R: _Rounds, record: dict, tb: Any, boosters: list, rnd: int, left: i
     return record, pairs
 
 
-def _print_round(r: dict, budget: int) -> None:
+def _round_line(r: dict, budget: int) -> str:
     bits = [f"sweep: round {r['round']} ({r['acquisition']}): {len(r['problems'])} problems, {len(r['pairs'])} "
             f"pairs (spent {r['spent_after']}/{budget})"]
     if "oob_efficiency" in r:
@@ -457,10 +483,10 @@ def _print_round(r: dict, budget: int) -> None:
     if "estimated_gain" in r:
         bits.append(f"estimated gain {100 * r['estimated_gain']:.2f} pts")
     bits.append(f"chosen in {r['choose_s']:.2f}s")
-    print("; ".join(bits))
+    return "; ".join(bits)
 
 
-def _summary(R: _Rounds, plan: SweepPlan, state: dict, budget: int, spent: int, statuses: Counter, wall: float,
+def _summary(R: "_Rounds", plan: SweepPlan, state: dict, budget: int, spent: int, statuses: Counter, wall: float,
              interrupted: bool, stopped: str | None, backend: str) -> dict:
     rounds = [{k: v for k, v in r.items() if k != "pairs"} | {"pairs": len(r["pairs"])} for r in state["rounds"]]
     curve, before = [], 0
@@ -476,10 +502,10 @@ def _summary(R: _Rounds, plan: SweepPlan, state: dict, budget: int, spent: int, 
             "budget_fraction": budget / max(1, R.runnable_pairs), "pairs_spent": spent,
             "pairs_measured": int(sum(statuses.values())), "by_status": dict(statuses), "wall_s": round(wall, 3),
             "interrupted": interrupted, "stopped": stopped or (state.get("final") or {}).get("stopped"),
-            "active": plain(R.cfg.sweep.active), "rounds": rounds, "learning_curve": curve}
+            "options": asdict(R.options), "rounds": rounds, "learning_curve": curve}
 
 
-def _plot(path: Path, s: dict) -> None:
+def plot_learning_curve(path: Path, s: dict) -> None:
     """Learning curve: out-of-bag efficiency of the round's ensemble and its estimated loss on
     the unmeasured problems, against pairs measured."""
     import matplotlib

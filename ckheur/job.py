@@ -1,0 +1,72 @@
+"""What one job works on, resolved once from the config and passed down: the operator family
+(its problem, kernel and feature modules), the op's settings, the arch, the kernel pool and the
+simulator's parameters. Library functions take a ``Job`` instead of re-reading the config."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from functools import cached_property
+from typing import Any, Mapping
+
+from ckheur.ops import Family, get_family
+
+
+@dataclass(frozen=True)
+class Job:
+    """An op (family, direction, dtype and its settings) on an arch, with its kernel pool."""
+
+    op: Mapping[str, Any]  # conf/op: family, direction, dtype, model_name, allow-lists ...
+    arch: Mapping[str, Any]  # conf/arch: name, CUs, clocks, peaks ...
+    kernel_filter: str | None = None  # kernels.filter: an expression over the kernels' traits
+    family: Family = field(init=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "family", get_family(self.op["family"]))
+
+    @classmethod
+    def from_config(cls, cfg: Any) -> "Job":
+        """The job of a composed ckheur config (its op, arch and kernels.filter)."""
+        from ckheur.config import plain
+
+        return cls(plain(cfg.op), plain(cfg.arch), cfg.kernels.filter)
+
+    @property
+    def direction(self) -> str:
+        return str(self.op["direction"])
+
+    @property
+    def dtype(self) -> str:
+        return str(self.op["dtype"])
+
+    @property
+    def arch_name(self) -> str:
+        return str(self.arch["name"])
+
+    @property
+    def model_name(self) -> str:
+        """The bundle folder name of this op on this arch (conf/op's model_name)."""
+        return str(self.op["model_name"])
+
+    @property
+    def label(self) -> str:
+        """How messages name the job: ``grouped_conv/fwd bf16 on gfx950``."""
+        return f"{self.family.name}/{self.direction} {self.dtype} on {self.arch_name}"
+
+    @property
+    def slug(self) -> str:
+        """A folder name for this job's data: ``grouped_conv_fwd_bf16_gfx950``."""
+        return f"{self.family.name}_{self.direction}_{self.dtype}_{self.arch_name}"
+
+    @cached_property
+    def pool(self) -> Any:
+        """The legal kernels of the op on the arch that pass the filter (``ckheur.kernels.Pool``)."""
+        from ckheur.kernels import enumerate_pool
+
+        return enumerate_pool(self.op, self.arch, self.kernel_filter)
+
+    @cached_property
+    def sim_params(self) -> dict:
+        """The analytic model's parameters for this dtype (conf/backend/sim.yaml)."""
+        from ckheur.sim import load_params
+
+        return {**load_params(), "dtype": self.dtype}

@@ -1,0 +1,94 @@
+"""Predicting with a job's model: which bundle serves an op on an arch (a trained one, else a
+simulated one, else the analytic model, labeled), and predictions for a problem set written as
+they come."""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from pathlib import Path
+from typing import Any, Sequence
+
+from ckheur.errors import UserError
+from ckheur.job import Job
+
+
+def bundle_dir(job: Job, *, bundles: str | Path, sim_bundles: str | Path, explicit: str | Path | None = None) -> Path:
+    """The bundle folder for the job: ``explicit`` if given, else ``bundles`` (or the shipped
+    bundles), else ``sim_bundles`` when only a simulated model exists. It may not exist."""
+    from ckheur.models.bundle import resolve_model_dir
+
+    model_dir = resolve_model_dir(explicit or Path(bundles) / job.model_name)
+    if not explicit and not model_dir.is_dir() and (Path(sim_bundles) / job.model_name).is_dir():
+        model_dir = Path(sim_bundles) / job.model_name
+    return model_dir
+
+
+def selector_for(job: Job, *, bundles: str | Path, sim_bundles: str | Path, model_dir: str | Path | None = None,
+                 tuning_db: str | Path | None = None) -> tuple[Any, str]:
+    """The job's trained model (as ``bundle_dir`` finds it), or the analytic model when there is
+    none; with the label that says which."""
+    from ckheur.models.selector import Selector
+
+    found = bundle_dir(job, bundles=bundles, sim_bundles=sim_bundles, explicit=model_dir)
+    if found.is_dir():
+        sel = Selector.load(found, tuning_db=tuning_db)
+        return sel, sel.label
+    if model_dir:
+        raise UserError(f"model dir {found} not found")
+    if not job.family.analytic:
+        raise UserError(f"no trained model {found} for {job.model_name}, and the {job.family.name} family has no "
+                        f"analytic model to fall back on: train one (stage=train) or give predict.model_dir")
+    return (Selector.analytic(job.pool.kernels, job.arch, job.direction, job.dtype, op=job.op, tuning_db=tuning_db),
+            f"ANALYTIC MODEL (fallback: no trained model {found} for {job.model_name})")
+
+
+def write_predictions(selector: Any, problems: Sequence[Any], out: str | Path, *, k: int = 5,
+                      label: str | None = None, progress: Any = None) -> Counter:
+    """Rank each problem's kernels and write the top ``k`` as CSV rows (``.csv``) or JSON records
+    (``.json``) as they come: memory does not grow with the problems; the file appears whole
+    when done. Returns the tiers that selected (``Selector.select``), counted."""
+    import csv
+
+    from ckheur.files import make_folder, replacing
+
+    out = Path(out)
+    if out.suffix not in (".csv", ".json"):
+        raise UserError(f"predict.output={out}: give a .csv or .json file")
+    label = label or selector.label
+    make_folder(out.parent, "predict.output folder")
+    fields = list(selector.family.problems.FIELDS)
+    columns = [*fields, "rank", "kernel", "pred_tflops", "pred_latency_ms", "ranked_by", "selected", "tier", "note"]
+    tiers: Counter = Counter()
+    with replacing(out) as f:
+        writer = csv.DictWriter(f, columns, lineterminator="\n") if out.suffix == ".csv" else None
+        if writer is not None:
+            writer.writeheader()
+        else:
+            f.write("[")
+        first = True
+        try:
+            for i, p in enumerate(problems):
+                try:
+                    ranked = selector.rank(p, k=k)
+                    chosen = selector.select(p)
+                    tiers[chosen.source] += 1
+                    records = [{**p.to_dict(), "rank": j + 1, "kernel": n, "pred_tflops": tf,
+                                "pred_latency_ms": p.flops / (tf * 1e12) * 1e3 if tf > 0 else None, "ranked_by": label,
+                                "selected": chosen.kernel, "tier": chosen.source} for j, (n, tf) in enumerate(ranked)]
+                except ValueError as e:
+                    records = [{**p.to_dict(), "rank": None, "kernel": None, "pred_tflops": None, "note": str(e)}]
+                if writer is not None:
+                    writer.writerows(records)
+                else:
+                    for rec in records:
+                        f.write(("\n" if first else ",\n") + json.dumps(rec))
+                        first = False
+                if progress is not None and ((i + 1) % 256 == 0 or i + 1 == len(problems)):
+                    progress.update((i % 256) + 1)
+        finally:
+            if progress is not None:
+                progress.close()
+        if writer is None:
+            f.write("\n]\n")
+    return tiers

@@ -1,0 +1,180 @@
+"""Measuring pairs, shared by sweeps and tuning: what a sweep works on (its plan), pairs cut
+into the backend's batches, each batch appended to a dataset as it completes."""
+
+from __future__ import annotations
+
+import time
+from collections import Counter
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable, Iterator, Mapping, Sequence
+
+import numpy as np
+
+from ckheur.errors import UserError
+from ckheur.job import Job
+from ckheur.progress import Progress
+
+
+class SweepError(UserError):
+    """A sweep or tuning run cannot start as asked; the message says what to change."""
+
+
+def chunks(seq: Sequence[Any], size: int) -> Iterator[Sequence[Any]]:
+    """``seq`` in consecutive slices of at most ``size``."""
+    for i in range(0, len(seq), max(1, size)):
+        yield seq[i:i + size]
+
+
+def measure_batches(pairs: Sequence[tuple[Any, Any]], measurer: Any) -> list[tuple[Sequence, Callable]]:
+    """The pairs cut into the measurer's batch size, each with its measure call (for record_batches)."""
+    return [(b, measurer.measure) for b in chunks(pairs, measurer.batch_pairs)]
+
+
+def record_batches(out: Path, batches: Sequence[tuple[Sequence, Callable]], measurer: Any, job: Job,
+                   pcols: Mapping, kcols: Mapping, progress: Progress) -> tuple[Counter, bool]:
+    """Measure batches of pairs and append each as a part file of the dataset ``out``.
+
+    A kill loses at most the batch in flight, and Ctrl-C stops cleanly after saving what was
+    measured. Returns the attempts by status and whether the run was interrupted. The caller
+    owns (and closes) the measurer."""
+    from ckheur.dataset import common_columns, measurement_rows, write_part
+
+    common = common_columns(job.family.name, job.direction, job.dtype, job.arch_name, measurer.name,
+                            measurer.warmup, measurer.repeat)
+    statuses: Counter = Counter()
+    try:
+        for batch, measure in batches:
+            res = measure(batch)
+            write_part(out, measurement_rows(batch, res, common, pcols, kcols, measurer.clock_mhz()))
+            statuses.update(res.status)
+            progress.update(len(batch), f"(last batch: {dict(Counter(res.status))})")
+    except KeyboardInterrupt:
+        return statuses, True
+    return statuses, False
+
+
+@dataclass
+class SweepPlan:
+    """What a sweep works on: the problems, each with the pool kernels it can run, and what is done."""
+
+    job: Job
+    backend: Mapping[str, Any]  # conf/backend
+    problems: list  # those some kernel of the pool can run
+    out: Path  # the dataset folder
+    done: set  # (*problem key, kernel) already in the dataset
+    groups: dict  # kernel group -> its pool kernels
+    masks: dict  # problem key -> which kernels of its group can run it (bool array)
+    skipped: list  # (problem description, reason): no kernel can run it
+    total_pairs: int  # problems x the kernels of their group (runnable or not)
+
+    @property
+    def pool(self) -> Any:
+        return self.job.pool
+
+    def columns(self) -> tuple[dict, dict]:
+        """Dataset columns of the plan's problems (by key) and kernels (by name)."""
+        from ckheur.dataset import kernel_columns
+
+        return ({p.key(): p.to_dict() for p in self.problems},
+                {k.name: kernel_columns(k, self.job.family.name) for k in self.pool.kernels})
+
+
+def plan_sweep(job: Job, problems: Sequence[Any], out: str | Path, *, backend: Mapping[str, Any],
+               overwrite: bool = False, retry_failed: bool = False,
+               log: Callable[[str], None] = print) -> SweepPlan:
+    """The pool's kernels that can run each problem and the pairs already in the dataset ``out``;
+    ``overwrite`` moves an old dataset aside first, ``retry_failed`` plans failed pairs again."""
+    from ckheur.dataset import USABLE, read_dataset
+
+    pool, family, out = job.pool, job.family, Path(out)
+    if not pool.kernels:
+        raise SweepError("the kernel pool is empty (check kernels.filter and the op's allow-lists)")
+    if overwrite and out.exists():
+        from ckheur.files import aside_name
+
+        aside = aside_name(out)
+        out.rename(aside)
+        log(f"sweep.overwrite: previous dataset kept aside as {aside}")
+    done: set[tuple] = set()
+    old = read_dataset(out) if out.exists() else None
+    if old is not None and len(old):
+        old = old[(old.arch == job.arch_name) & (old.direction == job.direction) & (old.dtype == job.dtype)]
+        if retry_failed:
+            old = old[old.status.isin([*USABLE, "unsupported"])]
+        done = set(old[[*family.problems.FIELDS, "kernel"]].itertuples(index=False, name=None))
+    groups = pool.by_group()
+    support = {g: family.kernels.support_arrays(ks) for g, ks in groups.items()}
+    masks, skipped, total = {}, [], 0
+    for p in problems:
+        ks = groups.get(p.group, [])
+        mask, reason = family.kernels.support_mask(p, support[p.group], job.op) if ks else \
+            ([], f"no kernel for its group {p.group!r} in the pool")
+        if not np.any(mask):
+            skipped.append((p.describe(), reason))
+            continue
+        total += len(ks)
+        masks[p.key()] = np.asarray(mask, dtype=bool)
+    return SweepPlan(job, dict(backend), [p for p in problems if p.key() in masks], out, done, groups, masks,
+                     skipped, total)
+
+
+def skipped_lines(skipped: Sequence[tuple[str, str]]) -> list[str]:
+    """Lines naming the problems no kernel can run (the first ten)."""
+    lines = [f"sweep: skipped {desc}: {reason}" for desc, reason in skipped[:10]]
+    if len(skipped) > 10:
+        lines.append(f"sweep: ... {len(skipped) - 10} more problems skipped (sweep_summary.json lists them)")
+    return lines
+
+
+def not_run(pairs: Sequence[tuple[Any, Any]]) -> Any:
+    """Results for pairs the kernel cannot run: recorded as unsupported, never measured."""
+    from ckheur.backends import Results
+
+    res = Results()
+    for p, k in pairs:
+        res.add(float("nan"), "unsupported", f"{k.name} cannot run {p.describe()} (a tile does not divide "
+                "a dimension the kernel does not pad, or a contiguous dimension is too short)")
+    return res
+
+
+def sweep_all(plan: SweepPlan, *, progress: str = "auto", log_every_s: float = 10.0,
+              log: Callable[[str], None] = print) -> dict:
+    """Measure every pair of the plan not yet in its dataset (pairs the kernel cannot run are
+    recorded as unsupported); returns the summary (``interrupted`` after Ctrl-C)."""
+    from ckheur.backends import make_backend
+
+    job, out = plan.job, plan.out
+    todo, unsupported = [], []
+    for p in plan.problems:
+        key = p.key()
+        for k, ok in zip(plan.groups[p.group], plan.masks[key]):
+            if (*key, k.name) not in plan.done:
+                (todo if ok else unsupported).append((p, k))
+    total_pairs, skipped = plan.total_pairs, plan.skipped
+    log(f"sweep: {job.label} via backend={plan.backend['name']}: "
+        f"{len(plan.problems) + len(skipped)} problems x pool {len(plan.pool.kernels)} -> {total_pairs} pairs; "
+        f"{total_pairs - len(todo) - len(unsupported)} already in {out}, {len(todo)} to measure"
+        + (f", {len(unsupported)} unsupported by their kernel (recorded, not measured)" if unsupported else ""))
+    for line in skipped_lines(skipped):
+        log(line)
+    measurer = make_backend(plan.backend, job.op, job.arch)
+    pcols, kcols = plan.columns()
+    bar = Progress(len(todo) + len(unsupported), progress, log_every_s)
+    t0 = time.perf_counter()
+    batches = [(b, not_run) for b in chunks(unsupported, 50_000)] + measure_batches(todo, measurer)
+    try:
+        statuses, interrupted = record_batches(out, batches, measurer, job, pcols, kcols, bar)
+    finally:
+        bar.close()
+        measurer.close()
+    wall = time.perf_counter() - t0
+    measured = sum(statuses.values())
+    return {"dataset": str(out), "strategy": "full", "backend": measurer.name,
+            "problems": len(plan.problems) + len(skipped),
+            "problems_skipped": [{"problem": d, "reason": r} for d, r in skipped],
+            "pool": len(plan.pool.kernels), "pairs_total": total_pairs,
+            "pairs_skipped_existing": total_pairs - len(todo) - len(unsupported),
+            "attempts": measured, "by_status": dict(statuses), "wall_s": round(wall, 3),
+            "measurements_per_s": round(measured / wall, 1) if wall > 0 else None,
+            "interrupted": interrupted}

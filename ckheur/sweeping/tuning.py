@@ -1,0 +1,151 @@
+"""Tuning: time a selector's top-k kernels of each problem into a tuning database.
+
+Pairs already in the database are never measured again, so a killed run resumes where it
+stopped; a problem whose top-k all failed gets the next k until one runs or the pool is
+exhausted. Runs sharing a database claim problems, so each problem is measured once."""
+
+from __future__ import annotations
+
+import time
+from collections import Counter
+from pathlib import Path
+from typing import Any, Callable, Mapping, Sequence
+
+from ckheur.job import Job
+from ckheur.progress import Progress
+from ckheur.sweeping.measuring import SweepError, measure_batches, record_batches
+
+
+def tune(selector: Any, problems: Sequence[Any], db: str | Path, job: Job, *, backend: Mapping[str, Any],
+         top_k: int = 3, progress: str = "auto", log_every_s: float = 10.0, claim_poll_s: float = 0.5,
+         label: str | None = None, log: Callable[[str], None] = print) -> dict:
+    """Measure ``selector``'s top ``top_k`` kernels of each problem through ``backend`` into the
+    tuning database folder ``db`` (created if new); returns the summary (``interrupted`` after Ctrl-C).
+    For one problem the summary also lists its ranking with what was measured (``problem``)."""
+    from ckheur.backends import make_backend
+    from ckheur.dataset import kernel_columns
+    from ckheur.problems import ProblemError
+    from ckheur.tuning_db import TuningDB
+
+    k = top_k
+    if isinstance(k, bool) or not isinstance(k, int) or k < 1:
+        raise SweepError(f"tune.top_k={k!r}: must be an integer >= 1")
+    label = label or selector.label
+    tdb = TuningDB.open(Path(db), job.op, job.arch_name, create=True, writable=True)
+    log(f"tune: {job.label}: top-{k} of {label} for {len(problems)} problem(s) via backend={backend['name']} "
+        f"into {tdb.path} ({len(tdb)} problems already there)")
+    ranked: dict[tuple, list] = {}
+    skipped = []
+    for p in problems:
+        try:
+            ranked[p.key()] = selector._ranking(p)[0]
+        except ProblemError as e:
+            skipped.append({"problem": p.describe(), "reason": str(e)})
+    by_key = {p.key(): p for p in problems}
+
+    measurer = make_backend(backend, job.op, job.arch)
+    kcols = {kern.name: kernel_columns(kern, job.family.name) for ks in ranked.values() for kern in ks}
+    pcols = {key: by_key[key].to_dict() for key in ranked}
+    already = sum(kern.name in tdb.runs(key) for key, ks in ranked.items() for kern in ks[:k])
+    bar = Progress(sum(len(_wanted(tdb, ks, key, k)) for key, ks in ranked.items()), progress, log_every_s,
+                   prefix="tune")
+    statuses: Counter = Counter()
+    t0 = time.perf_counter()
+    rounds, waited, mine = 0, set(), set()
+    claims: list = []
+    todo: list = []
+
+    def flush() -> bool:
+        """Measure and record the claimed pairs, then give the claims back; True when interrupted."""
+        got, stop = record_batches(tdb.path, measure_batches(todo, measurer), measurer, job, pcols, kcols, bar)
+        statuses.update(got)
+        mine.update(p.key() for p, _ in todo)
+        for c in claims:
+            c.release()
+        claims.clear()
+        todo.clear()
+        return stop
+
+    interrupted = False
+    try:
+        while not interrupted:
+            tdb.refresh()
+            open_keys = [key for key, ks in ranked.items() if _wanted(tdb, ks, key, k)]
+            if not open_keys:
+                break
+            before, held_elsewhere = len(mine), 0
+            for key in open_keys:
+                claim = tdb.claim(key)
+                if claim is None:  # another live process is measuring it
+                    held_elsewhere += 1
+                    waited.add(key)
+                    continue
+                tdb.refresh()  # it may have been finished just before our claim
+                want = _wanted(tdb, ranked[key], key, k)
+                if not want:
+                    claim.release()
+                    continue
+                claims.append(claim)
+                todo.extend((by_key[key], kern) for kern in want)
+                if len(todo) >= measurer.batch_pairs and (interrupted := flush()):
+                    break
+            if todo and not interrupted:
+                interrupted = flush()
+            rounds += len(mine) > before
+            if len(mine) == before and held_elsewhere:
+                time.sleep(claim_poll_s)  # every open problem is being measured elsewhere: wait for it
+    finally:
+        for c in claims:
+            c.release()
+        bar.close()
+        measurer.close()  # rounds share one backend
+    wall = time.perf_counter() - t0
+    summary = _summary(tdb, ranked, k, skipped, statuses, already, rounds, wall, interrupted, label)
+    summary["problems_measured_by_other_processes"] = len(waited - mine)
+    if len(problems) == 1 and not skipped:
+        summary["problem"] = _one_problem(tdb, ranked, by_key, k)
+    return summary
+
+
+def _wanted(db: Any, ks: list, key: tuple, k: int) -> list:
+    """Kernels still to time on a problem: its top-k not yet attempted; once those are all
+    attempted and none ran, the next k not yet attempted."""
+    tried = db.runs(key)
+    want = [kern for kern in ks[:k] if kern.name not in tried]
+    if want or any(lat is not None for _, lat in tried.values()):
+        return want
+    return [kern for kern in ks if kern.name not in tried][:k]
+
+
+def _one_problem(db: Any, ranked: dict, by_key: dict, k: int) -> dict:
+    """The single problem's ranking with each kernel's measured milliseconds (or status), and the pick."""
+    key = next(iter(ranked))
+    runs = db.runs(key)
+    rows = [[i + 1, kern.name, None if kern.name not in runs else
+             (runs[kern.name][1] if runs[kern.name][1] is not None else runs[kern.name][0])]
+            for i, kern in enumerate(ranked[key][: max(k, len(runs))])]
+    best = db.best(key)
+    return {"problem": by_key[key].describe(), "ranking": rows, "selected": list(best) if best else None}
+
+
+def _summary(db: Any, ranked: dict, k: int, skipped: list, statuses: Counter, already: int, rounds: int,
+             wall: float, interrupted: bool, label: str) -> dict:
+    """What was measured, and how the tuned picks compare with the model's first choice."""
+    tuned, model_right, gains = 0, 0, []
+    for key, ks in ranked.items():
+        hit = db.best(key)
+        if hit is None:
+            continue
+        tuned += 1
+        runs = db.runs(key)
+        first = runs.get(ks[0].name, (None, None))[1]
+        model_right += hit[0] == ks[0].name
+        if first:
+            gains.append(first / hit[1])
+    return {"database": str(db.path), "ranked_by": label, "top_k": k, "problems": len(ranked) + len(skipped),
+            "problems_skipped": skipped, "problems_tuned": tuned,
+            "problems_without_a_running_kernel": len(ranked) - tuned, "pairs_already_in_db": already,
+            "attempts": sum(statuses.values()), "by_status": dict(statuses), "rounds": rounds,
+            "model_top1_was_fastest": model_right,
+            "mean_speedup_over_model_top1": (sum(gains) / len(gains)) if gains else None,
+            "wall_s": round(wall, 3), "interrupted": interrupted}
