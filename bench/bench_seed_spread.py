@@ -29,20 +29,18 @@ def main() -> None:
     args = ap.parse_args()
 
     from ckheur.dataset import read_dataset
-    from ckheur.kernels import enumerate_pool
-    from ckheur.models.trainer import Candidate, train
-    from ckheur.sim import load_params
+    from ckheur.job import Job
+    from ckheur.models.trainer import Candidate, TrainOptions, train
     from ckheur.stages import compose_config, plain
-    from ckheur.stages.train import options
 
-    cfg = compose_config(["op=fwd", "arch=gfx950", "model.prior=none", f"train.seeds={args.seeds}", *args.overrides])
-    op, arch, model = plain(cfg.op), plain(cfg.arch), plain(cfg.model)
+    cfg = compose_config(["op=fwd", "arch=gfx950", "model.prior=none", *args.overrides])
+    job, model = Job.from_config(cfg), plain(cfg.model)
     df = read_dataset([REAL])
-    pool = enumerate_pool(op, arch).kernels
     t0 = time.perf_counter()
     cands = [Candidate.parse(t) for t in args.candidates]
-    res = train(df, op=op, arch=arch, pool=pool, model=model, candidates=cands, options=options(cfg),
-                sim_params=load_params(), log=lambda line: print(line, flush=True) if "CV" in line else None)
+    res = train(df, op=job.op, arch=job.arch, pool=job.pool.kernels, model=model, candidates=cands,
+                options=TrainOptions(seeds=args.seeds, seed=int(cfg.seed)), sim_params=job.sim_params,
+                log=lambda line: print(line, flush=True) if "CV" in line else None)
     rows = [(c["candidate"], c["family_cv_seed_mean"], c["grouped_cv_seed_mean"]) for c in res.cv_metrics["candidates"]]
     print(f"({time.perf_counter() - t0:.0f} s)")
     base = rows[0]

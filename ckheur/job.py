@@ -66,7 +66,7 @@ class Job:
 
     @cached_property
     def sim_params(self) -> dict:
-        """The analytic model's parameters for this dtype (conf/backend/sim.yaml)."""
+        """The analytic model's parameters (conf/backend/sim.yaml; the dtype is the op's)."""
         from ckheur.sim import load_params
 
-        return {**load_params(), "dtype": self.dtype}
+        return load_params()

@@ -17,6 +17,9 @@ from typing import Any, Callable, Mapping, Sequence
 
 import numpy as np
 
+from ckheur.errors import UserError
+from ckheur.job import Job
+
 # The dataset columns evaluation reads (besides the family's problem fields).
 COLUMNS = ("op", "direction", "dtype", "arch", "backend", "kernel", "status", "tflops", "timestamp")
 
@@ -265,3 +268,57 @@ def _hybrid_summary(rows: list[dict], k: int, oracle_lat: list[float]) -> dict:
     return {**summarize(effs), "time_weighted": time_weighted(effs, oracle_lat),
             "kernels_timed_per_problem": float(np.mean(timed)),
             "fraction_of_pool_timed": float(np.mean([t / r["hybrid"][k]["pool"] for t, r in zip(timed, rows)]))}
+
+
+def evaluate(selector: Any, df: Any, job: Job, *, top_k: Sequence[int] = (), tie_tolerance: float = 0.02,
+             exclude_suspect: bool = False, baselines: Mapping[str, Any] | None = None, gate_against: Any = None,
+             gate: Mapping[str, float] | None = None, progress: str = "none", log_every_s: float = 10.0) -> tuple[dict, Scored]:
+    """Score ``selector``'s pick on every measured problem of the job in ``df`` (dataset rows)
+    against the measured oracle, beside ``baselines`` (label -> a selector scored on the same
+    problems: the analytic model, CK folders ...); with ``gate_against`` (a selector), the
+    acceptance gate (``gate``: acceptance_gate's point limits). Returns the metrics
+    (``evaluation_metrics``, plus ``data_kind``, ``cascade`` and ``gate``) and the scored rows."""
+    from ckheur.progress import Progress
+
+    top_k = check_options(top_k, tie_tolerance)
+    df = df[(df.arch == job.arch_name) & (df.direction == job.direction) & (df.dtype == job.dtype)]
+    if df.empty:
+        raise EvaluationError(f"no rows for {job.direction} {job.dtype} on {job.arch_name} in the evaluation data")
+    fields = list(job.family.problems.FIELDS)
+    problems = int(df[fields].drop_duplicates().shape[0])
+    baselines = dict(baselines or {})
+    bar = Progress(problems * (1 + len(baselines) + (gate_against is not None)), progress, log_every_s,
+                   prefix="evaluate", unit="problem")
+    rows = group_by_problem(df, job.family.name, exclude_suspect)
+    try:
+        scored = score_problems(rows, selector, job.direction, top_k, progress=bar.update)
+        if not scored.rows:
+            raise EvaluationError(f"no problem could be evaluated: {scored.skipped[:3]}")
+        others = {label: score_problems(rows, other, job.direction, (), progress=bar.update)
+                  for label, other in baselines.items()}
+        checked = None
+        if gate_against is not None:
+            base = score_problems(rows, gate_against, job.direction, (), progress=bar.update)
+            checked = acceptance_gate(scored, base, **dict(gate or {}))
+    finally:
+        bar.close()
+    metrics = {"data_kind": "simulated" if "sim" in set(df.backend) else "real",
+               "cascade": len(selector.kernels) > selector.cascade_threshold,
+               **evaluation_metrics(scored, others, tie_tolerance=tie_tolerance, top_k=top_k)}
+    if checked is not None:
+        metrics["gate"] = checked
+    return metrics, scored
+
+
+class EvaluationError(UserError):
+    """An evaluation cannot run as asked; the message says why."""
+
+
+def check_options(top_k: Sequence[int], tie_tolerance: float) -> list[int]:
+    """The hybrid k's, sorted and distinct; refused when a k is below 1 or the tolerance outside [0, 1)."""
+    ks = sorted({int(k) for k in top_k})
+    if any(k < 1 for k in ks):
+        raise EvaluationError(f"evaluate.top_k={list(top_k)}: each k must be >= 1")
+    if not 0 <= tie_tolerance < 1:
+        raise EvaluationError(f"evaluate.tie_tolerance={tie_tolerance}: must be in [0, 1)")
+    return ks

@@ -20,10 +20,12 @@ import dataclasses
 import re
 import time
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, Callable, Mapping, Sequence
 
 import numpy as np
 
+from ckheur.job import Job
 from ckheur.models.training import OBJECTIVES, TrainingError
 
 # Leave-shape-family-out CV needs families worth the name: at least this many problems per
@@ -373,3 +375,101 @@ def _candidate_line(r: dict, n_seeds: int) -> str:
                + (f" (sd {100 * f['mean_sd']:.2f} / {100 * f['p10_sd']:.2f})" if n_seeds > 1 else "") if f else "")
             + ("  [simulator calibrated on this data: optimistic, not selectable]" if r["leaky"] else "")
             + ("  [simulator recalibrated in each fold]" if r["fold_calibrated"] else ""))
+
+
+def train_bundle(paths: Sequence[str | Path], job: Job, output: str | Path, *, model: Mapping[str, Any],
+                 candidates: Sequence[Candidate], options: TrainOptions, warm_start: str | Path | None = None,
+                 shard: Mapping[str, Any] | None = None, exclude_suspect: bool = False,
+                 names: Sequence[str] | None = None, config: Mapping[str, Any] | None = None,
+                 run_dir: str | Path | None = None, log: Callable[[str], None] = print) -> dict:
+    """Train (or warm-start from the bundle ``warm_start``) the job's model on the datasets or CK
+    CSVs ``paths`` and save the bundle to ``output`` with a manifest of what it was trained on
+    (``names``: the paths as the user wrote them; ``config``: the job's whole config). With
+    ``run_dir``, the out-of-fold predictions and CV metrics are written there too. Returns the
+    bundle's path, the chosen candidate, its trees and the CV metrics."""
+    import sys
+
+    from ckheur.dataset import keep_shard, read_dataset
+    from ckheur.models.bundle import load_bundle, save_bundle
+    from ckheur.models.fold_calibration import calibration_overlap
+    from ckheur.parts import sha256_of
+    from ckheur.threads import lightgbm
+
+    paths = [Path(p) for p in paths]
+    warm = load_bundle(warm_start) if warm_start else None
+    log(f"train: reading {', '.join(map(str, paths))}")
+    df = read_dataset(paths)
+    if shard is not None:
+        df = keep_shard(df, dict(shard), job.family.name)
+    hashes = {str(g): sha256_of(p) for g, p in zip(names or paths, paths)}
+    backends = sorted(set(df.backend.dropna()))
+    simulated = "sim" in backends
+
+    def leaky_data(table: Any) -> tuple[bool, int]:
+        """Is the simulator calibrated on this data (the calibration file itself, an import of it
+        (imports.json), or data holding its problems: a subset, a replay, a re-export), and on how
+        many of its problems?"""
+        fitted_with = _calibration_hashes()
+        fitted_on = 0 if simulated else calibration_overlap(table.problems, job.op, job.arch, fitted_with)
+        return bool(fitted_with & _origins(paths, hashes.values())) or fitted_on > 0, fitted_on
+
+    result = train(df, op=job.op, arch=job.arch, pool=job.pool.kernels, model=model, candidates=candidates,
+                   options=options, warm=warm, sim_params=job.sim_params, leaky_data=leaky_data,
+                   exclude_suspect=exclude_suspect, log=log)
+    cv_metrics = {**result.cv_metrics, "data_backend": backends, "simulated": simulated} if warm is None \
+        else result.cv_metrics
+    if result.oof is not None and run_dir is not None:
+        _write_oof(Path(run_dir), result.table, result.oof, result.cv_metrics)
+    rep = result.report
+    manifest = {
+        "datasets": [{"path": p, "sha256": h} for p, h in hashes.items()], "rows": rep["rows_used"],
+        "problems": rep["problems"], "kernels": len(result.kernels), "data_backend": backends,
+        "data_kind": "simulated" if simulated else "real",
+        "skipped": {k: v for k, v in rep.items() if k.startswith("rows_")},
+        "config": dict(config or {}), "versions": _versions(lightgbm()),
+        "timestamp": time.strftime("%Y-%m-%dT%H:%M:%S%z"), "train_seconds": rep["train_seconds"],
+        "command": sys.argv}
+    save_bundle(output, result.booster, result.tflops_booster, result.spec, result.kernels, cv_metrics,
+                result.importances, manifest)
+    return {"bundle": str(output), "chosen": result.chosen.name, "trees": result.booster.current_iteration(),
+            "simulated": simulated, "cv": cv_metrics}
+
+
+def _origins(paths: Sequence[Path], hashes: Any) -> set[str]:
+    """sha256 of the data read and of every file imported into the datasets read (imports.json)."""
+    from ckheur.importing import read_record
+
+    return set(hashes).union(*(read_record(p) for p in paths if p.is_dir()))
+
+
+def _calibration_hashes() -> set[str]:
+    """sha256 of the data the shipped simulator parameters were calibrated on."""
+    from ckheur.config import load_option
+
+    return set(load_option("backend/sim").get("calibration_sha256") or [])
+
+
+def _write_oof(out_dir: Path, tb: Any, oof: dict, cv_metrics: dict) -> None:
+    """Out-of-fold predictions (oof.parquet) and the CV metrics of a training, into a run folder."""
+    import json
+
+    import pandas as pd
+
+    from ckheur.files import make_folder, replacing, write_file
+
+    make_folder(out_dir, "run folder")
+    with replacing(out_dir / "oof.parquet", binary=True) as f:
+        pd.DataFrame({"problem": tb.pid, "kernel": [tb.kernels[i].name for i in tb.kid], "tflops": tb.tflops,
+                      "oof_score": oof["oof"], "fold": oof["fold"]}).to_parquet(f)
+    write_file(out_dir / "cv_metrics.json", json.dumps(cv_metrics, indent=2))
+
+
+def _versions(lgb: Any) -> dict:
+    """Versions of what trained the bundle."""
+    import platform
+
+    import numpy
+    import pandas
+
+    return {"python": platform.python_version(), "lightgbm": lgb.__version__, "numpy": numpy.__version__,
+            "pandas": pandas.__version__}

@@ -217,7 +217,7 @@ class _Rounds:
         from ckheur.sim import kernel_arrays, predict_latency_ms, problem_arrays
 
         if self._sim is None:
-            self._sim = (self.job.sim_params,
+            self._sim = ({**self.job.sim_params, "dtype": self.job.dtype},
                          {g: kernel_arrays([self.kernels[k] for k in gk]) for g, gk in self.group_idx.items()})
         params, sim_kernels = self._sim
         direction = self.job.direction

@@ -1,0 +1,130 @@
+"""The report of an evaluation: per-problem CSV, metrics JSON, a markdown summary and PNG plots
+(efficiency CDF against the baselines, predicted vs measured, slices)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+
+def write_report(out: Path, scored: Any, metrics: dict, plots: bool = True) -> None:
+    """per_problem.csv, metrics.json, report.md and (with ``plots``) PNG plots of an evaluation into ``out``."""
+    import pandas as pd
+
+    from ckheur.files import replacing, write_file
+
+    table = pd.DataFrame([{**{k: v for k, v in r.items() if k != "hybrid"},
+                           **{f"hybrid_top{k}_efficiency": h["efficiency"] for k, h in r["hybrid"].items()}}
+                          for r in scored.rows])
+    with replacing(out / "per_problem.csv") as f:
+        table.to_csv(f, index=False)
+    write_file(out / "metrics.json", json.dumps(metrics, indent=2, default=str))
+    write_file(out / "report.md", _markdown(metrics))
+    if plots:
+        _plots(out, scored, metrics)
+
+
+def pct(x: float) -> str:
+    """A fraction as a percentage with two decimals."""
+    return f"{100 * x:.2f}%"
+
+
+def _markdown(m: dict) -> str:
+    lines = [f"# ckheur evaluation ({m['data_kind']} data)", "",
+             f"Model: `{m['model_dir']}`  ", f"Data: {', '.join(f'`{d}`' for d in m['data'])}  ",
+             f"Problems evaluated: {m['problems_evaluated']}, skipped: {m['problems_skipped']}", "",
+             "| | mean | median | P10 | min | time-weighted | kernels timed per problem |",
+             "|---|---|---|---|---|---|---|"]
+    lines += [f"| {name} | " + " | ".join(cells) + " |" for name, *cells in summary_rows(m)]
+    lines += ["", f"Exact top-1: {pct(m['top1'])}; tie-aware top-1 (within {pct(m['tie_tolerance'])}): "
+              f"{pct(m['top1_tie_aware'])}; top-1 within 1% of the oracle: {pct(m['within_1pct'])}; "
+              f"oracle in predicted top-5: {pct(m['oracle_in_top5'])}; failed picks (counted as 0): {pct(m['pick_failed'])}.",
+              "", "## Slices", "", "| slice | problems | mean | P10 |", "|---|---|---|---|"]
+    for name, s in {**m["slices"], **{f"pick pipeline {k}": v for k, v in m["by_pick_pipeline"].items()}}.items():
+        lines.append(f"| {name} | {s['n']} | {pct(s['mean'])} | {pct(s['p10'])} |")
+    if "censored" in m:
+        lines += ["", "## Censored candidates (find-db terms)", "",
+                  "Unlisted candidates are censored: not applicable, or slower than every listed one. Open: the "
+                  "pick among every candidate (a censored pick counts 0); listed: among the listed ones only.", "",
+                  "| slice | protocol | problems | top-1 | tie-aware top-1 | mean slowdown | picks outside listed "
+                  "| efficiency mean | P10 | time-weighted |", "|---|---|---|---|---|---|---|---|---|---|"]
+        for name, rep in [("all", m["censored"]["all"]), *m["censored"]["slices"].items()]:
+            lines += [f"| {name} | {proto} | " + " | ".join(censored_cells(r)) + " |" for proto, r in rep.items()]
+    if m["skipped"]:
+        lines += ["", "## Skipped problems", ""] + [f"- {s['problem']}: {s['reason']}" for s in m["skipped"][:50]]
+    if "gate" in m:
+        g = m["gate"]
+        lines += ["", f"## Acceptance gate against `{g['baseline']}`: {'PASSED' if g['passed'] else 'FAILED'}", ""]
+        lines += [f"- {f}" for f in g["failures"]]
+    return "\n".join(lines) + "\n"
+
+
+PLOT_POINTS = 200_000  # the predicted-vs-measured plot draws a seeded sample of at most this many pairs
+
+
+def _plots(out: Path, scored: Any, m: dict) -> None:
+    import matplotlib
+
+    from ckheur.files import save_png
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    rows = scored.rows
+    fig, ax = plt.subplots(figsize=(6, 4))
+    for name, vals in [("model", [r["efficiency"] for r in rows])] + \
+            [(n, [r[f"baseline: {n}"] for r in rows]) for n in m["baselines"]]:
+        v = np.sort(vals)
+        ax.step(100 * v, np.arange(1, len(v) + 1) / len(v), where="post", label=name)
+    ax.set_xlabel("efficiency (% of the measured oracle)")
+    ax.set_ylabel("fraction of problems")
+    ax.set_title(f"Efficiency CDF ({m['data_kind']} data)")
+    ax.legend(loc="upper left", fontsize=8)
+    fig.tight_layout()
+    save_png(fig, out / "efficiency_cdf.png")
+    plt.close(fig)
+    meas, pred = np.concatenate(scored.meas_tflops), np.concatenate(scored.pred_tflops)
+    if len(meas) > PLOT_POINTS:
+        keep = np.random.default_rng(0).choice(len(meas), PLOT_POINTS, replace=False)
+        meas, pred = meas[keep], pred[keep]
+    fig, ax = plt.subplots(figsize=(5, 5))
+    ax.loglog(meas, pred, ".", alpha=0.3, markersize=3)
+    lim = [max(1e-3, min(meas.min(), pred.min())), max(meas.max(), pred.max())]
+    ax.plot(lim, lim, "k--", linewidth=0.8)
+    ax.set_xlabel("measured TFLOPS")
+    ax.set_ylabel("predicted TFLOPS")
+    ax.set_title("Predicted vs measured")
+    fig.tight_layout()
+    save_png(fig, out / "predicted_vs_measured.png")
+    plt.close(fig)
+    names = list(m["slices"])
+    fig, ax = plt.subplots(figsize=(7, 4))
+    ax.barh(names, [100 * m["slices"][n]["mean"] for n in names])
+    ax.set_xlabel("mean efficiency (%)")
+    ax.set_xlim(min(50, min(100 * m["slices"][n]["mean"] for n in names) - 5), 100)
+    ax.set_title("Efficiency by slice")
+    fig.tight_layout()
+    save_png(fig, out / "slices.png")
+    plt.close(fig)
+
+
+def censored_cells(r: dict) -> list[str]:
+    """Problems, top-1, tie-aware top-1, mean slowdown, outside listed, efficiency mean / P10, time-weighted."""
+    return [str(r["problems"]), pct(r["top1"]), pct(r["top1_tie_aware"]), pct(r["mean_slowdown"]),
+            pct(r["picks_outside_listed"]), pct(r["efficiency"]["mean"]), pct(r["efficiency"]["p10"]),
+            pct(r["time_weighted"])]
+
+
+def summary_rows(m: dict) -> list[tuple[str, ...]]:
+    """Model, hybrid top-k and baselines: mean, median, P10, min, time-weighted, kernels timed."""
+    def cells(name: str, s: dict, timed: str) -> tuple[str, ...]:
+        return (name, pct(s["mean"]), pct(s["median"]), pct(s["p10"]), pct(s["min"]), pct(s["time_weighted"]), timed)
+
+    rows = [cells("model", m["efficiency"], "0")]
+    rows += [cells(f"model top-{k} measured", h, f"{h['kernels_timed_per_problem']:.2f} "
+                   f"({pct(h['fraction_of_pool_timed'])} of pool)") for k, h in m["hybrid"].items()]
+    rows += [cells(n, b, "0") for n, b in m["baselines"].items()]
+    return rows
