@@ -44,7 +44,13 @@ def run_cli(*args: str, cwd: Path = ROOT, timeout: int = 1800, in_process: bool 
     In this process by default (the console script's own entry point, with argv, stdout, stderr
     and the working directory swapped): the same code path without paying Python's and Hydra's
     start-up for every call. ``in_process=False`` runs ``python run.py`` in a subprocess, for the
-    few end-to-end runs that must prove the real process (``timeout`` is then a hang guard)."""
+    few end-to-end runs that must prove the real process (``timeout`` is then a hang guard).
+    A run that names no run folder gets a temporary one: tests never write into the checkout."""
+    if not any(a.startswith(("hydra.run.dir=", "hydra.sweep.dir=")) for a in args):
+        import tempfile
+
+        key = "hydra.sweep.dir" if "-m" in args or "--multirun" in args else "hydra.run.dir"
+        args = (*args, f"{key}={tempfile.mkdtemp(prefix='ckheur-test-run-')}")
     if not in_process:
         return subprocess.run([sys.executable, str(ROOT / "run.py"), *args], cwd=cwd,
                               capture_output=True, text=True, timeout=timeout)
