@@ -4,7 +4,7 @@
 1. Real gfx950 forward data (CK's measurements, replay backend; the 20 measured kernels): per
    seed, a random third of the 185 real shapes is held out as the test set; the other two thirds
    are the candidate set. The full sweep's model is trained on every candidate pair; each
-   strategy (active, random problems, stratified over shape families) measures a budget of the
+   strategy (active, random problems, stratified over shape clusters) measures a budget of the
    candidate pairs through stage=sweep, then stage=train and stage=evaluate on the test third.
    Target: the active model's mean held-out efficiency within 0.3 points of the full sweep's
    model with at most 40% of the pairs, averaged over seeds; random at the same budget beside it.
@@ -85,7 +85,7 @@ def one(common: list[str], eval_data: list[str], d: Path, name: str,
     s = stage([*common, *sweep], d / name / "sweep")
     sweep_s = time.perf_counter() - t0
     stage([*common, "stage=train", f"data.paths=[{d / name / 'data'}]", f"train.output={d / name / 'model'}",
-           "train.family_cv=false"], d / name / "train")
+           "train.cluster_cv=false"], d / name / "train")
     e = stage([*common, "stage=evaluate", f"evaluate.model_dir={d / name / 'model'}", "evaluate.plots=false",
                *eval_data], d / name / "eval")
     pairs = s.get("pairs_spent", s.get("attempts"))

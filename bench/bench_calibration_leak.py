@@ -5,7 +5,7 @@ The simulator's shipped parameters were fitted on the real gfx950 forward data, 
 model that uses the simulator (as a prior or as features) on that same data scores it on
 problems the simulator was fitted to. This bench measures the leak on a candidate (by default
 the shipped forward recipe: relative with the simulator's features and prior, small trees), per
-seed, under grouped and leave-shape-family-out CV, with the simulator calibrated:
+seed, under grouped and leave-cluster-out CV, with the simulator calibrated:
 
 - fold:    in each CV fold, on the training folds' problems only (train.sim_calibration=fold);
 - global:  once on all problems, with the same search from the same data-free start;
@@ -47,7 +47,7 @@ def main() -> int:
     from ckheur.measurements import resolve
     from ckheur.models.fold_calibration import fold_calibrated, table_calibration_data, with_sim_params
     from ckheur.models.prior import prior_spec
-    from ckheur.models.training import build_table, cross_validate, leave_family_out_cv
+    from ckheur.models.training import build_table, cross_validate, leave_cluster_out_cv
     from ckheur.ops import get_family
     from ckheur.sim import load_params
     from ckheur.sim_calibration import calibrate, fit_report, neutral_params
@@ -57,7 +57,7 @@ def main() -> int:
     op, arch, model = plain(cfg.op), plain(cfg.arch), plain(cfg.model)
     engine, family = get_engine(op["family"]), get_family(op["family"])
     objective, analytic = str(model["objective"]), bool(cfg.features.analytic)
-    folds, inner, clusters = int(cfg.train.folds), float(cfg.train.inner_valid_fraction), int(cfg.train.family_clusters)
+    folds, inner, clusters = int(cfg.train.folds), float(cfg.train.inner_valid_fraction), int(cfg.train.shape_clusters)
     iterations = args.iterations or int(cfg.train.calibration_iterations)
     shipped = load_params()
     prior = prior_spec(model, family, shipped)
@@ -75,7 +75,7 @@ def main() -> int:
     def both_cvs(tb, seed, mdl=model, **kw):
         """[grouped mean, grouped P10, family mean, family P10] of one seed."""
         g = cross_validate(tb, mdl, objective, cat, folds, inner, seed, **kw)["metrics"]["efficiency"]
-        f = leave_family_out_cv(tb, mdl, objective, cat, folds, inner, clusters, seed, **kw)["metrics"]["efficiency"]
+        f = leave_cluster_out_cv(tb, mdl, objective, cat, folds, inner, clusters, seed, **kw)["metrics"]["efficiency"]
         return [g["mean"], g["p10"], f["mean"], f["p10"]]
 
     print(f"candidate: {objective}" + (" + analytic features" if analytic else "")
@@ -100,7 +100,7 @@ def main() -> int:
             rows["fold"].append(both_cvs(plain_table, seed, fold_table=per_fold))
         print(f"seed {seed} ({time.perf_counter() - t0:.0f} s): " + "; ".join(f"{k} {_cells(v[-1])}"
                                                                              for k, v in rows.items()))
-    print("\n| calibration | grouped CV mean / P10 | leave-shape-family-out CV mean / P10 |")
+    print("\n| calibration | grouped CV mean / P10 | leave-cluster-out CV mean / P10 |")
     print("| --- | --- | --- |")
     for k, v in rows.items():
         a, sd = 100 * np.mean(v, axis=0), 100 * np.std(v, axis=0)

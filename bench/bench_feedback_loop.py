@@ -8,7 +8,7 @@
    entirely through the stages: sweep A (replay), train on A, tune B with the model's top-3
    (replay) into a tuning database, retrain on A + that database with each partial-measurement
    target (`naive`, the default; `pairwise`; `drop`), evaluate every model on C. A new workload is shapes unlike the
-   training ones, so the split is by shape family: the problems are clustered in log problem
+   training ones, so the split is by shape cluster: the problems are clustered in log problem
    space (k-means, seeded), whole clusters make up the training third A, and the other shapes
    (the "target workload") are split at random into B (tuned) and C (test). Random thirds of
    this set are reported too (--random): they leave little to learn, as C then resembles A.
@@ -49,7 +49,7 @@ def hybrid_cv(work: Path, ks: tuple[int, ...]) -> dict:
 
     from ckheur.metrics import hybrid_pick, summarize
 
-    stage(["stage=train", f"data.paths=[{REAL}]", f"train.output={work / 'cv_model'}", "train.family_cv=false"],
+    stage(["stage=train", f"data.paths=[{REAL}]", f"train.output={work / 'cv_model'}", "train.cluster_cv=false"],
           work / "cv_run")
     oof = pd.read_parquet(work / "cv_run" / "oof.parquet")
     out = {}
@@ -65,12 +65,12 @@ def hybrid_cv(work: Path, ks: tuple[int, ...]) -> dict:
     return out
 
 
-def split_thirds(d: Path, seed: int, by_family: bool) -> list[Path]:
+def split_thirds(d: Path, seed: int, by_cluster: bool) -> list[Path]:
     """Write the real CSV's rows of three problem groups (A train, B tune, C test) as CK CSVs."""
     import pandas as pd
 
     from ckheur.measurements import CK_GFX950_FWD
-    from ckheur.problems.space import shape_families
+    from ckheur.problems.space import cluster_shapes
     from ckheur.problems import problem_from_dict
 
     raw = pd.read_csv(CK_GFX950_FWD)
@@ -78,8 +78,8 @@ def split_thirds(d: Path, seed: int, by_family: bool) -> list[Path]:
     keys = sorted(set(raw[fields].itertuples(index=False, name=None)))
     rng = np.random.default_rng(seed)
     part = {}
-    if by_family:
-        fam = shape_families([problem_from_dict(dict(zip(fields, k))) for k in keys], 9, seed)
+    if by_cluster:
+        fam = cluster_shapes([problem_from_dict(dict(zip(fields, k))) for k in keys], 9, seed)
         order = rng.permutation(fam.max() + 1)
         train: set[int] = set()
         for c in order:  # whole clusters into A until it holds a third of the shapes
@@ -101,15 +101,15 @@ def split_thirds(d: Path, seed: int, by_family: bool) -> list[Path]:
     return paths
 
 
-def loop(work: Path, seed: int, by_family: bool) -> dict:
+def loop(work: Path, seed: int, by_cluster: bool) -> dict:
     """One split into thirds: pure, hybrid and after-feedback efficiency on the test third."""
-    d = work / f"{'family' if by_family else 'random'}{seed}"
-    a_csv, b_csv, c_csv = split_thirds(d, seed, by_family)
+    d = work / f"{'cluster' if by_cluster else 'random'}{seed}"
+    a_csv, b_csv, c_csv = split_thirds(d, seed, by_cluster)
     source = lambda path: f"problems.sources=[{{kind: csv, path: {path}}}]"  # noqa: E731
     replay = ["backend=replay", f"backend.paths=[{REAL}]"]
     stage(["stage=sweep", *replay, source(a_csv), "problems.name=real_A", f"sweep.output={d / 'A'}",
            "sweep.progress=none"], d / "sweep")
-    common = ["stage=train", "train.family_cv=false"]
+    common = ["stage=train", "train.cluster_cv=false"]
     stage([*common, f"data.paths=[{d / 'A'}]", f"train.output={d / 'base'}"], d / "train_base")
     tune = stage(["stage=tune", *replay, source(b_csv), f"tune.model_dir={d / 'base'}", f"tune.db={d / 'db'}",
                   "tune.progress=none"], d / "tune")
@@ -129,7 +129,7 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2, 3, 4])
     ap.add_argument("--out", type=Path, default=None, help="keep the work folders here (default: a temp dir)")
-    ap.add_argument("--random", action="store_true", help="random thirds instead of the shape-family split")
+    ap.add_argument("--random", action="store_true", help="random thirds instead of the shape-cluster split")
     args = ap.parse_args()
     t0 = time.perf_counter()
     with tempfile.TemporaryDirectory() as tmp:
@@ -145,7 +145,7 @@ def main() -> int:
               f"({'met' if h3['p10'] >= 0.97 else 'NOT met'}), <= 15% of the pool "
               f"({'met' if h3['fraction_of_pool'] <= 0.15 + 1e-9 else 'NOT met'})")
         print("\n2. Feedback loop: train on third A, tune third B (top-3, replay), retrain on A + B's measurements, "
-              f"test on third C ({'random thirds' if args.random else 'A: whole shape families; B, C: the other shapes'})")
+              f"test on third C ({'random thirds' if args.random else 'A: whole shape clusters; B, C: the other shapes'})")
         cols = ["pure", "hybrid3", *(f"fb {p}" for p in PARTIALS)]
         print(f"   {'seed':>4}  {'test':>4}  " + "  ".join(f"{c:>11}" for c in cols))
         runs = []

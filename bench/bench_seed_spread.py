@@ -1,7 +1,7 @@
 """How much a model's CV figures move with its seed, and how much bagging (several seeds averaged
 into one model, ``model.bagging_seeds``) steadies them, on the real gfx950 forward data.
 
-Each candidate is cross-validated with ``--seeds`` model seeds on fixed folds and shape families
+Each candidate is cross-validated with ``--seeds`` model seeds on fixed folds and shape clusters
 (``train.seed``'s), so the spread is the models' own: what retraining with another seed moves.
 
     python bench/bench_seed_spread.py                       # relative with 1, 5 and 10 seeds averaged
@@ -41,11 +41,11 @@ def main() -> None:
     res = train(df, op=job.op, arch=job.arch, pool=job.pool.kernels, model=model, candidates=cands,
                 options=TrainOptions(seeds=args.seeds, seed=int(cfg.seed)), sim_params=job.sim_params,
                 log=lambda line: print(line, flush=True) if "CV" in line else None)
-    rows = [(c["candidate"], c["family_cv_seed_mean"], c["grouped_cv_seed_mean"]) for c in res.cv_metrics["candidates"]]
+    rows = [(c["candidate"], c["cluster_cv_seed_mean"], c["grouped_cv_seed_mean"]) for c in res.cv_metrics["candidates"]]
     print(f"({time.perf_counter() - t0:.0f} s)")
     base = rows[0]
-    print(f"\n{args.seeds} model seeds, fixed folds and families; sd ratios against {base[0]}:\n")
-    print("| candidate | family CV mean / P10 (sd) | grouped CV mean / P10 (sd) | family sd ratio (mean / P10) |")
+    print(f"\n{args.seeds} model seeds, fixed folds and clusters; sd ratios against {base[0]}:\n")
+    print("| candidate | cluster CV mean / P10 (sd) | grouped CV mean / P10 (sd) | cluster sd ratio (mean / P10) |")
     print("| --- | --- | --- | --- |")
     for text, f, g in rows:
         ratio = (f"{f['mean_sd'] / base[1]['mean_sd']:.2f} / {f['p10_sd'] / base[1]['p10_sd']:.2f}"

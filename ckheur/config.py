@@ -105,7 +105,7 @@ class SweepStrategy(_Choice):
     full = "full"  # every legal kernel on every problem of the set
     active = "active"  # rounds chosen by a model ensemble's uncertainty and distance
     random = "random"  # problems drawn at random (a baseline at the same budget)
-    stratified = "stratified"  # problems drawn evenly over shape families (a baseline)
+    stratified = "stratified"  # problems drawn evenly over shape clusters (a baseline)
 
 
 class ProgressMode(_Choice):
@@ -128,7 +128,7 @@ class Prior(_Choice):
 
 
 class SelectBy(_Choice):
-    family_cv = "family_cv"  # seed-averaged leave-shape-family-out CV (how models fare on new workloads)
+    cluster_cv = "cluster_cv"  # seed-averaged leave-cluster-out CV (how models fare on new workloads)
     grouped_cv = "grouped_cv"  # seed-averaged grouped CV (neighbours of the training shapes)
 
 
@@ -278,7 +278,7 @@ class ProblemSourceSchema:
     seed: int = 0
     count: int = 0
     ndim: int = 2
-    families: Dict[str, float] = field(default_factory=dict)  # family -> sampling weight
+    shapes: Dict[str, float] = field(default_factory=dict)  # shape kind -> sampling weight (generate)
     max_gflop: float = 20000.0
 
 
@@ -493,10 +493,10 @@ class TrainSchema:
     output: Optional[str] = None  # default: {paths.bundles}/{model_name}; sim data: {paths.sim_bundles}/...
     partial: PartialTarget = PartialTarget.naive  # target for problems where only some kernels were measured
     pairwise_weight: float = 1.0  # weight of the pairwise loss against the squared error of full problems
-    family_cv: bool = True  # also a leave-shape-family-out CV (folds of clustered problems)
-    family_clusters: int = 5  # clusters in log problem space (at least train.folds); 5: leave one family out
-    select_by: SelectBy = SelectBy.family_cv  # how train.compare chooses (family_cv falls back to grouped_cv
-    # when there are fewer than 10 problems per shape family)
+    cluster_cv: bool = True  # also a leave-cluster-out CV (folds of clustered problems)
+    shape_clusters: int = 5  # clusters in log problem space (at least train.folds); 5: leave one cluster out
+    select_by: SelectBy = SelectBy.cluster_cv  # how train.compare chooses (cluster_cv falls back to grouped_cv
+    # when there are fewer than 10 problems per shape cluster)
     seeds: int = 3  # seeds averaged when train.compare compares candidates
     choice: ChoiceRule = ChoiceRule.simpler  # how train.compare chooses among candidates
     sim_calibration: SimCalibration = SimCalibration.fold  # leakage guard for simulator-based candidates on the

@@ -110,7 +110,7 @@ def test_train_recalibrates_per_fold_on_the_calibration_data_and_can_choose_the_
 
     from conftest import run_cli
 
-    common = ["stage=train", "op=fwd", "arch=gfx950", "model.max_trees=40", "train.folds=3", "train.family_cv=false",
+    common = ["stage=train", "op=fwd", "arch=gfx950", "model.max_trees=40", "train.folds=3", "train.cluster_cv=false",
               "train.seeds=1", "train.compare=[relative]", "train.calibration_iterations=30"]
     r = run_cli(*common, f"data.paths=[{ck_fwd_csv}]", f"train.output={tmp_path / 'fold'}",
                 f"hydra.run.dir={tmp_path / 'r1'}")
@@ -167,7 +167,7 @@ def test_train_guards_a_subset_of_the_calibration_data(tmp_path, ck_fwd_csv):
     subset = tmp_path / "my_sweep.csv"
     subset.write_text("\n".join(lines[:1 + 1600]) + "\n")  # the first 80 problems x 20 kernels
     r = run_cli("stage=train", "op=fwd", "arch=gfx950", f"data.paths=[{subset}]", "model.max_trees=20",
-                "train.folds=3", "train.family_cv=false", "train.calibration_iterations=20",
+                "train.folds=3", "train.cluster_cv=false", "train.calibration_iterations=20",
                 f"train.output={tmp_path / 'm'}", f"hydra.run.dir={tmp_path / 'r'}")
     assert r.returncode == 0, r.stderr
     got = re.search(r"calibrated on this data \((\d+) of its (\d+) problems\)", r.stdout)

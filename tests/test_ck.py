@@ -15,7 +15,7 @@ from conftest import ROOT, run_cli
 
 ORACLE = ROOT.parent / "shared" / "data" / "ck_dispatcher" / "feature_oracle.csv.gz"
 REAL = "measurements/ck_gfx950/fwd_bf16_2d_miopen200.csv.gz"
-QUICK = ["train.folds=2", "train.family_cv=false", "model.max_trees=60", "model=relative_prior", "model.prior=none",
+QUICK = ["train.folds=2", "train.cluster_cv=false", "model.max_trees=60", "model=relative_prior", "model.prior=none",
          "features.engine=ck"]
 
 
@@ -154,18 +154,18 @@ def test_choice_prefers_the_simpler_candidate_unless_evidence_is_beyond_the_seed
     from ckheur.models.trainer import choose
 
     def r(mean_f, sd_f, mean_g, sd_g, complexity, leaky=False):
-        return {"family_cv": {"mean": mean_f, "mean_sd": sd_f, "p10": 0.0},
+        return {"cluster_cv": {"mean": mean_f, "mean_sd": sd_f, "p10": 0.0},
                 "grouped_cv": {"mean": mean_g, "mean_sd": sd_g, "p10": 0.0}, "complexity": complexity, "leaky": leaky}
 
     simple, rich = r(0.960, 0.002, 0.985, 0.001, (52, -1)), r(0.965, 0.003, 0.987, 0.001, (55, -1))
     assert choose([rich, simple]) == 0  # wins both, beyond its spread on both: chosen...
     noisy = r(0.965, 0.006, 0.987, 0.001, (55, -1))  # ...but not when the family margin is within its spread
     assert choose([noisy, simple]) == 1 and choose([noisy, simple], "best") == 0
-    one_sided = r(0.975, 0.002, 0.984, 0.001, (55, -1))  # better on family CV, worse on grouped: not evidence
+    one_sided = r(0.975, 0.002, 0.984, 0.001, (55, -1))  # better on cluster CV, worse on grouped: not evidence
     assert choose([one_sided, simple]) == 1
     assert choose([rich, simple, r(0.99, 0.0, 0.99, 0.0, (40, -1), leaky=True)]) == 0  # leaky never chosen
-    no_family = [{**x, "family_cv": None} for x in (rich, simple)]
-    assert choose(no_family) == 0  # grouped CV alone decides without family CV
+    no_family = [{**x, "cluster_cv": None} for x in (rich, simple)]
+    assert choose(no_family) == 0  # grouped CV alone decides without cluster CV
 
 
 def test_bagged_bundles_train_warm_start_and_rank(tmp_path):
@@ -174,7 +174,7 @@ def test_bagged_bundles_train_warm_start_and_rank(tmp_path):
     from ckheur.models.bundle import load_bundle
     from ckheur.models.selector import Selector
 
-    common = ["stage=train", "op=fwd", f"data.paths=[{REAL}]", "train.folds=2", "train.family_cv=false",
+    common = ["stage=train", "op=fwd", f"data.paths=[{REAL}]", "train.folds=2", "train.cluster_cv=false",
               "model.max_trees=20", "model.prior=none", "model.bagging_seeds=3"]
     r = run_cli(*common, f"train.output={tmp_path / 'b'}", f"hydra.run.dir={tmp_path / 'r1'}")
     assert r.returncode == 0, r.stderr

@@ -400,7 +400,7 @@ def small_model_dir(tmp_path_factory, ck_fwd_csv):
                 "data.shard.count=3", "data.shard.index=0", f"train.output={out / 'm'}", f"hydra.run.dir={out / 'run'}")
     assert r.returncode == 0, r.stderr
     cv = json.loads((out / "m" / "cv_metrics.json").read_text())
-    assert cv["family_cv"]["efficiency"]["mean"] > 0.5 and len(cv["family_cv"]["cluster_sizes"]) == 5
+    assert cv["cluster_cv"]["efficiency"]["mean"] > 0.5 and len(cv["cluster_cv"]["cluster_sizes"]) == 5
     return out / "m"
 
 
@@ -412,11 +412,11 @@ def test_training_mixes_a_ck_csv_and_a_tuning_database(small_model_dir, tmp_path
                 f"hydra.run.dir={tmp_path / 'a'}")
     assert r.returncode == 0, r.stderr
     r = run_cli("stage=train", "op=fwd", f"data.paths=[{REAL},{tmp_path / 'db'}]", "train.calibration_iterations=100", "model.max_trees=60",
-                "train.folds=3", "train.family_cv=false", f"train.output={tmp_path / 'm2'}", f"hydra.run.dir={tmp_path / 'b'}")
+                "train.folds=3", "train.cluster_cv=false", f"train.output={tmp_path / 'm2'}", f"hydra.run.dir={tmp_path / 'b'}")
     assert r.returncode == 0, r.stderr
     assert "problems are partly measured" not in r.stdout  # the CSV measures every kernel of the tuned shapes too
     r = run_cli("stage=train", "op=fwd", f"data.paths=[{tmp_path / 'db'}]", "model.max_trees=60", "train.folds=3",
-                "train.family_cv=false", f"train.output={tmp_path / 'm3'}", f"hydra.run.dir={tmp_path / 'c'}")
+                "train.cluster_cv=false", f"train.output={tmp_path / 'm3'}", f"hydra.run.dir={tmp_path / 'c'}")
     assert r.returncode == 0, r.stderr
     assert "problems are partly measured" in r.stdout
     manifest = json.loads((tmp_path / "m3" / "train_manifest.json").read_text())

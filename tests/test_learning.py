@@ -216,7 +216,7 @@ def test_analytic_prior_in_training_selection_c_export_and_warm_start(tmp_path, 
 
     out = tmp_path / "prior"
     r = run_cli("stage=train", "op=fwd", "arch=gfx950", f"data.paths=[{ck_fwd_csv}]", "model.prior=analytic",
-                "model.prior_scale=0.7", "train.calibration_iterations=100", "model.max_trees=40", "train.folds=3", "train.family_cv=false",
+                "model.prior_scale=0.7", "train.calibration_iterations=100", "model.max_trees=40", "train.folds=3", "train.cluster_cv=false",
                 f"train.output={out}", f"hydra.run.dir={tmp_path / 'r'}")
     assert r.returncode == 0, r.stderr
     b = load_bundle(out)
@@ -291,7 +291,7 @@ def test_shipped_model_reproduces_its_cv_metrics(tmp_path, ck_fwd_csv):
     assert all(c["grouped_cv_seed_mean"]["mean"] - g["mean"] <= c["grouped_cv_seed_mean"]["mean_sd"] for c in others)
     model = json.loads((SHIPPED / "train_manifest.json").read_text())["config"]["model"]
     recipe = [f"model.{k}={v}" for k, v in model.items()]
-    r = run_cli("stage=train", "op=fwd", "arch=gfx950", f"data.paths=[{ck_fwd_csv}]", *recipe, "train.family_cv=false",
+    r = run_cli("stage=train", "op=fwd", "arch=gfx950", f"data.paths=[{ck_fwd_csv}]", *recipe, "train.cluster_cv=false",
                 f"train.output={tmp_path / 'm'}", f"hydra.run.dir={tmp_path / 'run'}")
     assert r.returncode == 0, r.stderr
     now = json.loads((tmp_path / "m" / "cv_metrics.json").read_text())["candidates"][0]

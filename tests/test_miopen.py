@@ -214,7 +214,7 @@ def test_training_ranks_censored_solvers_last(tmp_path):
     assert rep["open"]["picks_outside_listed"] < 0.05 and rep["open"]["top1"] > 0.5
     r = run_cli("stage=train", "op=miopen/fwd", "arch=gfx942", "op.dtype=fp32",
                 f"data.paths=[{data / 'miopen_fwd_fp32_gfx942' / 'gfx942130.parquet'}]", "model.max_trees=20",
-                "train.folds=3", "train.family_cv=false", f"train.output={tmp_path / 'model'}",
+                "train.folds=3", "train.cluster_cv=false", f"train.output={tmp_path / 'model'}",
                 f"hydra.run.dir={tmp_path / 'rt'}")
     assert r.returncode == 0, r.stderr
     assert json.loads((tmp_path / "model" / "train_manifest.json").read_text())["data_kind"] == "real"

@@ -135,7 +135,7 @@ def test_shard_config_applies(compose):
     assert all(parts)
 
 
-def test_generator_is_deterministic_and_covers_families():
+def test_generator_is_deterministic_and_covers_shape_kinds():
     a, b = generate(seed=3, count=300), generate(seed=3, count=300)
     assert [p.key() for p in a] == [p.key() for p in b]
     assert [p.key() for p in generate(seed=4, count=300)] != [p.key() for p in a]

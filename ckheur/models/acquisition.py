@@ -45,14 +45,14 @@ def farthest_points(Z: np.ndarray, count: int, measured: np.ndarray, seed: int) 
     return chosen
 
 
-def stratified_order(families: np.ndarray, seed: int) -> np.ndarray:
-    """An order of problems in which every prefix is spread over their shape families
-    (``ckheur.problems.space.shape_families`` labels) in proportion to family size: each problem sits at a
-    seeded random position within its family."""
+def stratified_order(clusters: np.ndarray, seed: int) -> np.ndarray:
+    """An order of problems in which every prefix is spread over their shape clusters
+    (``ckheur.problems.space.cluster_shapes`` labels) in proportion to cluster size: each problem sits at a
+    seeded random position within its cluster."""
     rng = np.random.default_rng(seed)
-    pos = np.empty(len(families))
-    for c in np.unique(families):
-        idx = np.flatnonzero(families == c)
+    pos = np.empty(len(clusters))
+    for c in np.unique(clusters):
+        idx = np.flatnonzero(clusters == c)
         pos[idx] = (rng.permutation(len(idx)) + rng.random()) / len(idx)
     return np.argsort(pos, kind="stable")
 

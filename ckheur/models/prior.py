@@ -1,6 +1,6 @@
 """The analytic model as a prior (residual learning): each pair's score starts from the
 simulator's opinion and the trees learn corrections to it, so where training data is thin
-(shape families never seen) the model falls back towards physics instead of extrapolating.
+(shape clusters never seen) the model falls back towards physics instead of extrapolating.
 
 For the ``relative`` and ``lambdarank`` objectives the prior is ``scale * simulated TFLOPS /
 the best simulated TFLOPS among the problem's candidates`` (the scale of the relative label);

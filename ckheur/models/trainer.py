@@ -9,7 +9,7 @@
 A candidate is an objective with its inputs: the feature set (ckheur's own, or CK's dispatcher
 features: ``+ck``), the simulator's TFLOPS as features (``+analytic``), the simulator as a prior
 the trees correct (``+prior``) and bagging (``+bag5``: five seeds averaged into one model). Each is
-scored by grouped K-fold CV and, with enough problems, leave-shape-family-out CV, over several
+scored by grouped K-fold CV and, with enough problems, leave-cluster-out CV, over several
 seeds; the choice rule (:func:`choose`) prefers the simpler candidate unless a richer one wins by
 more than its spread over seeds on both.
 """
@@ -28,9 +28,9 @@ import numpy as np
 from ckheur.job import Job
 from ckheur.models.training import OBJECTIVES, TrainingError
 
-# Leave-shape-family-out CV needs families worth the name: at least this many problems per
-# family (5 families: 50 problems); below it candidates are compared by grouped CV.
-FAMILY_MIN_PROBLEMS = 10
+# Leave-cluster-out CV needs clusters worth the name: at least this many problems per
+# cluster (5 clusters: 50 problems); below it candidates are compared by grouped CV.
+CLUSTER_MIN_PROBLEMS = 10
 FEATURE_SETS = ("native", "ck")  # ckheur's engine of the op family; CK's dispatcher features (grouped conv)
 CHOICE_RULES = ("simpler", "best")
 
@@ -88,9 +88,9 @@ class TrainOptions:
     inner_valid_fraction: float = 0.15
     seeds: int = 3  # seeds per candidate when there are several candidates
     seed: int = 0
-    family_cv: bool = True
-    family_clusters: int = 5
-    select_by: str = "family_cv"  # the estimate "best" chooses by, and the one "simpler" names first
+    cluster_cv: bool = True
+    shape_clusters: int = 5
+    select_by: str = "cluster_cv"  # the estimate "best" chooses by, and the one "simpler" names first
     choice: str = "simpler"  # simpler: the simplest candidate unless another wins beyond its spread; best
     partial: str = "naive"
     pairwise_weight: float = 1.0
@@ -138,14 +138,14 @@ def seed_summary(metrics: Sequence[Mapping[str, Any]]) -> dict:
             "per_seed_mean": [float(x) for x in mean], "per_seed_p10": [float(x) for x in p10]}
 
 
-def choose(results: Sequence[Mapping[str, Any]], rule: str = "simpler", select_by: str = "family_cv") -> int:
-    """The index of the chosen result (dicts with ``grouped_cv``, ``family_cv`` seed summaries or
+def choose(results: Sequence[Mapping[str, Any]], rule: str = "simpler", select_by: str = "cluster_cv") -> int:
+    """The index of the chosen result (dicts with ``grouped_cv``, ``cluster_cv`` seed summaries or
     None, ``complexity`` and ``leaky``).
 
     ``simpler``: start from the simplest candidate (fewest inputs; of the same inputs, the one
     averaging most seeds, whose figures move least; then in listed order) and move to a richer one
     only when it beats the current choice by more than its own spread over seeds in mean
-    efficiency, on family CV and grouped CV both (grouped CV alone without family CV): with a
+    efficiency, on cluster CV and grouped CV both (grouped CV alone without cluster CV): with a
     couple of hundred problems, a margin within the seed noise is not evidence. ``best``: the
     highest mean (then P10) by ``select_by``."""
     if rule not in CHOICE_RULES:
@@ -157,7 +157,7 @@ def choose(results: Sequence[Mapping[str, Any]], rule: str = "simpler", select_b
     order = sorted(usable, key=lambda i: (results[i]["complexity"], i))
     chosen = order[0]
     for i in order[1:]:
-        estimates = [e for e in ("family_cv", "grouped_cv") if results[i][e] and results[chosen][e]]
+        estimates = [e for e in ("cluster_cv", "grouped_cv") if results[i][e] and results[chosen][e]]
         if all(results[i][e]["mean"] - results[chosen][e]["mean"] > results[i][e]["mean_sd"] for e in estimates):
             chosen = i
     return chosen
@@ -174,7 +174,7 @@ def train(df: Any, *, op: Mapping[str, Any], arch: Mapping[str, Any], pool: Sequ
     from ckheur.models.bundle import incompatibilities
     from ckheur.models.fold_calibration import fold_calibrated
     from ckheur.models.prior import pair_prior, prior_spec
-    from ckheur.models.training import build_table, cross_validate, fit, leave_family_out_cv
+    from ckheur.models.training import build_table, cross_validate, fit, leave_cluster_out_cv
     from ckheur.ops import get_family
     from ckheur.version import __version__
 
@@ -210,16 +210,16 @@ def train(df: Any, *, op: Mapping[str, Any], arch: Mapping[str, Any], pool: Sequ
                 prior, c.objective))
         return with_prior[key]
 
-    # Seeds vary the models only: the folds, families and early-stopping splits are train.seed's, so
+    # Seeds vary the models only: the folds, clusters and early-stopping splits are train.seed's, so
     # the spread over seeds is the models' own (what a retrained model would vary by).
     cv_kw = {"partial": options.partial, "pair_weight": options.pairwise_weight, "split_seed": options.seed}
     folds, inner = options.folds, options.inner_valid_fraction
-    clusters = max(folds, options.family_clusters)
-    families_ok = len(base.problems) >= FAMILY_MIN_PROBLEMS * clusters
-    if options.family_cv and not families_ok:
-        log(f"train: leave-shape-family-out CV skipped: {len(base.problems)} problems, fewer than "
-            f"{FAMILY_MIN_PROBLEMS} per family x {clusters} families")
-    family_cv = options.family_cv and families_ok
+    clusters = max(folds, options.shape_clusters)
+    clusters_ok = len(base.problems) >= CLUSTER_MIN_PROBLEMS * clusters
+    if options.cluster_cv and not clusters_ok:
+        log(f"train: leave-cluster-out CV skipped: {len(base.problems)} problems, fewer than "
+            f"{CLUSTER_MIN_PROBLEMS} per cluster x {clusters} clusters")
+    cluster_cv = options.cluster_cv and clusters_ok
     guard = options.sim_calibration == "fold"
 
     def recalibrated(c: Candidate) -> bool:
@@ -255,24 +255,24 @@ def train(df: Any, *, op: Mapping[str, Any], arch: Mapping[str, Any], pool: Sequ
             cat = [tb.feature_names.index(n) for n in engine_of(op["family"], c.features).CATEGORICAL]
             runs = [cross_validate(tb, model_of(c), c.objective, cat, folds, inner, sd, **fold_kw(c, tb, sd))
                     for sd in seeds]
-            fam = [leave_family_out_cv(tb, model_of(c), c.objective, cat, folds, inner, clusters, sd,
-                                       **fold_kw(c, tb, sd)) for sd in seeds] if family_cv else []
+            fam = [leave_cluster_out_cv(tb, model_of(c), c.objective, cat, folds, inner, clusters, sd,
+                                       **fold_kw(c, tb, sd)) for sd in seeds] if cluster_cv else []
             results.append({
                 "candidate": c, "leaky": c.uses_simulator and leaky and not guard, "fold_calibrated": recalibrated(c),
                 "complexity": (len(tb.feature_names) + c.prior, -c.bagging), "seeds": seeds, "oof": runs[0]["oof"],
                 "fold": runs[0]["fold"], "best_iterations": [b for r in runs for b in r["best_iterations"]],
                 "metrics": runs[0]["metrics"], "grouped_cv": seed_summary([r["metrics"] for r in runs]),
-                "family_cv": seed_summary([r["metrics"] for r in fam]) if fam else None,
-                "family_cv_detail": {"clusters": clusters, "cluster_sizes": fam[0]["cluster_sizes"],
+                "cluster_cv": seed_summary([r["metrics"] for r in fam]) if fam else None,
+                "cluster_cv_detail": {"clusters": clusters, "cluster_sizes": fam[0]["cluster_sizes"],
                                      "best_iterations": fam[0]["best_iterations"], **fam[0]["metrics"]} if fam else None})
             log(_candidate_line(results[-1], len(seeds)))
         if len(candidates) > 1:
-            pick = choose(results, options.choice, options.select_by if family_cv else "grouped_cv")
+            pick = choose(results, options.choice, options.select_by if cluster_cv else "grouped_cv")
             chosen = results[pick]["candidate"]
             log(f"train: chose {chosen.name} by the {options.choice} rule over seeds {', '.join(map(str, seeds))} ("
                 + ("the simplest candidate unless another wins by more than its seed spread on "
-                   + ("family and grouped CV" if family_cv else "grouped CV") if options.choice == "simpler" else
-                   f"highest mean, then P10, of {(options.select_by if family_cv else 'grouped_cv').replace('_', ' ')}")
+                   + ("cluster and grouped CV" if cluster_cv else "grouped CV") if options.choice == "simpler" else
+                   f"highest mean, then P10, of {(options.select_by if cluster_cv else 'grouped_cv').replace('_', ' ')}")
                 + ")")
     engine = engine_of(op["family"], chosen.features)
     fit_kw = {"partial": options.partial, "pair_weight": options.pairwise_weight}
@@ -301,7 +301,7 @@ def train(df: Any, *, op: Mapping[str, Any], arch: Mapping[str, Any], pool: Sequ
         picked = next(r for r in results if r["candidate"] == chosen)
         n_trees = max(10, int(np.median(picked["best_iterations"])))
         booster = fit(tb, everything, model_of(chosen), chosen.objective, cat, options.seed, n_trees, **fit_kw)
-        cv_metrics = _cv_metrics(chosen, spec, n_trees, results, picked, options, seeds, rep, family_cv)
+        cv_metrics = _cv_metrics(chosen, spec, n_trees, results, picked, options, seeds, rep, cluster_cv)
         oof = {"oof": picked["oof"], "fold": picked["fold"]}
     tflops_booster = None
     if chosen.features == "ck" and chosen.objective == "relative":  # a companion CK's predictor can run
@@ -340,14 +340,14 @@ def _report_table(rep: Mapping[str, Any], options: TrainOptions, model: Mapping[
 
 
 def _cv_metrics(chosen: Candidate, spec: Mapping[str, Any], n_trees: int, results: Sequence[dict], picked: dict,
-                options: TrainOptions, seeds: list[int], rep: Mapping[str, Any], family_cv: bool) -> dict:
+                options: TrainOptions, seeds: list[int], rep: Mapping[str, Any], cluster_cv: bool) -> dict:
     """The bundle's record of how its model was scored and chosen (cv_metrics.json)."""
     def entry(r: dict) -> dict:
         c = r["candidate"]
         return {"candidate": c.name, "objective": c.objective, "analytic": c.analytic, "prior": c.prior,
                 "features": c.features, "bagging": c.bagging, "leaky": r["leaky"],
                 "fold_calibrated": r["fold_calibrated"], "best_iterations": r["best_iterations"], **r["metrics"],
-                "grouped_cv_seed_mean": r["grouped_cv"], "family_cv_seed_mean": r["family_cv"]}
+                "grouped_cv_seed_mean": r["grouped_cv"], "cluster_cv_seed_mean": r["cluster_cv"]}
 
     return {
         "chosen": {"candidate": chosen.name, "objective": chosen.objective, "analytic": chosen.analytic,
@@ -355,23 +355,23 @@ def _cv_metrics(chosen: Candidate, spec: Mapping[str, Any], n_trees: int, result
                    "prior": spec["prior"] and {k: v for k, v in spec["prior"].items() if k != "params"},
                    "trees": n_trees},
         "choice_rule": options.choice if len(results) > 1 else None,
-        "selected_by": (options.select_by if family_cv else "grouped_cv") if len(results) > 1 else None,
+        "selected_by": (options.select_by if cluster_cv else "grouped_cv") if len(results) > 1 else None,
         "seeds": seeds, "folds": options.folds, "group_key": "full problem identity (every field) within one direction",
         "early_stopping": f"inner group split ({options.inner_valid_fraction:.0%}) of the training folds",
         "partial_target": options.partial, "problems_fully_measured": rep["problems_fully_measured"],
-        "problems_partly_measured": rep["problems_partly_measured"], "family_cv": picked["family_cv_detail"],
-        "family_cv_seed_mean": picked["family_cv"], "grouped_cv_seed_mean": picked["grouped_cv"],
+        "problems_partly_measured": rep["problems_partly_measured"], "cluster_cv": picked["cluster_cv_detail"],
+        "cluster_cv_seed_mean": picked["cluster_cv"], "grouped_cv_seed_mean": picked["grouped_cv"],
         "candidates": [entry(r) for r in results]}
 
 
 def _candidate_line(r: dict, n_seeds: int) -> str:
     """One line on a candidate's CV."""
-    e, g, f = r["metrics"]["efficiency"], r["grouped_cv"], r["family_cv"]
+    e, g, f = r["metrics"]["efficiency"], r["grouped_cv"], r["cluster_cv"]
     seeds = f" (mean of {n_seeds} seeds, sd {100 * g['mean_sd']:.2f} / {100 * g['p10_sd']:.2f})" if n_seeds > 1 else ""
     return (f"train: CV {r['candidate'].name}: grouped mean {100 * g['mean']:.2f}% P10 {100 * g['p10']:.2f}%{seeds}; "
             f"median {100 * e['median']:.2f}% min {100 * e['min']:.2f}% top-1 {100 * r['metrics']['top1']:.1f}%, "
             f"trees {r['best_iterations'][:5]}"
-            + (f"; leave-shape-family-out mean {100 * f['mean']:.2f}% P10 {100 * f['p10']:.2f}%"
+            + (f"; leave-cluster-out mean {100 * f['mean']:.2f}% P10 {100 * f['p10']:.2f}%"
                + (f" (sd {100 * f['mean_sd']:.2f} / {100 * f['p10_sd']:.2f})" if n_seeds > 1 else "") if f else "")
             + ("  [simulator calibrated on this data: optimistic, not selectable]" if r["leaky"] else "")
             + ("  [simulator recalibrated in each fold]" if r["fold_calibrated"] else ""))

@@ -344,7 +344,7 @@ def cross_validate(table: Table, model: Mapping[str, Any], objective: str, categ
     """Grouped K-fold CV: out-of-fold scores, the tree counts early stopping chose, metrics.
 
     Folds never split a problem; ``groups`` (per problem) makes them coarser, e.g. shape
-    families. Efficiency is scored on fully measured problems when there are any (a partly
+    clusters. Efficiency is scored on fully measured problems when there are any (a partly
     measured problem has no known oracle). ``fold_table(fold, training rows)``, when given,
     is the table a fold trains and scores on (same rows; features or prior may depend on the
     training rows, as in ``models.fold_calibration``). ``seed`` seeds the models; ``split_seed``
@@ -383,15 +383,15 @@ def cross_validate(table: Table, model: Mapping[str, Any], objective: str, categ
     return {"oof": oof, "fold": fold_of, "best_iterations": best_iters, "metrics": metrics}
 
 
-def leave_family_out_cv(table: Table, model: Mapping[str, Any], objective: str, categorical: list[int], folds: int,
+def leave_cluster_out_cv(table: Table, model: Mapping[str, Any], objective: str, categorical: list[int], folds: int,
                         inner_valid_fraction: float, clusters: int, seed: int, **cv_kw: Any) -> dict:
-    """Leave-shape-family-out CV: folds of whole clusters of problems in log problem space, so
+    """Leave-cluster-out CV: folds of whole clusters of problems in log problem space, so
     each test fold holds shapes unlike the training ones. It estimates how far to trust the
     model on a new workload, beside the grouped CV (which tests on neighbours of training shapes).
-    The families are drawn with ``split_seed`` when given (else ``seed``)."""
-    from ckheur.problems.space import shape_families
+    The clusters are drawn with ``split_seed`` when given (else ``seed``)."""
+    from ckheur.problems.space import cluster_shapes
 
     split = cv_kw.get("split_seed")
-    fam = shape_families(table.problems, clusters, seed if split is None else split)
-    cv = cross_validate(table, model, objective, categorical, folds, inner_valid_fraction, seed, groups=fam, **cv_kw)
-    return {**cv, "cluster_sizes": np.bincount(fam).tolist()}
+    cluster = cluster_shapes(table.problems, clusters, seed if split is None else split)
+    cv = cross_validate(table, model, objective, categorical, folds, inner_valid_fraction, seed, groups=cluster, **cv_kw)
+    return {**cv, "cluster_sizes": np.bincount(cluster).tolist()}

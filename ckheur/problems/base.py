@@ -39,17 +39,17 @@ def check_exact_sizes(flops: int, elems: int, what: str) -> None:
             raise ProblemError(f"problem too large: {name} {v:.3g} >= 2^53 in {what}")
 
 
-def draw_distinct(seed: int, count: int, families: Mapping[str, float], allowed: Sequence[str],
+def draw_distinct(seed: int, count: int, shapes: Mapping[str, float], allowed: Sequence[str],
                   sample: Callable[[random.Random, str], Any]) -> list:
-    """``count`` distinct problems from weighted shape families, deterministically for a seed.
+    """``count`` distinct problems from weighted shape kinds, deterministically for a seed.
 
-    ``sample(rng, family)`` returns one problem, or None to draw again (invalid or filtered).
+    ``sample(rng, kind)`` returns one problem, or None to draw again (invalid or filtered).
     """
-    unknown = sorted(set(families) - set(allowed))
+    unknown = sorted(set(shapes) - set(allowed))
     if unknown:
-        raise ProblemError(f"generator family {', '.join(unknown)} unknown; allowed: {', '.join(allowed)}")
+        raise ProblemError(f"shape kind {', '.join(unknown)} unknown (problems.sources[].shapes); allowed: {', '.join(allowed)}")
     rng = random.Random(seed)
-    names, weights = list(families), [float(families[f]) for f in families]
+    names, weights = list(shapes), [float(shapes[f]) for f in shapes]
     out: dict[tuple, Any] = {}
     tries = 0
     while len(out) < count:

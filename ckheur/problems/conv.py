@@ -203,42 +203,42 @@ _CHANNELS = (3, 8, 16, 24, 32, 40, 48, 64, 80, 96, 112, 128, 144, 160, 192, 240,
 _SPATIAL = {"small": (4, 7, 8, 10, 14, 16), "medium": (17, 20, 28, 32, 35, 48, 56, 64),
             "large": (71, 73, 96, 112, 128, 147, 149, 224)}
 _BATCH = (1, 2, 4, 8, 16, 32, 64, 128, 256)
-FAMILIES = ("pointwise", "conv3x3", "conv5x5", "conv7x7", "strided", "dilated",
+SHAPE_KINDS = ("pointwise", "conv3x3", "conv5x5", "conv7x7", "strided", "dilated",
             "grouped", "depthwise", "conv3d")
 
 
-def _sample(rng: random.Random, family: str, ndim: int) -> dict[str, int]:
-    """One random problem of a shape family (fields as a dict, maybe invalid)."""
+def _sample(rng: random.Random, kind: str, ndim: int) -> dict[str, int]:
+    """One random problem of a shape kind (fields as a dict, maybe invalid)."""
     size_class = rng.choices(("small", "medium", "large"), weights=(0.35, 0.45, 0.2))[0]
     hw = rng.choice(_SPATIAL[size_class])
     d: dict[str, int] = {
         "N": rng.choice(_BATCH), "C": rng.choice(_CHANNELS), "K": rng.choice(_CHANNELS[1:]),
         "Hi": hw, "Wi": hw if rng.random() < 0.85 else rng.choice(_SPATIAL[size_class]),
     }
-    filt = {"pointwise": 1, "conv3x3": 3, "conv5x5": 5, "conv7x7": 7}.get(family)
+    filt = {"pointwise": 1, "conv3x3": 3, "conv5x5": 5, "conv7x7": 7}.get(kind)
     if filt is None:
-        filt = rng.choice((1, 3, 3, 3, 5)) if family in ("strided", "grouped", "conv3d") else 3
+        filt = rng.choice((1, 3, 3, 3, 5)) if kind in ("strided", "grouped", "conv3d") else 3
     d["Y"] = d["X"] = filt
     d["pad_h"] = d["pad_w"] = filt // 2 if rng.random() < 0.85 else 0
-    if family == "strided":
+    if kind == "strided":
         d["stride_h"] = d["stride_w"] = 2
-    if family == "dilated":
+    if kind == "dilated":
         dil = rng.choice((2, 2, 3, 4))
         d["dilation_h"] = d["dilation_w"] = dil
         d["pad_h"] = d["pad_w"] = dil
-    if family == "grouped":
+    if kind == "grouped":
         g = rng.choice((2, 4, 8, 16, 32, 64))
         d["G"] = g
         d["C"] = g * rng.choice((1, 2, 4, 8, 16, 32))
         d["K"] = g * rng.choice((1, 2, 4, 8, 16, 32))
-    if family == "depthwise":
+    if kind == "depthwise":
         c = rng.choice((16, 32, 64, 96, 128, 144, 192, 240, 256, 384, 480, 512, 576, 672, 960))
         d["G"] = d["C"] = d["K"] = c
         d["Y"] = d["X"] = rng.choice((3, 3, 5, 7))
         d["pad_h"] = d["pad_w"] = d["Y"] // 2
         if rng.random() < 0.3:
             d["stride_h"] = d["stride_w"] = 2
-    if family == "conv3d" or ndim == 3:
+    if kind == "conv3d" or ndim == 3:
         d["Di"] = rng.choice((2, 4, 8, 16, 32))
         d["Hi"] = d["Wi"] = rng.choice((7, 14, 16, 28, 32, 56, 64, 112))
         d["Z"] = rng.choice((1, 3, 3)) if d["Y"] > 1 else 1
@@ -249,19 +249,19 @@ def _sample(rng: random.Random, family: str, ndim: int) -> dict[str, int]:
     return d
 
 
-def generate(seed: int, count: int, ndim: int = 2, families: Mapping[str, float] | None = None,
+def generate(seed: int, count: int, ndim: int = 2, shapes: Mapping[str, float] | None = None,
              max_gflop: float = 20000.0) -> list[ConvProblem]:
-    """Draw ``count`` distinct valid problems from weighted shape families, deterministically."""
+    """Draw ``count`` distinct valid problems from weighted shape kinds, deterministically."""
 
-    def sample(rng: random.Random, family: str) -> ConvProblem | None:
+    def sample(rng: random.Random, kind: str) -> ConvProblem | None:
         try:
-            p = problem_from_dict(_sample(rng, family, ndim))
+            p = problem_from_dict(_sample(rng, kind, ndim))
         except ProblemError:
             return None
         return p if p.flops <= max_gflop * 1e9 and p.ndim == ndim else None
 
-    fams = dict(families or {f: 1.0 for f in FAMILIES if (f == "conv3d") == (ndim == 3)})
-    return draw_distinct(seed, count, fams, FAMILIES, sample)
+    kinds = dict(shapes or {f: 1.0 for f in SHAPE_KINDS if (f == "conv3d") == (ndim == 3)})
+    return draw_distinct(seed, count, kinds, SHAPE_KINDS, sample)
 
 def parse_miopen(line: str) -> tuple[ConvProblem, tuple[str, ...]]:
     """Parse one MIOpenDriver command line into (problem, the directions its ``-F`` runs)."""

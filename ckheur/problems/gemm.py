@@ -89,30 +89,30 @@ def problem_from_dict(d: Mapping[str, Any]) -> GemmProblem:
 
 
 # ------------------------------------------------------------------ generator
-FAMILIES = ("tiny_m", "skinny", "square", "large", "odd", "prime", "deep_k")
+SHAPE_KINDS = ("tiny_m", "skinny", "square", "large", "odd", "prime", "deep_k")
 _PRIMES = (1, 3, 7, 13, 31, 61, 127, 251, 509, 1021, 2039, 4093, 8191)
 _SIZES = (64, 128, 256, 384, 512, 768, 1024, 1536, 2048, 3072, 4096, 5120, 6144, 7168, 8192, 11008, 14336, 16384)
 
 
-def generate(seed: int, count: int, ndim: int = 2, families: Mapping[str, float] | None = None,
+def generate(seed: int, count: int, ndim: int = 2, shapes: Mapping[str, float] | None = None,
              max_gflop: float = 20000.0, layouts: tuple[str, ...] = ("rcr",)) -> list[GemmProblem]:
-    """Draw ``count`` distinct GEMM problems from weighted shape families, deterministically."""
+    """Draw ``count`` distinct GEMM problems from weighted shape kinds, deterministically."""
 
-    def sample(rng: random.Random, family: str) -> GemmProblem | None:
+    def sample(rng: random.Random, kind: str) -> GemmProblem | None:
         m, n, k = rng.choice(_SIZES), rng.choice(_SIZES), rng.choice(_SIZES)
-        if family == "tiny_m":
+        if kind == "tiny_m":
             m = rng.choice((1, 2, 4, 8, 16, 32, 64))
-        elif family == "skinny":
+        elif kind == "skinny":
             n = rng.choice((16, 32, 64, 128))
-        elif family == "square":
+        elif kind == "square":
             n = k = m
-        elif family == "large":
+        elif kind == "large":
             m, n = rng.choice((8192, 16384, 20480, 32768)), rng.choice((4096, 7168, 8192))
-        elif family == "odd":
+        elif kind == "odd":
             m, n, k = (x + rng.choice((-7, -3, -1, 1, 5, 9)) for x in (m, n, k))
-        elif family == "prime":
+        elif kind == "prime":
             m, n = rng.choice(_PRIMES[3:]), rng.choice(_PRIMES[5:])
-        elif family == "deep_k":
+        elif kind == "deep_k":
             k = rng.choice((16384, 32768, 65536))
             m, n = rng.choice((64, 128, 256, 512)), rng.choice((64, 128, 256, 512))
         try:
@@ -121,7 +121,7 @@ def generate(seed: int, count: int, ndim: int = 2, families: Mapping[str, float]
             return None
         return p if p.flops <= max_gflop * 1e9 else None
 
-    return draw_distinct(seed, count, dict(families or {f: 1.0 for f in FAMILIES}), FAMILIES, sample)
+    return draw_distinct(seed, count, dict(shapes or {f: 1.0 for f in SHAPE_KINDS}), SHAPE_KINDS, sample)
 
 BATCH_FIELD = "M"  # what a source's `batch` list replaces: tokens
 

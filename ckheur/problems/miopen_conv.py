@@ -74,12 +74,12 @@ def from_text(line: str, direction: str | None = None, dtype: str | None = None)
     return problem_from_dict({**parsed.values, "layout": layout, "bias": int(parsed.flags.get("-b", "0"))})
 
 
-def generate(seed: int, count: int, ndim: int = 2, families: Mapping[str, float] | None = None,
+def generate(seed: int, count: int, ndim: int = 2, shapes: Mapping[str, float] | None = None,
              max_gflop: float = 20000.0) -> list[MIOpenConvProblem]:
     """The convolution generator's problems, NCHW without bias."""
     from ckheur.problems.conv import generate as conv_generate
 
-    return [problem_from_dict(p.to_dict()) for p in conv_generate(seed, count, ndim, families, max_gflop)]
+    return [problem_from_dict(p.to_dict()) for p in conv_generate(seed, count, ndim, shapes, max_gflop)]
 
 
 SOURCES: dict = {}

@@ -131,7 +131,7 @@ def load_source(src: Mapping[str, Any], load_set: Callable[[str], list], family:
                 raise ProblemError(f"inline problem #{i}: {e}") from None
     elif kind == "generate":
         probs = mod.generate(int(src.get("seed", 0)), int(src.get("count", 0)), int(src.get("ndim", 2)),
-                             src.get("families") or None, float(src.get("max_gflop", 20000.0)))
+                             src.get("shapes") or None, float(src.get("max_gflop", 20000.0)))
     elif kind == "csv":
         probs = read_csv(_source_path(src, kind), family)
     elif kind == "dataset":

@@ -1,5 +1,5 @@
-"""Problems as points: standardized log problem space, and shape families (k-means clusters
-in it). Shared by training (leave-family-out CV) and active sweeps (distances, strata)."""
+"""Problems as points: standardized log problem space, and shape clusters (k-means clusters
+in it). Shared by training (leave-cluster-out CV) and active sweeps (distances, strata)."""
 
 from __future__ import annotations
 
@@ -17,7 +17,7 @@ def log_space(problems: Sequence[Any]) -> np.ndarray:
     return (Z - Z.mean(axis=0)) / Z.std(axis=0) if Z.size else np.zeros((len(problems), 0))
 
 
-def shape_families(problems: Sequence[Any], clusters: int, seed: int) -> np.ndarray:
+def cluster_shapes(problems: Sequence[Any], clusters: int, seed: int) -> np.ndarray:
     """Cluster labels of problems in log problem space (k-means on standardized log2 of the
     numeric fields): folds made of whole clusters test on shapes unlike the training ones."""
     from sklearn.cluster import KMeans

@@ -43,7 +43,7 @@ def options(cfg: Any) -> Any:
 
     t = cfg.train
     return TrainOptions(folds=int(t.folds), inner_valid_fraction=float(t.inner_valid_fraction), seeds=int(t.seeds),
-                        seed=int(cfg.seed), family_cv=bool(t.family_cv), family_clusters=int(t.family_clusters),
+                        seed=int(cfg.seed), cluster_cv=bool(t.cluster_cv), shape_clusters=int(t.shape_clusters),
                         select_by=str(t.select_by), choice=str(t.choice), partial=str(t.partial),
                         pairwise_weight=float(t.pairwise_weight), sim_calibration=str(t.sim_calibration),
                         calibration_iterations=int(t.calibration_iterations),

@@ -29,7 +29,7 @@ from ckheur.sweeping.measuring import SweepError, SweepPlan, measure_batches, re
 
 STATE_FILE = "active_sweep.json"
 MIN_ENSEMBLE_PROBLEMS = 5  # fewer measured problems than this: no ensemble (choices without a model)
-STRATA = 10  # shape families of strategy=stratified
+STRATA = 10  # shape clusters of strategy=stratified
 
 
 STRATEGIES = ("active", "random", "stratified")
@@ -176,13 +176,13 @@ class _Rounds:
 
     def fixed_order(self) -> np.ndarray:
         from ckheur.models.acquisition import stratified_order
-        from ckheur.problems.space import shape_families
+        from ckheur.problems.space import cluster_shapes
 
         if self.order is None:
             if self.strategy == "random":
                 self.order = np.random.default_rng(self.seed).permutation(len(self.problems))
             else:
-                self.order = stratified_order(shape_families(self.problems, STRATA, self.seed), self.seed)
+                self.order = stratified_order(cluster_shapes(self.problems, STRATA, self.seed), self.seed)
         return self.order
 
     # ------------------------------------------------------------------ the model's view
