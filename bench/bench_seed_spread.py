@@ -38,8 +38,7 @@ def main() -> None:
     df = read_dataset([REAL])
     t0 = time.perf_counter()
     cands = [Candidate.parse(t) for t in args.candidates]
-    res = train(df, op=job.op, arch=job.arch, pool=job.pool.kernels, model=model, candidates=cands,
-                options=TrainOptions(seeds=args.seeds, seed=int(cfg.seed)), sim_params=job.sim_params,
+    res = train(df, job, model=model, candidates=cands, options=TrainOptions(seeds=args.seeds, seed=int(cfg.seed)),
                 log=lambda line: print(line, flush=True) if "CV" in line else None)
     rows = [(c["candidate"], c["cluster_cv_seed_mean"], c["grouped_cv_seed_mean"]) for c in res.cv_metrics["candidates"]]
     print(f"({time.perf_counter() - t0:.0f} s)")

@@ -1,7 +1,7 @@
 """Training a model bundle: candidates cross-validated over seeds, one chosen, the final fit.
 
     from ckheur.models.trainer import Candidate, TrainOptions, train
-    result = train(df, op=op, arch=arch, pool=pool, model=model_cfg,
+    result = train(df, job, model=model_cfg,
                    candidates=[Candidate("relative"), Candidate.parse("relative+analytic+prior")],
                    options=TrainOptions(seeds=5))
     result.booster, result.spec, result.cv_metrics      # what a bundle holds (models.bundle.save_bundle)
@@ -163,28 +163,26 @@ def choose(results: Sequence[Mapping[str, Any]], rule: str = "simpler", select_b
     return chosen
 
 
-def train(df: Any, *, op: Mapping[str, Any], arch: Mapping[str, Any], pool: Sequence[Any], model: Mapping[str, Any],
-          candidates: Sequence[Candidate], options: TrainOptions, warm: Any = None, sim_params: Mapping[str, Any],
-          leaky_data: Callable[[Any], tuple[bool, int]] | None = None, exclude_suspect: bool = False,
+def train(df: Any, job: Job, *, model: Mapping[str, Any], candidates: Sequence[Candidate], options: TrainOptions,
+          warm: Any = None, leaky_data: Callable[[Any], tuple[bool, int]] | None = None, exclude_suspect: bool = False,
           log: Callable[[str], None] = print) -> Trained:
-    """Cross-validate ``candidates`` on the measurements ``df`` (dataset rows) of ``op`` on ``arch``
-    over the kernel ``pool``, choose one, and fit it on all the data (or add trees to ``warm``, a
-    loaded bundle). ``leaky_data(table) -> (is the simulator calibrated on this data, on how many
+    """Cross-validate ``candidates`` on the measurements ``df`` (dataset rows) of the job (its op
+    on its arch, over its kernel pool), choose one, and fit it on all the data (or add trees to
+    ``warm``, a loaded bundle). ``leaky_data(table) -> (is the simulator calibrated on this data, on how many
     of its problems)`` turns the leakage guard on (``models.fold_calibration``)."""
     from ckheur.models.bundle import incompatibilities
     from ckheur.models.fold_calibration import fold_calibrated
     from ckheur.models.prior import pair_prior, prior_spec
     from ckheur.models.training import build_table, cross_validate, fit, leave_cluster_out_cv
-    from ckheur.ops import get_family
     from ckheur.version import __version__
 
     t0 = time.perf_counter()
-    family = get_family(op["family"])
+    family, op, arch, pool, sim_params = job.family, job.op, job.arch, job.pool.kernels, job.sim_params
     tables: dict[tuple[str, bool], Any] = {}
 
     def table(features: str, analytic: bool) -> Any:
         if (features, analytic) not in tables:
-            tables[features, analytic] = build_table(df, op, arch, pool, engine_of(op["family"], features),
+            tables[features, analytic] = build_table(df, op, arch, pool, engine_of(family.name, features),
                                                      sim_params if analytic else None, exclude_suspect)
         return tables[features, analytic]
 
@@ -206,7 +204,7 @@ def train(df: Any, *, op: Mapping[str, Any], arch: Mapping[str, Any], pool: Sequ
         key = dataclasses.replace(c, bagging=1)
         if key not in with_prior:
             with_prior[key] = dataclasses.replace(tb, prior=pair_prior(
-                engine_of(op["family"], c.features), tb.problems, tb.kernels, tb.pid, tb.kid, arch, op["direction"],
+                engine_of(family.name, c.features), tb.problems, tb.kernels, tb.pid, tb.kid, arch, op["direction"],
                 prior, c.objective))
         return with_prior[key]
 
@@ -242,7 +240,7 @@ def train(df: Any, *, op: Mapping[str, Any], arch: Mapping[str, Any], pool: Sequ
         if not recalibrated(c):
             return cv_kw
         return {**cv_kw, "fold_table": fold_calibrated(
-            tb, engine_of(op["family"], c.features), arch, op["direction"], sim_params, c.analytic,
+            tb, engine_of(family.name, c.features), arch, op["direction"], sim_params, c.analytic,
             prior if c.prior else None, c.objective, options.calibration_iterations, sd)}
 
     results: list[dict] = []
@@ -252,7 +250,7 @@ def train(df: Any, *, op: Mapping[str, Any], arch: Mapping[str, Any], pool: Sequ
     else:
         for c in candidates:
             tb = cand_table(c)
-            cat = [tb.feature_names.index(n) for n in engine_of(op["family"], c.features).CATEGORICAL]
+            cat = [tb.feature_names.index(n) for n in engine_of(family.name, c.features).CATEGORICAL]
             runs = [cross_validate(tb, model_of(c), c.objective, cat, folds, inner, sd, **fold_kw(c, tb, sd))
                     for sd in seeds]
             fam = [leave_cluster_out_cv(tb, model_of(c), c.objective, cat, folds, inner, clusters, sd,
@@ -274,7 +272,7 @@ def train(df: Any, *, op: Mapping[str, Any], arch: Mapping[str, Any], pool: Sequ
                    + ("cluster and grouped CV" if cluster_cv else "grouped CV") if options.choice == "simpler" else
                    f"highest mean, then P10, of {(options.select_by if cluster_cv else 'grouped_cv').replace('_', ' ')}")
                 + ")")
-    engine = engine_of(op["family"], chosen.features)
+    engine = engine_of(family.name, chosen.features)
     fit_kw = {"partial": options.partial, "pair_weight": options.pairwise_weight}
     tb = cand_table(chosen)
     names = tb.feature_names
@@ -413,8 +411,7 @@ def train_bundle(paths: Sequence[str | Path], job: Job, output: str | Path, *, m
         fitted_on = 0 if simulated else calibration_overlap(table.problems, job.op, job.arch, fitted_with)
         return bool(fitted_with & _origins(paths, hashes.values())) or fitted_on > 0, fitted_on
 
-    result = train(df, op=job.op, arch=job.arch, pool=job.pool.kernels, model=model, candidates=candidates,
-                   options=options, warm=warm, sim_params=job.sim_params, leaky_data=leaky_data,
+    result = train(df, job, model=model, candidates=candidates, options=options, warm=warm, leaky_data=leaky_data,
                    exclude_suspect=exclude_suspect, log=log)
     cv_metrics = {**result.cv_metrics, "data_backend": backends, "simulated": simulated} if warm is None \
         else result.cv_metrics
