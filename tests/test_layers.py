@@ -125,3 +125,12 @@ def test_the_checker_sees_lazy_and_relative_imports(tmp_path):
     assert "ckheur.dataset" in deps  # imported inside plan_from_cfg()
     assert "ckheur.sweeping" in deps
     assert _layer("ckheur.models.selector") > _layer("ckheur.dataset") > _layer("ckheur.problems.conv")
+
+
+def test_every_package_ships_in_the_wheel():
+    """A package folder missing from pyproject's list would be left out of the wheel."""
+    import tomllib
+
+    listed = set(tomllib.loads((PACKAGE.parent / "pyproject.toml").read_text())["tool"]["setuptools"]["packages"])
+    found = {".".join(p.parent.relative_to(PACKAGE.parent).parts) for p in PACKAGE.rglob("__init__.py")}
+    assert found <= listed, sorted(found - listed)
