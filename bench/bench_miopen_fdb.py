@@ -11,6 +11,9 @@
    among every solver of the arch's table; listed: among the listed ones only), see
    ckheur.metrics.censored_choice_report.
    Targets (MI300X, random split, open protocol): top-1 >= 93%, mean efficiency >= 99%, P10 >= 97%.
+   With MIOpen's TunaNet files (--tunanet, default ../shared/data/miopen_tunanet), TunaNet is
+   scored beside the model on the same held-out problems, those in its domain, and a table of
+   both ends the output.
 
     python bench/bench_miopen_fdb.py [--files F ...] [--directions fwd bwd_data bwd_weight] [--dtypes fp16]
                                [--leaves N] [--trees N] [--lr X] [--min-data N] [--pool-dtypes] [--cross]
@@ -35,6 +38,7 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[1]
 SHARED = ROOT.parent / "shared" / "data" / "miopen_fdb"
 FILES = [SHARED / "gfx942130.HIP.fdb.txt.bz2", SHARED / "gfx90a68.HIP.fdb.txt.bz2"]
+TUNANET = SHARED.parent / "miopen_tunanet"
 
 
 def import_file(path: Path, data: Path) -> dict:
@@ -95,14 +99,39 @@ def train(table, fit_rows, valid_rows, model: dict, objective: str, seed: int):
     return booster, time.perf_counter() - t0
 
 
-def choice(table, model: dict, kind: str, seed: int, objective: str = "relative") -> dict:
-    """Train on 80% of the problems (by split kind), score the other 20%."""
+def choice(table, model: dict, kind: str, seed: int, objective: str = "relative", tunanet=None) -> dict:
+    """Train on 80% of the problems (by split kind), score the other 20%; with ``tunanet`` (a
+    ``TunaNetRanker``), also TunaNet and the model on the held-out problems in TunaNet's domain."""
     fit_rows, valid_rows, te = split_rows(table, kind, seed)
     booster, train_s = train(table, fit_rows, valid_rows, model, objective, seed)
-    return {"split": kind, "train_s": round(train_s, 1),
-            "trees": int(booster.best_iteration or booster.current_iteration()),
-            "train_problems": int(len(np.unique(table.pid[np.concatenate([fit_rows, valid_rows])]))),
-            **score(table, booster, te)}
+    out = {"split": kind, "train_s": round(train_s, 1),
+           "trees": int(booster.best_iteration or booster.current_iteration()),
+           "train_problems": int(len(np.unique(table.pid[np.concatenate([fit_rows, valid_rows])]))),
+           **score(table, booster, te)}
+    if tunanet is not None:
+        out["tunanet"] = tunanet_beside(table, booster, te, tunanet)
+    return out
+
+
+def tunanet_beside(table, booster, rows: np.ndarray, ranker) -> dict:
+    """The model's picks and TunaNet's on the same held-out problems, those in TunaNet's domain."""
+    from ckheur.metrics import censored_choice_report
+    from ckheur.threads import predict
+    from ckheur.tunanet import in_domain
+
+    held = np.unique(table.pid[rows])
+    inside = [int(i) for i in held if in_domain(table.problems[i], ranker.dtype)]
+    keep = rows[np.isin(table.pid[rows], inside)]
+    position = np.full(len(table.problems), -1)
+    position[inside] = np.arange(len(inside))
+    pid = table.pid[keep]
+    tn = ranker.score_matrix([table.problems[i] for i in inside])[position[pid], table.kid[keep]]
+    # the table's kernels must be the ranker's, in the same order, for kid to index both
+    assert [k.name for k in ranker.kernels] == [k.name for k in table.kernels]
+    time_ms = np.where(table.tflops[keep] > 0, table.flops_over_tflops[keep], np.nan)
+    model = predict(booster, table.X[keep], num_iteration=booster.best_iteration or None)
+    return {"problems": len(inside), "held_out_problems": int(len(held)),
+            "model": censored_choice_report(pid, model, time_ms), "TunaNet": censored_choice_report(pid, tn, time_ms)}
 
 
 def pooled_choice(tables: dict, model: dict, kind: str, seed: int, objective: str = "relative") -> dict:
@@ -202,6 +231,9 @@ def main() -> None:
     ap.add_argument("--pool-dtypes", action="store_true",
                     help="also train one model per direction over every --dtypes (dtype a feature) and compare")
     ap.add_argument("--cross", action="store_true", help="also train on each GPU and pick on the other's shared problems")
+    ap.add_argument("--tunanet", default=str(TUNANET) if TUNANET.is_dir() else None,
+                    help="folder of MIOpen's <arch>.tn.model files: TunaNet beside the model on the held-out "
+                         "problems in its domain (default: ../shared/data/miopen_tunanet when present)")
     args = ap.parse_args()
     from ckheur.miopen_fdb import arch_from_name
 
@@ -227,8 +259,13 @@ def main() -> None:
                     results["model"] = {k: model[k] for k in ("objective", "num_leaves", "learning_rate", "max_trees",
                                                               "min_data_in_leaf", "early_stopping_rounds")}
                     print(f"model settings: {results['model']}", flush=True)
+                ranker = None
+                if args.tunanet:
+                    from ckheur.tunanet import TunaNetRanker, load_tunanet
+
+                    ranker = TunaNetRanker(load_tunanet(args.tunanet, arch), tb.kernels, direction, dtype)
                 for kind in args.splits:
-                    r = choice(tb, model, kind, args.seed, args.objective)
+                    r = choice(tb, model, kind, args.seed, args.objective, ranker)
                     results["choice"].append({"arch": arch, "direction": direction, "dtype": dtype, **r})
                     o, li = r["open"], r["listed"]
                     print(f"{arch} {direction:10s} {dtype} {kind:8s}: open top-1 {100 * o['top1']:.1f}% (tie-aware "
@@ -237,6 +274,14 @@ def main() -> None:
                           f"P10 {100 * o['efficiency']['p10']:.2f}% time-weighted {100 * o['time_weighted']:.2f}% | "
                           f"listed top-1 {100 * li['top1']:.1f}%, eff {100 * li['efficiency']['mean']:.2f}% | "
                           f"{r['train_problems']} training problems, {r['trees']} trees, {r['train_s']} s", flush=True)
+                    if "tunanet" in r:
+                        t = r["tunanet"]
+                        print(f"  beside TunaNet on its {t['problems']} of {t['held_out_problems']} held-out problems: "
+                              + " | ".join(f"{who} listed top-1 {100 * t[who]['listed']['top1']:.1f}% eff "
+                                           f"{100 * t[who]['listed']['efficiency']['mean']:.2f}%, open top-1 "
+                                           f"{100 * t[who]['open']['top1']:.1f}% eff "
+                                           f"{100 * t[who]['open']['efficiency']['mean']:.2f}%"
+                                           for who in ("model", "TunaNet")), flush=True)
             if args.pool_dtypes and len(tables) > 1:
                 for kind in args.splits:
                     r = pooled_choice(tables, model, kind, args.seed, args.objective)
@@ -263,6 +308,17 @@ def main() -> None:
                           f"problems, {r['solvers_both']} solvers on both: model top-1 {100 * m['top1']:.1f}%, eff "
                           f"{100 * m['efficiency']['mean']:.2f}% | the {arches[i]} file's own fastest: top-1 "
                           f"{100 * f['top1']:.1f}%, eff {100 * f['efficiency']['mean']:.2f}%", flush=True)
+    beside = [r for r in results["choice"] if "tunanet" in r and r["split"] == "random"]
+    if beside:
+        print("\nThe model against MIOpen's TunaNet on the same held-out problems (random split, TunaNet's domain): "
+              "first listed pick is the fastest listed solver / efficiency (listed protocol)")
+        print("| GPU | direction | dtype | problems | TunaNet | ckheur |")
+        print("| --- | --- | --- | --- | --- | --- |")
+        for r in beside:
+            t = r["tunanet"]
+            cell = lambda who: f"{100 * t[who]['listed']['top1']:.1f}% / {100 * t[who]['listed']['efficiency']['mean']:.2f}%"  # noqa: E731
+            print(f"| {r['arch']} | {r['direction']} | {r['dtype']} | {t['problems']:,} | {cell('TunaNet')} | "
+                  f"{cell('model')} |")
     out = ROOT / args.out
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(results, indent=1))

@@ -518,6 +518,7 @@ class EvaluateSchema:
     top_k: List[int] = field(default_factory=list)  # hybrid: efficiency when the model's top-k are measured
     tie_tolerance: float = 0.02  # tie-aware top-1: a pick within this fraction of the oracle counts
     ck_models: List[str] = field(default_factory=list)  # CK dispatcher model folders scored beside the model
+    tunanet: Optional[str] = None  # miopen ops: MIOpen's TunaNet (folder of <arch>.tn.model) scored beside the model
     progress: ProgressMode = ProgressMode.auto  # bar on a terminal, log lines otherwise, or none
     log_every_s: float = 10.0
 
@@ -528,6 +529,7 @@ class PredictSchema:
     model_dir: Optional[str] = None  # default: {paths.bundles}/{model_name}; none: analytic fallback
     output: Optional[str] = None  # problems=<set>: CSV or JSON path; default predictions.csv in the run dir
     tuning_db: Optional[str] = None  # a tuning database: its exact hits win (the tier used is printed)
+    find_db: Optional[str] = None  # miopen ops: MIOpen's find-db (<arch><CUs>.HIP.fdb.txt[.bz2]) answers next
     progress: ProgressMode = ProgressMode.auto  # bar on a terminal, log lines otherwise, or none
     log_every_s: float = 10.0
 

@@ -25,6 +25,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
+from ckheur.errors import UserError
 from ckheur.problems.conv import output_sizes
 
 DIRECTIONS = {"F": "fwd", "B": "bwd_data", "W": "bwd_weight"}
@@ -52,11 +53,13 @@ def _key_regex(cols: list[str], seps: str) -> str:
 
 _KEY_2D = _key_regex(_KEY_2D_COLS, _SEPARATORS_2D)
 _KEY_3D = _key_regex(_KEY_3D_COLS, _SEPARATORS_3D)
-_ENTRY_NEW = r"^(?P<solver>[A-Za-z][A-Za-z0-9_]*):(?P<time>[0-9.eE+-]+),(?P<workspace>\d+),miopenConvolution\w*?Algo(?P<algo>\w+)$"
-_ENTRY_OLD = r"^miopenConvolution\w*?Algo(?P<algo>\w+):(?P<solver>[A-Za-z][A-Za-z0-9_]*),(?P<time>[0-9.eE+-]+),(?P<workspace>\d+)(?:,.*)?$"
+# A solver name; templated solvers carry their parameters: ConvOclBwdWrW2<4>, ConvWinograd3x3MultipassWrW<3-2>.
+SOLVER_NAME = r"[A-Za-z][A-Za-z0-9_]*(?:<[0-9-]+>)?"
+_ENTRY_NEW = r"^(?P<solver>" + SOLVER_NAME + r"):(?P<time>[0-9.eE+-]+),(?P<workspace>\d+),miopenConvolution\w*?Algo(?P<algo>\w+)$"
+_ENTRY_OLD = r"^miopenConvolution\w*?Algo(?P<algo>\w+):(?P<solver>" + SOLVER_NAME + r"),(?P<time>[0-9.eE+-]+),(?P<workspace>\d+)(?:,.*)?$"
 
 
-class FindDbError(ValueError):
+class FindDbError(UserError):
     """A find-db file cannot be read; the message says why."""
 
 
@@ -73,11 +76,12 @@ def arch_from_name(path: str | Path, known: Sequence[str]) -> tuple[str, int]:
     """(arch, CU count) from a find-db file name: ``gfx942130`` is gfx942 with 0x130 = 304 CUs,
     ``gfx906_60`` gfx906 with 60 (an arch with at most 64 CUs is written with ``_``)."""
     name = Path(path).name
-    for arch in sorted(known, key=len, reverse=True):
-        m = re.match(rf"^{re.escape(arch)}(?:_(\d+)|([0-9a-f]+))\.HIP\.fdb\.txt(?:\.bz2|\.gz)?$", name)
+    for arch in sorted(known, key=len, reverse=True):  # system (.fdb.txt) or user (.<MIOpen version>.ufdb.txt)
+        m = re.match(rf"^{re.escape(arch)}(?:_(\d+)|([0-9a-f]+))\.HIP\.(?:[^/]*\.u)?fdb\.txt(?:\.bz2|\.gz)?$", name)
         if m:
             return arch, int(m.group(1)) if m.group(1) else int(m.group(2), 16)
-    raise FindDbError(f"{name}: not a find-db file name <arch><CUs in hex>.HIP.fdb.txt[.bz2] of a known arch "
+    raise FindDbError(f"{name}: not a find-db file name <arch><CUs in hex>.HIP.fdb.txt[.bz2] (or a user "
+                      f"find-db's <arch><CUs>.HIP.<version>.ufdb.txt) of a known arch "
                       f"({', '.join(known)}); give import.arch")
 
 
@@ -285,6 +289,182 @@ def _refuse_beyond_validity(k: Any, at: Any) -> None:
         raise FindDbError(f"{at(int(k.index[i]))}: sizes beyond the validity rule (every field at most {FIELD_MAX}, "
                           f"FLOPs and tensor elements below 2^53): N={k['N'].iloc[i]} C={k['C'].iloc[i]} "
                           f"K={k['K'].iloc[i]} {k['Hi'].iloc[i]}x{k['Wi'].iloc[i]}")
+
+
+@dataclass(frozen=True)
+class FindDbAnswers:
+    """MIOpen's exact answers: the fastest listed solver of each problem of one direction and
+    data type in a find-db, by problem key (``MIOpenConvProblem.key()``)."""
+
+    path: Path
+    arch: str
+    direction: str
+    dtype: str
+    best: dict  # problem key -> (solver, time_ms)
+
+    def __len__(self) -> int:
+        return len(self.best)
+
+
+def find_db_answers(path: str | Path, direction: str, dtype: str, arch: str) -> FindDbAnswers:
+    """The answers a find-db (MIOpen's system file or a user find-db) gives for one direction and
+    data type; FindDbError when its file name names another arch, or none."""
+    from ckheur.problems.miopen_conv import FIELDS
+
+    try:
+        file_arch, _ = arch_from_name(path, [arch])
+    except FindDbError as e:
+        raise FindDbError(f"{e} (the model is for {arch}: MIOpen's file name says which GPU a find-db is for)") from None
+    fdb = read_find_db(path)
+    keep = ((fdb.problems["direction"] == direction) & (fdb.problems["dtype"] == dtype)).to_numpy()
+    first = fdb.entries.drop_duplicates("problem")  # entries are sorted by time within a problem
+    first = first[keep[first["problem"].to_numpy()]]
+    rows = fdb.problems.iloc[first["problem"].to_numpy()][list(FIELDS)]
+    keys = [tuple(int(v) if not isinstance(v, str) else v for v in r) for r in rows.itertuples(index=False)]
+    best = dict(zip(keys, zip(first["solver"].tolist(), first["time_ms"].astype(float).tolist())))
+    return FindDbAnswers(Path(path), file_arch, direction, dtype, best)
+
+
+# ---------------------------------------------------------------- lines, as MIOpen writes them
+# ``read_find_db`` reads a whole file into tables (cleaned: forward terms, zero times skipped);
+# these read and write single lines exactly: parsing a line and writing it back gives the line.
+
+LETTERS = {direction: letter for letter, direction in DIRECTIONS.items()}
+DTYPE_NAMES = {dtype: name for name, dtype in DTYPES.items()}
+DEFAULT_LAYOUTS = ("NCHW", "NCDHW")  # the only layouts MIOpen names once (others: once per tensor)
+_LINE_KEY = re.compile(r"^(?P<body>[0-9x-]+?)-(?P<bias>\d+)-(?P<layouts>[A-Z]+(?:-[A-Z]+)*)-(?P<dtypes>[A-Z0-9]+)"
+                       r"-(?P<dir>[FBW])(?:_g(?P<G>\d+))?$")
+_LINE_ENTRY = re.compile(r"^(?P<solver>" + SOLVER_NAME + r"):(?P<time>[0-9.eE+-]+),(?P<workspace>\d+),"
+                         r"(?P<algorithm>miopenConvolution\w+Algo\w+)$")
+_INT = re.compile(r"^(?:0|[1-9][0-9]{0,14})$")  # as C++ streams write integers: no sign, no leading zeros
+
+
+@dataclass(frozen=True)
+class FindDbKey:
+    """A find-db key's fields in MIOpen's order. ``first`` and ``second`` are (channels, [depth,]
+    height, width) of the input and output tensors, swapped for backward directions (the first
+    is the output dy there); ``layouts`` and ``dtypes`` hold one name, or one per tensor."""
+
+    first: tuple
+    filter: tuple
+    second: tuple
+    batch: int
+    pads: tuple
+    strides: tuple
+    dilations: tuple
+    bias: int
+    layouts: tuple
+    dtypes: tuple
+    direction: str  # F, B or W
+    groups: int = 1
+
+    def text(self) -> str:
+        """The key as MIOpen writes it."""
+        def dims(values: tuple, sep: str) -> str:
+            return sep.join(str(v) for v in values)
+
+        return "-".join([dims(self.first, "-"), dims(self.filter, "x"), dims(self.second, "-"), str(self.batch),
+                         dims(self.pads, "x"), dims(self.strides, "x"), dims(self.dilations, "x"), str(self.bias),
+                         *self.layouts, "".join(self.dtypes), self.direction]) \
+            + (f"_g{self.groups}" if self.groups != 1 else "")
+
+
+@dataclass(frozen=True)
+class FindDbEntry:
+    """One solver's result in a find-db line. ``time_text`` is the time as a file spelled it
+    (kept so that a line is written back unchanged); empty, it is written as MIOpen writes a
+    float (six significant digits)."""
+
+    solver: str
+    time_ms: float
+    workspace: int  # bytes
+    algorithm: str  # MIOpen's name, e.g. miopenConvolutionFwdAlgoImplicitGEMM
+    time_text: str = ""
+
+    def text(self) -> str:
+        """The entry as MIOpen writes it."""
+        return f"{self.solver}:{self.time_text or format(self.time_ms, 'g')},{self.workspace},{self.algorithm}"
+
+
+@dataclass(frozen=True)
+class FindDbLine:
+    """A find-db line: a key and its entries, in the file's order."""
+
+    key: FindDbKey
+    entries: tuple
+
+    def text(self) -> str:
+        """The line as MIOpen writes it (without the newline)."""
+        return self.key.text() + "=" + ";".join(e.text() for e in self.entries)
+
+
+def _number(text: str, what: str, line: str) -> int:
+    if not _INT.match(text):
+        raise FindDbError(f"find-db line {line[:120]!r}: {what} {text!r} is not a number as MIOpen writes one")
+    return int(text)
+
+
+def parse_key(text: str) -> FindDbKey:
+    """A key's fields, exactly as written (nothing checked but the syntax); FindDbError if it is
+    not a convolution find-db key."""
+    m = _LINE_KEY.match(text)
+    parts = m["body"].split("-") if m else []
+    if len(parts) not in (11, 13):
+        raise FindDbError(f"find-db key {text[:120]!r}: not C-H-W-YxX-K-Ho-Wo-N-PxP-SxS-DxD-bias-LAYOUT-TYPE-DIR "
+                          "(or its 3D form)")
+    nd = 2 if len(parts) == 11 else 3
+    tensor = lambda at: tuple(_number(v, "size", text) for v in parts[at:at + nd + 1])  # noqa: E731
+    pairs = [tuple(_number(v, "size", text) for v in part.split("x")) for part in
+             (parts[nd + 1], *parts[2 * nd + 4:])]
+    dtypes = tuple(re.findall(r"[A-Z]+[0-9]+", m["dtypes"]))
+    layouts = tuple(m["layouts"].split("-"))
+    if any(len(p) != nd for p in pairs) or "".join(dtypes) != m["dtypes"] or len(dtypes) not in (1, 3) \
+            or len(layouts) not in (1, 3):
+        raise FindDbError(f"find-db key {text[:120]!r}: filter, pads, strides, dilations, layouts or data types "
+                          f"do not fit a {nd}D key")
+    return FindDbKey(first=tensor(0), filter=pairs[0], second=tensor(nd + 2),
+                     batch=_number(parts[2 * nd + 3], "batch", text), pads=pairs[1], strides=pairs[2],
+                     dilations=pairs[3], bias=_number(m["bias"], "bias", text), layouts=layouts, dtypes=dtypes,
+                     direction=m["dir"], groups=_number(m["G"], "groups", text) if m["G"] else 1)
+
+
+def parse_line(text: str) -> FindDbLine:
+    """A find-db line (``KEY=ENTRY;ENTRY;...``, the current entry format) as written; FindDbError
+    names what does not parse."""
+    key, sep, values = text.partition("=")
+    if not sep or not values:
+        raise FindDbError(f"find-db line {text[:120]!r}: not KEY=ENTRY;ENTRY;...")
+    entries = []
+    for item in values.split(";"):
+        m = _LINE_ENTRY.match(item)
+        if not m:
+            raise FindDbError(f"find-db line {text[:120]!r}: entry {item[:120]!r} is not Solver:time,workspace,algorithm")
+        try:
+            time_ms = float(m["time"])
+        except ValueError:
+            raise FindDbError(f"find-db line {text[:120]!r}: time {m['time']!r} is not a number") from None
+        entries.append(FindDbEntry(m["solver"], time_ms, _number(m["workspace"], "workspace", text), m["algorithm"],
+                                   m["time"]))
+    return FindDbLine(parse_key(key), tuple(entries))
+
+
+def problem_key(problem: Any, direction: str, dtype: str) -> FindDbKey:
+    """The key MIOpen files a problem (``ckheur.problems.miopen_conv``, forward terms) under."""
+    nd = problem.ndim
+    spatial = lambda *v: tuple(v[3 - nd:])  # noqa: E731  (2D keys leave the depth out)
+    inp = (problem.C, *spatial(problem.Di, problem.Hi, problem.Wi))
+    out = (problem.K, *spatial(problem.Do, problem.Ho, problem.Wo))
+    if direction not in LETTERS or dtype not in DTYPE_NAMES:
+        raise FindDbError(f"find-db keys are for directions {', '.join(LETTERS)} and data types "
+                          f"{', '.join(DTYPE_NAMES)}, not {direction}/{dtype}")
+    first, second = (inp, out) if direction == "fwd" else (out, inp)
+    layouts = (problem.layout,) if problem.layout in DEFAULT_LAYOUTS else (problem.layout,) * 3
+    return FindDbKey(first=first, filter=spatial(problem.Z, problem.Y, problem.X), second=second, batch=problem.N,
+                     pads=spatial(problem.pad_d, problem.pad_h, problem.pad_w),
+                     strides=spatial(problem.stride_d, problem.stride_h, problem.stride_w),
+                     dilations=spatial(problem.dilation_d, problem.dilation_h, problem.dilation_w),
+                     bias=problem.bias, layouts=layouts, dtypes=(DTYPE_NAMES[dtype],), direction=LETTERS[direction],
+                     groups=problem.G)
 
 
 def dataset_rows(fdb: FindDb, direction: str, dtype: str, arch: str, solvers: Sequence[Mapping[str, Any]],

@@ -17,7 +17,7 @@ LAYERS = [
     ("ckheur.kernels",),
     ("ckheur.sim", "ckheur.sim_calibration"),
     ("ckheur.job",),
-    ("ckheur.dataset", "ckheur.tuning_db", "ckheur.backends", "ckheur.miopen_fdb", "ckheur.importing"),
+    ("ckheur.dataset", "ckheur.tuning_db", "ckheur.backends", "ckheur.miopen_fdb", "ckheur.tunanet", "ckheur.importing"),
     ("ckheur.features",),
     ("ckheur.models",),
     ("ckheur.search", "ckheur.sweeping"),

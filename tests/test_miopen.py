@@ -14,7 +14,7 @@ import pandas as pd
 import pytest
 
 from ckheur.metrics import censored_choice_report
-from ckheur.miopen_fdb import FindDbError, arch_from_name, read_find_db
+from ckheur.miopen_fdb import FindDbError, arch_from_name, parse_line, problem_key, read_find_db
 from ckheur.problems.base import ProblemError
 from ckheur.problems.miopen_conv import problem_from_dict
 from conftest import ROOT, run_cli
@@ -22,7 +22,8 @@ from conftest import ROOT, run_cli
 SLICES = ROOT / "tests" / "data" / "miopen_fdb"
 MI300X = SLICES / "gfx942130.HIP.fdb.txt.bz2"
 MI210 = SLICES / "gfx90a68.HIP.fdb.txt.bz2"
-SHARED_MI300X = ROOT.parent / "shared" / "data" / "miopen_fdb" / "gfx942130.HIP.fdb.txt.bz2"
+SHARED_FDB = ROOT.parent / "shared" / "data" / "miopen_fdb"
+SHARED_MI300X = SHARED_FDB / "gfx942130.HIP.fdb.txt.bz2"
 
 LINES = [
     # forward, grouped, fp16: the data README's example (C=K=256, 56x56, 3x3, pad 1, G=32, N=32)
@@ -33,8 +34,10 @@ LINES = [
     "64-28-28-3x3-32-56-56-8-1x1-2x2-1x1-0-NCHW-FP32-B=GemmBwdRest:0.5,100,miopenConvolutionBwdDataAlgoGEMM;"
     "ConvDirectNaiveConvBwd:0.25,0,miopenConvolutionBwdDataAlgoDirect",
     # backward weights, 3D, bf16, NCDHW
+    # (a templated solver name: its parameters in <>)
     "16-4-8-8-3x3x3-8-4-8-8-2-1x1x1-1x1x1-1x1x1-1-NCDHW-BF16-W=ConvHipImplicitGemm3DGroupWrwXdlops:1.5,64,"
-    "miopenConvolutionBwdWeightsAlgoImplicitGEMM",
+    "miopenConvolutionBwdWeightsAlgoImplicitGEMM;ConvWinograd3x3MultipassWrW<3-2>:2.5,128,"
+    "miopenConvolutionBwdWeightsAlgoWinograd",
     # older entry format, NHWC on all three tensors, out of time order, a zero time and a repeated solver
     "32-14-14-1x1-64-14-14-4-0x0-1x1-1x1-0-NHWC-NHWC-NHWC-FP16-F=miopenConvolutionFwdAlgoGEMM:GemmFwd1x1_0_1,0.3,0,"
     "rocBlas,0;miopenConvolutionFwdAlgoDirect:ConvDirectNaiveConvFwd,0.1,0,miopenConvolutionFwdAlgoDirect,0;"
@@ -75,6 +78,7 @@ def test_reader_on_hand_written_lines(small_fdb):
     assert p.iloc[3].layout == "NHWC"
     got = {(int(r.problem), r.solver): (r.time_ms, r.workspace, r.algorithm) for r in e.itertuples()}
     assert got[(0, "ConvHipImplicitGemmGroupFwdXdlops")] == (0.877855, 102797312, "implicit_gemm")
+    assert got[(2, "ConvWinograd3x3MultipassWrW<3-2>")] == (2.5, 128, "winograd")
     assert got[(3, "GemmFwd1x1_0_1")] == (0.2, 0, "gemm")  # older format parsed; the faster repeat kept
     assert (3, "GemmFwdRest") not in got  # time 0 dropped
     assert fdb.report["problems_out_of_time_order"] == 2  # the backward-data and the NHWC lines
@@ -113,6 +117,44 @@ def test_whole_mi300x_file_matches_its_readme():
     direction = fdb.problems.direction.to_numpy()[fdb.entries.problem.to_numpy()]
     counts = fdb.entries.assign(d=direction).groupby("d").solver.nunique().to_dict()
     assert counts == {"fwd": 12, "bwd_data": 12, "bwd_weight": 9} and fdb.entries.solver.nunique() == 26
+
+
+def _lines(path: Path) -> list[str]:
+    with bz2.open(path, "rt") as f:
+        return f.read().splitlines()
+
+
+@pytest.mark.skipif(not (SHARED_FDB / "gfx90a68.HIP.fdb.txt.bz2").exists(),
+                    reason="../shared/data/miopen_fdb not beside the checkout (the slices' lines are checked below)")
+def test_every_line_of_both_find_dbs_is_written_back_exactly():
+    """MIOpen's text, exactly: a parsed line written back is the line, on all 367,844 lines."""
+    for name, count in (("gfx942130.HIP.fdb.txt.bz2", 174358), ("gfx90a68.HIP.fdb.txt.bz2", 193486)):
+        lines = _lines(SHARED_FDB / name)
+        assert len(lines) == count and [ln for ln in lines if parse_line(ln).text() != ln] == []
+
+
+def test_lines_round_trip_and_problems_get_miopens_keys():
+    """The slices' lines are written back exactly, and every problem the reader keeps (forward
+    terms) is filed under its line's key again: the backward swap, 3D, layouts, groups."""
+    for path in (MI300X, MI210):
+        lines = _lines(path)
+        assert [ln for ln in lines if parse_line(ln).text() != ln] == []
+        keys = {ln.partition("=")[0] for ln in lines}
+        fdb = read_find_db(path)
+        rows = fdb.problems.to_dict("records")
+        got = {problem_key(problem_from_dict({k: v for k, v in r.items() if k not in ("direction", "dtype")}),
+                           r["direction"], r["dtype"]).text() for r in rows}
+        assert len(got) == len(rows) > 2000 and got <= keys
+    line = parse_line("32-14-14-1x1-64-14-14-4-0x0-1x1-1x1-0-NHWC-NHWC-NHWC-FP16-F=GemmFwd1x1_0_1:0.20,0,"
+                      "miopenConvolutionFwdAlgoGEMM")
+    assert line.key.layouts == ("NHWC",) * 3 and line.entries[0].time_ms == 0.2
+    assert line.text().endswith(":0.20,0,miopenConvolutionFwdAlgoGEMM")  # the file's spelling is kept
+    for bad, what in (("1-2-3=ConvX:1,0,miopenConvolutionFwdAlgoDirect", "not C-H-W-YxX"),
+                      (LINES[1].replace(":0.5,100,", ":0.5,-1,"), "is not Solver:time,workspace,algorithm"),
+                      (LINES[1].replace("-8-1x1-2x2", "-08-1x1-2x2"), "'08' is not a number"),
+                      ("no equals sign", "not KEY=ENTRY")):
+        with pytest.raises(FindDbError, match=what):
+            parse_line(bad)
 
 
 def test_problem_type_keys_on_layout_and_bias():
@@ -310,6 +352,38 @@ def test_shipped_miopen_models_pick_listed_solvers_on_real_problems(tmp_path, ar
     assert model["picks_outside_listed"] < 0.03 and model["top1"] > fixed["top1"] + 0.2, (model, fixed)
 
 
+def test_find_db_answers_first_as_miopen_does(tmp_path):
+    """A problem the find-db lists is answered with its fastest listed solver and time, however it
+    is spelled (fields, a MIOpenDriver line); others go to the model; a find-db of another GPU or
+    for another family is refused."""
+    from ckheur import Selector
+
+    sel = Selector.load(SHIPPED["gfx942", "fwd"], find_db=MI300X)
+    checked = 0
+    for line in _lines(MI300X):
+        key, _, values = line.partition("=")
+        if not key.endswith("-NCHW-FP16-F") or "0.000," in values or ":0," in values:
+            continue
+        c, h, w, yx, k, _ho, _wo, n, pad, stride, dil, _bias = key.split("-")[:12]
+        (y, x), (p, q), (u, v), (dl, dj) = (s.split("x") for s in (yx, pad, stride, dil))
+        driver = f"convfp16 -n {n} -c {c} -H {h} -W {w} -k {k} -y {y} -x {x} -p {p} -q {q} -u {u} -v {v} -l {dl} -j {dj}"
+        times = {e.split(":")[0]: float(e.split(":")[1].split(",")[0]) for e in values.split(";")}
+        fastest = min(times, key=times.get)
+        got = sel.select(driver)
+        assert (got.kernel, got.source, got.latency_ms) == (fastest, "find_db", times[fastest]), line
+        as_fields = dict(N=int(n), C=int(c), K=int(k), Hi=int(h), Wi=int(w), Y=int(y), X=int(x), pad_h=int(p),
+                         pad_w=int(q), stride_h=int(u), stride_w=int(v), dilation_h=int(dl), dilation_w=int(dj))
+        assert sel.select(as_fields).source == "find_db"
+        unlisted = {**as_fields, "N": int(n) + 7919}
+        assert sel.select(unlisted).source == "model"
+        checked += 1
+    assert checked > 150
+    with pytest.raises(FindDbError, match="the model is for gfx942"):
+        Selector.load(SHIPPED["gfx942", "fwd"], find_db=MI210)
+    with pytest.raises(ProblemError, match="op family miopen"):
+        Selector.load(ROOT / "bundles" / "grouped_conv_fwd_bf16_gfx950", find_db=MI300X)
+
+
 def test_shipped_miopen_model_predicts_a_driver_line_and_exports_exactly(tmp_path, monkeypatch):
     """The issue's command ranks solvers with the shipped bundle; its C export equals Python on the
     real slice's problems."""
@@ -317,7 +391,17 @@ def test_shipped_miopen_model_predicts_a_driver_line_and_exports_exactly(tmp_pat
                 "problem=convfp16 -n 32 -c 256 -H 56 -W 56 -k 256 -y 3 -x 3 -p 1 -q 1 -g 32 -F 4",
                 f"hydra.run.dir={tmp_path / 'p'}")
     assert r.returncode == 0, r.stderr
-    assert "miopen_bwd_weight_fp16_gfx942" in r.stdout and "selected: " in r.stdout
+    assert "miopen_bwd_weight_fp16_gfx942" in r.stdout and "(tier: model)" in r.stdout
+    # the same problem, listed in a find-db given as predict.find_db: answered from it, as MIOpen does
+    fdb = tmp_path / "fdb" / "gfx942130.HIP.fdb.txt"
+    fdb.parent.mkdir()
+    fdb.write_text("256-56-56-3x3-256-56-56-32-1x1-1x1-1x1-0-NCHW-FP16-W_g32=GemmWrwUniversal:0.5,64,"
+                   "miopenConvolutionBwdWeightsAlgoGEMM;ConvDirectNaiveConvWrw:0.25,0,miopenConvolutionBwdWeightsAlgoDirect\n")
+    r = run_cli("stage=predict", "op=miopen/bwd_weight", "arch=gfx942", f"predict.find_db={fdb}",
+                "problem=convfp16 -n 32 -c 256 -H 56 -W 56 -k 256 -y 3 -x 3 -p 1 -q 1 -g 32 -F 4",
+                f"hydra.run.dir={tmp_path / 'p2'}")
+    assert r.returncode == 0, r.stderr
+    assert f"selected: ConvDirectNaiveConvWrw (tier: find_db, measured 0.25 ms in {fdb})" in r.stdout
     from ckheur import Selector
     from ckheur.models.compiled import find_compiler, load_compiled
     from test_export import assert_parity

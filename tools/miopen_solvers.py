@@ -3,8 +3,9 @@
 
 Per direction and arch: every solver the file lists, its algorithm (the entries' MIOpen algo),
 implementation kind (from MIOpen's naming: ckheur.kernels.miopen_solvers.implementation_of)
-and whether it ever asked for a workspace; ids are stable across arches (sorted names of all
-files given). Prints YAML to paste into the op files (or writes them with --write).
+and whether it ever asked for a workspace. Ids are stable across arches and runs: a solver keeps
+the id the op files give it (shipped models use ids as categorical codes), a new one takes the
+next free id, in name order. Prints YAML to paste into the op files (or writes them with --write).
 
     python tools/miopen_solvers.py ../shared/data/miopen_fdb/gfx942130.HIP.fdb.txt.bz2 \
         ../shared/data/miopen_fdb/gfx90a68.HIP.fdb.txt.bz2 [--write]
@@ -34,12 +35,27 @@ def tables(paths: list[str]) -> dict:
                 {"name": solver, "algorithm": g["algorithm"].mode().iloc[0], "implementation": implementation_of(solver),
                  "workspace": bool((g["workspace"] > 0).any()), "problems": int(len(g))})
             names.add(solver)
-    ids = {n: i for i, n in enumerate(sorted(names))}
+    ids = declared_ids()
+    for n in sorted(names - set(ids)):
+        ids[n] = max(ids.values(), default=-1) + 1
     for direction in per:
         for arch in per[direction]:
             per[direction][arch] = sorted(({**s, "id": ids[s["name"]]} for s in per[direction][arch]),
                                           key=lambda s: -s["problems"])
     return per
+
+
+def declared_ids() -> dict:
+    """{solver name: id} as conf/op/miopen/*.yaml declare them."""
+    from omegaconf import OmegaConf
+
+    ids: dict = {}
+    for path in sorted((ROOT / "conf" / "op" / "miopen").glob("*.yaml")):
+        for table in (OmegaConf.load(path).get("solvers") or {}).values():
+            for s in table:
+                if ids.setdefault(s["name"], int(s["id"])) != int(s["id"]):
+                    raise SystemExit(f"{path}: solver {s['name']} has id {s['id']}, elsewhere {ids[s['name']]}")
+    return ids
 
 
 def as_yaml(table: dict) -> str:

@@ -198,6 +198,7 @@ def evaluation_metrics(scored: Scored, others: Mapping[str, Scored], *, tie_tole
             r[f"baseline: {name}"] = x
     if scored.censored:
         m["censored"] = _censored_report(scored, tie_tolerance)
+        m["censored_beside"] = _censored_beside(scored, others, tie_tolerance)
     return m
 
 
@@ -246,10 +247,7 @@ def _censored_report(scored: Any, tol: float) -> dict:
     per slice."""
     from ckheur.metrics import censored_choice_report
 
-    choice = scored.choice
-    pid = np.concatenate([np.full(len(sc), i) for i, (sc, _) in enumerate(choice)])
-    scores = np.concatenate([sc for sc, _ in choice])
-    times = np.concatenate([t for _, t in choice])
+    pid, scores, times = _choice_arrays(scored.choice)
     out = {"all": censored_choice_report(pid, scores, times, tol), "slices": {}}
     for name, member in scored.slices.items():
         keep = np.asarray(member, dtype=bool)[pid]
@@ -257,6 +255,28 @@ def _censored_report(scored: Any, tol: float) -> dict:
             out["slices"][name] = censored_choice_report(pid[keep], scores[keep], times[keep], tol)
     return out
 
+
+
+def _choice_arrays(choice: Sequence[tuple]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Problem index, score and 1 / TFLOPS per candidate of ``Scored.choice`` entries, flat."""
+    pid = np.concatenate([np.full(len(sc), i) for i, (sc, _) in enumerate(choice)])
+    return pid, np.concatenate([sc for sc, _ in choice]), np.concatenate([t for _, t in choice])
+
+
+def _censored_beside(scored: Any, others: Mapping[str, Any], tol: float) -> dict:
+    """The model beside each other selector in MIOpen's terms, both protocols, on the problems
+    both ranked (another selector may rank only its own domain, as TunaNet does)."""
+    from ckheur.metrics import censored_choice_report
+
+    out = {}
+    for name, other in others.items():
+        theirs = {r["problem"]: i for i, r in enumerate(other.rows)}
+        common = [(i, theirs[r["problem"]]) for i, r in enumerate(scored.rows) if r["problem"] in theirs]
+        if common:
+            out[name] = {"problems": len(common),
+                         "model": censored_choice_report(*_choice_arrays([scored.choice[i] for i, _ in common]), tol),
+                         name: censored_choice_report(*_choice_arrays([other.choice[j] for _, j in common]), tol)}
+    return out
 
 
 def _hybrid_summary(rows: list[dict], k: int, oracle_lat: list[float]) -> dict:

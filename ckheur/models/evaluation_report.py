@@ -53,6 +53,12 @@ def _markdown(m: dict) -> str:
                   "| efficiency mean | P10 | time-weighted |", "|---|---|---|---|---|---|---|---|---|---|"]
         for name, rep in [("all", m["censored"]["all"]), *m["censored"]["slices"].items()]:
             lines += [f"| {name} | {proto} | " + " | ".join(censored_cells(r)) + " |" for proto, r in rep.items()]
+    for other, beside in m.get("censored_beside", {}).items():
+        lines += ["", f"## The model beside {other} (find-db terms)", "",
+                  f"On the {beside['problems']} problems both ranked (for TunaNet: its domain).", "",
+                  "| selector | protocol | problems | top-1 | tie-aware top-1 | mean slowdown | picks outside listed "
+                  "| efficiency mean | P10 | time-weighted |", "|---|---|---|---|---|---|---|---|---|---|"]
+        lines += beside_rows(beside, lambda who, proto, cells: f"| {who} | {proto} | " + " | ".join(cells) + " |")
     if m["skipped"]:
         lines += ["", "## Skipped problems", ""] + [f"- {s['problem']}: {s['reason']}" for s in m["skipped"][:50]]
     if "gate" in m:
@@ -118,6 +124,13 @@ def censored_cells(r: dict) -> list[str]:
             pct(r["time_weighted"])]
 
 
+def beside_rows(beside: dict, row: Any) -> list:
+    """``row(selector, protocol, cells)`` for the model and the other selector of a
+    ``censored_beside`` entry, both protocols."""
+    return [row(who, proto, censored_cells(r)) for who, rep in beside.items() if who != "problems"
+            for proto, r in rep.items()]
+
+
 def summary_rows(m: dict) -> list[tuple[str, ...]]:
     """Model, hybrid top-k and baselines: mean, median, P10, min, time-weighted, kernels timed."""
     def cells(name: str, s: dict, timed: str) -> tuple[str, ...]:
@@ -126,5 +139,6 @@ def summary_rows(m: dict) -> list[tuple[str, ...]]:
     rows = [cells("model", m["efficiency"], "0")]
     rows += [cells(f"model top-{k} measured", h, f"{h['kernels_timed_per_problem']:.2f} "
                    f"({pct(h['fraction_of_pool_timed'])} of pool)") for k, h in m["hybrid"].items()]
-    rows += [cells(n, b, "0") for n, b in m["baselines"].items()]
+    rows += [cells(n + (f" ({b['problems_it_could_not_rank']} unranked, as 0)" if b.get("problems_it_could_not_rank")
+                        else ""), b, "0") for n, b in m["baselines"].items()]
     return rows

@@ -25,18 +25,19 @@ def bundle_dir(job: Job, *, bundles: str | Path, sim_bundles: str | Path, explic
 
 
 def selector_for(job: Job, *, bundles: str | Path, sim_bundles: str | Path, model_dir: str | Path | None = None,
-                 tuning_db: str | Path | None = None) -> tuple[Any, str]:
+                 tuning_db: str | Path | None = None, find_db: str | Path | None = None) -> tuple[Any, str]:
     """The job's trained model (as ``bundle_dir`` finds it), or the analytic model when there is
-    none; with the label that says which."""
+    none; with the label that says which. ``tuning_db`` and ``find_db``: the exact tiers
+    (``Selector.select``)."""
     from ckheur.models.selector import Selector
 
     found = bundle_dir(job, bundles=bundles, sim_bundles=sim_bundles, explicit=model_dir)
     if found.is_dir():
-        sel = Selector.load(found, tuning_db=tuning_db)
+        sel = Selector.load(found, tuning_db=tuning_db, find_db=find_db)
         return sel, sel.label
     if model_dir:
         raise UserError(f"model dir {found} not found")
-    if not job.family.analytic:
+    if not job.family.analytic:  # (the miopen family: find_db serves only beside a model)
         raise UserError(f"no trained model {found} for {job.model_name}, and the {job.family.name} family has no "
                         f"analytic model to fall back on: train one (stage=train) or give predict.model_dir")
     return (Selector.analytic(job.pool.kernels, job.arch, job.direction, job.dtype, op=job.op, tuning_db=tuning_db),

@@ -11,11 +11,13 @@ says which produced it):
 
     sel = Selector.load("bundles/grouped_conv_fwd_bf16_gfx950", tuning_db="tuning/", create_tuning_db=True)
     r = sel.select(problem, measure=None, k=3)
-    r.kernel, r.source       # "tuning_db" | "measured" | "model" | "analytic"
+    r.kernel, r.source       # "tuning_db" | "find_db" | "measured" | "model" | "analytic"
 
-An exact hit in the tuning database wins; otherwise the model (or, without one, the analytic
-model) ranks, and when ``measure`` is given its top-k are timed, the fastest is chosen, and
-every attempt is recorded in the database, so the next select of that problem is a hit.
+An exact hit in the tuning database wins, then (MIOpen's solvers) one in a find-db given as
+``find_db=``: MIOpen's own file, answered as MIOpen answers, with its fastest listed solver.
+Otherwise the model (or, without one, the analytic model) ranks, and when ``measure`` is given
+its top-k are timed, the fastest is chosen, and every attempt is recorded in the database, so
+the next select of that problem is a hit.
 
 Hot path: kernel features are precomputed per spatial dimensionality; a problem's features are
 one vectorized numpy call; LightGBM scores a float32 matrix on one thread; no pandas; results
@@ -131,7 +133,8 @@ class Selector:
                  sim_params: Mapping[str, Any] | None = None, objective: str = "regression_log",
                  cascade_threshold: int = CASCADE_THRESHOLD, cascade_top: int = CASCADE_TOP, cache_size: int = 4096,
                  label: str = "", op: Mapping[str, Any] | None = None, tuning_db: Any = None,
-                 create_tuning_db: bool = False, prior: Mapping[str, Any] | None = None) -> None:
+                 create_tuning_db: bool = False, prior: Mapping[str, Any] | None = None,
+                 find_db: Any = None) -> None:
         from ckheur.ops import get_family
         from ckheur.sim import kernel_arrays as sim_kernel_arrays
 
@@ -153,6 +156,7 @@ class Selector:
         self.compiled: Any = None  # a CompiledModel ranking in C (Selector.load(..., compiled=True))
         self._all_kernels = list(kernels)  # the compiled model's kernel indices point into this list
         self.tuning_db = self._open_db(tuning_db, create_tuning_db)
+        self.find_db = self._open_find_db(find_db)
         self._field_set = frozenset(self.family.problems.FIELDS)
         self._cache: OrderedDict = OrderedDict()
         self._cache_size = cache_size
@@ -169,14 +173,15 @@ class Selector:
 
     @classmethod
     def load(cls, model_dir: str | Path, *, compiled: bool = False, tuning_db: Any = None,
-             create_tuning_db: bool = False, cache_size: int = 4096, cascade_threshold: int = CASCADE_THRESHOLD,
-             cascade_top: int = CASCADE_TOP) -> "Selector":
+             create_tuning_db: bool = False, find_db: Any = None, cache_size: int = 4096,
+             cascade_threshold: int = CASCADE_THRESHOLD, cascade_top: int = CASCADE_TOP) -> "Selector":
         """A selector from a model bundle folder (verified on load).
 
         ``compiled=True`` ranks through the model exported as C (built with the system compiler
         once, cached by the bundle's hash); without a compiler it warns and uses the Python path.
         ``tuning_db``: a tuning database (a path, or an open ``TuningDB``) whose exact hits
-        ``select`` returns first (``create_tuning_db``: create a missing one). ``cache_size``:
+        ``select`` returns first (``create_tuning_db``: create a missing one). ``find_db``: MIOpen's
+        find-db file (a path, bz2 or text, or ``FindDbAnswers``), answered from next. ``cache_size``:
         problems whose scores are kept; pools above ``cascade_threshold`` kernels are pre-ranked by
         the analytic model and its ``cascade_top`` scored by the model."""
         from ckheur.features import get_engine
@@ -190,7 +195,7 @@ class Selector:
                   sim_params=load_params(), objective=spec["objective"], op=spec.get("op_config") or spec["op"],
                   prior=spec.get("prior"), label=f"model {b.path} (trained on {b.manifest.get('data_kind', 'unknown')} data)",
                   tuning_db=tuning_db, create_tuning_db=create_tuning_db, cache_size=cache_size,
-                  cascade_threshold=cascade_threshold, cascade_top=cascade_top)
+                  cascade_threshold=cascade_threshold, cascade_top=cascade_top, find_db=find_db)
         if compiled:
             import warnings
 
@@ -214,6 +219,32 @@ class Selector:
 
         return cls(kernels, arch, direction, dtype, sim_params=sim_params or load_params(), label="analytic model",
                    op=op, tuning_db=tuning_db, create_tuning_db=create_tuning_db)
+
+    def _open_find_db(self, find_db: Any) -> Any:
+        """MIOpen's answers from a find-db (a path or ``FindDbAnswers``) for this op and arch."""
+        from ckheur.miopen_fdb import FindDbAnswers, find_db_answers
+
+        if find_db is None:
+            return None
+        if self.family.name != "miopen":
+            raise ProblemError(f"find_db: a MIOpen find-db answers for MIOpen's solvers (op family miopen), not "
+                               f"the {self.family.name} family")
+        if not isinstance(find_db, FindDbAnswers):
+            find_db = find_db_answers(find_db, self.direction, self.dtype, self.arch["name"])
+        if (find_db.arch, find_db.direction, find_db.dtype) != (self.arch["name"], self.direction, self.dtype):
+            raise ProblemError(f"find_db {find_db.path} answers {find_db.direction}/{find_db.dtype} on {find_db.arch}, "
+                               f"not {self.direction}/{self.dtype} on {self.arch['name']}")
+        return find_db
+
+    def _exact(self, key: tuple | None) -> Selection | None:
+        """The exact tiers: a tuning database hit, else a find-db hit."""
+        if key is None:
+            return None
+        hit = self.tuning_db.best(key) if self.tuning_db is not None else None
+        if hit is not None:
+            return Selection(hit[0], "tuning_db", hit[1])
+        hit = self.find_db.best.get(key) if self.find_db is not None else None
+        return Selection(hit[0], "find_db", hit[1]) if hit is not None else None
 
     def _open_db(self, db: Any, create: bool = False) -> Any:
         """The tuning database (a path or an open one), checked to serve this selector's op and arch;
@@ -244,24 +275,24 @@ class Selector:
             return None
 
     def select(self, problem: Any, *, measure: Callable | None = None, k: int = 3) -> Selection:
-        """The kernel for a problem, by tier: tuning database hit, else measured top-k, else the ranking.
+        """The kernel for a problem, by tier: tuning database hit, else find-db hit, else measured
+        top-k, else the ranking.
 
         ``measure(problem, kernel_names) -> {kernel_name: latency_ms or None}`` times kernels
         (``ckheur.backends.measure_function`` makes one from any backend config). The k best
         ranked are timed; if none runs, the next k, until one does or the pool is exhausted.
         Every attempt, failures included, is recorded in the tuning database when there is one."""
         db = self.tuning_db
-        if db is not None:
-            hit = db.best(self._lookup_key(problem))
-            if hit is not None:
-                return Selection(hit[0], "tuning_db", hit[1])
+        exact = self.tuning_db is not None or self.find_db is not None
+        hit = self._exact(self._lookup_key(problem)) if exact else None
+        if hit is not None:
+            return hit
         from ckheur.dataset import ran_ok
 
         p = as_problem(problem, self.family.name, self.direction, self.dtype)
-        if db is not None:
-            hit = db.best(p.key())  # the same problem spelled differently (strings, a MIOpenDriver line)
-            if hit is not None:
-                return Selection(hit[0], "tuning_db", hit[1])
+        hit = self._exact(p.key()) if exact else None  # the same problem spelled differently (a MIOpenDriver line)
+        if hit is not None:
+            return hit
         ranked, tflops = self._ranking(p)
         if measure is None:
             return Selection(ranked[0].name, "analytic" if self.booster is None else "model",

@@ -50,6 +50,12 @@ def run(cfg: Any, ctx: Context) -> dict:
 
     job, ev = Job.from_config(cfg), cfg.evaluate
     top_k = check_options(list(ev.top_k), float(ev.tie_tolerance))
+    if ev.tunanet:  # checked and read before any data is swept or read
+        from ckheur.tunanet import load_tunanet
+
+        if job.family.name != "miopen":
+            raise StageError(f"evaluate.tunanet: TunaNet ranks MIOpen's solvers (op=miopen/...), not {job.family.name}")
+        net = load_tunanet(ev.tunanet, job.arch_name)
     paths = _eval_data(cfg, ctx, job.op, job.arch)
     # The model is found and checked before the data is read (which can take minutes).
     if ev.model_dir:
@@ -71,6 +77,10 @@ def run(cfg: Any, ctx: Context) -> dict:
         for folder in ev.ck_models:
             ck = CKSelector(CKModel.load(folder, job.arch), selector)
             baselines[ck.label] = ck
+    if ev.tunanet:
+        from ckheur.tunanet import TunaNetRanker
+
+        baselines["TunaNet"] = TunaNetRanker(net, selector.kernels, job.direction, job.dtype)
     gate_against = Selector.load(ev.baseline) if ev.baseline else None
     fields = list(job.family.problems.FIELDS)
     df = keep_shard(read_dataset(paths, columns=[*COLUMNS, *fields]), plain(cfg.data.shard), job.family.name)
@@ -92,7 +102,7 @@ def run(cfg: Any, ctx: Context) -> dict:
 
 def _print(m: dict) -> None:
     from ckheur.display import format_table
-    from ckheur.models.evaluation_report import censored_cells, pct, summary_rows
+    from ckheur.models.evaluation_report import beside_rows, censored_cells, pct, summary_rows
 
     print(f"evaluate: {m['problems_evaluated']} problems ({m['problems_skipped']} skipped), {m['data_kind']} data, "
           f"model {m['model_dir']}")
@@ -105,3 +115,8 @@ def _print(m: dict) -> None:
         print(format_table(["", "problems", "top-1", "tie-aware", "mean slowdown", "outside listed", "eff mean", "P10",
                             "time-weighted"],
                            [(proto, *censored_cells(r)) for proto, r in m["censored"]["all"].items()]))
+    for other, beside in m.get("censored_beside", {}).items():
+        print(f"beside {other}, on the {beside['problems']} problems both ranked:")
+        print(format_table(["", "protocol", "problems", "top-1", "tie-aware", "mean slowdown", "outside listed",
+                            "eff mean", "P10", "time-weighted"],
+                           beside_rows(beside, lambda who, proto, cells: (who, proto, *cells))))

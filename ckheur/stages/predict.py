@@ -8,13 +8,15 @@ from typing import Any
 from ckheur.stages import Context, StageError, plain
 
 
-def selector_from_cfg(cfg: Any, job: Any, model_dir: str | None = None, tuning_db: str | None = None) -> tuple[Any, str]:
+def selector_from_cfg(cfg: Any, job: Any, model_dir: str | None = None, tuning_db: str | None = None,
+                      find_db: str | None = None) -> tuple[Any, str]:
     """The job's selector and its label (``ckheur.models.predicting.selector_for``): ``model_dir``,
     else predict.model_dir, else the bundle under paths.bundles / paths.sim_bundles, else analytic."""
     from ckheur.models.predicting import selector_for
 
     return selector_for(job, bundles=cfg.paths.bundles, sim_bundles=cfg.paths.sim_bundles,
-                        model_dir=model_dir or cfg.predict.model_dir, tuning_db=tuning_db)
+                        model_dir=model_dir or cfg.predict.model_dir, tuning_db=tuning_db,
+                        find_db=find_db)
 
 
 def problem_from_cfg(cfg: Any, job: Any) -> Any:
@@ -47,7 +49,7 @@ def run(cfg: Any, ctx: Context) -> dict:
     k = int(cfg.predict.k)
     if k < 1:
         raise StageError(f"predict.k={k}: the number of kernels to print must be >= 1")
-    selector, label = selector_from_cfg(cfg, job, tuning_db=cfg.predict.tuning_db)
+    selector, label = selector_from_cfg(cfg, job, tuning_db=cfg.predict.tuning_db, find_db=cfg.predict.find_db)
     single = problem_from_cfg(cfg, job)
     if single is not None:
         ranked = selector.rank(single, k=k)
@@ -57,9 +59,9 @@ def run(cfg: Any, ctx: Context) -> dict:
         print(f"{job.direction} {job.dtype} on {job.arch_name}: {single.describe()} ({single.flops / 1e9:.3f} GFLOP)")
         print(f"ranked by: {label}")
         print(format_table(["rank", "kernel", "pred TFLOPS", "pred latency ms"], rows))
+        where = {"tuning_db": selector.tuning_db, "find_db": selector.find_db}.get(chosen.source)
         print(f"selected: {chosen.kernel} (tier: {chosen.source}"
-              + (f", measured {chosen.latency_ms:.4g} ms in {selector.tuning_db.path}" if chosen.source == "tuning_db" else "")
-              + ")")
+              + (f", measured {chosen.latency_ms:.4g} ms in {where.path}" if where is not None else "") + ")")
         return {"problem": single.to_dict(), "ranking": ranked, "ranked_by": label, "selected": chosen.kernel,
                 "tier": chosen.source}
     problems = load_problem_set(plain(cfg.problems), job.family.name)

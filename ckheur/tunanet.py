@@ -1,0 +1,224 @@
+"""MIOpen's TunaNet: the learned solver picker MIOpen falls back on, read from MIOpen's own files.
+
+A ROCm install keeps, beside the system find-db, ``<arch>.tn.model`` (a Keras network converted
+to frugally-deep JSON: Dense layers, ReLU and additive skip connections, weights as base64
+float32) and ``<arch>_metadata.tn.model`` (which problem fields are inputs, in which order,
+their mean and standard deviation, the integer codes of data types and directions, and which
+output is which solver). This module runs the network as a numpy forward pass, checks itself
+against the reference input and output each model file embeds, and encodes problems as
+MIOpen's ``ai_heuristics.cpp`` does for gfx90a and gfx942:
+
+- inputs in forward terms (input channels, H, W, output channels, H, W, filter, pads, strides,
+  dilations, batch, then the codes, then groups), z-scored with the metadata's ``overall``
+  statistics;
+- MIOpen drops the leading outputs that are not solvers (``num_outputs - num_solvers``), sorts
+  the solvers by score and uses the first that applies;
+- its domain: 2D, NCHW, equal H and W strides, equal dilations, no bias, FP32/FP16/BF16.
+
+The package ships none of these files: give the folder (or the model file) they are in.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Mapping
+
+import numpy as np
+
+from ckheur.errors import UserError
+
+DTYPE_NAMES = {"fp32": "FP32", "fp16": "FP16", "bf16": "BF16"}
+DIRECTION_LETTERS = {"fwd": "F", "bwd_data": "B", "bwd_weight": "W"}
+# A metadata feature name -> the ckheur problem field (forward terms) it is.
+FEATURE_FIELDS = {"Inp_0": "C", "Inp_2": "Hi", "Inp_3": "Wi", "Out_0": "K", "Out_2": "Ho", "Out_3": "Wo",
+                  "Fil_1": "Y", "Fil_2": "X", "Pad_1": "pad_h", "Pad_2": "pad_w", "Str_1": "stride_h",
+                  "Str_2": "stride_w", "Dil_1": "dilation_h", "Dil_2": "dilation_w", "BatchSize": "N",
+                  "GroupSize": "G"}
+CODED = ("Precision", "Direction")
+
+
+class TunaNetError(UserError):
+    """A TunaNet file cannot be read or used; the message says why."""
+
+
+@dataclass(frozen=True)
+class TunaNet:
+    """One GPU's TunaNet: the network, how problems are encoded, and which output is which solver."""
+
+    arch: str
+    path: Path
+    features: tuple  # metadata feature names, the network's input order
+    mean: np.ndarray
+    std: np.ndarray
+    codes: dict  # "Precision" / "Direction" -> {MIOpen name: code}
+    solvers: tuple  # solver name per (kept) output
+    offset: int  # leading outputs that are not solvers
+    layers: tuple  # (kind, name, inputs, weights, bias) in evaluation order
+    output: str
+    reference: tuple  # (input, output) the model file embeds
+
+    def forward(self, x: np.ndarray) -> np.ndarray:
+        """The network's raw outputs for encoded inputs [n, features] (float32)."""
+        values: dict[str, np.ndarray] = {}
+        for kind, name, inputs, w, b in self.layers:
+            if kind == "input":
+                values[name] = np.asarray(x, dtype=np.float32)
+            elif kind == "dense":
+                values[name] = values[inputs[0]] @ w + b
+            elif kind == "relu":
+                values[name] = np.maximum(values[inputs[0]], np.float32(0))
+            else:  # add
+                values[name] = sum(values[i] for i in inputs[1:]) + values[inputs[0]]
+        return values[self.output]
+
+    def check(self) -> float:
+        """The largest difference between this forward pass and the output the model file embeds."""
+        x, y = self.reference
+        return float(np.max(np.abs(self.forward(x[None, :])[0] - y)))
+
+    def encode(self, problems: Mapping[str, np.ndarray], direction: str, dtype: str) -> np.ndarray:
+        """MIOpen's inputs [n, features] for problems given as columns of forward-term fields
+        (C, Hi, Wi, K, Ho, Wo, Y, X, pads, strides, dilations, N, G) of one direction and dtype."""
+        n = len(next(iter(problems.values())))
+        cols = []
+        for f in self.features:
+            if f in FEATURE_FIELDS:
+                cols.append(np.asarray(problems[FEATURE_FIELDS[f]], dtype=np.float32))
+            else:
+                name = DTYPE_NAMES[dtype] if f == "Precision" else DIRECTION_LETTERS[direction]
+                cols.append(np.full(n, self.codes[f][name], dtype=np.float32))
+        return ((np.stack(cols, axis=1) - self.mean) / self.std).astype(np.float32)
+
+    def scores(self, problems: Mapping[str, np.ndarray], direction: str, dtype: str) -> np.ndarray:
+        """Each solver's score [n, solvers] (higher: MIOpen tries it earlier)."""
+        return self.forward(self.encode(problems, direction, dtype))[:, self.offset:]
+
+
+def in_domain(p: Any, dtype: str) -> bool:
+    """Whether MIOpen would ask TunaNet about problem ``p`` (``IsProblemSupported``, less its
+    check that some solver TunaNet knows applies, which needs the solvers' own rules)."""
+    return (p.ndim == 2 and getattr(p, "layout", "NCHW") == "NCHW" and p.stride_h == p.stride_w
+            and p.dilation_h == p.dilation_w and getattr(p, "bias", 0) == 0 and dtype in DTYPE_NAMES)
+
+
+def _floats(chunks: Any, what: str) -> np.ndarray:
+    try:
+        return np.frombuffer(b"".join(base64.b64decode(c) for c in chunks), dtype="<f4").copy()
+    except (TypeError, ValueError) as e:
+        raise TunaNetError(f"{what}: not base64 float32 chunks ({e})") from None
+
+
+def _read_json(path: Path) -> dict:
+    try:
+        with open(path) as f:
+            return json.load(f)
+    except FileNotFoundError:
+        raise TunaNetError(f"{path} not found: MIOpen keeps <arch>.tn.model and <arch>_metadata.tn.model beside "
+                           "its system find-db") from None
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
+        raise TunaNetError(f"{path}: not a TunaNet JSON file ({str(e)[:200]})") from None
+
+
+def load_tunanet(path: str | Path, arch: str) -> TunaNet:
+    """TunaNet for ``arch`` from a folder holding ``<arch>.tn.model`` and its metadata (or from
+    the model file, with the metadata beside it); checked against its embedded reference output."""
+    path = Path(path)
+    model_file = path / f"{arch}.tn.model" if path.is_dir() else path
+    meta_file = model_file.with_name(model_file.name.replace(".tn.model", "_metadata.tn.model"))
+    model, meta = _read_json(model_file), _read_json(meta_file)
+    try:
+        features = tuple(meta["conv_params_used_as_features"])
+        stats = meta["stats"]["overall"]["features"]
+        mean = np.array([stats["mean"][f] for f in features], dtype=np.float32)
+        std = np.array([stats["std"][f] for f in features], dtype=np.float32)
+        codes = {c: dict(meta["encodings"][c]) for c in CODED}
+        by_code = {int(v): k for k, v in meta["encodings"]["solver"].items()}
+        solvers = tuple(by_code[i] for i in range(int(meta["num_solvers"])))
+        offset = int(meta["num_outputs"]) - int(meta["num_solvers"])
+        gpu = meta.get("gpu", {}).get("arch", arch)
+        config = model["architecture"]["config"]
+        params = model["trainable_params"]
+        test = model["tests"][0]
+        reference = (_floats(test["inputs"][0]["values"], f"{model_file} tests"),
+                     _floats(test["outputs"][0]["values"], f"{model_file} tests"))
+    except (KeyError, IndexError, TypeError, ValueError, AttributeError) as e:
+        raise TunaNetError(f"{model_file} / {meta_file}: not MIOpen's TunaNet model and metadata "
+                           f"(missing or malformed {e})") from None
+    if gpu != arch:
+        raise TunaNetError(f"{meta_file} is TunaNet for {gpu}, not {arch}")
+    unknown = [f for f in features if f not in FEATURE_FIELDS and f not in CODED]
+    if unknown:
+        raise TunaNetError(f"{meta_file}: inputs {unknown} are not encoded here (known: "
+                           f"{', '.join([*FEATURE_FIELDS, *CODED])}); this reader covers gfx90a and gfx942's models")
+    layers = []
+    width = {}
+    for layer in config["layers"]:
+        kind, name = layer["class_name"], layer["name"]
+        inputs = [n[0] for node in layer["inbound_nodes"] for n in node]
+        if kind == "InputLayer":
+            layers.append(("input", name, inputs, None, None))
+            width[name] = len(features)
+        elif kind == "Dense":
+            c = layer["config"]
+            if c.get("activation") not in ("linear", None) or not c.get("use_bias", True):
+                raise TunaNetError(f"{model_file}: Dense layer {name} with activation {c.get('activation')!r}, "
+                                   f"use_bias {c.get('use_bias')}: not supported")
+            w = _floats(params[name]["weights"], f"{model_file} {name}")
+            b = _floats(params[name]["bias"], f"{model_file} {name}")
+            if w.size != width[inputs[0]] * b.size:
+                raise TunaNetError(f"{model_file}: layer {name} has {w.size} weights for {width[inputs[0]]} inputs "
+                                   f"and {b.size} units")
+            layers.append(("dense", name, inputs, w.reshape(width[inputs[0]], b.size), b))
+            width[name] = b.size
+        elif kind == "ReLU":
+            c = layer["config"]
+            if c.get("max_value") is not None or float(c.get("negative_slope", 0)) != 0 \
+                    or float(c.get("threshold", 0)) != 0:
+                raise TunaNetError(f"{model_file}: ReLU {name} with a cap, slope or threshold: not supported")
+            layers.append(("relu", name, inputs, None, None))
+            width[name] = width[inputs[0]]
+        elif kind == "Add":
+            layers.append(("add", name, inputs, None, None))
+            width[name] = width[inputs[0]]
+        else:
+            raise TunaNetError(f"{model_file}: layer {name} of kind {kind}: this reader runs Dense, ReLU and Add")
+    output = config["output_layers"][0][0]
+    if width.get(output) != int(meta["num_outputs"]) or len(features) != reference[0].size:
+        raise TunaNetError(f"{model_file}: {width.get(output)} outputs and {reference[0].size} reference inputs "
+                           f"for a metadata of {meta['num_outputs']} outputs and {len(features)} inputs")
+    net = TunaNet(arch, model_file, features, mean, std, codes, solvers, offset, tuple(layers), output, reference)
+    err = net.check()
+    if not err <= 1e-4 * max(1.0, float(np.max(np.abs(reference[1])))):
+        raise TunaNetError(f"{model_file}: the forward pass differs from the file's reference output by {err:.3g}")
+    return net
+
+
+class TunaNetRanker:
+    """TunaNet as an evaluation baseline: ranks the op's solver table the way MIOpen would try it
+    (solvers TunaNet has no output for come last); problems outside its domain are not ranked."""
+
+    def __init__(self, net: TunaNet, kernels: list, direction: str, dtype: str) -> None:
+        from ckheur.ops import get_family
+
+        self.net, self.direction, self.dtype = net, direction, dtype
+        self.family = get_family("miopen")
+        self.kernels = list(kernels)
+        index = {s: i for i, s in enumerate(net.solvers)}
+        self._columns = np.array([index.get(k.name, -1) for k in self.kernels])
+        self.label = f"TunaNet ({net.path.name})"
+
+    def score_matrix(self, problems: list) -> np.ndarray:
+        """TunaNet's score of each solver of the table [problems, kernels]; solvers it has no output
+        for score -1e30 (MIOpen never tries them on its advice)."""
+        cols = {f: np.array([getattr(p, f) for p in problems]) for f in FEATURE_FIELDS.values()}
+        raw = self.net.scores(cols, self.direction, self.dtype)
+        return np.where(self._columns >= 0, raw[:, np.maximum(self._columns, 0)], np.float32(-1e30)).astype(np.float64)
+
+    def _scores(self, p: Any) -> tuple[list, np.ndarray, np.ndarray]:
+        """(the solver table, TunaNet's scores, NaN predicted TFLOPS); ValueError outside its domain."""
+        if not in_domain(p, self.dtype):
+            raise ValueError("outside TunaNet's domain (2D NCHW, equal strides and dilations, no bias)")
+        return self.kernels, self.score_matrix([p])[0], np.full(len(self.kernels), np.nan)

@@ -1,0 +1,136 @@
+"""MIOpen's TunaNet as a baseline: the reader (a hand-built network with a hand-computed output,
+then MIOpen's own files against the reference each embeds), the encoding (on the real MI300X
+slice TunaNet's picks reach what the data README measured on the whole file), its domain, and
+stage=evaluate scoring it beside the model on the problems it ranks."""
+
+from __future__ import annotations
+
+import base64
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from ckheur.tunanet import FEATURE_FIELDS, TunaNetError, TunaNetRanker, in_domain, load_tunanet
+from conftest import ROOT, run_cli
+
+TUNANET = ROOT.parent / "shared" / "data" / "miopen_tunanet"
+MI300X = ROOT / "tests" / "data" / "miopen_fdb" / "gfx942130.HIP.fdb.txt.bz2"
+needs_files = pytest.mark.skipif(not (TUNANET / "gfx942.tn.model").exists(),
+                                 reason="../shared/data/miopen_tunanet (MIOpen's TunaNet files) not beside the checkout")
+FEATURES = ["Inp_0", "Inp_2", "Inp_3", "Out_0", "Out_2", "Out_3", "Fil_1", "Fil_2", "Pad_1", "Pad_2", "Str_1",
+            "Str_2", "Dil_1", "Dil_2", "BatchSize", "Precision", "Direction", "GroupSize"]
+
+
+def _b64(values) -> list[str]:
+    return [base64.b64encode(np.asarray(values, dtype="<f4").tobytes()).decode()]
+
+
+def _write_net(folder: Path, arch: str = "gfx942", kind: str = "Dense", reference_out=None) -> Path:
+    """A 2-output TunaNet in MIOpen's file format: x -> Dense(2) -> ReLU -> + Dense(2)(x), one
+    leading non-solver output dropped; the reference output is computed here by hand."""
+    x = np.linspace(-1, 1, 18)
+    w1, b1 = np.zeros((18, 3)), np.array([0.5, -2.0, 1.0])
+    w1[0, 0], w1[1, 1], w1[2, 2] = 2.0, 1.0, -3.0
+    w2, b2 = np.zeros((18, 3)), np.array([0.0, 0.25, -0.25])
+    w2[3, 1], w2[4, 2] = 1.0, 1.0
+    hand = np.maximum(x @ w1 + b1, 0) + (x @ w2 + b2)
+    layer = lambda cls, name, inputs, **config: {"class_name": cls, "name": name, "config": {"name": name, **config},  # noqa: E731
+                                                 "inbound_nodes": [[[i, 0, 0, {}] for i in inputs]] if inputs else []}
+    model = {"architecture": {"class_name": "Functional", "config": {
+        "layers": [layer("InputLayer", "input_1", []),
+                   layer(kind, "dense", ["input_1"], units=3, activation="linear", use_bias=True),
+                   layer("ReLU", "re_lu", ["dense"], max_value=None, negative_slope=0.0, threshold=0.0),
+                   layer("Dense", "dense_1", ["input_1"], units=3, activation="linear", use_bias=True),
+                   layer("Add", "add", ["re_lu", "dense_1"])],
+        "input_layers": [["input_1", 0, 0]], "output_layers": [["add", 0, 0]]}},
+        "trainable_params": {"dense": {"weights": _b64(w1.ravel()), "bias": _b64(b1)},
+                             "dense_1": {"weights": _b64(w2.ravel()), "bias": _b64(b2)}},
+        "tests": [{"inputs": [{"shape": [18], "values": _b64(x)}],
+                   "outputs": [{"shape": [3], "values": _b64(hand if reference_out is None else reference_out)}]}]}
+    stats = {"mean": {f: 1.0 for f in FEATURES}, "std": {f: 2.0 for f in FEATURES}}
+    meta = {"gpu": {"arch": arch}, "num_inputs": 18, "num_outputs": 3, "num_solvers": 2,
+            "conv_params_used_as_features": FEATURES, "stats": {"overall": {"features": stats}},
+            "encodings": {"Direction": {"B": 0, "W": 1, "F": 2}, "Precision": {"BF16": 0, "FP32": 1, "FP16": 2},
+                          "solver": {"GemmFwdRest": 0, "ConvDirectNaiveConvFwd": 1}}}
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / f"{arch}.tn.model").write_text(json.dumps(model))
+    (folder / f"{arch}_metadata.tn.model").write_text(json.dumps(meta))
+    return folder
+
+
+def test_reader_runs_a_hand_built_network_and_refuses_broken_files(tmp_path):
+    net = load_tunanet(_write_net(tmp_path / "ok"), "gfx942")
+    assert net.check() < 1e-6 and net.offset == 1 and net.solvers == ("GemmFwdRest", "ConvDirectNaiveConvFwd")
+    # encoding: forward-term fields by name, the codes, z-scored with the metadata's statistics
+    cols = {f: np.array([3.0]) for f in FEATURE_FIELDS.values()}
+    x = net.encode(cols, "bwd_weight", "fp16")[0]
+    assert x[FEATURES.index("Inp_0")] == pytest.approx((3 - 1) / 2)
+    assert x[FEATURES.index("Direction")] == pytest.approx((1 - 1) / 2)  # W -> 1
+    assert x[FEATURES.index("Precision")] == pytest.approx((2 - 1) / 2)  # FP16 -> 2
+    assert net.scores(cols, "fwd", "fp16").shape == (1, 2)  # the non-solver output dropped
+    with pytest.raises(TunaNetError, match="differs from the file's reference output"):
+        load_tunanet(_write_net(tmp_path / "bad_ref", reference_out=[0.0, 0.0, 0.0]), "gfx942")
+    with pytest.raises(TunaNetError, match="layer dense of kind Conv1D"):
+        load_tunanet(_write_net(tmp_path / "conv", kind="Conv1D"), "gfx942")
+    with pytest.raises(TunaNetError, match="TunaNet for gfx90a, not gfx942"):
+        load_tunanet(_write_net(tmp_path / "other", arch="gfx90a") / "gfx90a.tn.model", "gfx942")
+    with pytest.raises(TunaNetError, match="not found: MIOpen keeps"):
+        load_tunanet(tmp_path / "ok", "gfx90a")
+    (tmp_path / "ok" / "gfx942_metadata.tn.model").write_text("{\"gpu\": ")
+    with pytest.raises(TunaNetError, match="not a TunaNet JSON file"):
+        load_tunanet(tmp_path / "ok", "gfx942")
+
+
+def test_domain_is_miopens():
+    from ckheur.problems.miopen_conv import problem_from_dict
+
+    base = {"N": 8, "C": 64, "K": 64, "Hi": 28, "Wi": 28, "Y": 3, "X": 3, "pad_h": 1, "pad_w": 1}
+    assert in_domain(problem_from_dict(base), "fp16") and not in_domain(problem_from_dict(base), "int8")
+    for other in ({"layout": "NHWC"}, {"bias": 1}, {"stride_h": 2}, {"dilation_w": 2}, {"layout": "NCDHW"}):
+        assert not in_domain(problem_from_dict({**base, **other}), "fp16"), other
+    assert in_domain(problem_from_dict({**base, "G": 4, "pad_w": 0}), "bf16")  # groups, unequal pads: in
+
+
+@needs_files
+def test_miopens_files_match_their_reference_and_pick_as_measured(tmp_path):
+    """Both GPUs' files reproduce their embedded outputs; on the MI300X slice's in-domain problems
+    TunaNet's first listed pick is the fastest listed solver about as often as the data README
+    measured on the whole file (76%), and stage=evaluate scores it beside the model there."""
+    from ckheur.miopen_fdb import read_find_db
+    from ckheur.problems.miopen_conv import problem_from_dict
+
+    gfx90a = load_tunanet(TUNANET, "gfx90a")
+    assert gfx90a.check() < 1e-5 and gfx90a.offset == 13 and len(gfx90a.solvers) == 23
+    net = load_tunanet(TUNANET / "gfx942.tn.model", "gfx942")
+    assert net.check() < 1e-5 and net.offset == 0
+    fdb = read_find_db(MI300X)
+    hits = total = 0
+    for (direction, dtype), probs in fdb.problems.groupby(["direction", "dtype"]):
+        problems = [problem_from_dict({k: v for k, v in r.items() if k not in ("direction", "dtype")})
+                    for r in probs.to_dict("records")]
+        inside = [(i, p) for i, p in zip(probs.index, problems) if in_domain(p, dtype)]
+        names = sorted(set(fdb.entries.solver))
+        ranker = TunaNetRanker(net, [type("K", (), {"name": n})() for n in names], direction, dtype)
+        scores = ranker.score_matrix([p for _, p in inside])
+        for (i, _), row in zip(inside, scores):
+            listed = fdb.entries[fdb.entries.problem == i].solver.tolist()  # fastest first
+            known = [s for s in listed if s in net.solvers]
+            if known:
+                total += 1
+                hits += max(known, key=lambda s: row[names.index(s)]) == listed[0]
+    assert total > 1500 and 0.74 < hits / total < 0.79, (hits, total)  # 0.765; swapped codes: 0.46-0.70
+
+    data = tmp_path / "data"
+    assert run_cli("stage=import", f"import.path={MI300X}", f"paths.data={data}").returncode == 0
+    r = run_cli("stage=evaluate", "op=miopen/fwd", "arch=gfx942", f"evaluate.tunanet={TUNANET}", "evaluate.plots=false",
+                f"data.eval_paths=[{data / 'miopen_fwd_fp16_gfx942' / 'gfx942130.parquet'}]",
+                f"hydra.run.dir={tmp_path / 'ev'}")
+    assert r.returncode == 0, r.stderr
+    m = json.loads((tmp_path / "ev" / "metrics.json").read_text())
+    beside = m["censored_beside"]["TunaNet"]
+    assert 0 < beside["problems"] < m["problems_evaluated"] and "beside TunaNet" in r.stdout
+    assert beside["TunaNet"]["listed"]["problems"] == beside["model"]["listed"]["problems"] == beside["problems"]
+    r = run_cli("stage=evaluate", "op=fwd", f"evaluate.tunanet={TUNANET}", f"hydra.run.dir={tmp_path / 'ck'}")
+    assert r.returncode == 2 and "evaluate.tunanet" in r.stderr and "Traceback" not in r.stderr
