@@ -172,9 +172,10 @@ def _rows(table, rows: np.ndarray):
     return sub
 
 
-def cross_gpu(a, b, model: dict, seed: int) -> dict:
-    """Train on GPU a's whole table, pick on GPU b's problems that a lists too (solvers of both
-    tables only); beside it, a's own fastest solver as the pick on b: the files' agreement."""
+def cross_gpu(a, b, model: dict, seed: int, bundle=None) -> dict:
+    """Train on GPU a's whole table (or take ``bundle``, a Selector of the bundle shipped for a),
+    pick on GPU b's problems that a lists too (solvers of both tables only); beside it, a's own
+    fastest solver as the pick on b: a lookup of the training file."""
     from ckheur.metrics import censored_choice_report
     from ckheur.models.training import fit
     from ckheur.threads import predict
@@ -185,10 +186,18 @@ def cross_gpu(a, b, model: dict, seed: int) -> dict:
     b_shared = np.array([b.problems[i].key() in keys_a for i in b.pid])
     keep_b = np.flatnonzero(b_shared & np.isin([b.kernels[i].name for i in b.kid], list(common)))
     ta, tb = _rows(a, keep_a), _rows(b, keep_b)
-    cat = [ta.feature_names.index(c) for c in ("solver", "algorithm", "implementation")]
-    booster = fit(ta, np.arange(len(ta.X)), model, "relative", cat, seed, int(model["cross_trees"]))
     time_b = np.where(tb.tflops > 0, tb.flops_over_tflops, np.nan)
-    model_rep = censored_choice_report(tb.pid, predict(booster, tb.X), time_b)
+    if bundle is None:
+        cat = [ta.feature_names.index(c) for c in ("solver", "algorithm", "implementation")]
+        booster = fit(ta, np.arange(len(ta.X)), model, "relative", cat, seed, int(model["cross_trees"]))
+        model_scores = predict(booster, tb.X)
+    else:  # the shipped bundle's own ranking (its remembered answers included) of b's problems
+        by_problem = []
+        for prob in tb.problems:
+            ks, sc, _ = bundle._scores(prob)
+            by_problem.append(dict(zip((k.name for k in ks), sc)))
+        model_scores = np.array([by_problem[tb.pid[r]].get(tb.kernels[tb.kid[r]].name, -1e30) for r in range(len(tb.pid))])
+    model_rep = censored_choice_report(tb.pid, model_scores, time_b)
     # a's measurement as the score: its fastest listed solver first, its censored ones last
     pair = lambda t, r: (t.problems[t.pid[r]].key(), t.kernels[t.kid[r]].name)  # noqa: E731
     time_a = {pair(ta, r): ta.flops_over_tflops[r] for r in range(len(ta.pid))}
@@ -230,7 +239,9 @@ def main() -> None:
     ap.add_argument("--out", default="outputs/bench/miopen_fdb.json")
     ap.add_argument("--pool-dtypes", action="store_true",
                     help="also train one model per direction over every --dtypes (dtype a feature) and compare")
-    ap.add_argument("--cross", action="store_true", help="also train on each GPU and pick on the other's shared problems")
+    ap.add_argument("--cross", action="store_true", help="also pick on each GPU's problems with the other GPU's model "
+                    "(its shipped bundle, else one trained here on its whole file) beside a lookup of that file")
+    ap.add_argument("--cross-train", action="store_true", help="--cross with models trained here, not the shipped ones")
     ap.add_argument("--tunanet", default=str(TUNANET) if TUNANET.is_dir() else None,
                     help="folder of MIOpen's <arch>.tn.model files: TunaNet beside the model on the held-out "
                          "problems in its domain (default: ../shared/data/miopen_tunanet when present)")
@@ -300,12 +311,20 @@ def main() -> None:
                 tabs = [load_table(data, arch, direction, dtype, name) for arch, name in zip(arches, names)]
                 for i, j in ((0, 1), (1, 0)):
                     model = {**tabs[i][1], **overrides, "cross_trees": 1000}
-                    r = cross_gpu(tabs[i][0], tabs[j][0], model, args.seed)
+                    shipped = ROOT / "bundles" / f"miopen_{direction}_{dtype}_{arches[i]}"
+                    bundle = None
+                    if shipped.is_dir() and not args.cross_train:
+                        from ckheur import Selector
+
+                        bundle = Selector.load(shipped)
+                    r = cross_gpu(tabs[i][0], tabs[j][0], model, args.seed, bundle)
+                    r["model_from"] = str(shipped) if bundle is not None else "trained here on the whole file"
                     results.setdefault("cross", []).append({"from": arches[i], "to": arches[j], "direction": direction,
                                                             "dtype": dtype, **r})
                     m, f = r["model"]["open"], r["other_file"]["open"]
                     print(f"cross {arches[i]} -> {arches[j]} {direction:10s} {dtype}: {r['shared_problems']} shared "
-                          f"problems, {r['solvers_both']} solvers on both: model top-1 {100 * m['top1']:.1f}%, eff "
+                          f"problems, {r['solvers_both']} solvers on both: model ({r['model_from']}) top-1 "
+                          f"{100 * m['top1']:.1f}%, eff "
                           f"{100 * m['efficiency']['mean']:.2f}% | the {arches[i]} file's own fastest: top-1 "
                           f"{100 * f['top1']:.1f}%, eff {100 * f['efficiency']['mean']:.2f}%", flush=True)
     beside = [r for r in results["choice"] if "tunanet" in r and r["split"] == "random"]

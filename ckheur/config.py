@@ -502,6 +502,7 @@ class TrainSchema:
     sim_calibration: SimCalibration = SimCalibration.fold  # leakage guard for simulator-based candidates on the
     # simulator's own calibration data (models.fold_calibration)
     calibration_iterations: int = 2000  # search steps of each fold's calibration
+    remember: bool = False  # miopen ops: keep each training problem's fastest solver, ranked first for it
 
 
 @dataclass

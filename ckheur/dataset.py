@@ -60,6 +60,18 @@ def usable(df: Any, exclude_suspect: bool = False) -> Any:
     return df["status"].isin(statuses).to_numpy() & (df["tflops"].to_numpy(dtype=float) > 0)
 
 
+def fastest_by_problem(df: Any, family: str) -> dict[tuple, str]:
+    """Each problem's fastest usable measurement: {problem key (the family's fields): kernel name}."""
+    fields = list(get_family(family).problems.FIELDS)
+    ok = df[usable(df)]
+    if ok.empty:
+        return {}
+    best = ok.loc[ok.groupby(fields, observed=True, sort=False)["tflops"].idxmax()]
+    plain = lambda v: v if isinstance(v, str) else int(v)  # noqa: E731  (numpy scalars as the problem key holds them)
+    return {tuple(plain(v) for v in key): str(k)
+            for key, k in zip(best[fields].itertuples(index=False, name=None), best["kernel"].astype(str))}
+
+
 def arrow_schema(family: str = "grouped_conv"):
     """The versioned Arrow schema of a family's dataset."""
     import pyarrow as pa

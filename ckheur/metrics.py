@@ -75,6 +75,17 @@ def selection_report(problem_ids: np.ndarray, scores: np.ndarray, measured: np.n
     return out
 
 
+def per_problem_efficiency(problem_ids: np.ndarray, scores: np.ndarray, tflops: np.ndarray) -> np.ndarray:
+    """Each problem's pick (its best score) as a fraction of its fastest measured candidate, in
+    problem-id order; a pick that did not run or is censored (TFLOPS NaN or 0) counts 0."""
+    pid = np.asarray(problem_ids)
+    order = np.lexsort((-np.asarray(scores, dtype=float), pid))
+    pid, tf = pid[order], np.nan_to_num(np.asarray(tflops, dtype=float)[order], nan=0.0)
+    start = np.flatnonzero(np.r_[True, pid[1:] != pid[:-1]])
+    best = np.maximum.reduceat(tf, start)
+    return np.where(best > 0, tf[start] / np.where(best > 0, best, 1.0), 0.0)
+
+
 def censored_choice_report(problem_ids: np.ndarray, scores: np.ndarray, time_ms: np.ndarray,
                            tie_tolerance: float = 0.02) -> dict:
     """A pick per problem judged in MIOpen's terms and ours when unlisted candidates are censored

@@ -168,6 +168,35 @@ def test_choice_prefers_the_simpler_candidate_unless_evidence_is_beyond_the_seed
     assert choose(no_family) == 0  # grouped CV alone decides without cluster CV
 
 
+def test_recipes_are_candidates_chosen_beyond_the_paired_spread_with_one_seed():
+    """train.compare=[relative+leaves63+lr0.1]: a recipe is a candidate; with one seed a richer one
+    must beat the simpler by more than twice the standard error of their per-problem differences."""
+    from ckheur.metrics import per_problem_efficiency
+    from ckheur.models.trainer import Candidate, TrainingError, choose
+
+    c = Candidate.parse("relative+leaves63+lr0.1")
+    assert (c.leaves, c.learning_rate, c.name) == (63, 0.1, "relative+leaves63+lr0.1")
+    assert c.model({"num_leaves": 15, "learning_rate": 0.15, "max_trees": 9})["num_leaves"] == 63
+    for bad in ("relative+leaves1", "relative+lr2", "relative+leaves7+leaves9", "relative+lrfast"):
+        with pytest.raises(TrainingError, match="leavesN"):
+            Candidate.parse(bad)
+    # per problem: the best-scored candidate's TFLOPS over the problem's best; a censored pick is 0
+    eff = per_problem_efficiency(np.array([1, 1, 0, 0, 0, 2]), np.array([.9, .1, .2, .8, .5, 1.]),
+                                 np.array([5., 10., 8., 4., np.nan, 0.]))
+    assert eff.tolist() == [0.5, 0.5, 0.0]
+
+    def r(per, complexity):
+        per = np.asarray(per, dtype=float)
+        return {"grouped_cv": {"mean": per.mean(), "mean_sd": 0.0, "p10": 0.0, "seeds": 1}, "cluster_cv": None,
+                "complexity": complexity, "leaky": False, "per_problem": per}
+
+    base = np.tile([1.0, 0.9, 0.95, 0.8], 50)
+    consistent = r(base + 0.01, (40, 63, -1))  # +1 point on every problem: far beyond its standard error
+    noisy = r(base + np.tile([0.2, -0.19, 0.0, 0.0], 50), (40, 63, -1))  # +0.25 points on average, all noise
+    assert choose([r(base, (40, 15, -1)), consistent]) == 1
+    assert choose([r(base, (40, 15, -1)), noisy]) == 0 and choose([r(base, (40, 15, -1)), noisy], "best") == 1
+
+
 def test_bagged_bundles_train_warm_start_and_rank(tmp_path):
     """model.bagging_seeds through stage=train (CV and the final fit), a warm start (the new trees of
     each seed averaged and appended) and the selector."""

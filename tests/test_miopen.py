@@ -420,3 +420,56 @@ def test_shipped_miopen_model_predicts_a_driver_line_and_exports_exactly(tmp_pat
     bundle = SHIPPED["gfx942", "bwd_weight"]
     got = assert_parity(Selector.load(bundle, cache_size=0), load_compiled(bundle), real)
     assert got["ranked"] == len(real) > 300
+
+
+def test_a_remembering_bundle_answers_its_training_problems_in_python_and_c(tmp_path, monkeypatch):
+    """train.remember: each training problem's fastest listed solver (read here from the file's
+    lines) is ranked first for that exact problem, in Python and in the exported C alike; an
+    evaluation on the training data says so and scores as the lookup; other problems get the model."""
+    from ckheur import Selector
+    from ckheur.models.compiled import find_compiler, load_compiled
+    from test_export import assert_parity
+
+    data = tmp_path / "data"
+    assert run_cli("stage=import", f"import.path={MI300X}", f"paths.data={data}").returncode == 0
+    path = data / "miopen_fwd_fp16_gfx942" / "gfx942130.parquet"
+    r = run_cli("stage=train", "op=miopen/fwd", "arch=gfx942", f"data.paths=[{path}]", "model.max_trees=20",
+                "train.folds=3", "train.cluster_cv=false", "train.remember=true", f"train.output={tmp_path / 'm'}")
+    assert r.returncode == 0, r.stderr
+    sel = Selector.load(tmp_path / "m")
+    manifest = json.loads((tmp_path / "m" / "train_manifest.json").read_text())
+    assert manifest["remembered_problems"] == manifest["problems"] == len(sel.answers) > 300
+    checked = 0
+    for line in _lines(MI300X):
+        key, _, values = line.partition("=")
+        if not key.endswith("-NCHW-FP16-F") or "0.000," in values or ":0," in values:
+            continue
+        c, h, w, yx, k, _ho, _wo, n, pad, stride, dil, _bias = key.split("-")[:12]
+        (y, x), (p, q), (u, v), (dl, dj) = (s.split("x") for s in (yx, pad, stride, dil))
+        driver = f"convfp16 -n {n} -c {c} -H {h} -W {w} -k {k} -y {y} -x {x} -p {p} -q {q} -u {u} -v {v} -l {dl} -j {dj}"
+        times = {e.split(":")[0]: float(e.split(":")[1].split(",")[0]) for e in values.split(";")}
+        assert sel.rank(driver, k=1)[0].kernel == min(times, key=times.get), line
+        assert sel.select(driver).source == "training_data"
+        checked += 1
+    assert checked > 150
+    assert sel.select(driver.replace(f"-n {n} ", f"-n {int(n) + 7919} ")).source == "model"
+    r = run_cli("stage=evaluate", "op=miopen/fwd", "arch=gfx942", f"evaluate.model_dir={tmp_path / 'm'}",
+                f"data.eval_paths=[{path}]", "evaluate.plots=false", f"hydra.run.dir={tmp_path / 'ev'}")
+    assert r.returncode == 0, r.stderr
+    m = json.loads((tmp_path / "ev" / "metrics.json").read_text())
+    assert m["remembered_problems"] == m["problems_evaluated"] and "in the model's training data" in r.stdout
+    assert m["censored"]["all"]["open"]["top1"] == 1.0
+    r = run_cli("stage=train", "op=fwd", "train.remember=true", f"train.output={tmp_path / 'ck'}")
+    assert r.returncode == 2 and "train.remember" in r.stderr and not (tmp_path / "ck").exists()
+    if find_compiler() is None:
+        pytest.skip("no C compiler")
+    monkeypatch.setenv("CKHEUR_CACHE_DIR", str(tmp_path / "cache"))
+    from ckheur.dataset import read_dataset
+    from ckheur.problems.miopen_conv import FIELDS
+
+    df = read_dataset(path)
+    real = [problem_from_dict(dict(zip(FIELDS, key))) for key, _ in df.groupby(list(FIELDS))]
+    unseen = [problem_from_dict({**dict(zip(FIELDS, key)), "N": int(key[0]) + 7919}) for key, _ in
+              list(df.groupby(list(FIELDS)))[:50]]
+    got = assert_parity(Selector.load(tmp_path / "m", cache_size=0), load_compiled(tmp_path / "m"), real + unseen)
+    assert got["ranked"] == len(real) + len(unseen)

@@ -1,7 +1,8 @@
 """Model bundles: the LightGBM model (gzipped text) with everything needed to use and audit it.
 
 Files: model.txt.gz, [tflops_model.txt.gz], feature_spec.json, kernels.json, cv_metrics.json,
-feature_importances.json, train_manifest.json.
+feature_importances.json, train_manifest.json, [answers.json.gz: the fastest measured kernel of
+each training problem, which the selector ranks first for that exact problem (train.remember)].
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from typing import Any, Mapping
 from ckheur.errors import UserError
 
 REQUIRED = ("model.txt.gz", "feature_spec.json", "kernels.json", "train_manifest.json")
+ANSWERS = "answers.json.gz"
 SPEC_KEYS = ("engine", "encoding_version", "feature_names", "categorical", "analytic", "objective", "arch", "op")
 
 
@@ -50,6 +52,7 @@ class Bundle:
     kernels: list
     cv_metrics: dict
     manifest: dict
+    answers: dict | None = None  # problem key -> kernel name: the training data's fastest (train.remember)
 
 
 def _write_json(path: Path, obj: Any) -> None:
@@ -59,8 +62,9 @@ def _write_json(path: Path, obj: Any) -> None:
 
 
 def save_bundle(path: str | Path, booster: Any, tflops_booster: Any, spec: Mapping, kernels: list,
-                cv_metrics: Mapping, importances: Mapping, manifest: Mapping) -> Path:
-    """Write a bundle folder (replacing the files of an older bundle there)."""
+                cv_metrics: Mapping, importances: Mapping, manifest: Mapping, answers: Mapping | None = None) -> Path:
+    """Write a bundle folder (replacing the files of an older bundle there); ``answers``: the
+    problems it remembers (``write_answers``)."""
     from ckheur.files import make_folder, write_file
 
     path = make_folder(path, "bundle folder")
@@ -75,7 +79,36 @@ def save_bundle(path: str | Path, booster: Any, tflops_booster: Any, spec: Mappi
     _write_json(path / "cv_metrics.json", dict(cv_metrics))
     _write_json(path / "feature_importances.json", dict(importances))
     _write_json(path / "train_manifest.json", dict(manifest))
+    if answers is not None:
+        write_answers(path, answers, spec["op"]["family"])
+    elif (path / ANSWERS).exists() or (path / ANSWERS).is_symlink():
+        (path / ANSWERS).unlink()
     return path
+
+
+def write_answers(path: str | Path, answers: Mapping[tuple, str], family: str) -> Path:
+    """The bundle's remembered answers: {problem key (the family's fields): kernel name}."""
+    from ckheur.files import write_file
+    from ckheur.ops import get_family
+
+    fields = list(get_family(family).problems.FIELDS)
+    keys = sorted(answers, key=lambda k: tuple(str(v) if isinstance(v, str) else v for v in k))
+    doc = {"about": "the fastest measured kernel of each training problem; ranked first for that exact problem",
+           "fields": fields, "keys": [list(k) for k in keys], "kernels": [answers[k] for k in keys]}
+    return write_file(Path(path) / ANSWERS, gzip.compress(json.dumps(doc, separators=(",", ":")).encode(), mtime=0))
+
+
+def _read_answers(path: Path, fields: list, kernels: list) -> dict:
+    try:
+        doc = json.loads(gzip.decompress(path.read_bytes()))
+        names = {k.name for k in kernels}
+        ok = doc["fields"] == fields and len(doc["keys"]) == len(doc["kernels"]) and all(
+            isinstance(k, list) and len(k) == len(fields) for k in doc["keys"]) and set(doc["kernels"]) <= names
+    except (OSError, EOFError, zlib.error, ValueError, KeyError, TypeError) as e:
+        raise BundleError(f"{path}: not a bundle's answers ({str(e)[:200]})") from None
+    if not ok:
+        raise BundleError(f"{path}: answers must list keys of the fields {fields} and kernels of kernels.json")
+    return {tuple(k): n for k, n in zip(doc["keys"], doc["kernels"])}
 
 
 def _read_json(path: Path) -> Any:
@@ -300,8 +333,11 @@ def load_bundle(path: str | Path) -> Bundle:
     for name, obj in (("cv_metrics.json", cv), ("train_manifest.json", manifest)):
         if not isinstance(obj, dict):
             raise BundleError(f"{path / name}: a JSON {type(obj).__name__}, not an object")
+    answers = None
+    if (path / ANSWERS).exists():
+        answers = _read_answers(path / ANSWERS, list(get_family(spec["op"]["family"]).problems.FIELDS), kernels)
     return Bundle(path=path, booster=booster, tflops_booster=tflops_booster, spec=spec, kernels=kernels,
-                  cv_metrics=cv, manifest=manifest)
+                  cv_metrics=cv, manifest=manifest, answers=answers)
 
 
 def incompatibilities(spec: Mapping, other: Mapping) -> list[str]:

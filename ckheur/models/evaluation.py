@@ -322,8 +322,10 @@ def evaluate(selector: Any, df: Any, job: Job, *, top_k: Sequence[int] = (), tie
             checked = acceptance_gate(scored, base, **dict(gate or {}))
     finally:
         bar.close()
+    remembered = getattr(selector, "answers", None) or {}
     metrics = {"data_kind": "simulated" if "sim" in set(df.backend) else "real",
                "cascade": len(selector.kernels) > selector.cascade_threshold,
+               "remembered_problems": sum(key in remembered for key in rows.keys),
                **evaluation_metrics(scored, others, tie_tolerance=tie_tolerance, top_k=top_k)}
     if checked is not None:
         metrics["gate"] = checked

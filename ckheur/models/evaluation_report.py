@@ -35,7 +35,9 @@ def pct(x: float) -> str:
 def _markdown(m: dict) -> str:
     lines = [f"# ckheur evaluation ({m['data_kind']} data)", "",
              f"Model: `{m['model_dir']}`  ", f"Data: {', '.join(f'`{d}`' for d in m['data'])}  ",
-             f"Problems evaluated: {m['problems_evaluated']}, skipped: {m['problems_skipped']}", "",
+             f"Problems evaluated: {m['problems_evaluated']}, skipped: {m['problems_skipped']}"
+             + (f"; {m['remembered_problems']} of them in the model's training data, answered from its memory "
+                "(train.remember)" if m.get("remembered_problems") else ""), "",
              "| | mean | median | P10 | min | time-weighted | kernels timed per problem |",
              "|---|---|---|---|---|---|---|"]
     lines += [f"| {name} | " + " | ".join(cells) + " |" for name, *cells in summary_rows(m)]

@@ -89,6 +89,40 @@ class ExportResult:
         return sum(f.stat().st_size for f in self.files)
 
 
+MASK64 = (1 << 64) - 1
+
+
+def _mix64(z: int) -> int:
+    """splitmix64's finalizer (the C runtime's ckh_mix64)."""
+    z = ((z ^ (z >> 30)) * 0xBF58476D1CE4E5B9) & MASK64
+    z = ((z ^ (z >> 27)) * 0x94D049BB133111EB) & MASK64
+    return z ^ (z >> 31)
+
+
+def key_hash(numbers: Sequence[int]) -> int:
+    """A problem key's 64-bit hash, as the C runtime computes it (ckh_key_hash): each field in
+    turn mixed into the state."""
+    h = 0x9E3779B97F4A7C15
+    for v in numbers:
+        h = _mix64(h ^ (int(v) & MASK64))
+    return h
+
+
+def _answers_c(answers: Mapping[tuple, str], kernels: Sequence[Any], fields: Sequence[str],
+               enums: Mapping[str, tuple]) -> str:
+    """The bundle's remembered answers as C: key hashes sorted for a binary search, the kernel of
+    each, and the function giving a problem's key numbers (enum fields by their index)."""
+    index = {k.name: i for i, k in enumerate(kernels)}
+    rows = sorted((key_hash([enums[f].index(v) if f in enums else v for f, v in zip(fields, key)]), index[name])
+                  for key, name in answers.items())
+    if len({h for h, _ in rows}) < len(rows):
+        raise ExportError("two remembered problems share a key hash; the C package cannot tell them apart")
+    getters = "".join(f"    out[{i}] = (int64_t)p->{f};\n" for i, f in enumerate(fields))
+    return (f"static const uint64_t ckh_answer_hash[] = {{\n{_rows([f'UINT64_C({h:#018x})' for h, _ in rows], 4)}\n}};\n"
+            f"static const int ckh_answer_kernel[] = {{\n{_rows([str(k) for _, k in rows], 16)}\n}};\n"
+            f"static void ckh_key_numbers(const ckh_problem_t* p, int64_t* out) {{\n{getters}}}\n")
+
+
 def c_identifier(text: str) -> str:
     """A C identifier from a model name (lower case, non-alphanumerics as underscores)."""
     out = re.sub(r"[^0-9a-zA-Z_]", "_", text).lower().strip("_")
@@ -395,6 +429,7 @@ def export_bundle(model_dir: str | Path, output: str | Path, name: str | None = 
         "CKH_LATENCY_FLOOR_S": repr(LATENCY_FLOOR_MS * 1e-3),
         "CKH_MIN_CONTIGUOUS": int(op_cfg.get("min_contiguous_elems", 2)),
         "CKH_E_FIELD": -100, "CKH_E_FIELD_LARGE": -200, "CKH_KMASK_T": kmask_type,
+        "CKH_ANSWERS": len(b.answers or {}), "CKH_KEY_FIELDS": len(fields),
     }
     for macro, code, _ in errors:
         if not macro.startswith("FIELD"):
@@ -425,6 +460,8 @@ def export_bundle(model_dir: str | Path, output: str | Path, name: str | None = 
         tables += (f"static const float ckh_kfeat[][{len(kcols)}] = {{\n{_rows(krows, 1)}\n}};\n"
                    "static float ckh_kernel_feature(int k, int slot) { return ckh_kfeat[k][slot]; }\n")
     tables += "".join(sims.values())
+    if b.answers:
+        tables += _answers_c(b.answers, kernels, fields, cf.enums)
     tables += _forest_c("main", forest, classes, slot, kernel_values, use_kmask, kmask_type)
     if companion:
         tables += _forest_c("tflops", companion, classes, slot, kernel_values, use_kmask, kmask_type)
@@ -439,6 +476,7 @@ def export_bundle(model_dir: str | Path, output: str | Path, name: str | None = 
             "arch": arch["name"], "objective": spec["objective"], "data_kind": kind, "bundle": str(b.path),
             "kernels": len(kernels), "trees": forest.ntree, "companion_trees": companion.ntree if companion else 0,
             "cascade": cascade, "analytic_features": analytic is not None, "prior": prior is not None,
+            "remembered_problems": len(b.answers or {}),
             "fields": fields,
             "defaults": {f: family.problems.DEFAULTS.get(f) for f in fields}}
     files = {

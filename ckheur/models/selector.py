@@ -11,13 +11,15 @@ says which produced it):
 
     sel = Selector.load("bundles/grouped_conv_fwd_bf16_gfx950", tuning_db="tuning/", create_tuning_db=True)
     r = sel.select(problem, measure=None, k=3)
-    r.kernel, r.source       # "tuning_db" | "find_db" | "measured" | "model" | "analytic"
+    r.kernel, r.source       # "tuning_db" | "find_db" | "measured" | "training_data" | "model" | "analytic"
 
 An exact hit in the tuning database wins, then (MIOpen's solvers) one in a find-db given as
 ``find_db=``: MIOpen's own file, answered as MIOpen answers, with its fastest listed solver.
 Otherwise the model (or, without one, the analytic model) ranks, and when ``measure`` is given
 its top-k are timed, the fastest is chosen, and every attempt is recorded in the database, so
-the next select of that problem is a hit.
+the next select of that problem is a hit. A bundle trained with ``train.remember`` ranks the
+fastest measured kernel of each of its training problems first for that exact problem (source
+``training_data``).
 
 Hot path: kernel features are precomputed per spatial dimensionality; a problem's features are
 one vectorized numpy call; LightGBM scores a float32 matrix on one thread; no pandas; results
@@ -154,6 +156,7 @@ class Selector:
         self.cascade_threshold, self.cascade_top = cascade_threshold, cascade_top
         self.label = label
         self.compiled: Any = None  # a CompiledModel ranking in C (Selector.load(..., compiled=True))
+        self.answers: dict = {}  # problem key -> kernel name the bundle remembers (train.remember)
         self._all_kernels = list(kernels)  # the compiled model's kernel indices point into this list
         self.tuning_db = self._open_db(tuning_db, create_tuning_db)
         self.find_db = self._open_find_db(find_db)
@@ -196,6 +199,7 @@ class Selector:
                   prior=spec.get("prior"), label=f"model {b.path} (trained on {b.manifest.get('data_kind', 'unknown')} data)",
                   tuning_db=tuning_db, create_tuning_db=create_tuning_db, cache_size=cache_size,
                   cascade_threshold=cascade_threshold, cascade_top=cascade_top, find_db=find_db)
+        sel.answers = dict(b.answers or {})
         if compiled:
             import warnings
 
@@ -295,7 +299,9 @@ class Selector:
             return hit
         ranked, tflops = self._ranking(p)
         if measure is None:
-            return Selection(ranked[0].name, "analytic" if self.booster is None else "model",
+            remembered = self.answers.get(p.key()) == ranked[0].name if self.answers else False
+            return Selection(ranked[0].name, "training_data" if remembered else
+                             "analytic" if self.booster is None else "model",
                              float(p.flops / (tflops[0] * 1e12) * 1e3) if tflops[0] > 0 else None)
         if k < 1:
             raise ValueError(f"k={k}: the number of kernels to time must be >= 1")
@@ -365,7 +371,18 @@ class Selector:
             tf = self._sim_tflops(problem_arrays([p], self.direction), pool, "sim")[0]
             pool = pool.take(np.argsort(-tf, kind="stable")[: self.cascade_top])
         scores, tflops = self._predict_pool(p, pool)
-        return pool.kernels, scores, tflops
+        return pool.kernels, self._remembered_first(p, pool.kernels, scores), tflops
+
+    def _remembered_first(self, p: Any, kernels: list, scores: np.ndarray) -> np.ndarray:
+        """Scores with the kernel the bundle remembers for this exact problem raised above all (the
+        compiled C model does the same); predicted TFLOPS stay the model's."""
+        name = self.answers.get(p.key()) if self.answers else None
+        at = next((i for i, k in enumerate(kernels) if k.name == name), None) if name else None
+        if at is None:
+            return scores
+        scores = np.array(scores, dtype=np.float64)
+        scores[at] = scores.max() + 1.0
+        return scores
 
     def _predict_arrays(self, p: Any, feats: Mapping[str, np.ndarray] | None,
                        sim_kern: Mapping[str, np.ndarray]) -> tuple[np.ndarray, np.ndarray]:

@@ -44,6 +44,8 @@ class Candidate:
     prior: bool = False  # the simulator's ranking as init score, the trees learn corrections
     features: str = "native"  # native (the family's engine) or ck (CK's dispatcher features)
     bagging: int = 1  # seeds averaged into one model
+    leaves: int = 0  # num_leaves of this candidate (0: the model config's)
+    learning_rate: float = 0.0  # learning rate of this candidate (0: the model config's)
 
     def __post_init__(self) -> None:
         if self.objective not in OBJECTIVES:
@@ -55,25 +57,36 @@ class Candidate:
                                 "simulator")
         if self.bagging < 1:
             raise TrainingError(f"bagging {self.bagging}: must be >= 1")
+        if self.leaves < 0 or not 0 <= self.learning_rate <= 1:
+            raise TrainingError(f"leaves {self.leaves}, learning rate {self.learning_rate}: leaves >= 2, 0 < rate <= 1")
 
     @classmethod
     def parse(cls, text: str, bagging: int = 1) -> "Candidate":
-        """A candidate from ``objective[+analytic][+prior][+ck][+bagN]`` (train.compare's entries)."""
+        """A candidate from ``objective[+analytic][+prior][+ck][+bagN][+leavesN][+lrX]`` (train.compare's
+        entries; leaves and lr override the model config's ``num_leaves`` and ``learning_rate``)."""
         objective, *flags = str(text).split("+")
         known = {"analytic", "prior", "ck"}
-        bags = [f for f in flags if re.fullmatch(r"bag\d+", f)]
-        bad = [f for f in flags if f not in known and f not in bags]
-        if objective not in OBJECTIVES or bad or len(set(flags)) < len(flags) or len(bags) > 1:
+        numbered = {kind: [f for f in flags if re.fullmatch(pattern, f)] for kind, pattern in
+                    (("bag", r"bag\d+"), ("leaves", r"leaves([2-9]|\d\d+)"), ("lr", r"lr(0?\.\d+|1(\.0*)?)"))}
+        bad = [f for f in flags if f not in known and not any(f in v for v in numbered.values())]
+        if objective not in OBJECTIVES or bad or len(set(flags)) < len(flags) or any(len(v) > 1 for v in numbered.values()):
             raise TrainingError(f"train.compare entry {text!r}: use an objective ({', '.join(OBJECTIVES)}) optionally "
                                 "followed by +analytic (simulator features), +prior (simulator as prior), +ck (CK's "
-                                "feature set) and +bagN (N seeds averaged)")
+                                "feature set), +bagN (N seeds averaged), +leavesN (num_leaves) and +lrX (learning rate)")
+        first = lambda kind, cut, cast, default: cast(numbered[kind][0][cut:]) if numbered[kind] else default  # noqa: E731
         return cls(objective, "analytic" in flags, "prior" in flags, "ck" if "ck" in flags else "native",
-                   int(bags[0][3:]) if bags else bagging)
+                   first("bag", 3, int, bagging), first("leaves", 6, int, 0), first("lr", 2, float, 0.0))
 
     @property
     def name(self) -> str:
         return (self.objective + ("+analytic" if self.analytic else "") + ("+prior" if self.prior else "")
-                + ("+ck" if self.features == "ck" else "") + (f"+bag{self.bagging}" if self.bagging > 1 else ""))
+                + ("+ck" if self.features == "ck" else "") + (f"+bag{self.bagging}" if self.bagging > 1 else "")
+                + (f"+leaves{self.leaves}" if self.leaves else "") + (f"+lr{self.learning_rate:g}" if self.learning_rate else ""))
+
+    def model(self, model: Mapping[str, Any]) -> dict:
+        """The model settings this candidate trains with: the config's, with its own overrides."""
+        return {**model, "bagging_seeds": self.bagging, **({"num_leaves": self.leaves} if self.leaves else {}),
+                **({"learning_rate": self.learning_rate} if self.learning_rate else {})}
 
     @property
     def uses_simulator(self) -> bool:
@@ -142,11 +155,13 @@ def choose(results: Sequence[Mapping[str, Any]], rule: str = "simpler", select_b
     """The index of the chosen result (dicts with ``grouped_cv``, ``cluster_cv`` seed summaries or
     None, ``complexity`` and ``leaky``).
 
-    ``simpler``: start from the simplest candidate (fewest inputs; of the same inputs, the one
-    averaging most seeds, whose figures move least; then in listed order) and move to a richer one
-    only when it beats the current choice by more than its own spread over seeds in mean
-    efficiency, on cluster CV and grouped CV both (grouped CV alone without cluster CV): with a
-    couple of hundred problems, a margin within the seed noise is not evidence. ``best``: the
+    ``simpler``: start from the simplest candidate (fewest inputs; of the same inputs, the fewest
+    leaves, then the one averaging most seeds, whose figures move least; then in listed order) and
+    move to a richer one only when it beats the current choice by more than its own spread over
+    seeds in mean efficiency, on cluster CV and grouped CV both (grouped CV alone without cluster
+    CV): with a couple of hundred problems, a margin within the seed noise is not evidence. With
+    one seed the spread is twice the standard error of the per-problem paired difference of the
+    two candidates' out-of-fold efficiencies (``per_problem`` in the results). ``best``: the
     highest mean (then P10) by ``select_by``."""
     if rule not in CHOICE_RULES:
         raise TrainingError(f"train.choice={rule!r}: allowed values are {', '.join(CHOICE_RULES)}")
@@ -158,9 +173,20 @@ def choose(results: Sequence[Mapping[str, Any]], rule: str = "simpler", select_b
     chosen = order[0]
     for i in order[1:]:
         estimates = [e for e in ("cluster_cv", "grouped_cv") if results[i][e] and results[chosen][e]]
-        if all(results[i][e]["mean"] - results[chosen][e]["mean"] > results[i][e]["mean_sd"] for e in estimates):
+        if all(results[i][e]["mean"] - results[chosen][e]["mean"] > _spread(results[i], results[chosen], e)
+               for e in estimates):
             chosen = i
     return chosen
+
+
+def _spread(result: Mapping[str, Any], other: Mapping[str, Any], estimate: str) -> float:
+    """The margin a gain in mean efficiency must exceed: the spread over seeds, or with one seed
+    twice the standard error of the paired per-problem difference (grouped CV's out-of-fold)."""
+    if result[estimate].get("seeds", 1) > 1 or estimate != "grouped_cv" or result.get("per_problem") is None \
+            or other.get("per_problem") is None:
+        return result[estimate]["mean_sd"]
+    diff = np.asarray(result["per_problem"]) - np.asarray(other["per_problem"])
+    return float(2 * diff.std(ddof=1) / np.sqrt(len(diff))) if len(diff) > 1 else 0.0
 
 
 def train(df: Any, job: Job, *, model: Mapping[str, Any], candidates: Sequence[Candidate], options: TrainOptions,
@@ -233,7 +259,7 @@ def train(df: Any, job: Job, *, model: Mapping[str, Any], candidates: Sequence[C
             f"({options.calibration_iterations} steps; train.sim_calibration=fold)")
 
     def model_of(c: Candidate) -> dict:
-        return {**model, "bagging_seeds": c.bagging}
+        return c.model(model)
 
     def fold_kw(c: Candidate, tb: Any, sd: int) -> dict:
         """CV options of a candidate: with the leakage guard, a per-fold calibrated table."""
@@ -257,7 +283,8 @@ def train(df: Any, job: Job, *, model: Mapping[str, Any], candidates: Sequence[C
                                        **fold_kw(c, tb, sd)) for sd in seeds] if cluster_cv else []
             results.append({
                 "candidate": c, "leaky": c.uses_simulator and leaky and not guard, "fold_calibrated": recalibrated(c),
-                "complexity": (len(tb.feature_names) + c.prior, -c.bagging), "seeds": seeds, "oof": runs[0]["oof"],
+                "complexity": (len(tb.feature_names) + c.prior, model_of(c)["num_leaves"], -c.bagging), "seeds": seeds,
+                "oof": runs[0]["oof"], "per_problem": _oof_efficiency(tb, runs[0]["oof"]),
                 "fold": runs[0]["fold"], "best_iterations": [b for r in runs for b in r["best_iterations"]],
                 "metrics": runs[0]["metrics"], "grouped_cv": seed_summary([r["metrics"] for r in runs]),
                 "cluster_cv": seed_summary([r["metrics"] for r in fam]) if fam else None,
@@ -268,7 +295,8 @@ def train(df: Any, job: Job, *, model: Mapping[str, Any], candidates: Sequence[C
             pick = choose(results, options.choice, options.select_by if cluster_cv else "grouped_cv")
             chosen = results[pick]["candidate"]
             log(f"train: chose {chosen.name} by the {options.choice} rule over seeds {', '.join(map(str, seeds))} ("
-                + ("the simplest candidate unless another wins by more than its seed spread on "
+                + ("the simplest candidate unless another wins by more than its spread (over seeds; with one seed "
+                   "twice the paired per-problem standard error) on "
                    + ("cluster and grouped CV" if cluster_cv else "grouped CV") if options.choice == "simpler" else
                    f"highest mean, then P10, of {(options.select_by if cluster_cv else 'grouped_cv').replace('_', ' ')}")
                 + ")")
@@ -298,8 +326,12 @@ def train(df: Any, job: Job, *, model: Mapping[str, Any], candidates: Sequence[C
     else:
         picked = next(r for r in results if r["candidate"] == chosen)
         n_trees = max(10, int(np.median(picked["best_iterations"])))
+        capped = sum(b >= int(model_of(chosen)["max_trees"]) for b in picked["best_iterations"])
+        if capped:
+            log(f"train: WARNING early stopping reached the cap model.max_trees={model_of(chosen)['max_trees']} in "
+                f"{capped} of {len(picked['best_iterations'])} fits: more trees would still help (raise it)")
         booster = fit(tb, everything, model_of(chosen), chosen.objective, cat, options.seed, n_trees, **fit_kw)
-        cv_metrics = _cv_metrics(chosen, spec, n_trees, results, picked, options, seeds, rep, cluster_cv)
+        cv_metrics = _cv_metrics(chosen, spec, n_trees, results, picked, options, seeds, rep, cluster_cv, model)
         oof = {"oof": picked["oof"], "fold": picked["fold"]}
     tflops_booster = None
     if chosen.features == "ck" and chosen.objective == "relative":  # a companion CK's predictor can run
@@ -338,18 +370,22 @@ def _report_table(rep: Mapping[str, Any], options: TrainOptions, model: Mapping[
 
 
 def _cv_metrics(chosen: Candidate, spec: Mapping[str, Any], n_trees: int, results: Sequence[dict], picked: dict,
-                options: TrainOptions, seeds: list[int], rep: Mapping[str, Any], cluster_cv: bool) -> dict:
+                options: TrainOptions, seeds: list[int], rep: Mapping[str, Any], cluster_cv: bool,
+                model: Mapping[str, Any]) -> dict:
     """The bundle's record of how its model was scored and chosen (cv_metrics.json)."""
     def entry(r: dict) -> dict:
         c = r["candidate"]
         return {"candidate": c.name, "objective": c.objective, "analytic": c.analytic, "prior": c.prior,
-                "features": c.features, "bagging": c.bagging, "leaky": r["leaky"],
+                "features": c.features, "bagging": c.bagging, "leaves": c.leaves or None,
+                "learning_rate": c.learning_rate or None, "leaky": r["leaky"],
                 "fold_calibrated": r["fold_calibrated"], "best_iterations": r["best_iterations"], **r["metrics"],
                 "grouped_cv_seed_mean": r["grouped_cv"], "cluster_cv_seed_mean": r["cluster_cv"]}
 
     return {
         "chosen": {"candidate": chosen.name, "objective": chosen.objective, "analytic": chosen.analytic,
                    "features": chosen.features, "bagging": chosen.bagging,
+                   "num_leaves": int(chosen.model(model)["num_leaves"]),
+                   "learning_rate": float(chosen.model(model)["learning_rate"]),
                    "prior": spec["prior"] and {k: v for k, v in spec["prior"].items() if k != "params"},
                    "trees": n_trees},
         "choice_rule": options.choice if len(results) > 1 else None,
@@ -360,6 +396,14 @@ def _cv_metrics(chosen: Candidate, spec: Mapping[str, Any], n_trees: int, result
         "problems_partly_measured": rep["problems_partly_measured"], "cluster_cv": picked["cluster_cv_detail"],
         "cluster_cv_seed_mean": picked["cluster_cv"], "grouped_cv_seed_mean": picked["grouped_cv"],
         "candidates": [entry(r) for r in results]}
+
+
+def _oof_efficiency(tb: Any, oof: np.ndarray) -> np.ndarray:
+    """Per problem, the out-of-fold pick's efficiency (the rows grouped CV scores)."""
+    from ckheur.metrics import per_problem_efficiency
+
+    scored = tb.full[tb.pid] if tb.full is not None and tb.full.any() else np.ones(len(oof), bool)
+    return per_problem_efficiency(tb.pid[scored], oof[scored], tb.tflops[scored])
 
 
 def _candidate_line(r: dict, n_seeds: int) -> str:
@@ -375,16 +419,25 @@ def _candidate_line(r: dict, n_seeds: int) -> str:
             + ("  [simulator recalibrated in each fold]" if r["fold_calibrated"] else ""))
 
 
+def check_remember(job: Job, remember: bool) -> None:
+    """Remembered answers are for MIOpen's solvers (find-db data); a TrainingError otherwise."""
+    if remember and job.family.name != "miopen":
+        raise TrainingError(f"train.remember: remembered answers are for MIOpen's solvers (find-db data, op=miopen/...), "
+                            f"not the {job.family.name} family")
+
+
 def train_bundle(paths: Sequence[str | Path], job: Job, output: str | Path, *, model: Mapping[str, Any],
                  candidates: Sequence[Candidate], options: TrainOptions, warm_start: str | Path | None = None,
-                 shard: Mapping[str, Any] | None = None, exclude_suspect: bool = False,
+                 shard: Mapping[str, Any] | None = None, exclude_suspect: bool = False, remember: bool = False,
                  names: Sequence[str] | None = None, config: Mapping[str, Any] | None = None,
                  run_dir: str | Path | None = None, log: Callable[[str], None] = print) -> dict:
     """Train (or warm-start from the bundle ``warm_start``) the job's model on the datasets or CK
     CSVs ``paths`` and save the bundle to ``output`` with a manifest of what it was trained on
     (``names``: the paths as the user wrote them; ``config``: the job's whole config). With
-    ``run_dir``, the out-of-fold predictions and CV metrics are written there too. Returns the
-    bundle's path, the chosen candidate, its trees and the CV metrics."""
+    ``run_dir``, the out-of-fold predictions and CV metrics are written there too. ``remember``
+    (MIOpen's solvers): the bundle also keeps each training problem's fastest measured solver and
+    ranks it first for that exact problem, so it answers at least as its own find-db would.
+    Returns the bundle's path, the chosen candidate, its trees and the CV metrics."""
     import sys
 
     from ckheur.dataset import keep_shard, read_dataset
@@ -394,6 +447,7 @@ def train_bundle(paths: Sequence[str | Path], job: Job, output: str | Path, *, m
     from ckheur.threads import lightgbm
 
     paths = [Path(p) for p in paths]
+    check_remember(job, remember)
     warm = load_bundle(warm_start) if warm_start else None
     log(f"train: reading {', '.join(map(str, paths))}")
     df = read_dataset(paths)
@@ -426,8 +480,15 @@ def train_bundle(paths: Sequence[str | Path], job: Job, output: str | Path, *, m
         "config": dict(config or {}), "versions": _versions(lightgbm()),
         "timestamp": time.strftime("%Y-%m-%dT%H:%M:%S%z"), "train_seconds": rep["train_seconds"],
         "command": sys.argv}
+    answers = None
+    if remember:
+        from ckheur.dataset import fastest_by_problem
+
+        answers = fastest_by_problem(df, job.family.name)
+        manifest["remembered_problems"] = len(answers)
+        log(f"train: remembers the fastest measured solver of its {len(answers)} problems (train.remember)")
     save_bundle(output, result.booster, result.tflops_booster, result.spec, result.kernels, cv_metrics,
-                result.importances, manifest)
+                result.importances, manifest, answers)
     return {"bundle": str(output), "chosen": result.chosen.name, "trees": result.booster.current_iteration(),
             "simulated": simulated, "cv": cv_metrics}
 

@@ -53,9 +53,10 @@ def options(cfg: Any) -> Any:
 def run(cfg: Any, ctx: Context) -> dict:
     """Train (or warm-start) a model bundle for the op/dtype/arch on the configured data."""
     from ckheur.job import Job
-    from ckheur.models.trainer import train_bundle
+    from ckheur.models.trainer import check_remember, train_bundle
 
     job = Job.from_config(cfg)
+    check_remember(job, bool(cfg.train.remember))  # before any data is read
     cands = candidates(cfg)
     paths = data_paths(cfg, job.op, job.arch, list(cfg.data.paths), cfg.problems.name)
     names = [str(p) for p in cfg.data.paths] or [str(p) for p in paths]  # as the user named them
@@ -68,7 +69,8 @@ def run(cfg: Any, ctx: Context) -> dict:
         out = Path(cfg.paths.sim_bundles if simulated else cfg.paths.bundles) / job.model_name
     result = train_bundle(paths, job, out, model=plain(cfg.model), candidates=cands, options=options(cfg),
                           warm_start=cfg.train.warm_start, shard=plain(cfg.data.shard),
-                          exclude_suspect=bool(cfg.data.exclude_suspect), names=names, config=plain(cfg),
+                          exclude_suspect=bool(cfg.data.exclude_suspect), remember=bool(cfg.train.remember),
+                          names=names, config=plain(cfg),
                           run_dir=ctx.output_dir)
     print(f"train: chose {result['chosen']} with {result['trees']} trees; "
           f"bundle ({'SIMULATED' if result['simulated'] else 'real'} data) -> {out}")

@@ -69,6 +69,29 @@ typedef struct {            /* a validated problem through its implicit GEMM (ck
 
 /*@TABLES@*/
 
+#if CKH_ANSWERS > 0
+static uint64_t ckh_mix64(uint64_t z) {  /* splitmix64's finalizer (ckheur.models.export_c.key_hash) */
+    z = (z ^ (z >> 30)) * UINT64_C(0xbf58476d1ce4e5b9);
+    z = (z ^ (z >> 27)) * UINT64_C(0x94d049bb133111eb);
+    return z ^ (z >> 31);
+}
+
+/* The remembered answer of this exact problem (its row of ckh_answer_kernel), or -1. */
+static int ckh_answer_find(const ckh_problem_t* p) {
+    int64_t key[CKH_KEY_FIELDS];
+    ckh_key_numbers(p, key);
+    uint64_t h = UINT64_C(0x9e3779b97f4a7c15);
+    for (int i = 0; i < CKH_KEY_FIELDS; ++i) h = ckh_mix64(h ^ (uint64_t)key[i]);
+    int lo = 0, hi = CKH_ANSWERS - 1;
+    while (lo <= hi) {
+        int mid = lo + (hi - lo) / 2;
+        if (ckh_answer_hash[mid] == h) return mid;
+        if (ckh_answer_hash[mid] < h) lo = mid + 1; else hi = mid - 1;
+    }
+    return -1;
+}
+#endif
+
 static int ckh_go_left(float xf, const ckh_node* n, const uint32_t* cat_bits, const int32_t* cat_ofs) {
     double x = (double)xf;
     if (fabs(x) <= (double)1e-35f) x = 0.0;  /* LightGBM reads values this close to zero as zero */
@@ -378,6 +401,17 @@ int CKH_FN(predict)(const ckh_problem_t* p, int cap, int* kernel_index, double* 
 #endif
     if (tflops)  /* no predicted latency below a kernel launch (as the Python selector) */
         for (int i = 0; i < n; ++i) tflops[i] = fmin(tflops[i], q.flops / CKH_LATENCY_FLOOR_S / 1e12);
+#if CKH_ANSWERS > 0
+    {   /* a problem of the training data: its fastest measured kernel first (train.remember) */
+        int at = ckh_answer_find(p);
+        if (at >= 0) {
+            double smax = score[0];
+            for (int i = 1; i < n; ++i) smax = fmax(smax, score[i]);
+            for (int i = 0; i < n; ++i)
+                if (kernel_index[i] == ckh_answer_kernel[at]) { score[i] = smax + 1.0; break; }
+        }
+    }
+#endif
     return n;
 }
 
