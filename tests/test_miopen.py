@@ -352,6 +352,24 @@ def test_shipped_miopen_models_pick_listed_solvers_on_real_problems(tmp_path, ar
     assert model["picks_outside_listed"] < 0.03 and model["top1"] > fixed["top1"] + 0.2, (model, fixed)
 
 
+def _forward_fp16_lines(path: Path) -> list[tuple[str, str, dict, dict]]:
+    """The file's 2D NCHW FP16 forward lines (no zero times), read here from the text: (line, its
+    MIOpenDriver command, its problem fields, {solver: time})."""
+    out = []
+    for line in _lines(path):
+        key, _, values = line.partition("=")
+        if not key.endswith("-NCHW-FP16-F") or "0.000," in values or ":0," in values:
+            continue
+        c, h, w, yx, k, _ho, _wo, n, pad, stride, dil, _bias = key.split("-")[:12]
+        (y, x), (p, q), (u, v), (dl, dj) = (s.split("x") for s in (yx, pad, stride, dil))
+        driver = f"convfp16 -n {n} -c {c} -H {h} -W {w} -k {k} -y {y} -x {x} -p {p} -q {q} -u {u} -v {v} -l {dl} -j {dj}"
+        fields = dict(N=int(n), C=int(c), K=int(k), Hi=int(h), Wi=int(w), Y=int(y), X=int(x), pad_h=int(p),
+                      pad_w=int(q), stride_h=int(u), stride_w=int(v), dilation_h=int(dl), dilation_w=int(dj))
+        times = {e.split(":")[0]: float(e.split(":")[1].split(",")[0]) for e in values.split(";")}
+        out.append((line, driver, fields, times))
+    return out
+
+
 def test_find_db_answers_first_as_miopen_does(tmp_path):
     """A problem the find-db lists is answered with its fastest listed solver and time, however it
     is spelled (fields, a MIOpenDriver line); others go to the model; a find-db of another GPU or
@@ -359,25 +377,14 @@ def test_find_db_answers_first_as_miopen_does(tmp_path):
     from ckheur import Selector
 
     sel = Selector.load(SHIPPED["gfx942", "fwd"], find_db=MI300X)
-    checked = 0
-    for line in _lines(MI300X):
-        key, _, values = line.partition("=")
-        if not key.endswith("-NCHW-FP16-F") or "0.000," in values or ":0," in values:
-            continue
-        c, h, w, yx, k, _ho, _wo, n, pad, stride, dil, _bias = key.split("-")[:12]
-        (y, x), (p, q), (u, v), (dl, dj) = (s.split("x") for s in (yx, pad, stride, dil))
-        driver = f"convfp16 -n {n} -c {c} -H {h} -W {w} -k {k} -y {y} -x {x} -p {p} -q {q} -u {u} -v {v} -l {dl} -j {dj}"
-        times = {e.split(":")[0]: float(e.split(":")[1].split(",")[0]) for e in values.split(";")}
+    listed = _forward_fp16_lines(MI300X)
+    for line, driver, fields, times in listed:
         fastest = min(times, key=times.get)
         got = sel.select(driver)
         assert (got.kernel, got.source, got.latency_ms) == (fastest, "find_db", times[fastest]), line
-        as_fields = dict(N=int(n), C=int(c), K=int(k), Hi=int(h), Wi=int(w), Y=int(y), X=int(x), pad_h=int(p),
-                         pad_w=int(q), stride_h=int(u), stride_w=int(v), dilation_h=int(dl), dilation_w=int(dj))
-        assert sel.select(as_fields).source == "find_db"
-        unlisted = {**as_fields, "N": int(n) + 7919}
-        assert sel.select(unlisted).source == "model"
-        checked += 1
-    assert checked > 150
+        assert sel.select(fields).source == "find_db"
+        assert sel.select({**fields, "N": fields["N"] + 7919}).source == "model"  # not listed
+    assert len(listed) > 150
     with pytest.raises(FindDbError, match="the model is for gfx942"):
         Selector.load(SHIPPED["gfx942", "fwd"], find_db=MI210)
     with pytest.raises(ProblemError, match="op family miopen"):
@@ -439,20 +446,11 @@ def test_a_remembering_bundle_answers_its_training_problems_in_python_and_c(tmp_
     sel = Selector.load(tmp_path / "m")
     manifest = json.loads((tmp_path / "m" / "train_manifest.json").read_text())
     assert manifest["remembered_problems"] == manifest["problems"] == len(sel.answers) > 300
-    checked = 0
-    for line in _lines(MI300X):
-        key, _, values = line.partition("=")
-        if not key.endswith("-NCHW-FP16-F") or "0.000," in values or ":0," in values:
-            continue
-        c, h, w, yx, k, _ho, _wo, n, pad, stride, dil, _bias = key.split("-")[:12]
-        (y, x), (p, q), (u, v), (dl, dj) = (s.split("x") for s in (yx, pad, stride, dil))
-        driver = f"convfp16 -n {n} -c {c} -H {h} -W {w} -k {k} -y {y} -x {x} -p {p} -q {q} -u {u} -v {v} -l {dl} -j {dj}"
-        times = {e.split(":")[0]: float(e.split(":")[1].split(",")[0]) for e in values.split(";")}
+    listed = _forward_fp16_lines(MI300X)
+    for line, driver, fields, times in listed:
         assert sel.rank(driver, k=1)[0].kernel == min(times, key=times.get), line
         assert sel.select(driver).source == "training_data"
-        checked += 1
-    assert checked > 150
-    assert sel.select(driver.replace(f"-n {n} ", f"-n {int(n) + 7919} ")).source == "model"
+    assert len(listed) > 150 and sel.select({**fields, "N": fields["N"] + 7919}).source == "model"
     r = run_cli("stage=evaluate", "op=miopen/fwd", "arch=gfx942", f"evaluate.model_dir={tmp_path / 'm'}",
                 f"data.eval_paths=[{path}]", "evaluate.plots=false", f"hydra.run.dir={tmp_path / 'ev'}")
     assert r.returncode == 0, r.stderr
@@ -473,3 +471,18 @@ def test_a_remembering_bundle_answers_its_training_problems_in_python_and_c(tmp_
               list(df.groupby(list(FIELDS)))[:50]]
     got = assert_parity(Selector.load(tmp_path / "m", cache_size=0), load_compiled(tmp_path / "m"), real + unseen)
     assert got["ranked"] == len(real) + len(unseen)
+
+
+def test_every_gpu_direction_and_dtype_has_a_shipped_bundle():
+    """FP32, FP16 and BF16, three directions, both GPUs: real data, the recipe chosen by CV with no
+    fold stopped by the tree cap, every training problem remembered."""
+    for arch in ("gfx942", "gfx90a"):
+        for direction in ("fwd", "bwd_data", "bwd_weight"):
+            for dtype in ("fp32", "fp16", "bf16"):
+                bundle = ROOT / "bundles" / f"miopen_{direction}_{dtype}_{arch}"
+                manifest = json.loads((bundle / "train_manifest.json").read_text())
+                cv = json.loads((bundle / "cv_metrics.json").read_text())
+                cap = manifest["config"]["model"]["max_trees"]
+                assert manifest["data_kind"] == "real" and manifest["config"]["op"]["dtype"] == dtype, bundle
+                assert manifest["remembered_problems"] == manifest["problems"] > 5000, bundle
+                assert len(cv["candidates"]) >= 2 and all(b < cap for c in cv["candidates"] for b in c["best_iterations"])

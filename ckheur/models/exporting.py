@@ -96,6 +96,8 @@ def export_c_package(model_dir: str | Path, output: str | Path, *, name: str | N
         return summary
     selector = Selector.load(model_dir)
     probs = _check_problems(selector, check_problems, seed)
+    remembered = _remembered_problems(selector, check_problems, seed)  # the remembered answers are checked too
+    probs += remembered
     # The check runs a binary built in a private folder from the sources just written, never one
     # another user could have swapped in the output folder; the program is then copied there.
     t0 = time.perf_counter()
@@ -107,7 +109,8 @@ def export_c_package(model_dir: str | Path, output: str | Path, *, name: str | N
         check = compare_with_python(selector, probs, built, list(selector.family.problems.FIELDS))
         binary = write_file(out / "ckheur_select", built.read_bytes(), mode=0o755)
     log(f"export: built {binary} in {t_build:.1f} s ({command})")
-    log(f"export: check against the Python selector on {check['problems']} seeded random problems: "
+    log(f"export: check against the Python selector on {check['problems']} seeded random problems"
+        + (f" ({len(remembered)} of them remembered training problems)" if remembered else "") + ": "
         f"same top-1 kernel {check['same_top1']}/{check['problems'] - check['both_invalid']}, "
         f"max relative score difference {check['max_rel_score_diff']:.1e} "
         f"({check['both_invalid']} rejected by both)")
@@ -115,6 +118,18 @@ def export_c_package(model_dir: str | Path, output: str | Path, *, name: str | N
     if check["mismatches"]:
         raise ExportError("the compiled selector disagrees with Python:\n  " + "\n  ".join(check["mismatches"][:10]))
     return summary
+
+
+def _remembered_problems(selector: Any, count: int, seed: int) -> list:
+    """Up to ``count`` seeded problems the bundle remembers (train.remember), as problems."""
+    import numpy as np
+
+    keys = sorted(selector.answers, key=str)
+    if not keys or count < 1:
+        return []
+    pick = np.random.default_rng(seed).choice(len(keys), size=min(count, len(keys)), replace=False)
+    fields = list(selector.family.problems.FIELDS)
+    return [selector.family.problems.problem_from_dict(dict(zip(fields, keys[i]))) for i in sorted(pick)]
 
 
 def export_ck_folder(model_dir: str | Path, output: str | Path, arch: Mapping[str, Any], *, overwrite: bool = False,
