@@ -242,6 +242,7 @@ def main() -> None:
     ap.add_argument("--cross", action="store_true", help="also pick on each GPU's problems with the other GPU's model "
                     "(its shipped bundle, else one trained here on its whole file) beside a lookup of that file")
     ap.add_argument("--cross-train", action="store_true", help="--cross with models trained here, not the shipped ones")
+    ap.add_argument("--cross-only", action="store_true", help="--cross alone: no held-out split, no TunaNet")
     ap.add_argument("--tunanet", default=str(TUNANET) if TUNANET.is_dir() else None,
                     help="folder of MIOpen's <arch>.tn.model files: TunaNet beside the model on the held-out "
                          "problems in its domain (default: ../shared/data/miopen_tunanet when present)")
@@ -258,9 +259,11 @@ def main() -> None:
         print(f"import {rep['file']}: {rep['wall_s']} s wall (stage {rep['stage_s']}), peak {rep['peak_gib']} GiB "
               f"(targets 20 s, 2 GiB)", flush=True)
         results["imports"].append({k: v for k, v in rep.items() if k != "log"})
+    if args.cross_only:
+        args.cross, args.splits, args.tunanet, args.pool_dtypes = True, [], None, False
     for f in map(Path, args.files):
         arch, _ = arch_from_name(f, ["gfx90a", "gfx942", "gfx950"])
-        for direction in args.directions:
+        for direction in args.directions if args.splits or args.pool_dtypes else []:
             tables = {}
             for dtype in args.dtypes:
                 tb, model = load_table(data, arch, direction, dtype, f.name.split(".")[0])

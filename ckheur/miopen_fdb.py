@@ -313,8 +313,10 @@ def find_db_answers(path: str | Path, direction: str, dtype: str, arch: str) -> 
 
     try:
         file_arch, _ = arch_from_name(path, [arch])
-    except FindDbError as e:
-        raise FindDbError(f"{e} (the model is for {arch}: MIOpen's file name says which GPU a find-db is for)") from None
+    except FindDbError:
+        raise FindDbError(f"{Path(path).name}: not a find-db of {arch} (the model's arch): MIOpen names them "
+                          f"{arch}<CUs in hex>.HIP.fdb.txt[.bz2] (system) or {arch}<CUs>.HIP.<version>.ufdb.txt "
+                          "(user); the file name says which GPU a find-db is for") from None
     fdb = read_find_db(path)
     keep = ((fdb.problems["direction"] == direction) & (fdb.problems["dtype"] == dtype)).to_numpy()
     first = fdb.entries.drop_duplicates("problem")  # entries are sorted by time within a problem
@@ -465,6 +467,72 @@ def problem_key(problem: Any, direction: str, dtype: str) -> FindDbKey:
                      dilations=spatial(problem.dilation_d, problem.dilation_h, problem.dilation_w),
                      bias=problem.bias, layouts=layouts, dtypes=(DTYPE_NAMES[dtype],), direction=LETTERS[direction],
                      groups=problem.G)
+
+
+ALGORITHM_NAMES = {"fwd": "miopenConvolutionFwdAlgo", "bwd_data": "miopenConvolutionBwdDataAlgo",
+                   "bwd_weight": "miopenConvolutionBwdWeightsAlgo"}
+# MIOpen's line syntax, whatever the key: KEY=ID:VALUES;ID:VALUES... (what a find-db file must hold)
+_ANY_LINE = re.compile(r"^[^=;\s]+=[^=;:\s]+:[^=;\s]+(?:;[^=;:\s]+:[^=;\s]+)*$")
+
+
+def algorithm_name(direction: str, algorithm: str) -> str:
+    """MIOpen's name of a solver's algorithm in a direction (``implicit_gemm`` in ``fwd``:
+    miopenConvolutionFwdAlgoImplicitGEMM)."""
+    names = {v: k for k, v in ALGORITHMS.items()}
+    if direction not in ALGORITHM_NAMES or algorithm not in names:
+        raise FindDbError(f"algorithm {algorithm!r} in direction {direction!r}: allowed {', '.join(names)} in "
+                          f"{', '.join(ALGORITHM_NAMES)}")
+    return ALGORITHM_NAMES[direction] + names[algorithm]
+
+
+def merge_find_db(path: str | Path, lines: Sequence[FindDbLine], *, merge: bool = False) -> dict:
+    """Write ``lines`` into a find-db text file (MIOpen's user find-db), as MIOpen would: a key
+    the file has keeps its other solvers' entries, a given solver's entry replaces its own, and
+    the key's entries are sorted by time; every other line stays as it is, in its place; new keys
+    are appended. The file is replaced atomically. An existing file is written only with
+    ``merge`` and only when every line is a find-db line (else FindDbError naming the line).
+    Returns counts: lines kept, keys updated, keys added."""
+    from ckheur.files import make_folder, write_file
+
+    path = Path(path)
+    if path.suffix in (".bz2", ".gz"):
+        raise FindDbError(f"{path}: MIOpen's user find-db is plain text (…/<arch><CUs>.HIP.<version>.ufdb.txt)")
+    new = {}
+    for line in lines:
+        key = line.key.text()
+        old = new.get(key)
+        new[key] = line if old is None else FindDbLine(line.key, old.entries + line.entries)
+    existing: list[str] = []
+    if path.exists() or path.is_symlink():
+        if not merge:
+            raise FindDbError(f"{path} exists: give merge=True to merge into it")
+        if not path.is_file():
+            raise FindDbError(f"{path} is not a regular file")
+        existing = _text(path).splitlines()
+        bad = next((i for i, ln in enumerate(existing) if ln.strip() and not _ANY_LINE.match(ln)), None)
+        if bad is not None:
+            raise FindDbError(f"{path} line {bad + 1} is not a find-db line (KEY=SOLVER:VALUES;...): refused, "
+                              f"nothing written: {existing[bad][:120]!r}")
+    counts = {"kept": 0, "updated": 0, "added": 0}
+    out = []
+    for text in existing:
+        key = text.partition("=")[0]
+        if key not in new:
+            out.append(text)
+            counts["kept"] += 1
+            continue
+        mine = new.pop(key)
+        by_solver = {e.solver: e for e in parse_line(text).entries}
+        by_solver.update({e.solver: e for e in mine.entries})
+        out.append(FindDbLine(mine.key, tuple(sorted(by_solver.values(), key=lambda e: e.time_ms))).text())
+        counts["updated"] += 1
+    for line in new.values():
+        by_solver = {e.solver: e for e in line.entries}
+        out.append(FindDbLine(line.key, tuple(sorted(by_solver.values(), key=lambda e: e.time_ms))).text())
+        counts["added"] += 1
+    make_folder(path.parent, "find-db folder")
+    write_file(path, "".join(f"{ln}\n" for ln in out))
+    return counts
 
 
 def dataset_rows(fdb: FindDb, direction: str, dtype: str, arch: str, solvers: Sequence[Mapping[str, Any]],

@@ -385,7 +385,7 @@ def test_find_db_answers_first_as_miopen_does(tmp_path):
         assert sel.select(fields).source == "find_db"
         assert sel.select({**fields, "N": fields["N"] + 7919}).source == "model"  # not listed
     assert len(listed) > 150
-    with pytest.raises(FindDbError, match="the model is for gfx942"):
+    with pytest.raises(FindDbError, match="not a find-db of gfx942"):
         Selector.load(SHIPPED["gfx942", "fwd"], find_db=MI210)
     with pytest.raises(ProblemError, match="op family miopen"):
         Selector.load(ROOT / "bundles" / "grouped_conv_fwd_bf16_gfx950", find_db=MI300X)
@@ -486,3 +486,35 @@ def test_every_gpu_direction_and_dtype_has_a_shipped_bundle():
                 assert manifest["data_kind"] == "real" and manifest["config"]["op"]["dtype"] == dtype, bundle
                 assert manifest["remembered_problems"] == manifest["problems"] > 5000, bundle
                 assert len(cv["candidates"]) >= 2 and all(b < cap for c in cv["candidates"] for b in c["best_iterations"])
+
+
+def test_merging_into_a_user_find_db_keeps_every_other_line_as_it_was(tmp_path):
+    """merge_find_db: a listed key gets the new solver's entry (replacing its own) in time order,
+    a new key is appended, every other line is kept byte for byte in its place; a file that is
+    not a find-db, or an existing one without merge=True, is refused and left unchanged."""
+    from ckheur.miopen_fdb import FindDbEntry, FindDbLine, algorithm_name, merge_find_db
+
+    src = _lines(MI300X)
+    target = tmp_path / "gfx942130.HIP.3_2_0_abc.ufdb.txt"
+    target.write_text("\n".join(src) + "\n")
+    old = parse_line(src[7])
+    faster = FindDbEntry(old.entries[-1].solver, old.entries[0].time_ms / 2, 4096, old.entries[-1].algorithm)
+    fresh = problem_from_dict({"N": 3, "C": 24, "K": 40, "Hi": 17, "Wi": 19, "Y": 3, "X": 3, "pad_h": 1, "pad_w": 1})
+    added = FindDbLine(problem_key(fresh, "bwd_data", "bf16"),
+                       (FindDbEntry("GemmBwdRest", 0.5, 0, algorithm_name("bwd_data", "gemm")),
+                        FindDbEntry("ConvDirectNaiveConvBwd", 0.25, 0, algorithm_name("bwd_data", "direct"))))
+    with pytest.raises(FindDbError, match="give merge=True"):
+        merge_find_db(target, [added])
+    got = merge_find_db(target, [FindDbLine(old.key, (faster,)), added], merge=True)
+    out = target.read_text().splitlines()
+    assert got == {"kept": len(src) - 1, "updated": 1, "added": 1} and len(out) == len(src) + 1
+    assert [i for i, (a, b) in enumerate(zip(src, out)) if a != b] == [7]
+    line = parse_line(out[7])
+    assert [e.solver for e in line.entries][0] == faster.solver and len(line.entries) == len(old.entries)
+    assert [e.time_ms for e in line.entries] == sorted(e.time_ms for e in line.entries)
+    assert out[-1].startswith("40-17-19-3x3-24-17-19-3-1x1-1x1-1x1-0-NCHW-BF16-B=ConvDirectNaiveConvBwd:0.25,0,")
+    assert read_find_db(target).report["problems"] == read_find_db(MI300X).report["problems"] + 1
+    (tmp_path / "notes.txt").write_text("1-2=X:1,2\nthis is not a find-db\n")
+    with pytest.raises(FindDbError, match="line 2 is not a find-db line"):
+        merge_find_db(tmp_path / "notes.txt", [added], merge=True)
+    assert (tmp_path / "notes.txt").read_text() == "1-2=X:1,2\nthis is not a find-db\n"
