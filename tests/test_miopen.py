@@ -443,6 +443,7 @@ def test_a_remembering_bundle_answers_its_training_problems_in_python_and_c(tmp_
     r = run_cli("stage=train", "op=miopen/fwd", "arch=gfx942", f"data.paths=[{path}]", "model.max_trees=20",
                 "train.folds=3", "train.cluster_cv=false", "train.remember=true", f"train.output={tmp_path / 'm'}")
     assert r.returncode == 0, r.stderr
+    assert "early stopping reached the cap model.max_trees=20 in 3 of 3 fits" in r.stdout  # 20 trees: a floor
     sel = Selector.load(tmp_path / "m")
     manifest = json.loads((tmp_path / "m" / "train_manifest.json").read_text())
     assert manifest["remembered_problems"] == manifest["problems"] == len(sel.answers) > 300

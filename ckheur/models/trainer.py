@@ -57,7 +57,7 @@ class Candidate:
                                 "simulator")
         if self.bagging < 1:
             raise TrainingError(f"bagging {self.bagging}: must be >= 1")
-        if self.leaves < 0 or not 0 <= self.learning_rate <= 1:
+        if self.leaves < 0 or self.leaves == 1 or not 0 <= self.learning_rate <= 1:
             raise TrainingError(f"leaves {self.leaves}, learning rate {self.learning_rate}: leaves >= 2, 0 < rate <= 1")
 
     @classmethod
@@ -291,6 +291,11 @@ def train(df: Any, job: Job, *, model: Mapping[str, Any], candidates: Sequence[C
                 "cluster_cv_detail": {"clusters": clusters, "cluster_sizes": fam[0]["cluster_sizes"],
                                      "best_iterations": fam[0]["best_iterations"], **fam[0]["metrics"]} if fam else None})
             log(_candidate_line(results[-1], len(seeds)))
+            cap = int(model_of(c)["max_trees"])
+            capped = sum(b >= cap for b in results[-1]["best_iterations"])
+            if capped:
+                log(f"train: WARNING {c.name}: early stopping reached the cap model.max_trees={cap} in {capped} of "
+                    f"{len(results[-1]['best_iterations'])} fits: its CV figure is a floor; raise the cap")
         if len(candidates) > 1:
             pick = choose(results, options.choice, options.select_by if cluster_cv else "grouped_cv")
             chosen = results[pick]["candidate"]
@@ -326,10 +331,6 @@ def train(df: Any, job: Job, *, model: Mapping[str, Any], candidates: Sequence[C
     else:
         picked = next(r for r in results if r["candidate"] == chosen)
         n_trees = max(10, int(np.median(picked["best_iterations"])))
-        capped = sum(b >= int(model_of(chosen)["max_trees"]) for b in picked["best_iterations"])
-        if capped:
-            log(f"train: WARNING early stopping reached the cap model.max_trees={model_of(chosen)['max_trees']} in "
-                f"{capped} of {len(picked['best_iterations'])} fits: more trees would still help (raise it)")
         booster = fit(tb, everything, model_of(chosen), chosen.objective, cat, options.seed, n_trees, **fit_kw)
         cv_metrics = _cv_metrics(chosen, spec, n_trees, results, picked, options, seeds, rep, cluster_cv, model)
         oof = {"oof": picked["oof"], "fold": picked["fold"]}
