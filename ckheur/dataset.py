@@ -67,9 +67,14 @@ def fastest_by_problem(df: Any, family: str) -> dict[tuple, str]:
     if ok.empty:
         return {}
     best = ok.loc[ok.groupby(fields, observed=True, sort=False)["tflops"].idxmax()]
-    plain = lambda v: v if isinstance(v, str) else int(v)  # noqa: E731  (numpy scalars as the problem key holds them)
-    return {tuple(plain(v) for v in key): str(k)
-            for key, k in zip(best[fields].itertuples(index=False, name=None), best["kernel"].astype(str))}
+    return dict(zip(problem_keys(best[fields]), best["kernel"].astype(str)))
+
+
+def problem_keys(frame: Any) -> list[tuple]:
+    """Each row's problem key as the problem objects' ``key()`` gives it: Python ints and strings,
+    not numpy scalars (the columns of ``frame`` are the family's fields, in order)."""
+    plain = lambda v: v if isinstance(v, str) else int(v)  # noqa: E731
+    return [tuple(plain(v) for v in row) for row in frame.itertuples(index=False, name=None)]
 
 
 def arrow_schema(family: str = "grouped_conv"):

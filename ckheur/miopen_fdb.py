@@ -309,6 +309,7 @@ class FindDbAnswers:
 def find_db_answers(path: str | Path, direction: str, dtype: str, arch: str) -> FindDbAnswers:
     """The answers a find-db (MIOpen's system file or a user find-db) gives for one direction and
     data type; FindDbError when its file name names another arch, or none."""
+    from ckheur.dataset import problem_keys
     from ckheur.problems.miopen_conv import FIELDS
 
     try:
@@ -321,8 +322,7 @@ def find_db_answers(path: str | Path, direction: str, dtype: str, arch: str) -> 
     keep = ((fdb.problems["direction"] == direction) & (fdb.problems["dtype"] == dtype)).to_numpy()
     first = fdb.entries.drop_duplicates("problem")  # entries are sorted by time within a problem
     first = first[keep[first["problem"].to_numpy()]]
-    rows = fdb.problems.iloc[first["problem"].to_numpy()][list(FIELDS)]
-    keys = [tuple(int(v) if not isinstance(v, str) else v for v in r) for r in rows.itertuples(index=False)]
+    keys = problem_keys(fdb.problems.iloc[first["problem"].to_numpy()][list(FIELDS)])
     best = dict(zip(keys, zip(first["solver"].tolist(), first["time_ms"].astype(float).tolist())))
     return FindDbAnswers(Path(path), file_arch, direction, dtype, best)
 
@@ -471,6 +471,7 @@ def problem_key(problem: Any, direction: str, dtype: str) -> FindDbKey:
 
 ALGORITHM_NAMES = {"fwd": "miopenConvolutionFwdAlgo", "bwd_data": "miopenConvolutionBwdDataAlgo",
                    "bwd_weight": "miopenConvolutionBwdWeightsAlgo"}
+ALGORITHM_SUFFIXES = {algorithm: suffix for suffix, algorithm in ALGORITHMS.items()}  # implicit_gemm -> ImplicitGEMM
 # MIOpen's line syntax, whatever the key: KEY=ID:VALUES;ID:VALUES... (what a find-db file must hold)
 _ANY_LINE = re.compile(r"^[^=;\s]+=[^=;:\s]+:[^=;\s]+(?:;[^=;:\s]+:[^=;\s]+)*$")
 
@@ -478,11 +479,10 @@ _ANY_LINE = re.compile(r"^[^=;\s]+=[^=;:\s]+:[^=;\s]+(?:;[^=;:\s]+:[^=;\s]+)*$")
 def algorithm_name(direction: str, algorithm: str) -> str:
     """MIOpen's name of a solver's algorithm in a direction (``implicit_gemm`` in ``fwd``:
     miopenConvolutionFwdAlgoImplicitGEMM)."""
-    names = {v: k for k, v in ALGORITHMS.items()}
-    if direction not in ALGORITHM_NAMES or algorithm not in names:
-        raise FindDbError(f"algorithm {algorithm!r} in direction {direction!r}: allowed {', '.join(names)} in "
-                          f"{', '.join(ALGORITHM_NAMES)}")
-    return ALGORITHM_NAMES[direction] + names[algorithm]
+    if direction not in ALGORITHM_NAMES or algorithm not in ALGORITHM_SUFFIXES:
+        raise FindDbError(f"algorithm {algorithm!r} in direction {direction!r}: allowed algorithms "
+                          f"{', '.join(ALGORITHM_SUFFIXES)}, directions {', '.join(ALGORITHM_NAMES)}")
+    return ALGORITHM_NAMES[direction] + ALGORITHM_SUFFIXES[algorithm]
 
 
 def merge_find_db(path: str | Path, lines: Sequence[FindDbLine], *, merge: bool = False) -> dict:
@@ -522,17 +522,20 @@ def merge_find_db(path: str | Path, lines: Sequence[FindDbLine], *, merge: bool 
             counts["kept"] += 1
             continue
         mine = new.pop(key)
-        by_solver = {e.solver: e for e in parse_line(text).entries}
-        by_solver.update({e.solver: e for e in mine.entries})
-        out.append(FindDbLine(mine.key, tuple(sorted(by_solver.values(), key=lambda e: e.time_ms))).text())
+        out.append(_by_time(mine.key, parse_line(text).entries + mine.entries))
         counts["updated"] += 1
     for line in new.values():
-        by_solver = {e.solver: e for e in line.entries}
-        out.append(FindDbLine(line.key, tuple(sorted(by_solver.values(), key=lambda e: e.time_ms))).text())
+        out.append(_by_time(line.key, line.entries))
         counts["added"] += 1
     make_folder(path.parent, "find-db folder")
     write_file(path, "".join(f"{ln}\n" for ln in out))
     return counts
+
+
+def _by_time(key: FindDbKey, entries: Sequence[FindDbEntry]) -> str:
+    """A line of the key with one entry per solver (a later entry replaces an earlier one), fastest first."""
+    by_solver = {e.solver: e for e in entries}
+    return FindDbLine(key, tuple(sorted(by_solver.values(), key=lambda e: e.time_ms))).text()
 
 
 def dataset_rows(fdb: FindDb, direction: str, dtype: str, arch: str, solvers: Sequence[Mapping[str, Any]],

@@ -29,9 +29,7 @@ from typing import Any, Mapping
 import numpy as np
 
 from ckheur.errors import UserError
-
-DTYPE_NAMES = {"fp32": "FP32", "fp16": "FP16", "bf16": "BF16"}
-DIRECTION_LETTERS = {"fwd": "F", "bwd_data": "B", "bwd_weight": "W"}
+from ckheur.miopen_fdb import DTYPE_NAMES, LETTERS  # MIOpen's names of data types and directions
 # A metadata feature name -> the ckheur problem field (forward terms) it is.
 FEATURE_FIELDS = {"Inp_0": "C", "Inp_2": "Hi", "Inp_3": "Wi", "Out_0": "K", "Out_2": "Ho", "Out_3": "Wo",
                   "Fil_1": "Y", "Fil_2": "X", "Pad_1": "pad_h", "Pad_2": "pad_w", "Str_1": "stride_h",
@@ -88,7 +86,7 @@ class TunaNet:
             if f in FEATURE_FIELDS:
                 cols.append(np.asarray(problems[FEATURE_FIELDS[f]], dtype=np.float32))
             else:
-                name = DTYPE_NAMES[dtype] if f == "Precision" else DIRECTION_LETTERS[direction]
+                name = DTYPE_NAMES[dtype] if f == "Precision" else LETTERS[direction]
                 cols.append(np.full(n, self.codes[f][name], dtype=np.float32))
         return ((np.stack(cols, axis=1) - self.mean) / self.std).astype(np.float32)
 

@@ -58,7 +58,8 @@ class Candidate:
         if self.bagging < 1:
             raise TrainingError(f"bagging {self.bagging}: must be >= 1")
         if self.leaves < 0 or self.leaves == 1 or not 0 <= self.learning_rate <= 1:
-            raise TrainingError(f"leaves {self.leaves}, learning rate {self.learning_rate}: leaves >= 2, 0 < rate <= 1")
+            raise TrainingError(f"leaves={self.leaves}, learning_rate={self.learning_rate}: leaves is 0 (the model "
+                                "config's) or at least 2; learning_rate is 0 (the config's) or in (0, 1]")
 
     @classmethod
     def parse(cls, text: str, bagging: int = 1) -> "Candidate":
