@@ -367,18 +367,23 @@ class TuneSchema:
 class ExportFormat(_Choice):
     c = "c"  # a dependency-free C99 package (library, CLI, CMake)
     ck = "ck"  # CK's dispatcher model folder (bundles trained with features.engine=ck)
+    miopen_find_db = "miopen_find_db"  # the tuning database's measurements into a MIOpen user find-db (op=miopen/...)
 
 
 @dataclass
 class ExportSchema:
     format: ExportFormat = ExportFormat.c
-    output: Optional[str] = None  # c: exports/{op.model_name}; ck: exports/ck/grouped_conv_{direction}_{dtype}_{arch}
+    # c: exports/{op.model_name}; ck: exports/ck/grouped_conv_{direction}_{dtype}_{arch}; miopen_find_db: required,
+    # the user find-db file <arch><CUs>.HIP.<MIOpen version>.ufdb.txt
+    output: Optional[str] = None
     model_dir: Optional[str] = None  # default: as stage=predict (the op's shipped bundle, else a simulated one)
     name: Optional[str] = None  # C name of the model (functions ckheur_<name>_*); default: the bundle's folder name
     build: bool = True  # with a C compiler: build ckheur_select and check it against the Python selector
     check_problems: int = 1000  # seeded random problems of the check
     seed: int = 0
     overwrite: bool = False  # write into a folder holding anything but an earlier export of the same model
+    tuning_db: Optional[str] = None  # miopen_find_db: the tuning database; default as stage=tune's
+    merge: bool = False  # miopen_find_db: merge into an existing user find-db (its old text is kept as a .bak)
 
 
 @dataclass
@@ -431,6 +436,7 @@ class CommandBackendSchema:
     # Shell-free argv template with {problem fields}, {kernel}, {miopen} (MIOpenDriver line), ...
     template: str = MISSING
     regex: str = MISSING  # first group: the time
+    workspace_regex: Optional[str] = None  # first group: the workspace bytes the run used (MIOpen find-dbs need it)
     time_unit: str = "ms"  # ms or us or s
     timeout_s: float = 60.0
     batch_pairs: int = 20

@@ -15,7 +15,7 @@ from typing import Any, Iterable, Mapping, Sequence
 
 from ckheur.config import load_option
 from ckheur.ops import get_family
-from ckheur.parts import SCHEMA_VERSION, DatasetError, read_parquet, read_parts, write_table
+from ckheur.parts import SCHEMA_VERSION, UNKNOWN_WORKSPACE, DatasetError, read_parquet, read_parts, write_table
 from ckheur.problems.conv import CONV_FIELDS, DIRECTIONS
 from ckheur.version import __version__
 
@@ -27,7 +27,9 @@ CENSORED = "censored"
 # A suspect run has a valid timing but a sanity count unlike the other kernels of its problem:
 # kept and reported; it counts as a measurement unless the user excludes suspects.
 USABLE = ("ok", "suspect")
-MEASURE_COLUMNS = ("latency_ms", "latency_spread_ms", "tflops", "status", "error")
+# workspace_bytes: the device workspace the run used, -1 where the backend does not say (MIOpen's
+# find-db records it per solver and problem, and allocates by it).
+MEASURE_COLUMNS = ("latency_ms", "latency_spread_ms", "tflops", "status", "error", "workspace_bytes")
 PROVENANCE_COLUMNS = ("warmup", "repeat", "clock_mhz", "timestamp", "host", "ckheur_version", "schema_version")
 _STRINGS = {"layout", "pipeline", "scheduler", "epilogue", "kernel", "algorithm", "implementation"}
 _BOOLS = {"dsb", "si", "pad_m", "pad_n", "pad_k", "persistent", "workspace"}
@@ -82,7 +84,8 @@ def arrow_schema(family: str = "grouped_conv"):
     import pyarrow as pa
 
     fam = get_family(family)
-    ints = {*fam.problems.FIELDS, *fam.kernels.COLUMNS, "warmup", "repeat", "schema_version"} - _STRINGS - _BOOLS
+    ints = {*fam.problems.FIELDS, *fam.kernels.COLUMNS, "workspace_bytes", "warmup", "repeat",
+            "schema_version"} - _STRINGS - _BOOLS
     types = {c: pa.int64() for c in ints}
     types.update({c: pa.float64() for c in ("latency_ms", "latency_spread_ms", "tflops", "clock_mhz")})
     types.update({c: pa.bool_() for c in _BOOLS})
@@ -351,7 +354,7 @@ def import_ck_csv(path: str | Path, arch: str = "gfx950", tiles: Sequence[Mappin
         "direction": directions[keep], "dtype": dtypes[keep],
         "arch": arch, "backend": "ck_csv", **{f: raw[f].to_numpy()[keep] for f in CONV_FIELDS}, **kcols,
         "latency_ms": lat[keep], "latency_spread_ms": spread, "tflops": flops[keep] / (lat[keep] * 1e-3) / 1e12,
-        "status": "ok", "error": "",
+        "status": "ok", "error": "", "workspace_bytes": UNKNOWN_WORKSPACE,
         "warmup": 3, "repeat": 10, "clock_mhz": np.nan,  # CK tile_engine defaults (data README)
         "timestamp": stamp, "host": f"import:{path.name}", "ckheur_version": __version__,
         "schema_version": SCHEMA_VERSION,
@@ -423,7 +426,8 @@ def measurement_rows(pairs: Sequence[tuple[Any, Any]], results: Any, common: Map
         rows.append({**common, **problem_cols[p.key()], **kernel_cols[k.name], "latency_ms": lat,
                      "latency_spread_ms": results.latency_spread_ms[i],
                      "tflops": p.flops / (lat * 1e-3) / 1e12 if ok else float("nan"),
-                     "status": results.status[i], "error": results.error[i], "timestamp": stamp,
+                     "status": results.status[i], "error": results.error[i],
+                     "workspace_bytes": results.workspace_bytes[i], "timestamp": stamp,
                      "clock_mhz": clock_mhz})
     return rows
 

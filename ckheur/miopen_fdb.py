@@ -489,10 +489,13 @@ def merge_find_db(path: str | Path, lines: Sequence[FindDbLine], *, merge: bool 
     """Write ``lines`` into a find-db text file (MIOpen's user find-db), as MIOpen would: a key
     the file has keeps its other solvers' entries, a given solver's entry replaces its own, and
     the key's entries are sorted by time; every other line stays as it is, in its place; new keys
-    are appended. The file is replaced atomically. An existing file is written only with
-    ``merge`` and only when every line is a find-db line (else FindDbError naming the line).
-    Returns counts: lines kept, keys updated, keys added."""
-    from ckheur.files import make_folder, write_file
+    are appended. The file is replaced atomically, after its old text is kept beside it
+    (``<name>.<UTC time>.bak``). An existing file is written only with ``merge`` and only when
+    every line is a find-db line (else FindDbError naming the line). Returns counts: lines kept,
+    keys updated, keys added, and the backup's path (None for a new file)."""
+    from datetime import datetime, timezone
+
+    from ckheur.files import make_folder, open_new, write_file
 
     path = Path(path)
     if path.suffix in (".bz2", ".gz"):
@@ -503,17 +506,19 @@ def merge_find_db(path: str | Path, lines: Sequence[FindDbLine], *, merge: bool 
         old = new.get(key)
         new[key] = line if old is None else FindDbLine(line.key, old.entries + line.entries)
     existing: list[str] = []
+    old_text = None
     if path.exists() or path.is_symlink():
         if not merge:
             raise FindDbError(f"{path} exists: give merge=True to merge into it")
-        if not path.is_file():
+        if not path.is_file() or path.is_symlink():
             raise FindDbError(f"{path} is not a regular file")
-        existing = _text(path).splitlines()
+        old_text = _text(path)
+        existing = old_text.splitlines()
         bad = next((i for i, ln in enumerate(existing) if ln.strip() and not _ANY_LINE.match(ln)), None)
         if bad is not None:
             raise FindDbError(f"{path} line {bad + 1} is not a find-db line (KEY=SOLVER:VALUES;...): refused, "
                               f"nothing written: {existing[bad][:120]!r}")
-    counts = {"kept": 0, "updated": 0, "added": 0}
+    counts: dict[str, Any] = {"kept": 0, "updated": 0, "added": 0, "backup": None}
     out = []
     for text in existing:
         key = text.partition("=")[0]
@@ -528,8 +533,75 @@ def merge_find_db(path: str | Path, lines: Sequence[FindDbLine], *, merge: bool 
         out.append(_by_time(line.key, line.entries))
         counts["added"] += 1
     make_folder(path.parent, "find-db folder")
+    if old_text is not None:  # the replaced entries were measurements too: keep them
+        stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%S%fZ")
+        backup = path.with_name(f"{path.name}.{stamp}.bak")
+        with open_new(backup) as f:
+            f.write(old_text)
+        counts["backup"] = str(backup)
     write_file(path, "".join(f"{ln}\n" for ln in out))
     return counts
+
+
+def tuning_db_lines(rows: Any, direction: str, dtype: str) -> tuple[list[FindDbLine], dict]:
+    """Find-db lines of measured rows (a MIOpen-family tuning database or dataset) of one direction
+    and data type: per problem, each solver's usable time with the workspace it used, fastest
+    first. Only measurements go in: failed, censored and unmeasured pairs never do, nor a pair whose
+    workspace is unknown (MIOpen allocates by it), which is counted; simulated rows are refused."""
+    import numpy as np
+
+    from ckheur.dataset import problem_keys, usable
+    from ckheur.problems.miopen_conv import FIELDS, problem_from_dict
+
+    if not len(rows):
+        return [], {"problems": 0, "entries": 0, "workspace_unknown": 0}
+    rows = rows[(rows["direction"].astype(str) == direction).to_numpy() & (rows["dtype"].astype(str) == dtype).to_numpy()]
+    ok = rows[usable(rows)]
+    simulated = int((ok["backend"].astype(str) == "sim").sum())
+    if simulated:
+        raise FindDbError(f"{simulated} of the rows are simulated (backend sim): a find-db holds measurements only, "
+                          "and MIOpen would trust them; tune with a measuring backend (command, or replay of "
+                          "measured data)")
+    known = ok["workspace_bytes"].to_numpy(dtype=np.int64) >= 0
+    kept = ok[known]
+    by_key: dict[tuple, list] = {}
+    for key, solver, time_ms, workspace, algorithm in zip(
+            problem_keys(kept[list(FIELDS)]), kept["kernel"].astype(str), kept["latency_ms"].astype(float),
+            kept["workspace_bytes"].astype(int), kept["algorithm"].astype(str)):
+        by_key.setdefault(key, []).append(FindDbEntry(solver, time_ms, workspace, algorithm_name(direction, algorithm)))
+    lines = [FindDbLine(problem_key(problem_from_dict(dict(zip(FIELDS, key))), direction, dtype),
+                        tuple(sorted(entries, key=lambda e: e.time_ms))) for key, entries in by_key.items()]
+    return lines, {"problems": len(lines), "entries": int(known.sum()), "workspace_unknown": int((~known).sum())}
+
+
+def write_user_find_db(db: str | Path, path: str | Path, job: Any, *, merge: bool = False) -> dict:
+    """Write the measurements of a tuning database of ``job`` (a MIOpen-family ``ckheur.job.Job``;
+    ``tuning_db_lines``) into the user find-db ``path``, whose name must be MIOpen's for the job's
+    arch (``<arch><CUs>.HIP.<version>.ufdb.txt``),
+    merged as :func:`merge_find_db` does; returns what was written. FindDbError when nothing
+    measured can be written."""
+    from ckheur.dataset import read_dataset
+    from ckheur.tuning_db import TuningDB
+
+    if job.family.name != "miopen":
+        raise FindDbError(f"op.family={job.family.name!r}: a find-db holds MIOpen's solvers; use op=miopen/<direction>")
+    arch, name = job.arch_name, Path(path).name
+    try:
+        named_arch, cus = arch_from_name(name, [arch])
+    except FindDbError:
+        named_arch, cus = None, 0
+    if named_arch != arch or not name.endswith(".ufdb.txt"):
+        raise FindDbError(f"{name}: not a user find-db name of {arch}: MIOpen reads "
+                          f"{arch}<CUs>.HIP.<MIOpen version>.ufdb.txt from $MIOPEN_USER_DB_PATH (default "
+                          "~/.config/miopen/); name the file as the one MIOpen writes there")
+    tdb = TuningDB.open(db, job.op, arch)
+    lines, counts = tuning_db_lines(read_dataset(tdb.path), job.direction, job.dtype)
+    if not lines:
+        raise FindDbError(f"tuning database {tdb.path} holds no {job.direction} {job.dtype} measurement with a "
+                          f"known workspace ({counts['workspace_unknown']} without one): nothing to write; a "
+                          "find-db entry needs the workspace bytes (backend=command: backend.workspace_regex)")
+    written = merge_find_db(path, lines, merge=merge)
+    return {"find_db": str(path), "database": str(tdb.path), "cus": cus, **counts, **written}
 
 
 def _by_time(key: FindDbKey, entries: Sequence[FindDbEntry]) -> str:
@@ -548,7 +620,7 @@ def dataset_rows(fdb: FindDb, direction: str, dtype: str, arch: str, solvers: Se
     import pandas as pd
 
     from ckheur.dataset import columns
-    from ckheur.parts import SCHEMA_VERSION
+    from ckheur.parts import SCHEMA_VERSION, UNKNOWN_WORKSPACE
     from ckheur.version import __version__
 
     sel = np.flatnonzero((fdb.problems["direction"] == direction).to_numpy()
@@ -563,7 +635,10 @@ def dataset_rows(fdb: FindDb, direction: str, dtype: str, arch: str, solvers: Se
     P, S = len(probs), len(names)
     local = np.searchsorted(sel, e["problem"].to_numpy())
     t = np.full(P * S, np.nan)
-    t[local * S + e["solver"].map(index).to_numpy()] = e["time_ms"].to_numpy()
+    at = local * S + e["solver"].map(index).to_numpy()
+    t[at] = e["time_ms"].to_numpy()
+    workspace = np.full(P * S, UNKNOWN_WORKSPACE, dtype=np.int64)  # censored pairs: not measured
+    workspace[at] = e["workspace"].to_numpy()
     n = P * S
     per_problem, per_solver = np.repeat(np.arange(P), S), np.tile(np.arange(S), P)
     listed = ~np.isnan(t)
@@ -589,6 +664,7 @@ def dataset_rows(fdb: FindDb, direction: str, dtype: str, arch: str, solvers: Se
     cols["tflops"] = np.where(listed, flops[per_problem] / np.where(listed, t, 1.0) * 1e-9, np.nan)
     cols["status"] = pd.Categorical.from_codes((~listed).astype(np.int8), ["ok", "censored"])
     cols["error"] = pd.Categorical.from_codes((~listed).astype(np.int8), ["", CENSORED_REASON])
+    cols["workspace_bytes"] = workspace
     cols["warmup"], cols["repeat"] = np.zeros(n, dtype=np.int64), np.zeros(n, dtype=np.int64)  # not in find-db files
     cols["clock_mhz"] = np.full(n, np.nan)
     cols["timestamp"], cols["host"], cols["ckheur_version"] = const(timestamp), const(f"import:{source}"), const(__version__)

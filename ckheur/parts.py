@@ -16,7 +16,9 @@ from typing import Any, Sequence
 
 from ckheur.errors import UserError
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
+# Version 1 parts lack ``workspace_bytes`` (the device workspace a run used): read as -1, unknown.
+UNKNOWN_WORKSPACE = -1
 
 
 class DatasetError(UserError):
@@ -83,10 +85,15 @@ def _read_arrow(path: Path, columns: Sequence[str] | None = None) -> Any:
 
     schema = pq.read_schema(path)
     version = (schema.metadata or {}).get(b"ckheur_schema_version", b"?").decode()
-    if version != str(SCHEMA_VERSION):
-        raise DatasetError(f"{path}: schema version {version}, this ckheur reads {SCHEMA_VERSION}")
+    if version not in ("1", str(SCHEMA_VERSION)):
+        raise DatasetError(f"{path}: schema version {version}, this ckheur reads 1 to {SCHEMA_VERSION}")
     cols = None if columns is None else [c for c in columns if c in schema.names]
-    return pq.read_table(path, columns=cols)
+    table = pq.read_table(path, columns=cols)
+    if version == "1" and (columns is None or "workspace_bytes" in columns):
+        import pyarrow as pa
+
+        table = table.append_column("workspace_bytes", pa.array([UNKNOWN_WORKSPACE] * table.num_rows, pa.int64()))
+    return table
 
 
 def read_parquet(path: Path, columns: Sequence[str] | None = None) -> Any:

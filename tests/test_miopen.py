@@ -509,7 +509,8 @@ def test_merging_into_a_user_find_db_keeps_every_other_line_as_it_was(tmp_path):
         merge_find_db(target, [added])
     got = merge_find_db(target, [FindDbLine(old.key, (faster,)), added], merge=True)
     out = target.read_text().splitlines()
-    assert got == {"kept": len(src) - 1, "updated": 1, "added": 1} and len(out) == len(src) + 1
+    assert {k: got[k] for k in ("kept", "updated", "added")} == {"kept": len(src) - 1, "updated": 1, "added": 1}
+    assert Path(got["backup"]).read_text() == "\n".join(src) + "\n" and len(out) == len(src) + 1
     assert [i for i, (a, b) in enumerate(zip(src, out)) if a != b] == [7]
     line = parse_line(out[7])
     assert [e.solver for e in line.entries][0] == faster.solver and len(line.entries) == len(old.entries)
@@ -520,3 +521,119 @@ def test_merging_into_a_user_find_db_keeps_every_other_line_as_it_was(tmp_path):
     with pytest.raises(FindDbError, match="line 2 is not a find-db line"):
         merge_find_db(tmp_path / "notes.txt", [added], merge=True)
     assert (tmp_path / "notes.txt").read_text() == "1-2=X:1,2\nthis is not a find-db\n"
+
+
+def test_a_tuning_database_becomes_the_user_find_db_miopen_reads(tmp_path):
+    """import -> tune (replay of MIOpen's own measurements, workspace bytes included) -> export
+    format=miopen_find_db into an existing user find-db: every written entry is the find-db file's
+    own entry for its problem and solver (time, workspace, algorithm), fastest first; the file's
+    other lines stay as they were and its old text is kept; only measurements go in."""
+    from ckheur.dataset import read_dataset
+    from ckheur.miopen_fdb import tuning_db_lines
+
+    data, db = tmp_path / "data", tmp_path / "tuning"
+    assert run_cli("stage=import", f"import.path={MI300X}", f"paths.data={data}",
+                   f"hydra.run.dir={tmp_path / 'r1'}").returncode == 0
+    ds = data / "miopen_fwd_fp16_gfx942" / "gfx942130.parquet"
+    op = ["op=miopen/fwd", "op.dtype=fp16", "arch=gfx942"]
+    r = run_cli("stage=tune", *op, "backend=replay", f"backend.paths=[{ds}]", "tune.top_k=2", f"tune.db={db}",
+                f"problems.sources=[{{kind:dataset,family:miopen,path:{ds}}}]", f"hydra.run.dir={tmp_path / 'r2'}")
+    assert r.returncode == 0, r.stderr
+    original = {line.partition("=")[0]: parse_line(line) for line in _lines(MI300X)}
+    fwd16 = [k for k in original if k.endswith("-FP16-F") or "-FP16-F_g" in k]
+    others = [line for line in _lines(MI300X) if line.partition("=")[0] not in fwd16][:40]
+    # A user find-db with other problems, and a tuned one where MIOpen's own Find left another solver.
+    mine = next(k for k in fwd16 if len(original[k].entries) > 2)
+    extra = "ConvDirectNaiveConvFwd:9.5,0,miopenConvolutionFwdAlgoDirect"
+    before = "\n".join([*others[:20], f"{mine}={extra}", *others[20:]]) + "\n"
+    target = tmp_path / "miopen" / "gfx942130.HIP.3_2_0_abc.ufdb.txt"
+    target.parent.mkdir()
+    target.write_text(before)
+    export = ["stage=export", "export.format=miopen_find_db", *op, f"export.tuning_db={db}"]
+    r = run_cli(*export, f"export.output={target}", f"hydra.run.dir={tmp_path / 'r3'}")
+    assert r.returncode == 2 and "merge" in r.stderr and target.read_text() == before
+    r = run_cli(*export, f"export.output={tmp_path / 'gfx90a68.HIP.3_2_0.ufdb.txt'}", f"hydra.run.dir={tmp_path / 'r4'}")
+    assert r.returncode == 2 and "gfx942<CUs>.HIP.<MIOpen version>.ufdb.txt" in r.stderr and "Traceback" not in r.stderr
+    r = run_cli(*export, f"export.output={target}", "export.merge=true", f"hydra.run.dir={tmp_path / 'r5'}")
+    assert r.returncode == 0, r.stderr
+    out = target.read_text().splitlines()
+    n = len(others) + 1
+    assert out[:20] == others[:20] and out[21:n] == others[20:]  # every other line as it was, in place
+    assert [p.read_text() for p in target.parent.glob("*.bak")] == [before]
+    written = {line.partition("=")[0]: parse_line(line) for line in out[20:21] + out[n:]}
+    assert set(written) == set(fwd16) and len(out) == n + len(fwd16) - 1  # every tuned problem, once
+    for key, line in written.items():
+        theirs = {e.solver: e for e in original[key].entries}
+        got = [e for e in line.entries if e.text() != extra]
+        assert 1 <= len(got) <= 2 and all(e.solver in theirs for e in got)
+        assert [(e.time_ms, e.workspace, e.algorithm) for e in got] == \
+            [(theirs[e.solver].time_ms, theirs[e.solver].workspace, theirs[e.solver].algorithm) for e in got]
+        assert [e.time_ms for e in line.entries] == sorted(e.time_ms for e in line.entries)
+    assert written[mine].entries[-1].text() == extra  # MIOpen's other solver kept, slowest last
+    # Only measurements with their workspace: unknown ones are left out and counted; simulated ones refused.
+    rows = read_dataset(db)
+    rows.loc[rows.index[:5], "workspace_bytes"] = -1
+    lines, counts = tuning_db_lines(rows, "fwd", "fp16")
+    assert counts["workspace_unknown"] == int((rows.status.iloc[:5] == "ok").sum()) > 0
+    assert counts["entries"] == sum(len(x.entries) for x in lines) == int((rows.status == "ok").sum()) - \
+        counts["workspace_unknown"]
+    rows.loc[rows.index[rows.status == "ok"][-1], "backend"] = "sim"
+    with pytest.raises(FindDbError, match="simulated"):
+        tuning_db_lines(rows, "fwd", "fp16")
+
+
+def test_workspace_bytes_come_from_the_backend_and_are_unknown_in_older_datasets(tmp_path):
+    """backend=command reads the workspace with workspace_regex and gives MIOpenDriver the problem's
+    layout and bias; replayed simulated data stays labeled sim; a schema-1 part reads as unknown (-1)."""
+    import pyarrow.parquet as pq
+
+    from ckheur.backends import BackendError, make_backend
+    from ckheur.config import load_option
+    from ckheur.dataset import read_dataset, write_part
+    from ckheur.job import Job
+    from ckheur.models.selector import Selector
+    from ckheur.sweeping.tuning import tune
+
+    op, arch = load_option("op/miopen/fwd"), load_option("arch/gfx942")
+    op["dtype"] = "fp16"
+    job = Job(op, arch)
+    nhwc = problem_from_dict({"N": 8, "C": 128, "K": 128, "Hi": 28, "Wi": 28, "Y": 3, "X": 3, "pad_h": 1,
+                              "pad_w": 1, "layout": "NHWC", "bias": 1})
+    solver = job.pool.kernels[0]
+    cmd = {**load_option("backend/command"), "template": "echo {miopen_command} {miopen_args} ws={N}",
+           "regex": r"-k (\d+)", "workspace_regex": r"ws=(\d+)"}
+    got = make_backend(cmd, op, arch).measure([(nhwc, solver)])
+    assert got.status == ["ok"] and got.latency_ms == [128.0] and got.workspace_bytes == [8]
+    assert make_backend({**cmd, "workspace_regex": None}, op, arch).measure([(nhwc, solver)]).workspace_bytes == [-1]
+    garbled = make_backend({**cmd, "regex": r"-I (\w+)"}, op, arch).measure([(nhwc, solver)])
+    assert garbled.status == ["failed"] and "'NHWC', not a number" in garbled.error[0]
+    with pytest.raises(BackendError, match="workspace_regex"):
+        make_backend({**cmd, "workspace_regex": "ws="}, op, arch)
+    failed = make_backend({**cmd, "workspace_regex": r"bytes=(\d+)"}, op, arch).measure([(nhwc, solver)])
+    assert failed.status == ["failed"] and "workspace_regex" in failed.error[0]
+    # The driver line is what MIOpenDriver reads back as the same problem.
+    from ckheur.problems.miopen_conv import from_text, to_driver_line
+    assert from_text(to_driver_line(nhwc, "fp16"), "fwd", "fp16") == nhwc
+    # Measured into a tuning database with its workspace; simulated rows replay as simulated, and a
+    # dataset mixing them with measured ones is refused.
+    selector = Selector.load(ROOT / "bundles" / "miopen_fwd_fp16_gfx942")
+    summary = tune(selector, [nhwc], tmp_path / "db", job, backend=cmd, top_k=2, progress="none", log=lambda _: None)
+    rows = read_dataset(tmp_path / "db")
+    assert summary["problems_tuned"] == 1 and rows["workspace_bytes"].tolist() == [8, 8]
+    with pytest.raises(BackendError, match="not MIOpen's solvers"):
+        make_backend(load_option("backend/sim"), op, arch)
+    write_part(tmp_path / "simulated", rows.assign(backend="sim"))
+    replay = {**load_option("backend/replay"), "paths": [str(tmp_path / "simulated")]}
+    assert make_backend(replay, op, arch).name == "sim"
+    write_part(tmp_path / "simulated", rows.assign(kernel=job.pool.kernels[5].name))
+    with pytest.raises(BackendError, match="mix simulated"):
+        make_backend(replay, op, arch)
+    # Schema 1: no workspace column.
+    part = next((tmp_path / "db").glob("part-*.parquet"))
+    table = pq.read_table(part).drop(["workspace_bytes"])
+    old = tmp_path / "old"
+    old.mkdir()
+    pq.write_table(table.replace_schema_metadata({**table.schema.metadata, b"ckheur_schema_version": b"1"}),
+                   old / "part-old.parquet")
+    assert read_dataset(old)["workspace_bytes"].tolist() == [-1, -1]
+

@@ -2,7 +2,8 @@
 returning a :class:`Measurer`; heavy or optional imports stay inside the backend module.
 
 A measurer returns, for a list of pairs, parallel lists: latency_ms, latency_spread_ms,
-status (one of ckheur.dataset.STATUSES) and error (the reason, empty when ok).
+status (one of ckheur.dataset.STATUSES), error (the reason, empty when ok) and workspace_bytes
+(-1 where the backend does not say).
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping, Sequence
 
 from ckheur.errors import UserError
+from ckheur.parts import UNKNOWN_WORKSPACE
 
 class BackendError(UserError):
     """A backend is misconfigured or cannot run here; the message says what to change."""
@@ -33,12 +35,15 @@ class Results:
     latency_spread_ms: list[float] = field(default_factory=list)
     status: list[str] = field(default_factory=list)
     error: list[str] = field(default_factory=list)
+    workspace_bytes: list[int] = field(default_factory=list)
 
-    def add(self, latency_ms: float, status: str = "ok", error: str = "", spread: float = float("nan")) -> None:
+    def add(self, latency_ms: float, status: str = "ok", error: str = "", spread: float = float("nan"),
+            workspace_bytes: int = UNKNOWN_WORKSPACE) -> None:
         self.latency_ms.append(latency_ms)
         self.latency_spread_ms.append(spread)
         self.status.append(status)
         self.error.append(error)
+        self.workspace_bytes.append(workspace_bytes)
 
 
 @dataclass

@@ -1,6 +1,8 @@
 """backend=replay: serve measurements from existing datasets (ours or CK CSVs).
 
-Pairs absent from the data get status ``missing``; measured failures replay as failures.
+Pairs absent from the data get status ``missing``; measured failures replay as failures, and
+each pair's workspace bytes as recorded. Replayed simulated rows stay labeled ``sim``; data
+mixing simulated and measured rows is refused, so that no simulated time passes for measured.
 """
 
 from __future__ import annotations
@@ -10,6 +12,8 @@ from typing import Any, Mapping, Sequence
 from ckheur.backends import BackendError, Measurer, Results
 from ckheur.ops import get_family
 
+SIMULATED = "sim"  # the backend name of simulated rows
+
 
 def make(cfg: Mapping[str, Any], op: Mapping[str, Any], arch: Mapping[str, Any]) -> Measurer:
     from ckheur.dataset import read_dataset
@@ -18,10 +22,14 @@ def make(cfg: Mapping[str, Any], op: Mapping[str, Any], arch: Mapping[str, Any])
         raise BackendError("backend=replay needs backend.paths=[dataset or CK CSV, ...]")
     df = read_dataset(cfg["paths"])
     df = df[(df.arch == arch["name"]) & (df.direction == op["direction"]) & (df.dtype == op["dtype"])]
-    cols = [*get_family(op["family"]).problems.FIELDS, "kernel"]
-    table = {tuple(r[:-4]): r[-4:] for r in df[cols + ["latency_ms", "latency_spread_ms", "status", "error"]]
-             .itertuples(index=False, name=None)}
     sources = ", ".join(map(str, cfg["paths"]))
+    simulated = set(map(str, df["backend"].unique())) == {SIMULATED} if len(df) else False
+    if not simulated and (df["backend"].astype(str) == SIMULATED).any():
+        raise BackendError(f"backend.paths ({sources}) mix simulated (backend {SIMULATED}) and measured rows: "
+                           "replay them separately, so simulated times stay labeled")
+    cols = [*get_family(op["family"]).problems.FIELDS, "kernel"]
+    results = ["latency_ms", "latency_spread_ms", "status", "error", "workspace_bytes"]
+    table = {tuple(r[:-5]): r[-5:] for r in df[cols + results].itertuples(index=False, name=None)}
 
     def measure(pairs: Sequence[tuple[Any, Any]]) -> Results:
         out = Results()
@@ -30,8 +38,8 @@ def make(cfg: Mapping[str, Any], op: Mapping[str, Any], arch: Mapping[str, Any])
             if hit is None:
                 out.add(float("nan"), "missing", f"not in replayed data ({sources})")
             else:
-                lat, spread, status, error = hit
-                out.add(float(lat), str(status), "" if error is None else str(error), float(spread))
+                lat, spread, status, error, workspace = hit
+                out.add(float(lat), str(status), "" if error is None else str(error), float(spread), int(workspace))
         return out
 
-    return Measurer(name="replay", measure=measure, batch_pairs=int(cfg["batch_pairs"]))
+    return Measurer(name=SIMULATED if simulated else "replay", measure=measure, batch_pairs=int(cfg["batch_pairs"]))

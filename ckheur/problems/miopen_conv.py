@@ -62,6 +62,17 @@ def problem_from_dict(d: Mapping[str, Any]) -> MIOpenConvProblem:
 DEFAULTS = field_defaults(MIOpenConvProblem)
 
 
+def to_driver_line(p: MIOpenConvProblem, dtype: str) -> str:
+    """A MIOpenDriver command line of the problem, with its layout (input, output and filter
+    alike) and bias: what :func:`from_text` reads back."""
+    from ckheur.problems.conv import to_miopen
+
+    line = to_miopen(p, dtype)
+    if p.layout not in ("NCHW", "NCDHW"):
+        line += f" -I {p.layout} -O {p.layout} -f {p.layout}"
+    return line + (" -b 1" if p.bias else "")
+
+
 def from_text(line: str, direction: str | None = None, dtype: str | None = None) -> MIOpenConvProblem:
     """A problem from a MIOpenDriver command line, with its layout (``-I``/``--in_layout``) and
     bias (``-b``/``--bias``); 3D lines default to NCDHW, as MIOpenDriver does. Refused when its

@@ -1,5 +1,6 @@
 """stage=export: a model bundle as a self-contained C99 package (built and checked against
-Python) or as CK's dispatcher model folder (``ckheur.models.exporting``)."""
+Python) or as CK's dispatcher model folder (``ckheur.models.exporting``); or a MIOpen tuning
+database's measurements as MIOpen's user find-db (``ckheur.miopen_fdb.write_user_find_db``)."""
 
 from __future__ import annotations
 
@@ -17,6 +18,8 @@ def run(cfg: Any, ctx: Context) -> dict:
     from ckheur.models.predicting import bundle_dir
 
     job, opts = Job.from_config(cfg), cfg.export
+    if str(opts.format) == "miopen_find_db":
+        return _user_find_db(cfg, job)
     model_dir = bundle_dir(job, bundles=cfg.paths.bundles, sim_bundles=cfg.paths.sim_bundles,
                            explicit=opts.model_dir)
     if not model_dir.is_dir():
@@ -28,3 +31,24 @@ def run(cfg: Any, ctx: Context) -> dict:
     return export_c_package(model_dir, Path(opts.output or Path("exports") / job.model_name), name=opts.name,
                             overwrite=bool(opts.overwrite), build=bool(opts.build),
                             check_problems=int(opts.check_problems), seed=int(opts.seed))
+
+
+def _user_find_db(cfg: Any, job: Any) -> dict:
+    """The tuning database's measurements into the user find-db export.output."""
+    from ckheur.miopen_fdb import write_user_find_db
+    from ckheur.stages.tune import db_dir
+
+    opts = cfg.export
+    if not opts.output:
+        raise StageError(f"export.format=miopen_find_db needs export.output=<the user find-db>: MIOpen reads "
+                         f"{job.arch_name}<CUs>.HIP.<MIOpen version>.ufdb.txt in $MIOPEN_USER_DB_PATH (default "
+                         "~/.config/miopen/)")
+    db = Path(opts.tuning_db) if opts.tuning_db else db_dir(cfg, job)
+    got = write_user_find_db(db, Path(opts.output), job, merge=bool(opts.merge))
+    print(f"export: {got['entries']} measurements of {got['problems']} problems from {got['database']} into "
+          f"{got['find_db']} ({got['added']} keys added, {got['updated']} updated, {got['kept']} other lines kept"
+          + (f"; its previous text: {got['backup']}" if got["backup"] else "") + ")")
+    if got["workspace_unknown"]:
+        print(f"export: left out {got['workspace_unknown']} measurements whose workspace is unknown (MIOpen allocates "
+              "by it; backend=command records it with backend.workspace_regex)")
+    return got
