@@ -27,6 +27,7 @@ CENSORED = "censored"
 # A suspect run has a valid timing but a sanity count unlike the other kernels of its problem:
 # kept and reported; it counts as a measurement unless the user excludes suspects.
 USABLE = ("ok", "suspect")
+SIMULATED = "sim"  # the backend label of simulated rows: never a measurement, labeled so wherever they go
 # workspace_bytes: the device workspace the run used, -1 where the backend does not say (MIOpen's
 # find-db records it per solver and problem, and allocates by it).
 MEASURE_COLUMNS = ("latency_ms", "latency_spread_ms", "tflops", "status", "error", "workspace_bytes")

@@ -550,14 +550,15 @@ def tuning_db_lines(rows: Any, direction: str, dtype: str) -> tuple[list[FindDbL
     workspace is unknown (MIOpen allocates by it), which is counted; simulated rows are refused."""
     import numpy as np
 
-    from ckheur.dataset import problem_keys, usable
+    from ckheur.dataset import SIMULATED, problem_keys, usable
     from ckheur.problems.miopen_conv import FIELDS, problem_from_dict
 
     if not len(rows):
         return [], {"problems": 0, "entries": 0, "workspace_unknown": 0}
-    rows = rows[(rows["direction"].astype(str) == direction).to_numpy() & (rows["dtype"].astype(str) == dtype).to_numpy()]
+    mine = (rows["direction"].astype(str) == direction).to_numpy() & (rows["dtype"].astype(str) == dtype).to_numpy()
+    rows = rows[mine]
     ok = rows[usable(rows)]
-    simulated = int((ok["backend"].astype(str) == "sim").sum())
+    simulated = int((ok["backend"].astype(str) == SIMULATED).sum())
     if simulated:
         raise FindDbError(f"{simulated} of the rows are simulated (backend sim): a find-db holds measurements only, "
                           "and MIOpen would trust them; tune with a measuring backend (command, or replay of "
@@ -577,9 +578,8 @@ def tuning_db_lines(rows: Any, direction: str, dtype: str) -> tuple[list[FindDbL
 def write_user_find_db(db: str | Path, path: str | Path, job: Any, *, merge: bool = False) -> dict:
     """Write the measurements of a tuning database of ``job`` (a MIOpen-family ``ckheur.job.Job``;
     ``tuning_db_lines``) into the user find-db ``path``, whose name must be MIOpen's for the job's
-    arch (``<arch><CUs>.HIP.<version>.ufdb.txt``),
-    merged as :func:`merge_find_db` does; returns what was written. FindDbError when nothing
-    measured can be written."""
+    arch (``<arch><CUs>.HIP.<version>.ufdb.txt``), merged as :func:`merge_find_db` does; returns
+    what was written. FindDbError when nothing measured can be written."""
     from ckheur.dataset import read_dataset
     from ckheur.tuning_db import TuningDB
 

@@ -10,9 +10,8 @@ from __future__ import annotations
 from typing import Any, Mapping, Sequence
 
 from ckheur.backends import BackendError, Measurer, Results
+from ckheur.dataset import SIMULATED
 from ckheur.ops import get_family
-
-SIMULATED = "sim"  # the backend name of simulated rows
 
 
 def make(cfg: Mapping[str, Any], op: Mapping[str, Any], arch: Mapping[str, Any]) -> Measurer:

@@ -442,7 +442,7 @@ def train_bundle(paths: Sequence[str | Path], job: Job, output: str | Path, *, m
     Returns the bundle's path, the chosen candidate, its trees and the CV metrics."""
     import sys
 
-    from ckheur.dataset import keep_shard, read_dataset
+    from ckheur.dataset import SIMULATED, keep_shard, read_dataset
     from ckheur.models.bundle import load_bundle, save_bundle
     from ckheur.models.fold_calibration import calibration_overlap
     from ckheur.parts import sha256_of
@@ -457,7 +457,7 @@ def train_bundle(paths: Sequence[str | Path], job: Job, output: str | Path, *, m
         df = keep_shard(df, dict(shard), job.family.name)
     hashes = {str(g): sha256_of(p) for g, p in zip(names or paths, paths)}
     backends = sorted(set(df.backend.dropna()))
-    simulated = "sim" in backends
+    simulated = SIMULATED in backends
 
     def leaky_data(table: Any) -> tuple[bool, int]:
         """Is the simulator calibrated on this data (the calibration file itself, an import of it
