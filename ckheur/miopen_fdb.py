@@ -312,19 +312,31 @@ def find_db_answers(path: str | Path, direction: str, dtype: str, arch: str) -> 
     from ckheur.dataset import problem_keys
     from ckheur.problems.miopen_conv import FIELDS
 
-    try:
-        file_arch, _ = arch_from_name(path, [arch])
-    except FindDbError:
-        raise FindDbError(f"{Path(path).name}: not a find-db of {arch} (the model's arch): MIOpen names them "
-                          f"{arch}<CUs in hex>.HIP.fdb.txt[.bz2] (system) or {arch}<CUs>.HIP.<version>.ufdb.txt "
-                          "(user); the file name says which GPU a find-db is for") from None
+    cus_of(path, arch)
     fdb = read_find_db(path)
     keep = ((fdb.problems["direction"] == direction) & (fdb.problems["dtype"] == dtype)).to_numpy()
     first = fdb.entries.drop_duplicates("problem")  # entries are sorted by time within a problem
     first = first[keep[first["problem"].to_numpy()]]
     keys = problem_keys(fdb.problems.iloc[first["problem"].to_numpy()][list(FIELDS)])
     best = dict(zip(keys, zip(first["solver"].tolist(), first["time_ms"].astype(float).tolist())))
-    return FindDbAnswers(Path(path), file_arch, direction, dtype, best)
+    return FindDbAnswers(Path(path), arch, direction, dtype, best)
+
+
+def cus_of(path: str | Path, arch: str, *, user: bool = False) -> int:
+    """The CU count a find-db's file name gives, after checking that it names ``arch`` (with
+    ``user``: a user find-db, plain text); FindDbError saying how MIOpen names them otherwise."""
+    name = Path(path).name
+    try:
+        named, cus = arch_from_name(name, [arch])
+    except FindDbError:
+        named, cus = None, 0
+    if named == arch and (not user or name.endswith(".ufdb.txt")):
+        return cus
+    kind = "a user find-db" if user else "a find-db"
+    raise FindDbError(f"{name}: not {kind} of {arch} (the job's arch): MIOpen names them "
+                      + ("" if user else f"{arch}<CUs in hex>.HIP.fdb.txt[.bz2] (system) or ")
+                      + f"{arch}<CUs>.HIP.<MIOpen version>.ufdb.txt (user, read from $MIOPEN_USER_DB_PATH, "
+                      "default ~/.config/miopen/); the file name says which GPU a find-db is for")
 
 
 # ---------------------------------------------------------------- lines, as MIOpen writes them
@@ -585,16 +597,8 @@ def write_user_find_db(db: str | Path, path: str | Path, job: Any, *, merge: boo
 
     if job.family.name != "miopen":
         raise FindDbError(f"op.family={job.family.name!r}: a find-db holds MIOpen's solvers; use op=miopen/<direction>")
-    arch, name = job.arch_name, Path(path).name
-    try:
-        named_arch, cus = arch_from_name(name, [arch])
-    except FindDbError:
-        named_arch, cus = None, 0
-    if named_arch != arch or not name.endswith(".ufdb.txt"):
-        raise FindDbError(f"{name}: not a user find-db name of {arch}: MIOpen reads "
-                          f"{arch}<CUs>.HIP.<MIOpen version>.ufdb.txt from $MIOPEN_USER_DB_PATH (default "
-                          "~/.config/miopen/); name the file as the one MIOpen writes there")
-    tdb = TuningDB.open(db, job.op, arch)
+    cus = cus_of(path, job.arch_name, user=True)
+    tdb = TuningDB.open(db, job.op, job.arch_name)
     lines, counts = tuning_db_lines(read_dataset(tdb.path), job.direction, job.dtype)
     if not lines:
         raise FindDbError(f"tuning database {tdb.path} holds no {job.direction} {job.dtype} measurement with a "

@@ -22,8 +22,9 @@ def make(cfg: Mapping[str, Any], op: Mapping[str, Any], arch: Mapping[str, Any])
     df = read_dataset(cfg["paths"])
     df = df[(df.arch == arch["name"]) & (df.direction == op["direction"]) & (df.dtype == op["dtype"])]
     sources = ", ".join(map(str, cfg["paths"]))
-    simulated = set(map(str, df["backend"].unique())) == {SIMULATED} if len(df) else False
-    if not simulated and (df["backend"].astype(str) == SIMULATED).any():
+    labels = set(map(str, df["backend"].unique()))
+    simulated = labels == {SIMULATED}
+    if SIMULATED in labels and not simulated:
         raise BackendError(f"backend.paths ({sources}) mix simulated (backend {SIMULATED}) and measured rows: "
                            "replay them separately, so simulated times stay labeled")
     cols = [*get_family(op["family"]).problems.FIELDS, "kernel"]

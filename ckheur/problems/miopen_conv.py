@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from typing import Any, Mapping
 
 from ckheur.problems.base import ProblemError, checked_fields, field_defaults
-from ckheur.problems.conv import CONV_FIELDS, PARTNERS, SLICES as CONV_SLICES, ConvProblem
+from ckheur.problems.conv import CONV_FIELDS, PARTNERS, SLICES as CONV_SLICES, ConvProblem, to_miopen
 
 FIELDS = (*CONV_FIELDS, "layout", "bias")
 LAYOUTS = ("NCHW", "NHWC", "NCDHW", "NDHWC")  # the 3D layouts make a problem 3D, even of depth 1
@@ -65,8 +65,6 @@ DEFAULTS = field_defaults(MIOpenConvProblem)
 def to_driver_line(p: MIOpenConvProblem, dtype: str) -> str:
     """A MIOpenDriver command line of the problem, with its layout (input, output and filter
     alike) and bias: what :func:`from_text` reads back."""
-    from ckheur.problems.conv import to_miopen
-
     line = to_miopen(p, dtype)
     if p.layout not in ("NCHW", "NCDHW"):
         line += f" -I {p.layout} -O {p.layout} -f {p.layout}"
