@@ -22,6 +22,7 @@ from hydra.experimental.callback import Callback
 from omegaconf import DictConfig
 
 from ckheur.config import quote_free_text, register_configs
+from ckheur.errors import UserError
 
 register_configs()
 FAILED_MARKER = "job_failed.json"
@@ -48,6 +49,29 @@ def _hydra_main(cfg: DictConfig) -> None:
             write_file(Path(hc.runtime.output_dir) / FAILED_MARKER, json.dumps(
                 {"exit_code": e.code, "job": int(hc.job.num), "overrides": list(hc.overrides.task),
                  "error": getattr(e, "message", ""), "multirun": os.environ.get(MULTIRUN_ENV, "")}, indent=1))
+
+
+class RunFolderCheck(Callback):
+    """Check the run folder (a multirun's sweep folder) before Hydra creates it or writes its
+    ``.hydra`` files and log there: Hydra follows links and trusts any folder. A refusal is one
+    line and exit 2; it is raised as SystemExit because Hydra turns a callback's other errors
+    into warnings and goes on."""
+
+    def on_run_start(self, config: DictConfig, **kwargs: Any) -> None:
+        _checked_folder(str(config.hydra.run.dir), "run folder")
+
+    def on_multirun_start(self, config: DictConfig, **kwargs: Any) -> None:
+        _checked_folder(str(config.hydra.sweep.dir), "multirun folder")
+
+
+def _checked_folder(path: str, what: str) -> None:
+    from ckheur.files import make_folder
+
+    try:
+        make_folder(path, what)
+    except UserError as e:
+        print(f"error: {e}", file=sys.stderr)
+        raise SystemExit(2) from None
 
 
 class MultirunReport(Callback):

@@ -66,29 +66,88 @@ def _trusted(real: str) -> bool:
 
 
 def folder_risk(path: str | Path) -> str | None:
-    """Why another user could change what is in an existing folder (it, or a folder above it, is
-    theirs or writable by them), or None when only this user and root can."""
+    """Why another user could change what is in an existing folder (a link along the path as
+    given that they could have planted; the folder, or a folder above it, is theirs or writable by
+    them), or None when only this user and root can."""
     if not hasattr(os, "geteuid"):  # no owners to check on this platform
         return None
+    # The path as given first: judging only the resolved target would accept a link another user
+    # planted in a shared folder that sends the write into one of this user's own folders.
+    why = link_risk(path)
+    if why:
+        return why
     real = os.path.realpath(path)
     if _trusted(real):
         return None
-    me, my_group = os.geteuid(), os.getegid()
     cur = real
     while True:
-        st = os.stat(cur)
-        mode = st.st_mode
-        sticky = bool(mode & stat.S_ISVTX)
-        if st.st_uid not in (me, 0):
-            return f"{cur} is owned by uid {st.st_uid}, not by this user (uid {me}) or root"
-        if mode & stat.S_IWOTH and not sticky:
-            return f"{cur} is writable by every user (mode {stat.S_IMODE(mode):o})"
-        if mode & stat.S_IWGRP and not sticky and st.st_gid not in (my_group, 0):
-            return f"{cur} is writable by group {st.st_gid} (mode {stat.S_IMODE(mode):o})"
+        why = _changeable_by_others(os.stat(cur), cur)
+        if why:
+            return why
         parent = os.path.dirname(cur)
         if parent == cur:
             return None
         cur = parent
+
+
+def _changeable_by_others(st: os.stat_result, name: str) -> str | None:
+    """Why another user could change the entries of a folder (it is theirs, or writable by them
+    without the sticky bit), or None."""
+    me, my_group = os.geteuid(), os.getegid()
+    mode = st.st_mode
+    sticky = bool(mode & stat.S_ISVTX)
+    if st.st_uid not in (me, 0):
+        return f"{name} is owned by uid {st.st_uid}, not by this user (uid {me}) or root"
+    if mode & stat.S_IWOTH and not sticky:
+        return f"{name} is writable by every user (mode {stat.S_IMODE(mode):o})"
+    if mode & stat.S_IWGRP and not sticky and st.st_gid not in (my_group, 0):
+        return f"{name} is writable by group {st.st_gid} (mode {stat.S_IMODE(mode):o})"
+    return None
+
+
+_MAX_LINKS = 40  # as the kernel's own limit on links followed in one path
+
+
+def link_risk(path: str | Path) -> str | None:
+    """Why a symbolic link along ``path``, component by component as given, could have been planted
+    or swapped by another user (the link is theirs, or lies in a folder they can write without the
+    sticky bit), or None. Links that this user or root made in safe folders are followed and
+    their targets walked the same way; components that do not exist yet end the walk."""
+    if not hasattr(os, "geteuid"):
+        return None
+    return _links_along(os.path.join(os.getcwd(), os.fspath(path)), 0)
+
+
+def _links_along(path: str, followed: int) -> str | None:
+    cur = os.sep  # always a real path (no link in it)
+    for part in Path(path).parts[1:]:
+        if part in ("", "."):
+            continue
+        if part == "..":
+            cur = os.path.dirname(cur)
+            continue
+        entry = os.path.join(cur, part)
+        try:
+            st = os.lstat(entry)
+        except OSError:
+            return None  # not there yet: whoever creates it (make_folder) checks where
+        if not stat.S_ISLNK(st.st_mode):
+            cur = entry
+            continue
+        if followed >= _MAX_LINKS:
+            return f"{entry}: too many symbolic links along the path"
+        if st.st_uid not in (os.geteuid(), 0):
+            return (f"{entry} is a symbolic link owned by uid {st.st_uid}, not by this user (uid {os.geteuid()}) "
+                    "or root: another user could have planted it")
+        if not _trusted(cur):
+            why = _changeable_by_others(os.stat(cur), cur)
+            if why:
+                return f"{entry} is a symbolic link in a folder another user can change ({why})"
+        why = _links_along(os.path.join(cur, os.readlink(entry)), followed + 1)
+        if why:
+            return why
+        cur = os.path.realpath(entry)
+    return None
 
 
 def entry_risk(path: str | Path) -> str | None:

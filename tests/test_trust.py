@@ -396,6 +396,57 @@ def test_folders_other_users_can_change_are_refused(tmp_path, monkeypatch):
     assert run_cli(*args, f"hydra.run.dir={tmp_path / 'r3'}").returncode == 0
 
 
+@pytest.fixture
+def shared_and_private(tmp_path):
+    """A folder every user can write (no sticky bit) and a private one a planted link points to."""
+    shared, private = tmp_path / "shared", tmp_path / "private"
+    shared.mkdir()
+    shared.chmod(0o777)
+    private.mkdir(mode=0o700)
+    (private / "precious").write_text("mine\n")
+    return shared, private
+
+
+def test_run_folders_are_checked_before_hydra_writes_anything(tmp_path, shared_and_private):
+    """Hydra writes .hydra/*.yaml, the log and multirun.yaml into the run or sweep folder: a planted
+    link or a folder others can write is refused before that, and nothing is created."""
+    shared, private = shared_and_private
+    (shared / "run").symlink_to(private)
+    for mode, key in (("run", "hydra.run.dir"), ("multirun", "hydra.sweep.dir")):
+        extra = ["-m"] if mode == "multirun" else []
+        one_error(run_cli(*extra, "stage=list", "list.count_only=true", f"{key}={shared / 'run'}"),
+                  f"{mode} folder", f"{shared / 'run'} is a symbolic link", "writable by every user")
+        one_error(run_cli(*extra, "stage=list", "list.count_only=true", f"{key}={shared / 'new'}"),
+                  f"{mode} folder", f"{shared} is writable by every user")
+    assert tree(private) == ["precious"] and sorted(p.name for p in shared.iterdir()) == ["run"]
+
+
+def test_links_along_a_path_are_judged_where_they_lie(tmp_path, shared_and_private):
+    """A link planted in a shared folder must not send a write into this user's private folder
+    (the resolved target alone looks safe); a link this user made in a safe folder is followed."""
+    shared, private = shared_and_private
+    (shared / "data").symlink_to(private)
+    one_error(run_cli("stage=sweep", "problems=smoke", f"paths.data={shared / 'data' / 'd'}", "sweep.progress=none"),
+              f"{shared / 'data'} is a symbolic link in a folder another user can change")
+    mine = tmp_path / "mine"
+    mine.symlink_to(private)
+    assert run_cli("stage=list", "list.count_only=true", f"hydra.run.dir={mine / 'run'}").returncode == 0
+    assert (private / "run" / ".hydra" / "config.yaml").is_file()
+    if os.geteuid() == 0:  # root can make a link another user's, in a sticky folder like /tmp
+        sticky = tmp_path / "sticky"
+        sticky.mkdir()
+        sticky.chmod(0o1777)
+        (sticky / "theirs").symlink_to(private)
+        os.lchown(sticky / "theirs", 65534, 65534)
+        one_error(run_cli("stage=list", "list.count_only=true", f"hydra.run.dir={sticky / 'theirs' / 'r'}"),
+                  f"{sticky / 'theirs'} is a symbolic link owned by uid 65534")
+        # ... and a link of this user's pointing on into it is walked to the planted one
+        (tmp_path / "hop").symlink_to(sticky / "theirs")
+        one_error(run_cli("stage=list", "list.count_only=true", f"hydra.run.dir={tmp_path / 'hop' / 'r'}"),
+                  "owned by uid 65534")
+    assert sorted(p.name for p in private.iterdir()) == ["precious", "run"]
+
+
 def test_cache_inside_a_folder_others_can_change_is_not_used(tmp_path, monkeypatch):
     from ckheur.models.compiled import trusted_cache_dir
 
@@ -447,7 +498,8 @@ def test_config_errors_are_one_line(tmp_path, override, needles):
 
 def test_run_folders_that_cannot_be_written_are_one_line(tmp_path):
     (tmp_path / "file").write_text("x")
-    one_error(run_cli("stage=list", "list.count_only=true", f"hydra.run.dir={tmp_path / 'file'}"), "File exists")
+    one_error(run_cli("stage=list", "list.count_only=true", f"hydra.run.dir={tmp_path / 'file'}"),
+              "is a file, not a folder")
     one_error(run_cli("stage=sweep", "problems=smoke", "paths.data=/proc/self/data", "sweep.progress=none",
                       f"hydra.run.dir={tmp_path / 'r'}"), "/proc/self")
     if os.geteuid() != 0:  # root writes into read-only folders; the /proc case above covers refusal there
