@@ -1,13 +1,18 @@
-"""Compiled selector: export + build time, source size, and ranking latency in C, via ctypes and in
-Python, measured in one process (medians of repeats; ratios against the Python selector).
+"""Selection speed per bundle, honestly: distinct real problems, each problem's median over
+repeats, then the median over problems (p50), in C (``ckheur_select``), through ctypes
+(``Selector.load(..., compiled=True)``) and in Python (``Selector.rank``); with each model's tree
+count and the ratio to the floor (kernels x trees x 1 ns). A baseline bundle (a folder, or the
+shipped forward bundle at an earlier commit) is measured in the same run, interleaved.
 
-    python bench/bench_compiled_selector.py [--repeat 200] [--runs 5] [--model DIR] [--baseline DIR] [--forward-only]
+    python bench/bench_compiled_selector.py [--problems 100] [--repeat 50] [--runs 3]
+        [--model DIR ...] [--baseline DIR | --baseline-commit REV] [--gemm]
 
-Forward model: the shipped bundle (real gfx950 data), ranking its 20-kernel pool for the problems
-of the shipped real CSV. GEMM: a small model trained here on SIMULATED data (5,216-kernel pool,
-analytic cascade to 256 candidates), since no measured GEMM data ships.
-Targets: C p50 <= 25 us (stretch 10), ctypes p50 <= 50 us, GEMM cascade p50 <= 1 ms in C,
-export + build < 30 s, generated source < 2 MB.
+Default models: the shipped CK forward bundle (real gfx950 data; problems: the distinct shapes of
+the shipped CSV) and two MIOpen bundles, forward FP16 MI300X (12 solvers) and backward-weights
+FP32 MI210/250 (34 solvers) (problems: the distinct keys of their find-db, ../shared's file when
+present, else the repo's slice). ``--gemm`` adds a GEMM model trained here on SIMULATED data.
+Targets (issue 36): CK forward C <= 8 us, Python rank <= 0.3 ms, compiled <= 30 us; MIOpen C <= 10
+us (12 solvers) / <= 25 us (34), Python rank <= 0.5 ms.
 """
 
 from __future__ import annotations
@@ -22,127 +27,172 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
+FIND_DBS = {"gfx942": "gfx942130.HIP.fdb.txt.bz2", "gfx90a": "gfx90a68.HIP.fdb.txt.bz2"}
+DEFAULT_MODELS = ("grouped_conv_fwd_bf16_gfx950", "miopen_fwd_fp16_gfx942", "miopen_bwd_weight_fp32_gfx90a")
 
 
-def c_timings_ns(binary: Path, csv_text: str, repeat: int) -> tuple[int, int]:
-    """One ckheur_select run's (per-call p50, median over problems of each one's fastest call);
-    it times every rank call itself, in rounds over the problems."""
+def c_timings_ns(binary: Path, csv_text: str, repeat: int) -> dict[str, int]:
+    """One ckheur_select run's timings (selection_ns_p50, _min_p50, _row_p50): it times every rank
+    call itself, in rounds over the problems."""
     r = subprocess.run([str(binary), "--repeat", str(repeat)], input=csv_text, capture_output=True, text=True,
                        check=False)
-    got = dict(ln.split("=") for ln in r.stderr.splitlines() if ln.startswith("selection_ns_"))
-    if "selection_ns_p50" not in got:
+    got = {k: int(v) for k, v in (ln.split("=") for ln in r.stderr.splitlines() if ln.startswith("selection_ns_"))}
+    if "selection_ns_row_p50" not in got:
         raise SystemExit(f"{binary}: no timing ({r.stderr[-300:]})")
-    return int(got["selection_ns_p50"]), int(got["selection_ns_min_p50"])
+    return got
 
 
-def c_p50_ns(binary: Path, csv_text: str, repeat: int, runs: int) -> float:
-    """Median over runs of ckheur_select's per-call p50."""
-    return statistics.median(c_timings_ns(binary, csv_text, repeat)[0] for _ in range(runs))
-
-
-def against_baseline(binary: Path, base: Path, csv_text: str, repeat: int, runs: int) -> None:
-    """C selection time of two models' programs, runs interleaved so load drifts hit both alike."""
-    mine, theirs = [], []
-    for _ in range(runs):
-        theirs.append(c_timings_ns(base, csv_text, repeat))
-        mine.append(c_timings_ns(binary, csv_text, repeat))
-    for j, what in enumerate(("per-call p50", "median over problems of the fastest call")):
-        a, b = statistics.median(m[j] for m in mine) / 1e3, statistics.median(t[j] for t in theirs) / 1e3
-        print(f"  against the baseline ({runs} interleaved runs), {what}: this model {a:.1f} us, baseline "
-              f"{b:.1f} us, ratio {a / b:.2f}")
-
-
-def py_p50_us(fn, problems, repeat_rounds: int) -> float:
-    """Median per-call time of fn(problem) over rounds of all problems."""
-    times = []
-    for _ in range(repeat_rounds):
-        for p in problems:
+def per_problem_p50_us(fn, problems, rounds: int) -> float:
+    """Median over problems of each problem's median call of fn(problem), in rounds over the problems
+    (each call follows a different problem, as when a framework selects for a network's layers)."""
+    times = [[0.0] * rounds for _ in problems]
+    for r in range(rounds):
+        for i, p in enumerate(problems):
             t0 = time.perf_counter_ns()
             fn(p)
-            times.append(time.perf_counter_ns() - t0)
-    return statistics.median(times) / 1e3
+            times[i][r] = (time.perf_counter_ns() - t0) / 1e3
+    return statistics.median(statistics.median(ts) for ts in times)
+
+
+def distinct(problems: list, n: int) -> list:
+    """The first n distinct problems, in order."""
+    seen, out = set(), []
+    for p in problems:
+        key = tuple(sorted(p.to_dict().items()))
+        if key not in seen:
+            seen.add(key)
+            out.append(p)
+    return out[:n]
+
+
+def bundle_problems(bundle: Path, n: int) -> tuple[list, list[str]]:
+    """Distinct real problems for a bundle's family and the C program's field names."""
+    import json
+
+    from ckheur.ops import get_family
+
+    spec = json.loads((bundle / "feature_spec.json").read_text())
+    family = get_family(spec["engine"])
+    fields = list(family.problems.FIELDS)
+    if spec["engine"] == "miopen":
+        from ckheur.models.selector import Selector
+
+        name = FIND_DBS[spec["arch"]["name"]]
+        shared = ROOT.parent / "shared" / "data" / "miopen_fdb" / name
+        path = shared if shared.exists() else ROOT / "tests" / "data" / "miopen_fdb" / name
+        keys = list(Selector.load(bundle, find_db=path).find_db.best)
+        step = max(1, len(keys) // n)  # spread over the file, not its first block
+        return [family.problems.problem_from_dict(dict(zip(fields, k))) for k in keys[::step][:n]], fields
+    from ckheur.measurements import CK_GFX950_FWD
+    from ckheur.problems.sources import read_csv
+
+    return distinct(read_csv(CK_GFX950_FWD), n), fields
+
+
+def extract_bundle(rev: str, bundle: str, into: Path) -> Path:
+    """A shipped bundle's folder as it was at a git revision (the previous model, for side by side)."""
+    out = into / f"{bundle}@{rev}"
+    names = []
+    for folder in ("bundles", "models"):  # shipped bundles lived in models/ before f6a535f
+        names = names or subprocess.run(["git", "-C", str(ROOT), "ls-tree", "--name-only", rev, f"{folder}/{bundle}/"],
+                                        capture_output=True, text=True, check=True).stdout.split()
+    if not names:
+        raise SystemExit(f"no shipped bundle {bundle} at {rev}")
+    out.mkdir(parents=True)
+    for name in names:
+        data = subprocess.run(["git", "-C", str(ROOT), "show", f"{rev}:{name}"], capture_output=True,
+                              check=True).stdout
+        (out / Path(name).name).write_bytes(data)
+    return out
+
+
+def measure(bundle: Path, problems: list, fields: list[str], tmp: Path, cc: str, args) -> dict:
+    """Export and build one bundle, then time it in C, through ctypes and in Python."""
+    import json
+
+    from ckheur.models.compiled import CompiledModel, build
+    from ckheur.models.export_c import export_bundle
+    from ckheur.models.exporting import problems_csv
+    from ckheur.models.selector import Selector
+
+    res = export_bundle(bundle, tmp / f"c-{bundle.name}")
+    binary = build(res.path, res.name, cc, shared=False)
+    lib = build(res.path, res.name, cc, shared=True)
+    csv_text = problems_csv(problems, fields)
+    c_us = statistics.median(c_timings_ns(binary, csv_text, args.repeat)["selection_ns_row_p50"]
+                             for _ in range(args.runs)) / 1e3
+    py = Selector.load(bundle, cache_size=0)
+    compiled = Selector.load(bundle, cache_size=0)
+    compiled.compiled = CompiledModel(lib, json.loads((res.path / "export.json").read_text()))
+    return {"bundle": bundle.name, "kernels": res.num_kernels, "trees": res.num_trees, "c_us": c_us,
+            "floor_us": res.num_kernels * res.num_trees / 1e3,
+            "py_us": per_problem_p50_us(lambda p: py.rank(p, 5), problems, args.rounds),
+            "compiled_us": per_problem_p50_us(lambda p: compiled.rank(p, 5), problems, args.rounds)}
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--repeat", type=int, default=200, help="rank calls per problem in C")
-    ap.add_argument("--runs", type=int, default=5, help="C runs (median of their p50s)")
-    ap.add_argument("--model", type=Path, default=ROOT / "bundles" / "grouped_conv_fwd_bf16_gfx950",
-                    help="the forward bundle (default: the shipped one), e.g. an older one to compare")
-    ap.add_argument("--baseline", type=Path, default=None,
-                    help="another bundle whose C program is timed interleaved with the model's (e.g. the previous "
-                         "shipped model)")
-    ap.add_argument("--forward-only", action="store_true", help="skip the GEMM part")
+    ap.add_argument("--model", type=Path, action="append", default=None,
+                    help="a bundle folder to time (repeatable; default: the shipped CK forward and two MIOpen bundles)")
+    ap.add_argument("--baseline", type=Path, default=None, help="another bundle timed in the same run")
+    ap.add_argument("--baseline-commit", default=None,
+                    help="time the shipped CK forward bundle as it was at this git revision too (e.g. the previous model)")
+    ap.add_argument("--problems", type=int, default=100, help="distinct problems per bundle")
+    ap.add_argument("--repeat", type=int, default=50, help="rank calls per problem in C")
+    ap.add_argument("--runs", type=int, default=3, help="C runs (median of their per-problem p50s)")
     ap.add_argument("--rounds", type=int, default=5, help="Python/ctypes rounds over the problems")
+    ap.add_argument("--gemm", action="store_true", help="also a GEMM model trained here on SIMULATED data")
     args = ap.parse_args()
 
-    from ckheur.config import plain
-    from ckheur.models.compiled import CompiledModel, build, find_compiler
-    from ckheur.models.export_c import export_bundle
-    from ckheur.models.selector import Selector
-    from ckheur.measurements import CK_GFX950_FWD
-    from ckheur.problems.conv import CONV_FIELDS
-    from ckheur.problems.gemm import FIELDS as GEMM_FIELDS
-    from ckheur.problems.sources import read_csv
-    from ckheur.problems import random_problems
-    from ckheur.models.exporting import problems_csv
+    from ckheur.models.compiled import find_compiler
 
     cc = find_compiler()
     if cc is None:
         raise SystemExit("no C compiler: nothing to measure")
-    shipped = args.model
-    problems = read_csv(CK_GFX950_FWD)[:100]
-    fields = list(CONV_FIELDS)
+    models = args.model or [ROOT / "bundles" / m for m in DEFAULT_MODELS]
     with tempfile.TemporaryDirectory() as tmp:
         tmp = Path(tmp)
-        t0 = time.perf_counter()
-        res = export_bundle(shipped, tmp / "fwd")
-        t_export = time.perf_counter() - t0
-        binary = build(res.path, res.name, cc, shared=False)
-        lib = build(res.path, res.name, cc, shared=True)
-        t_total = time.perf_counter() - t0
-        print(f"forward model (shipped, real gfx950 data): {res.num_kernels} kernels, {res.num_trees} trees")
-        print(f"  export {t_export:.2f} s + build (program and shared library) = {t_total:.2f} s (target < 30 s); "
-              f"source {res.source_bytes / 1e6:.2f} MB (target < 2 MB)")
-        c_us = c_p50_ns(binary, problems_csv(problems, fields), args.repeat, args.runs) / 1e3
         if args.baseline is not None:
-            base = export_bundle(args.baseline, tmp / "baseline")
-            against_baseline(binary, build(base.path, base.name, cc, shared=False), problems_csv(problems, fields),
-                             args.repeat, args.runs)
-        import json
+            models.append(args.baseline)
+        if args.baseline_commit:
+            models.append(extract_bundle(args.baseline_commit, DEFAULT_MODELS[0], tmp))
+        print(f"{'bundle':<46} {'kernels':>7} {'trees':>6} {'C us':>7} {'floor us':>8} {'x floor':>7} "
+              f"{'compiled us':>11} {'Python us':>9}  (p50 over distinct problems)")
+        for bundle in models:
+            problems, fields = bundle_problems(bundle, args.problems)
+            m = measure(bundle, problems, fields, tmp, cc, args)
+            print(f"{m['bundle']:<46} {m['kernels']:>7} {m['trees']:>6} {m['c_us']:>7.1f} {m['floor_us']:>8.1f} "
+                  f"{m['c_us'] / m['floor_us']:>7.1f} {m['compiled_us']:>11.1f} {m['py_us']:>9.0f}  "
+                  f"({len(problems)} problems)")
+        if args.gemm:
+            gemm(tmp, cc, args)
 
-        compiled = CompiledModel(lib, json.loads((res.path / "export.json").read_text()))
-        py = Selector.load(shipped, cache_size=0)
-        sel_c = Selector.load(shipped, cache_size=0)
-        sel_c.compiled = compiled
-        py_us = py_p50_us(lambda p: py.rank(p, 5), problems, args.rounds)
-        ctypes_us = py_p50_us(compiled.predict, problems, args.rounds)
-        sel_us = py_p50_us(lambda p: sel_c.rank(p, 5), problems, args.rounds)
-        print(f"  C rank p50 {c_us:.1f} us (target <= 25, stretch 10); ctypes predict p50 {ctypes_us:.1f} us, "
-              f"Selector(compiled=True).rank p50 {sel_us:.1f} us (target <= 50); Python Selector.rank p50 "
-              f"{py_us:.1f} us")
-        print(f"  speed-up over the Python selector: C {py_us / c_us:.1f}x, ctypes {py_us / ctypes_us:.1f}x")
-        if args.forward_only:
-            return
 
-        from ckheur.models.quick import train_quick_bundle
-        from ckheur.ops import get_family
-        from ckheur.stages import compose_config
+def gemm(tmp: Path, cc: str, args) -> None:
+    """A GEMM model trained here on SIMULATED data (5,216-kernel pool, analytic cascade to 256)."""
+    from ckheur.config import plain
+    from ckheur.models.compiled import build
+    from ckheur.models.export_c import export_bundle
+    from ckheur.models.exporting import problems_csv
+    from ckheur.models.quick import train_quick_bundle
+    from ckheur.models.selector import Selector
+    from ckheur.ops import get_family
+    from ckheur.problems import random_problems
+    from ckheur.problems.gemm import FIELDS as GEMM_FIELDS
+    from ckheur.stages import compose_config
 
-        cfg = compose_config(["op=gemm/universal"])
-        op, arch = plain(cfg.op), plain(cfg.arch)
-        gdir = train_quick_bundle(tmp / "gemm_bundle", op, arch, kernel_sample=300, n_problems=60, trees=100)
-        g = export_bundle(gdir, tmp / "gemm")
-        gbin = build(g.path, g.name, cc, shared=False)
-        gprobs = random_problems(get_family("gemm"), ["rcr"], 100, seed=1)
-        g_us = c_p50_ns(gbin, problems_csv(gprobs, list(GEMM_FIELDS)), max(5, args.repeat // 20),
-                        args.runs) / 1e3
-        gpy = Selector.load(gdir, cache_size=0)
-        gpy_us = py_p50_us(lambda p: gpy.rank(p, 5), gprobs[:20], 1)
-        print(f"GEMM model (SIMULATED data, trained here): {g.num_kernels} kernels, {g.num_trees} trees, "
-              f"cascade to 256")
-        print(f"  C rank p50 {g_us:.0f} us (target <= 1000); Python Selector.rank p50 {gpy_us:.0f} us "
-              f"({gpy_us / g_us:.1f}x)")
+    cfg = compose_config(["op=gemm/universal"])
+    op, arch = plain(cfg.op), plain(cfg.arch)
+    gdir = train_quick_bundle(tmp / "gemm_bundle", op, arch, kernel_sample=300, n_problems=60, trees=100)
+    g = export_bundle(gdir, tmp / "gemm")
+    gbin = build(g.path, g.name, cc, shared=False)
+    gprobs = random_problems(get_family("gemm"), ["rcr"], 100, seed=1)
+    g_us = statistics.median(c_timings_ns(gbin, problems_csv(gprobs, list(GEMM_FIELDS)), max(5, args.repeat // 10))
+                             ["selection_ns_row_p50"] for _ in range(args.runs)) / 1e3
+    gpy = Selector.load(gdir, cache_size=0)
+    gpy_us = per_problem_p50_us(lambda p: gpy.rank(p, 5), gprobs[:20], 1)
+    print(f"GEMM model (SIMULATED data, trained here): {g.num_kernels} kernels, {g.num_trees} trees, cascade to 256: "
+          f"C p50 {g_us:.0f} us (target <= 1000); Python rank p50 {gpy_us:.0f} us")
 
 
 if __name__ == "__main__":
