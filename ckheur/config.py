@@ -463,6 +463,9 @@ class ModelSchema:
     prior: Prior = Prior.none  # analytic: the simulator's ranking as init score (families with an analytic model)
     prior_scale: float = 0.5  # weight of the prior, on the scale of the objective's label
     bagging_seeds: int = 1  # > 1: that many models of different seeds (bagging), averaged into one
+    distill_trees: int = 0  # > 0: the model (a bag, a large recipe) is replaced by a student of this many trees
+    distill_problems: int = 3200  # new problems, drawn from the training problems' span, the student also learns on
+    distill_leaves: int = 15  # the student's leaves per tree
 
 
 class FeatureSet(_Choice):

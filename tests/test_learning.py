@@ -126,6 +126,51 @@ def test_cv_groups_never_split_a_problem_and_key_includes_stride_pad_dilation(fw
     assert np.isfinite(cv["oof"]).all()
 
 
+def test_span_problems_take_each_field_block_from_the_set():
+    """New problems for a distilled student: valid, new, and every field (or block of fields that
+    belong together) is a value some problem of the set has."""
+    from ckheur.problems.conv import SPAN_BLOCKS, problem_from_dict
+    from ckheur.problems.space import span_problems
+
+    probs = [p for p in load_named_set("smoke") if p.ndim == 2]
+    new = span_problems(probs, 40, 0, problem_from_dict, SPAN_BLOCKS)
+    keys = [p.key() for p in new]
+    assert len(new) == 40 and len(set(keys)) == 40 and not set(keys) & {p.key() for p in probs}
+    for block in (("Hi", "Wi"), ("Y", "X"), ("stride_h", "stride_w"), ("pad_h", "pad_w"), ("N",), ("C",), ("K",)):
+        have = {tuple(getattr(p, f) for f in block) for p in probs}
+        assert {tuple(getattr(p, f) for f in block) for p in new} <= have, block
+    assert span_problems(probs, 40, 0, problem_from_dict, SPAN_BLOCKS) == new  # seeded
+
+
+def test_a_distilled_student_ranks_like_its_teacher_with_fewer_trees(fwd, ck_fwd_csv):
+    """model.distill_trees: the student regresses the teacher's scores over the training problems
+    and new ones drawn from their span; it has the trees asked for and its picks are (nearly) the
+    teacher's best by the teacher's own scores, including on problems neither was trained on."""
+    from ckheur.dataset import read_dataset
+    from ckheur.models.training import build_table, distill, fit
+    from ckheur.problems.space import span_problems
+    from ckheur.threads import predict
+
+    op, arch = fwd
+    pool = enumerate_pool(op, arch).by_group()[2]
+    tb = build_table(read_dataset([ck_fwd_csv]), op, arch, pool, ENGINE, None)
+    rows = np.arange(len(tb.X))
+    cat = [tb.feature_names.index("pipeline")]
+    model = plain_model(max_trees=120, distill_trees=60, distill_problems=300)
+    teacher = fit(tb, rows, {**model, "distill_trees": 0}, "relative", cat, 0, 120)
+    student = distill(teacher, tb, rows, model, 0)
+    assert student.num_trees() == 60 and teacher.num_trees() == 120 and student.distilled
+    unseen = span_problems(tb.problems, 100, 1, tb.build_problem, tb.span_blocks)
+    for X, pid in ((tb.X, tb.pid), tb.featurize(unseen)):
+        t, s = predict(teacher, X, raw_score=True), predict(student, X, raw_score=True)
+        # the teacher's own score (relative TFLOPS) of the student's pick, against the teacher's best
+        regret = [t[pid == i].max() - t[pid == i][np.argmax(s[pid == i])] for i in np.unique(pid)]
+        assert np.mean(regret) <= 0.01 and np.mean(np.asarray(regret) <= 0.02) >= 0.85, regret
+    # through fit (as CV and the final fit call it): the student, counting the teacher's trees
+    via_fit = fit(tb, rows, model, "relative", cat, 0, 120)
+    assert via_fit.num_trees() == 60 and via_fit.member_iterations == [120]
+
+
 def plain_model(**kw):
     from omegaconf import OmegaConf
 

@@ -46,6 +46,7 @@ class Candidate:
     bagging: int = 1  # seeds averaged into one model
     leaves: int = 0  # num_leaves of this candidate (0: the model config's)
     learning_rate: float = 0.0  # learning rate of this candidate (0: the model config's)
+    distill: int = 0  # > 0: a student of this many trees replaces the trained model (training.distill)
 
     def __post_init__(self) -> None:
         if self.objective not in OBJECTIVES:
@@ -57,36 +58,44 @@ class Candidate:
                                 "simulator")
         if self.bagging < 1:
             raise TrainingError(f"bagging {self.bagging}: must be >= 1")
+        if self.distill < 0:
+            raise TrainingError(f"distill {self.distill}: the student's trees, >= 1 (0: no distillation)")
         if self.leaves < 0 or self.leaves == 1 or not 0 <= self.learning_rate <= 1:
             raise TrainingError(f"leaves={self.leaves}, learning_rate={self.learning_rate}: leaves is 0 (the model "
                                 "config's) or at least 2; learning_rate is 0 (the config's) or in (0, 1]")
 
     @classmethod
-    def parse(cls, text: str, bagging: int = 1) -> "Candidate":
-        """A candidate from ``objective[+analytic][+prior][+ck][+bagN][+leavesN][+lrX]`` (train.compare's
-        entries; leaves and lr override the model config's ``num_leaves`` and ``learning_rate``)."""
+    def parse(cls, text: str, bagging: int = 1, distill: int = 0) -> "Candidate":
+        """A candidate from ``objective[+analytic][+prior][+ck][+bagN][+leavesN][+lrX][+distillN]``
+        (train.compare's entries; leaves and lr override the model config's ``num_leaves`` and
+        ``learning_rate``; distillN distills the model into a student of N trees)."""
         objective, *flags = str(text).split("+")
         known = {"analytic", "prior", "ck"}
         numbered = {kind: [f for f in flags if re.fullmatch(pattern, f)] for kind, pattern in
-                    (("bag", r"bag\d+"), ("leaves", r"leaves([2-9]|\d\d+)"), ("lr", r"lr(0?\.\d+|1(\.0*)?)"))}
+                    (("bag", r"bag\d+"), ("leaves", r"leaves([2-9]|\d\d+)"), ("lr", r"lr(0?\.\d+|1(\.0*)?)"),
+                     ("distill", r"distill[1-9]\d*"))}
         bad = [f for f in flags if f not in known and not any(f in v for v in numbered.values())]
         if objective not in OBJECTIVES or bad or len(set(flags)) < len(flags) or any(len(v) > 1 for v in numbered.values()):
             raise TrainingError(f"train.compare entry {text!r}: use an objective ({', '.join(OBJECTIVES)}) optionally "
                                 "followed by +analytic (simulator features), +prior (simulator as prior), +ck (CK's "
-                                "feature set), +bagN (N seeds averaged), +leavesN (num_leaves) and +lrX (learning rate)")
+                                "feature set), +bagN (N seeds averaged), +leavesN (num_leaves), +lrX (learning rate) "
+                                "and +distillN (a student of N trees)")
         first = lambda kind, cut, cast, default: cast(numbered[kind][0][cut:]) if numbered[kind] else default  # noqa: E731
         return cls(objective, "analytic" in flags, "prior" in flags, "ck" if "ck" in flags else "native",
-                   first("bag", 3, int, bagging), first("leaves", 6, int, 0), first("lr", 2, float, 0.0))
+                   first("bag", 3, int, bagging), first("leaves", 6, int, 0), first("lr", 2, float, 0.0),
+                   first("distill", 7, int, distill))
 
     @property
     def name(self) -> str:
         return (self.objective + ("+analytic" if self.analytic else "") + ("+prior" if self.prior else "")
                 + ("+ck" if self.features == "ck" else "") + (f"+bag{self.bagging}" if self.bagging > 1 else "")
-                + (f"+leaves{self.leaves}" if self.leaves else "") + (f"+lr{self.learning_rate:g}" if self.learning_rate else ""))
+                + (f"+leaves{self.leaves}" if self.leaves else "") + (f"+lr{self.learning_rate:g}" if self.learning_rate else "")
+                + (f"+distill{self.distill}" if self.distill else ""))
 
     def model(self, model: Mapping[str, Any]) -> dict:
         """The model settings this candidate trains with: the config's, with its own overrides."""
-        return {**model, "bagging_seeds": self.bagging, **({"num_leaves": self.leaves} if self.leaves else {}),
+        return {**model, "bagging_seeds": self.bagging, "distill_trees": self.distill,
+                **({"num_leaves": self.leaves} if self.leaves else {}),
                 **({"learning_rate": self.learning_rate} if self.learning_rate else {})}
 
     @property

@@ -32,6 +32,11 @@ class Table:
     full: np.ndarray = None  # per problem: every candidate kernel that can run it was attempted
     report: dict = field(default_factory=dict)
     prior: np.ndarray | None = None  # per row: the analytic prior (init score) the trees correct (models.prior)
+    # New problems -> (feature rows of their pairs with the measured kernels, problem index per row):
+    # what a distilled student trains on beyond the measured problems (fit, model.distill_*).
+    featurize: Callable[[Sequence[Any]], tuple[np.ndarray, np.ndarray]] | None = None
+    build_problem: Callable[[dict], Any] | None = None  # a dict of fields -> a checked problem
+    span_blocks: tuple = ()  # fields drawn together when new problems are drawn (problems.space.span_problems)
 
 
 def build_table(df: Any, op: Mapping[str, Any], arch: Mapping[str, Any], pool: Sequence[Any], engine: Any,
@@ -82,8 +87,28 @@ def build_table(df: Any, op: Mapping[str, Any], arch: Mapping[str, Any], pool: S
     report.update(rows_used=int(len(X)), problems=len(problems), problems_fully_measured=int(full.sum()),
                   problems_partly_measured=int((~full).sum()), kernels_measured=int(len(np.unique(kid))),
                   pool=len(pool))
+    measured = sorted(set(kid.tolist()))
+
+    def featurize(new: Sequence[Any]) -> tuple[np.ndarray, np.ndarray]:
+        """Feature rows of new problems paired with the measured kernels that can run them."""
+        new_pid, new_kid, groups = [], [], {}
+        for i, p in enumerate(new):
+            if p.group not in groups:
+                ks = [j for j in measured if pool[j].group == p.group]
+                groups[p.group] = (np.array(ks, dtype=np.int64), family.kernels.support_arrays([pool[j] for j in ks]))
+            ks, support = groups[p.group]
+            runs = ks[np.asarray(family.kernels.support_mask(p, support, op)[0], dtype=bool)] if len(ks) else ks
+            new_pid += [i] * len(runs)
+            new_kid += runs.tolist()
+        new_pid_a, new_kid_a = np.asarray(new_pid, dtype=np.int64), np.asarray(new_kid, dtype=np.int64)
+        if not len(new_pid_a):
+            return np.empty((0, X.shape[1])), new_pid_a
+        return pair_features(engine, new, pool, new_pid_a, new_kid_a, arch, op["direction"], analytic_params), new_pid_a
+
     return Table(X=X, tflops=tflops, pid=pid, kid=kid, problems=problems, kernels=list(pool),
-                 feature_names=engine.feature_names(analytic_params is not None), full=full, report=report)
+                 feature_names=engine.feature_names(analytic_params is not None), full=full, report=report,
+                 featurize=featurize, build_problem=problems_mod.problem_from_dict,
+                 span_blocks=tuple(getattr(problems_mod, "SPAN_BLOCKS", getattr(problems_mod, "PARTNERS", ()))))
 
 
 def _fully_measured(rows: Any, fields: list, keys: list, candidates: set, pool: Sequence[Any], family: Any,
@@ -218,6 +243,12 @@ def fit(table: Table, rows: np.ndarray, model: Mapping[str, Any], objective: str
     own early stopping) and returns their average as one booster (:func:`average_boosters`): every
     path that scores a booster (CV, bundles, the selectors, the C and CK exports) scores the average.
     The booster's ``member_iterations`` lists each member's tree count."""
+    if int(model.get("distill_trees", 0)) > 0:
+        if init_model is not None:
+            raise TrainingError("model.distill_trees: a distilled model cannot warm-start (train.warm_start)")
+        teacher = fit(table, rows, {**model, "distill_trees": 0}, objective, categorical, seed, n_trees, valid_rows,
+                      None, partial, pair_weight)
+        return distill(teacher, table, rows, model, seed)
     members = max(1, int(model.get("bagging_seeds", 1)))
     if members == 1 and (init_model is None or table.prior is None):
         booster = _fit_one(table, rows, model, objective, categorical, seed, n_trees, valid_rows, init_model,
@@ -239,6 +270,38 @@ def fit(table: Table, rows: np.ndarray, model: Mapping[str, Any], objective: str
         booster = append_trees(base, booster)
     booster.member_iterations = iterations
     return booster
+
+
+def distill(teacher: Any, table: Table, rows: np.ndarray, model: Mapping[str, Any], seed: int) -> Any:
+    """A compact student of ``teacher``: ``model.distill_trees`` trees of ``model.distill_leaves``
+    leaves regressing the teacher's raw score over the problems of ``rows`` plus
+    ``model.distill_problems`` new problems drawn from the space those problems span. It ranks
+    like the teacher at a fraction of the trees (selection time follows the tree count). Inside
+    CV each fold distills its own teacher, so the CV figure is the student's."""
+    from ckheur.problems.space import span_problems
+    from ckheur.threads import lightgbm, predict, train_threads
+
+    lgb = lightgbm()
+    trees = int(model["distill_trees"])
+    X = table.X[rows]
+    count = int(model.get("distill_problems", 0))
+    if count > 0:
+        if table.featurize is None or table.build_problem is None:
+            raise TrainingError("model.distill_problems: this table cannot featurize new problems")
+        known = [table.problems[i] for i in np.unique(table.pid[rows])]
+        new = span_problems(known, count, seed, table.build_problem, table.span_blocks)
+        X_new, _ = table.featurize(new)
+        X = np.concatenate([X, X_new]) if len(X_new) else X
+    threads = int(model.get("threads", 0))
+    y = predict(teacher, X, threads, raw_score=True)
+    params = {**lgb_params(model, "relative", seed), "objective": "regression", "metric": "l2",
+              "num_leaves": int(model.get("distill_leaves", 15))}
+    params["num_threads"] = train_threads(threads, len(X), X.shape[1])
+    student = lgb.train(params, lgb.Dataset(X, y, free_raw_data=True), num_boost_round=trees)
+    # The teacher's early-stopping counts: what CV reports and the final fit trains the teacher with.
+    student.member_iterations = list(getattr(teacher, "member_iterations", [teacher.current_iteration()]))
+    student.distilled = True
+    return student
 
 
 def _fit_one(table: Table, rows: np.ndarray, model: Mapping[str, Any], objective: str, categorical: list[int],
@@ -371,7 +434,8 @@ def cross_validate(table: Table, model: Mapping[str, Any], objective: str, categ
                       valid_rows=np.sort(tr[inner_va]), partial=partial, pair_weight=pair_weight)
         best_iters += booster.member_iterations
         # A single model is cut at its early-stopping iteration; an average already holds only its members' best.
-        used = booster.member_iterations[0] if len(booster.member_iterations) == 1 else None
+        used = booster.member_iterations[0] if len(booster.member_iterations) == 1 and \
+            not getattr(booster, "distilled", False) else None
         oof[te] = predict(booster, tb.X[te], int(model.get("threads", 0)), num_iteration=used)
         if tb.prior is not None:
             oof[te] += tb.prior[te]

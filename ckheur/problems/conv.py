@@ -37,6 +37,8 @@ _MIN_ONE = {"N", "C", "K", "G", "Di", "Hi", "Wi", "Z", "Y", "X",
 _DEFAULTS_3D = {"Di": 1, "Z": 1, "stride_d": 1, "pad_d": 0, "dilation_d": 1}
 # Columns that come together in a table: one without the others would silently take defaults.
 PARTNERS = (("stride_h", "stride_w"), ("pad_h", "pad_w"), ("dilation_h", "dilation_w"), tuple(_DEFAULTS_3D))
+# Fields drawn together when new problems are drawn from a set's span (problems.space.span_problems).
+SPAN_BLOCKS = (("Hi", "Wi"), ("Y", "X"), *PARTNERS)
 
 
 def output_size(size: Any, pad: Any, dilation: Any, filt: Any, stride: Any) -> Any:

@@ -1,9 +1,10 @@
-"""Problems as points: standardized log problem space, and shape clusters (k-means clusters
-in it). Shared by training (leave-cluster-out CV) and active sweeps (distances, strata)."""
+"""Problems as points: standardized log problem space, shape clusters (k-means clusters in it),
+and new problems drawn from the space a set spans. Shared by training (leave-cluster-out CV,
+distillation) and active sweeps (distances, strata)."""
 
 from __future__ import annotations
 
-from typing import Any, Sequence
+from typing import Any, Callable, Sequence
 
 import numpy as np
 
@@ -27,3 +28,37 @@ def cluster_shapes(problems: Sequence[Any], clusters: int, seed: int) -> np.ndar
         return np.zeros(len(problems), dtype=np.int64)
     k = max(1, min(clusters, len(problems)))
     return KMeans(n_clusters=k, n_init=10, random_state=seed).fit_predict(Z).astype(np.int64)
+
+
+def span_problems(problems: Sequence[Any], count: int, seed: int, build: Callable[[dict], Any],
+                  blocks: Sequence[Sequence[str]] = ()) -> list:
+    """Up to ``count`` new valid problems from the space ``problems`` span: each takes every field
+    (or block of fields that belong together, such as a stride's two values) from a randomly
+    drawn problem of the set, so values stay ones the data has and new combinations appear.
+    ``build`` makes a problem from a dict (raising on an invalid one, which is skipped); problems
+    of the set itself are not returned."""
+    rng = np.random.default_rng(seed)
+    rows = [p.to_dict() for p in problems]
+    if not rows or count <= 0:
+        return []
+    blocked = {f for b in blocks for f in b}
+    groups = [tuple(b) for b in blocks if set(b) <= set(rows[0])] + [(f,) for f in rows[0] if f not in blocked]
+    seen = {tuple(sorted(r.items())) for r in rows}
+    out: list = []
+    for _ in range(count * 20):  # invalid draws (a group count that does not divide C, ...) are skipped
+        if len(out) >= count:
+            break
+        draw = {}
+        for g in groups:
+            src = rows[int(rng.integers(len(rows)))]
+            draw.update({f: src[f] for f in g})
+        key = tuple(sorted(draw.items()))
+        if key in seen:
+            continue
+        try:
+            problem = build(draw)
+        except ValueError:  # ProblemError and the families' own refusals
+            continue
+        seen.add(key)
+        out.append(problem)
+    return out

@@ -23,15 +23,16 @@ def data_paths(cfg: Any, op: dict, arch: dict, explicit: list, problems: str) ->
 
 
 def candidates(cfg: Any) -> list:
-    """The configured model (objective, features.*, model.prior, model.bagging_seeds), then train.compare's."""
+    """The configured model (objective, features.*, model.prior, model.bagging_seeds, model.distill_trees),
+    then train.compare's."""
     from ckheur.models.trainer import Candidate
 
-    bagging = int(cfg.model.bagging_seeds)
+    bagging, distill = int(cfg.model.bagging_seeds), int(cfg.model.distill_trees)
     first = Candidate(str(cfg.model.objective), bool(cfg.features.analytic), str(cfg.model.prior) == "analytic",
-                      str(cfg.features.engine), bagging)
+                      str(cfg.features.engine), bagging, distill=distill)
     out = [first]
     for text in cfg.train.compare:
-        c = Candidate.parse(str(text), bagging)
+        c = Candidate.parse(str(text), bagging, distill)
         if c not in out:
             out.append(c)
     return out
