@@ -538,6 +538,7 @@ class PredictSchema:
     output: Optional[str] = None  # problems=<set>: CSV or JSON path; default predictions.csv in the run dir
     tuning_db: Optional[str] = None  # a tuning database: its exact hits win (the tier used is printed)
     find_db: Optional[str] = None  # miopen ops: MIOpen's find-db (<arch><CUs>.HIP.fdb.txt[.bz2]) answers next
+    explain: bool = False  # one problem: every candidate with score, times, whether it applies, the deciding tier
     progress: ProgressMode = ProgressMode.auto  # bar on a terminal, log lines otherwise, or none
     log_every_s: float = 10.0
 
