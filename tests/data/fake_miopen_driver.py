@@ -114,7 +114,8 @@ def main(argv):
             print(f"{runner}() FAILED, rc = 0x6")
             return 6 if forw != 4 else 0
         for solver, time_ms, workspace, algorithm in listed:
-            print(f"- id: {solution_id(solver)} algo: {algorithm}, time: {time_ms:g} ms, ws: {workspace}, name: {solver}")
+            print(f"- id: {solution_id(solver)} algo: {algorithm}, time: {time_ms:g} ms, ws: {workspace}, "
+                  f"name: {solver}")
     entry = next((e for e in listed if e[0] == name), None)
     if entry is None:
         print(f"Warning: Solution id ({solution_id(name)}) is not reported by the library. Trying it anyway...")
