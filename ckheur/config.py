@@ -437,6 +437,7 @@ class CommandBackendSchema:
     template: str = MISSING
     regex: str = MISSING  # first group: the time
     workspace_regex: Optional[str] = None  # first group: the workspace bytes the run used (MIOpen find-dbs need it)
+    kernel_regex: Optional[str] = None  # first group: the kernel the run says it ran; another than the asked one fails
     time_unit: str = "ms"  # ms or us or s
     timeout_s: float = 60.0
     batch_pairs: int = 20
@@ -540,6 +541,7 @@ class PredictSchema:
     output: Optional[str] = None  # problems=<set>: CSV or JSON path; default predictions.csv in the run dir
     tuning_db: Optional[str] = None  # a tuning database: its exact hits win (the tier used is printed)
     find_db: Optional[str] = None  # miopen ops: MIOpen's find-db (<arch><CUs>.HIP.fdb.txt[.bz2]) answers next
+    explain: bool = False  # one problem: every candidate with score, times, whether it applies, the deciding tier
     progress: ProgressMode = ProgressMode.auto  # bar on a terminal, log lines otherwise, or none
     log_every_s: float = 10.0
 
@@ -657,7 +659,7 @@ def register_configs() -> None:
 
 # Free-text values that Hydra's override grammar cannot take unquoted (operators, quotes).
 _FREE_TEXT_KEYS = ("kernels.filter=", "problem=", "backend.template=", "backend.regex=",
-                   "backend.build_command=")
+                   "backend.build_command=", "backend.workspace_regex=", "backend.kernel_regex=")
 
 
 def quote_free_text(args: list[str]) -> list[str]:

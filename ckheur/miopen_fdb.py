@@ -322,6 +322,25 @@ def find_db_answers(path: str | Path, direction: str, dtype: str, arch: str) -> 
     return FindDbAnswers(Path(path), arch, direction, dtype, best)
 
 
+def find_db_listing(path: str | Path, problem: Any, direction: str, dtype: str, arch: str) -> dict[str, float] | None:
+    """Every solver a find-db lists for one problem (``MIOpenConvProblem``) of a direction and data
+    type, with its time in ms; None when the file does not hold the problem."""
+    import numpy as np
+
+    from ckheur.dataset import problem_keys
+    from ckheur.problems.miopen_conv import FIELDS
+
+    cus_of(path, arch)
+    fdb = read_find_db(path)
+    rows = np.flatnonzero(((fdb.problems["direction"] == direction) & (fdb.problems["dtype"] == dtype)).to_numpy())
+    keys = problem_keys(fdb.problems.iloc[rows][list(FIELDS)])
+    at = next((int(r) for r, key in zip(rows, keys) if key == problem.key()), None)
+    if at is None:
+        return None
+    e = fdb.entries[fdb.entries["problem"].to_numpy() == at]
+    return dict(zip(e["solver"].astype(str), e["time_ms"].astype(float)))
+
+
 def cus_of(path: str | Path, arch: str, *, user: bool = False) -> int:
     """The CU count a find-db's file name gives, after checking that it names ``arch`` (with
     ``user``: a user find-db, plain text); FindDbError saying how MIOpen names them otherwise."""

@@ -24,6 +24,7 @@ BACKENDS = {
     "replay": "ckheur.backends.replay",
     "hip": "ckheur.backends.hip",
     "command": "ckheur.backends.command",
+    "miopen_driver": "ckheur.backends.command",  # the command backend with MIOpenDriver's defaults
 }
 
 

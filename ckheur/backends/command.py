@@ -4,7 +4,8 @@ The template is formatted with the problem's fields, the kernel's traits and nam
 convolutions ``{miopen_args}`` (the problem as MIOpenDriver flags), ``{miopen_command}`` and
 ``{miopen_direction}`` (1, 2, 4); it is split like a shell line and run without a shell.
 ``regex``'s first group is the time; ``workspace_regex``'s, when given, the workspace in bytes
-the run used (what a MIOpen find-db records; without it the workspace is unknown, -1). For a CK
+the run used (what a MIOpen find-db records; without it the workspace is unknown, -1);
+``kernel_regex``'s, when given, the kernel the run says it ran (a run of another fails). For a CK
 GEMM benchmark binary, for example: ``benchmark_{kernel} -m={M} -n={N} -k={K} -split_k={split_k}``.
 """
 
@@ -28,6 +29,7 @@ def make(cfg: Mapping[str, Any], op: Mapping[str, Any], arch: Mapping[str, Any])
         raise BackendError(f"backend.time_unit={cfg['time_unit']!r}: allowed values are {', '.join(_UNITS)}")
     pattern = _compiled(cfg, "regex")
     workspace_pattern = _compiled(cfg, "workspace_regex") if cfg.get("workspace_regex") else None
+    kernel_pattern = _compiled(cfg, "kernel_regex") if cfg.get("kernel_regex") else None
     scale, timeout = _UNITS[cfg["time_unit"]], float(cfg["timeout_s"])
     direction_flag = {"fwd": 1, "bwd_data": 2, "bwd_weight": 4}[op["direction"]]
 
@@ -60,6 +62,9 @@ def make(cfg: Mapping[str, Any], op: Mapping[str, Any], arch: Mapping[str, Any])
                 out.add(float("nan"), "failed", f"output did not match backend.regex: {r.stdout[-200:].strip()}")
             elif not _is_number(m.group(1)):
                 out.add(float("nan"), "failed", f"backend.regex matched {m.group(1)[:80]!r}, not a number")
+            elif kernel_pattern and (other := _ran_other(kernel_pattern, text, k.name)):
+                out.add(float("nan"), "failed", f"the run reports another kernel than {k.name} (backend.kernel_regex "
+                        f"found {other}): its time is not {k.name}'s")
             elif workspace_pattern and not (w and w.group(1).isdigit()):
                 out.add(float("nan"), "failed", "output did not give a workspace in bytes matching "
                         f"backend.workspace_regex: {r.stdout[-200:].strip()}")
@@ -68,6 +73,14 @@ def make(cfg: Mapping[str, Any], op: Mapping[str, Any], arch: Mapping[str, Any])
         return out
 
     return Measurer(name="command", measure=measure, batch_pairs=int(cfg["batch_pairs"]))
+
+
+def _ran_other(pattern: re.Pattern, text: str, kernel: str) -> str:
+    """What the run reports having run when it is not ``kernel`` (MIOpenDriver falls back to its
+    own Find for a solver name it does not know), else ''."""
+    m = pattern.search(text)
+    ran = m.group(1) if m else "nothing"
+    return "" if ran == kernel else repr(ran)
 
 
 def _is_number(text: str) -> bool:

@@ -1,11 +1,12 @@
 """Predicting with a job's model: which bundle serves an op on an arch (a trained one, else a
-simulated one, else the analytic model, labeled), and predictions for a problem set written as
-they come."""
+simulated one, else the analytic model, labeled), predictions for a problem set written as
+they come, and one problem's pick explained beside every candidate."""
 
 from __future__ import annotations
 
 import json
 from collections import Counter
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Sequence
 
@@ -93,3 +94,71 @@ def write_predictions(selector: Any, problems: Sequence[Any], out: str | Path, *
         if writer is None:
             f.write("\n]\n")
     return tiers
+
+
+@dataclass(frozen=True)
+class Candidate:
+    """One kernel of the pool for one problem, as :func:`explain` shows it."""
+
+    kernel: str
+    rank: int | None  # the model's rank among the candidates it scored (1: its first choice); None: not scored
+    score: float | None  # the model's score (higher ranks first)
+    pred_ms: float | None  # the predicted time, when the model predicts one
+    tuned_ms: float | None  # measured in the tuning database (None: not there, or the run failed)
+    tuned_status: str  # the tuning database's status for it ('' when never attempted)
+    find_db_ms: float | None  # MIOpen's find-db time for the problem (MIOpen's solvers, with a find-db)
+    applies: bool | None  # MIOpen: listed in the find-db; other families: legal and supports the problem
+    why: str  # what ``applies`` rests on
+    picked: bool  # the selector's pick
+    tier: str  # on the picked row, the tier that decided (Selector.select); '' on the others
+
+
+def explain(selector: Any, problem: Any, *, find_db: str | Path | None = None) -> list[Candidate]:
+    """Every kernel of the selector's pool for one problem, the pick first, then by model rank:
+    score, predicted time, measured times (tuning database, find-db) and whether it applies.
+    ``find_db``: MIOpen's find-db file giving every listed solver's time (default: the selector's)."""
+    import numpy as np
+
+    from ckheur.miopen_fdb import find_db_listing
+    from ckheur.models.selector import as_problem
+
+    p = as_problem(problem, selector.family.name, selector.direction, selector.dtype)
+    chosen = selector.select(p)
+    scored, scores, tflops = selector._scores(p)
+    order = np.argsort(-np.asarray(scores), kind="stable")
+    rank = {scored[i].name: r + 1 for r, i in enumerate(order)}
+    at = {k.name: i for i, k in enumerate(scored)}
+    timed = selector.booster is None or selector.tflops_booster is not None or selector.objective == "regression_log"
+    runs = selector.tuning_db.runs(p.key()) if selector.tuning_db is not None else {}
+    if find_db is None and selector.find_db is not None:
+        find_db = selector.find_db.path
+    listed = None
+    if find_db is not None:
+        listed = find_db_listing(find_db, p, selector.direction, selector.dtype, selector.arch["name"])
+    pool = selector._pools.get(p.group)
+    mask, reason = selector.family.kernels.support_mask(p, pool.support, selector.op) if pool else (None, "")
+    supported = {k.name: bool(ok) for k, ok in zip(pool.kernels, mask)} if pool else {}
+    rows = []
+    for k in selector.kernels:
+        i = at.get(k.name)
+        status, lat = runs.get(k.name, ("", None))
+        if k.name not in supported:
+            applies, why = False, f"for {k.group} problems, not {p.group}"
+        elif not supported[k.name]:
+            applies, why = False, reason or "the family's support rules exclude it for this problem"
+        elif selector.family.name != "miopen":
+            applies, why = True, "legal in the pool and supports the problem" + \
+                ("" if i is not None else "; not scored: below the analytic pre-ranking's top (cascade)")
+        elif listed is None:
+            applies, why = None, "no find-db given" if find_db is None else "the find-db does not hold this problem"
+        else:
+            applies = k.name in listed or None
+            why = "listed in the find-db" if applies else "not listed in the find-db: not applicable, or slower " \
+                "than the slowest listed solver"
+        rows.append(Candidate(
+            kernel=k.name, rank=rank.get(k.name), score=None if i is None else float(scores[i]),
+            pred_ms=float(p.flops / (tflops[i] * 1e12) * 1e3) if i is not None and timed and tflops[i] > 0 else None,
+            tuned_ms=lat, tuned_status=status, find_db_ms=(listed or {}).get(k.name), applies=applies, why=why,
+            picked=k.name == chosen.kernel, tier=chosen.source if k.name == chosen.kernel else ""))
+    last = len(rows) + 1
+    return sorted(rows, key=lambda r: (not r.picked, r.rank or last, r.kernel))

@@ -51,6 +51,11 @@ def run(cfg: Any, ctx: Context) -> dict:
         raise StageError(f"predict.k={k}: the number of kernels to print must be >= 1")
     selector, label = selector_from_cfg(cfg, job, tuning_db=cfg.predict.tuning_db, find_db=cfg.predict.find_db)
     single = problem_from_cfg(cfg, job)
+    if cfg.predict.explain:
+        if single is None:
+            raise StageError("predict.explain=true explains one problem: give problem=\"<MIOpenDriver line>\" or "
+                             "problem.<field>=...")
+        return _explain(selector, single, label, cfg.predict.find_db, job)
     if single is not None:
         ranked = selector.rank(single, k=k)
         chosen = selector.select(single)
@@ -71,3 +76,24 @@ def run(cfg: Any, ctx: Context) -> dict:
     print(f"predict: top-{k} kernels for {len(problems)} problems of {cfg.problems.name} (ranked by {label}) -> {out}")
     print(f"predict: selected by tier: {', '.join(f'{t} {n}' for t, n in sorted(tiers.items())) or 'none'}")
     return {"output": str(out), "problems": len(problems), "ranked_by": label, "tiers": dict(tiers)}
+
+
+def _explain(selector: Any, problem: Any, label: str, find_db: str | None, job: Any) -> dict:
+    """Print every candidate of one problem beside the pick (``ckheur.models.predicting.explain``)."""
+    from dataclasses import asdict
+
+    from ckheur.display import format_table
+    from ckheur.models.predicting import explain
+
+    rows = explain(selector, problem, find_db=find_db)
+    ms = lambda v: "-" if v is None else f"{v:.4g}"  # noqa: E731
+    applies = {True: "yes", False: "no", None: "?"}
+    print(f"{job.direction} {job.dtype} on {job.arch_name}: {problem.describe()} ({problem.flops / 1e9:.3f} GFLOP)")
+    print(f"ranked by: {label}")
+    print(format_table(["", "kernel", "model rank", "score", "pred ms", "tuning db ms", "find-db ms", "applies", "why"],
+                       [("*" if r.picked else "", r.kernel, r.rank or "-", "-" if r.score is None else f"{r.score:.4g}",
+                         ms(r.pred_ms), ms(r.tuned_ms) if r.tuned_status in ("", "ok") else r.tuned_status,
+                         ms(r.find_db_ms), applies[r.applies], r.why) for r in rows]))
+    print(f"selected: {rows[0].kernel} (tier: {rows[0].tier})")
+    return {"problem": problem.to_dict(), "ranked_by": label, "selected": rows[0].kernel, "tier": rows[0].tier,
+            "candidates": [asdict(r) for r in rows]}

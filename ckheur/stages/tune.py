@@ -60,3 +60,6 @@ def _print(s: dict) -> None:
           f"was the fastest measured on {s['model_top1_was_fastest']}"
           + (f"; measured picks are {speed:.3f}x faster than it on average" if speed else "")
           + f"; database: {s['database']}")
+    if s["attempts"]:
+        print(f"tune: {s['attempts']} runs against {s['exhaustive_runs']} for an exhaustive search of the same "
+              f"problems (every candidate of the pool: {s['exhaustive_runs'] / s['attempts']:.1f}x as many)")
