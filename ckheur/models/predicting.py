@@ -97,7 +97,7 @@ def write_predictions(selector: Any, problems: Sequence[Any], out: str | Path, *
 
 
 @dataclass(frozen=True)
-class Candidate:
+class ExplainedKernel:
     """One kernel of the pool for one problem, as :func:`explain` shows it."""
 
     kernel: str
@@ -113,7 +113,7 @@ class Candidate:
     tier: str  # on the picked row, the tier that decided (Selector.select); '' on the others
 
 
-def explain(selector: Any, problem: Any, *, find_db: str | Path | None = None) -> list[Candidate]:
+def explain(selector: Any, problem: Any, *, find_db: str | Path | None = None) -> list[ExplainedKernel]:
     """Every kernel of the selector's pool for one problem, the pick first, then by model rank:
     score, predicted time, measured times (tuning database, find-db) and whether it applies.
     ``find_db``: MIOpen's find-db file giving every listed solver's time (default: the selector's)."""
@@ -155,7 +155,7 @@ def explain(selector: Any, problem: Any, *, find_db: str | Path | None = None) -
             applies = k.name in listed or None
             why = "listed in the find-db" if applies else "not listed in the find-db: not applicable, or slower " \
                 "than the slowest listed solver"
-        rows.append(Candidate(
+        rows.append(ExplainedKernel(
             kernel=k.name, rank=rank.get(k.name), score=None if i is None else float(scores[i]),
             pred_ms=float(p.flops / (tflops[i] * 1e12) * 1e3) if i is not None and timed and tflops[i] > 0 else None,
             tuned_ms=lat, tuned_status=status, find_db_ms=(listed or {}).get(k.name), applies=applies, why=why,
