@@ -99,6 +99,9 @@ class SourceKind(_Choice):
     csv = "csv"
     dataset = "dataset"  # the problems of a dataset folder, Parquet file or CK CSV
     set = "set"
+    miopen_log = "miopen_log"  # the convolution commands of a log written with MIOPEN_ENABLE_LOGGING_CMD=1
+    onnx = "onnx"  # the Conv / ConvTranspose nodes of an ONNX model (the onnx extra)
+    torch = "torch"  # the convolutions a PyTorch module's forward pass runs (the torch extra)
 
 
 class SweepStrategy(_Choice):
@@ -280,6 +283,11 @@ class ProblemSourceSchema:
     ndim: int = 2
     shapes: Dict[str, float] = field(default_factory=dict)  # shape kind -> sampling weight (generate)
     max_gflop: float = 20000.0
+    # miopen_log / onnx / torch (repeats are the layer's weight; the op's direction picks what runs in it):
+    dtype: Optional[DType] = None  # miopen_log: take lines of this dtype (default the op's); onnx/torch: rank as this
+    training: bool = False  # onnx / torch: every layer in every direction (a training step), not inference only
+    module: Optional[str] = None  # torch: package.module:attribute, an nn.Module or a callable returning one
+    input_shape: List[int] = field(default_factory=list)  # torch: the input's shape (N, C, spatial...)
 
 
 @dataclass
