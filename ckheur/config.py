@@ -550,6 +550,20 @@ class PredictSchema:
 
 
 @dataclass
+class ReportSchema:
+    """stage=report: a network's layers, picks, MIOpen's answers and a tuning plan."""
+
+    model_dir: Optional[str] = None  # default: as stage=predict (real model, else simulated, else analytic)
+    tuning_db: Optional[str] = None  # a tuning database: its exact hits win (tier tuning_db)
+    find_db: Optional[str] = None  # miopen ops: MIOpen's system find-db; its answers are MIOpen's (and a tier)
+    tunanet: Optional[str] = None  # miopen ops: folder of <arch>.tn.model; MIOpen's answer where no find-db lists it
+    candidates: int = 3  # plan: kernels measured per layer (the model's best)
+    repeats: int = 10  # plan: runs per kernel
+    overhead_s: float = 1.0  # plan: seconds per driver run besides the kernel (process start, kernel load)
+    assumed_efficiency: float = 0.9  # plan: the model's mean efficiency when its bundle has no CV metrics
+
+
+@dataclass
 class SearchSchema:
     method: str = "de"  # de (discrete differential evolution) or random (random top-k)
     budget: int = 500  # model evaluations
@@ -626,6 +640,7 @@ class Config:
     train: TrainSchema = field(default_factory=TrainSchema)
     evaluate: EvaluateSchema = field(default_factory=EvaluateSchema)
     predict: PredictSchema = field(default_factory=PredictSchema)
+    report: ReportSchema = field(default_factory=ReportSchema)
     search: SearchSchema = field(default_factory=SearchSchema)
     problem: ProblemSchema = field(default_factory=ProblemSchema)
     seed: int = 0
