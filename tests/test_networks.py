@@ -167,4 +167,17 @@ def test_torch_module_convolutions_on_the_meta_device():
     assert (dw["G"], dw["Hi"], dw["Y"], dw["dilation_h"], dw["pad_h"]) == (32, 32, 5, 2, 4)
     assert (up["C"], up["K"], up["Hi"], up["Wi"]) == (16, 32, 64, 64)  # the transposed conv's output is 64x64
     assert (c3["Di"], c3["Hi"], c3["Z"], c3["pad_d"], c3["C"], c3["K"]) == (16, 64, 3, 1, 1, 8)
-    assert all(p.device.type == "meta" for p in net.parameters())  # no weights were ever materialized
+    assert all(p.device.type == "cpu" for p in net.parameters())  # the caller's module is left as it was
+    source = {"name": "t", "sources": [{"kind": "torch", "family": "grouped_conv", "module": "test_networks:_small_net",
+                                        "input_shape": [8, 3, 32, 32], "batch": [2]}]}
+    assert [(p.describe(), w) for p, w in load_weighted_set(source, "grouped_conv", "fwd", "fp32")] == [
+        ("N2 C3 K16 G1 32x32 k3x3 s1 p1", 1), ("N2 C16 K16 G1 32x32 k3x3 s1 p1", 2)]
+
+
+def _small_net():
+    """A module factory for the torch source kind (module: test_networks:_small_net): built on the meta device."""
+    import torch
+
+    assert torch.empty(1).device.type == "meta"
+    nn = torch.nn
+    return nn.Sequential(nn.Conv2d(3, 16, 3, padding=1), nn.Conv2d(16, 16, 3, padding=1), nn.Conv2d(16, 16, 3, padding=1))

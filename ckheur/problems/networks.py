@@ -201,15 +201,19 @@ def onnx_layers(path: str | Path, batch: int | None = None, dtype: str | None = 
 
 def torch_layers(module: Any, input_shape: Sequence[int], dtype: str | None = None) -> list[Layer]:
     """The convolutions a forward pass of a PyTorch module runs, recorded by forward hooks on its
-    Conv1d/2d/3d and ConvTranspose1d/2d/3d modules, on the meta device: no weights, no GPU, no
-    arithmetic. ``input_shape``: the input (N, C, spatial...); dtype from the module's parameters
+    Conv1d/2d/3d and ConvTranspose1d/2d/3d modules, on the meta device: no GPU, no arithmetic (a module
+    with real weights is copied to the meta device first; build it under ``torch.device("meta")`` to
+    have none). ``input_shape``: the input (N, C, spatial...); dtype from the module's parameters
     unless ``dtype`` overrides it."""
     try:
         import torch
     except ImportError:
         raise ProblemError("PyTorch modules need the torch package: pip install 'ckheur[torch]'") from None
+    import copy
+
     nn = torch.nn
-    module = module.to("meta")
+    if any(p.device.type != "meta" for p in module.parameters()):
+        module = copy.deepcopy(module).to("meta")  # the caller's module keeps its weights and device
     params = list(module.parameters())
     tdtype = params[0].dtype if params else torch.float32
     layers: list[Layer] = []
@@ -262,7 +266,10 @@ def load_torch_module(spec: str) -> Any:
         raise ProblemError(f"problem source module={spec!r}: {e}") from None
     import torch
 
-    return obj if isinstance(obj, torch.nn.Module) else obj()
+    if isinstance(obj, torch.nn.Module):
+        return obj
+    with torch.device("meta"):  # the factory's weights are never allocated
+        return obj()
 
 
 def layer_problems(layers: Sequence[Layer], build: Any, direction: str | None = None, training: bool = False) -> list:
