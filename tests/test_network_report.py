@@ -32,6 +32,9 @@ def test_report_of_resnet50_lists_every_convolution_and_adds_up(tmp_path):
     assert by["N3 C64 K256 G1 56x56 k1x1 s1 p0 NCHW"] == 4  # conv2_x's three expanding 1x1 and its projection
     assert by["N3 C256 K256 G1 14x14 k3x3 s1 p1 NCHW"] == 5  # conv4_2 .. conv4_6
     assert by["N3 C1024 K2048 G1 14x14 k1x1 s2 p0 NCHW"] == 1  # conv5_x's projection
+    names = {row["problem"]: row["names"] for row in layers}  # the ONNX node names (tools/net_onnx.py)
+    assert names["N3 C64 K256 G1 56x56 k1x1 s1 p0 NCHW"] == "s0b0c s0b0proj s0b1c s0b2c"
+    assert names["N3 C3 K64 G1 224x224 k7x7 s2 p3 NCHW"] == "stem"
     assert tot["pick_ms"] == pytest.approx(sum(row["weight"] * row["pick_ms"] for row in layers))
     assert tot["expected_saving_ms"] == pytest.approx(sum(row["expected_saving_ms"] for row in layers))
     assert sum(tot["tiers"].values()) == 23
@@ -47,6 +50,7 @@ def test_report_of_resnet50_lists_every_convolution_and_adds_up(tmp_path):
         assert row["driver"].endswith(" -F 1") and f"-n 3 -c " in row["driver"]
     md = (out / "network_report.md").read_text()
     assert all(f"| {row['problem']} | {row['weight']} |" in md for row in layers) and "## Tuning plan" in md
+    assert "| s0b0c, s0b0proj, s0b1c +1 |" in md
     with open(out / "network_layers.csv") as f:
         assert len(list(csv.DictReader(f))) == 23
     assert (out / "network_report.png").stat().st_size > 0

@@ -69,8 +69,10 @@ def driver_command(problem: Any, family: Any, direction: str, dtype: str) -> str
     return f"{line} -F {_FORW[direction]}"
 
 
-def layer_rows(selector: Any, weighted: Sequence[tuple[Any, int]], plan: PlanModel, tunanet: Any = None) -> list[dict]:
-    """One row per distinct layer: the problem, its weight, ckheur's pick (tier, time), MIOpen's
+def layer_rows(selector: Any, weighted: Sequence[tuple[Any, int]], plan: PlanModel, tunanet: Any = None,
+               names: Mapping[tuple, Sequence[str]] | None = None) -> list[dict]:
+    """One row per distinct layer: the problem, its weight, the network's names for it (``names`` by
+    problem key, from ``ckheur.problems.layer_names``), ckheur's pick (tier, time), MIOpen's
     answer (find-db, else TunaNet), the gain of the pick over MIOpen's answer (weight x ms), and the
     plan's expected saving and measuring cost."""
     rows = []
@@ -97,6 +99,7 @@ def layer_rows(selector: Any, weighted: Sequence[tuple[Any, int]], plan: PlanMod
         top = [t for _, t in zip(range(plan.candidates), (pred[n] for n, _ in ranked)) if t is not None]
         rows.append({
             "layer": i + 1, "problem": p.describe(), "weight": int(weight), "gflop": p.flops / 1e9,
+            "names": " ".join((names or {}).get(p.key(), [])),
             "driver": driver_command(p, selector.family, selector.direction, selector.dtype),
             "pick": chosen.kernel, "tier": chosen.source, "pick_ms": pick_ms,
             "pick_time": "measured" if measured else "predicted",
@@ -148,10 +151,12 @@ def markdown(rows: Sequence[Mapping[str, Any]], tot: Mapping[str, Any], header: 
               f"- tuning every planned layer: expected saving {tot['expected_saving_ms']:.4g} ms per run, "
               f"for {tot['measure_s']:.4g} s of measuring", "",
               "## Layers", "",
-              "| layer | problem | weight | ckheur pick | tier | ms | MIOpen's answer | source | ms | gain ms (x weight) "
-              "| plan |", "|---|---|---|---|---|---|---|---|---|---|---|"]
+              "| layer | problem | weight | in the network | ckheur pick | tier | ms | MIOpen's answer | source | ms "
+              "| gain ms (x weight) | plan |", "|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for r in rows:
-        lines.append(f"| {r['layer']} | {r['problem']} | {r['weight']} | `{r['pick']}` | {r['tier']} | "
+        names = r["names"].split()
+        named = ", ".join(names[:3]) + (f" +{len(names) - 3}" if len(names) > 3 else "") or "-"
+        lines.append(f"| {r['layer']} | {r['problem']} | {r['weight']} | {named} | `{r['pick']}` | {r['tier']} | "
                      f"{_f(r['pick_ms'])} {'(m)' if r['pick_time'] == 'measured' else '(p)'} | "
                      f"{'`' + r['miopen'] + '`' if r['miopen'] else '-'} | {r['miopen_source'] or '-'} | "
                      f"{_f(r['miopen_ms'])} | {_f(r['gain_vs_miopen_ms'])} | {r.get('plan', '-')} |")

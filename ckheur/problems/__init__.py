@@ -14,7 +14,7 @@ from ckheur.problems.sources import dedupe, load_source, shard
 
 __all__ = [
     "CONV_FIELDS", "DIRECTIONS", "ConvProblem", "ProblemError", "problem_from_dict",
-    "parse_miopen", "load_problem_set", "load_weighted_set", "load_named_set", "set_node", "shipped_sets", "random_problems",
+    "parse_miopen", "load_problem_set", "load_weighted_set", "layer_names", "load_named_set", "set_node", "shipped_sets", "random_problems",
 ]
 
 
@@ -66,6 +66,19 @@ def load_weighted_set(node: Mapping[str, Any], family: str = "grouped_conv", dir
     counts = Counter(p.key() for p in _build(node, family, (str(node.get("name")),), apply_shard=False,
                                              op=(direction, dtype), keep_repeats=True))
     return [(p, counts[p.key()]) for p in dedupe(probs)]
+
+
+def layer_names(node: Mapping[str, Any], family: str = "grouped_conv", direction: str | None = None,
+                dtype: str | None = None) -> dict[tuple, list[str]]:
+    """The names of the network layers (sources of kind onnx, torch) behind each problem key."""
+    from ckheur.problems.sources import named_layers
+
+    names: dict[tuple, list[str]] = {}
+    for src in node.get("sources") or []:
+        if src.get("kind") in ("onnx", "torch") and str(src.get("family", "grouped_conv")) == family:
+            for name, p in named_layers(src, family, direction, dtype):
+                names.setdefault(p.key(), []).append(name)
+    return names
 
 
 def _build(node: Mapping[str, Any], family: str, stack: tuple[str, ...], apply_shard: bool,

@@ -272,16 +272,9 @@ def load_torch_module(spec: str) -> Any:
         return obj()
 
 
-def layer_problems(layers: Sequence[Layer], build: Any, direction: str | None = None, training: bool = False) -> list:
-    """The problems of a network's layers that run in ``direction`` (all of them: None), one per layer;
-    with ``training`` every layer runs in every direction (a training step's forward and backward)."""
-    return [build(layer.fields) for layer in layers
-            if direction is None or direction in (DIRECTIONS if training else layer.directions)]
-
-
-def network_problems(src: Mapping[str, Any], build: Any, direction: str | None, dtype: str | None, where: str) -> list:
-    """The problems of a network source (kind onnx or torch) for an op's direction and dtype: the
-    network's dtype (or the source's ``dtype`` override) must be the op's."""
+def network_layers(src: Mapping[str, Any], direction: str | None, dtype: str | None, where: str) -> list[Layer]:
+    """The layers of a network source (kind onnx or torch) that run in the op's direction; the network's
+    dtype (or the source's ``dtype`` override) must be the op's."""
     kind = str(src.get("kind"))
     override = None if src.get("dtype") is None else str(src["dtype"])
     batch = list(src.get("batch") or [])
@@ -295,8 +288,9 @@ def network_problems(src: Mapping[str, Any], build: Any, direction: str | None, 
     if dtype is not None and found != [dtype]:
         raise ProblemError(f"{where}: the network is {', '.join(found)} and the op is {dtype}: set op.dtype, or the "
                            f"source's dtype={dtype} to rank its convolutions as {dtype}")
-    probs = layer_problems(layers, build, direction, bool(src.get("training", False)))
-    if not probs:
+    training = bool(src.get("training", False))
+    running = [layer for layer in layers if direction is None or direction in (DIRECTIONS if training else layer.directions)]
+    if not running:
         raise ProblemError(f"{where}: none of its {len(layers)} convolutions runs in {direction} in inference "
                            "(set the source's training: true for a training step's directions)")
-    return probs
+    return running

@@ -127,8 +127,10 @@ def load_source(src: Mapping[str, Any], load_set: Callable[[str], list], family:
 
     mod = get_family(family).problems
     kind = str(src.get("kind"))
-    if kind in NETWORK_KINDS:
+    if kind == "miopen_log":
         return _with_batches(_network_source(src, mod, family, direction, dtype), list(src.get("batch") or []), mod)
+    if kind in NETWORK_KINDS:
+        return [p for _, p in named_layers(src, family, direction, dtype)]
     if kind == "inline":
         probs = []
         for i, d in enumerate(src.get("problems") or []):
@@ -156,19 +158,35 @@ def load_source(src: Mapping[str, Any], load_set: Callable[[str], list], family:
 
 
 def _network_source(src: Mapping[str, Any], mod: Any, family: str, direction: str | None, dtype: str | None) -> list:
-    """One problem per occurrence of a convolution in a MIOpen log, an ONNX model or a PyTorch module."""
+    """One problem per occurrence of a convolution command in a MIOpen log."""
     from ckheur.problems import networks
 
-    kind = str(src["kind"])
+    _check_conv_family(mod, family, "miopen_log")
+    return networks.read_miopen_log(_source_path(src, "miopen_log"), mod.from_text, direction,
+                                    dtype if src.get("dtype") is None else str(src["dtype"]))
+
+
+def _check_conv_family(mod: Any, family: str, kind: str) -> None:
     if not hasattr(mod, "from_text"):
         raise ProblemError(f"problem source kind={kind} gives convolutions: its family must be grouped_conv or "
                            f"miopen, not {family}")
-    if kind == "miopen_log":
-        return networks.read_miopen_log(_source_path(src, kind), mod.from_text, direction,
-                                        dtype if src.get("dtype") is None else str(src["dtype"]))
+
+
+def named_layers(src: Mapping[str, Any], family: str, direction: str | None = None,
+                 dtype: str | None = None) -> list[tuple[str, Any]]:
+    """(layer name, problem) of a network source (kind onnx or torch), one per layer that runs in
+    ``direction`` and per batch size of the source."""
+    from ckheur.ops import get_family
+    from ckheur.problems import networks
+
+    mod = get_family(family).problems
+    kind = str(src["kind"])
+    _check_conv_family(mod, family, kind)
     where = f"problem source kind={kind} {src.get('path') or src.get('module')}"
     node = {**src, "path": _source_path(src, kind)} if kind == "onnx" else src
-    return networks.network_problems(node, mod.problem_from_dict, direction, dtype, where)
+    batches = list(src.get("batch") or [])
+    return [(layer.name, p) for layer in networks.network_layers(node, direction, dtype, where)
+            for p in _with_batches([mod.problem_from_dict(layer.fields)], batches, mod)]
 
 
 def _source_path(src: Mapping[str, Any], kind: str) -> Path:

@@ -14,7 +14,7 @@ def run(cfg: Any, ctx: Context) -> dict:
     from ckheur.job import Job
     from ckheur.models.network_report import PlanModel, expected_efficiency, layer_rows, totals, write_report
     from ckheur.models.predicting import bundle_dir
-    from ckheur.problems import load_weighted_set
+    from ckheur.problems import layer_names, load_weighted_set
     from ckheur.stages.predict import selector_from_cfg
 
     rc = cfg.report
@@ -39,7 +39,8 @@ def run(cfg: Any, ctx: Context) -> dict:
     if eff is None:
         eff, source = float(rc.assumed_efficiency), f"assumed (report.assumed_efficiency; {source})"
     plan = PlanModel(eff, source, int(rc.candidates), int(rc.repeats), float(rc.overhead_s))
-    rows = layer_rows(selector, weighted, plan, tunanet)
+    names = layer_names(plain(cfg.problems), job.family.name, job.direction, job.dtype)
+    rows = layer_rows(selector, weighted, plan, tunanet, names)
     tot = totals(rows)
     paths = [str(s.get("path") or s.get("module")) for s in plain(cfg.problems)["sources"] if s.get("path") or s.get("module")]
     header = {"problems": f"{cfg.problems.name} ({', '.join(paths)})" if paths else str(cfg.problems.name),
