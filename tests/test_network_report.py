@@ -60,3 +60,14 @@ def test_report_of_resnet50_lists_every_convolution_and_adds_up(tmp_path):
 def test_report_refuses_tunanet_outside_miopen(tmp_path):
     r = run_cli("stage=report", "op=fwd", "problems=smoke", "report.tunanet=/nonexistent", f"hydra.run.dir={tmp_path}")
     assert r.returncode == 2 and "report.tunanet: TunaNet ranks MIOpen's solvers" in r.stderr
+
+
+def test_report_keeps_layers_no_kernel_runs(tmp_path):
+    # smoke's 3D convolutions on CK's 2D-only forward bundle: listed as unranked with the reason, not dropped.
+    r = run_cli("stage=report", "op=fwd", "problems=smoke", f"hydra.run.dir={tmp_path}")
+    assert r.returncode == 0, r.stderr
+    rep = json.loads((tmp_path / "network_report.json").read_text())
+    unranked = [row for row in rep["layers"] if row["tier"] == "unranked"]
+    assert rep["totals"]["layers"] == 20 and unranked
+    assert all(row["problem"].split()[4].count("x") == 2 and "no kernel for 3D problems" in row["note"]
+               and row["pick"] is None and not row.get("plan") for row in unranked)

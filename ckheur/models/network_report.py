@@ -77,9 +77,18 @@ def layer_rows(selector: Any, weighted: Sequence[tuple[Any, int]], plan: PlanMod
     plan's expected saving and measuring cost."""
     rows = []
     for i, (p, weight) in enumerate(weighted):
-        ranked = selector.rank(p)
+        row = {"layer": i + 1, "problem": p.describe(), "weight": int(weight), "gflop": p.flops / 1e9,
+               "names": " ".join((names or {}).get(p.key(), [])),
+               "driver": driver_command(p, selector.family, selector.direction, selector.dtype)}
+        try:
+            ranked = selector.rank(p)
+            chosen = selector.select(p)
+        except ValueError as e:  # no kernel of the pool runs it (a 3D layer on a 2D pool): said, not dropped
+            rows.append({**row, "pick": None, "tier": "unranked", "pick_ms": None, "pick_time": None, "miopen": None,
+                         "miopen_source": None, "miopen_ms": None, "gain_vs_miopen_ms": None, "expected_saving_ms": 0.0,
+                         "measure_s": 0.0, "note": str(e)})
+            continue
         pred = {name: _ms(p, tf) for name, tf in ranked}
-        chosen = selector.select(p)
         measured = chosen.source in MEASURED_TIERS
         pick_ms = chosen.latency_ms if chosen.latency_ms is not None else pred.get(chosen.kernel)
         miopen = miopen_ms = miopen_source = None
@@ -98,14 +107,11 @@ def layer_rows(selector: Any, weighted: Sequence[tuple[Any, int]], plan: PlanMod
         saving = 0.0 if known or pick_ms is None else weight * pick_ms * (1 - plan.efficiency)
         top = [t for _, t in zip(range(plan.candidates), (pred[n] for n, _ in ranked)) if t is not None]
         rows.append({
-            "layer": i + 1, "problem": p.describe(), "weight": int(weight), "gflop": p.flops / 1e9,
-            "names": " ".join((names or {}).get(p.key(), [])),
-            "driver": driver_command(p, selector.family, selector.direction, selector.dtype),
-            "pick": chosen.kernel, "tier": chosen.source, "pick_ms": pick_ms,
+            **row, "pick": chosen.kernel, "tier": chosen.source, "pick_ms": pick_ms,
             "pick_time": "measured" if measured else "predicted",
             "miopen": miopen, "miopen_source": miopen_source, "miopen_ms": miopen_ms,
             "gain_vs_miopen_ms": None if miopen_ms is None or pick_ms is None else weight * (miopen_ms - pick_ms),
-            "expected_saving_ms": saving, "measure_s": 0.0 if known else plan.cost_s(top),
+            "expected_saving_ms": saving, "measure_s": 0.0 if known else plan.cost_s(top), "note": "",
         })
     order = sorted((r for r in rows if r["expected_saving_ms"] > 0),
                    key=lambda r: (-r["expected_saving_ms"] / max(r["measure_s"], 1e-9), r["layer"]))
@@ -156,6 +162,10 @@ def markdown(rows: Sequence[Mapping[str, Any]], tot: Mapping[str, Any], header: 
     for r in rows:
         names = r["names"].split()
         named = ", ".join(names[:3]) + (f" +{len(names) - 3}" if len(names) > 3 else "") or "-"
+        if r["pick"] is None:
+            lines.append(f"| {r['layer']} | {r['problem']} | {r['weight']} | {named} | - | unranked: {r['note']} "
+                         "| - | - | - | - | - | - |")
+            continue
         lines.append(f"| {r['layer']} | {r['problem']} | {r['weight']} | {named} | `{r['pick']}` | {r['tier']} | "
                      f"{_f(r['pick_ms'])} {'(m)' if r['pick_time'] == 'measured' else '(p)'} | "
                      f"{'`' + r['miopen'] + '`' if r['miopen'] else '-'} | {r['miopen_source'] or '-'} | "

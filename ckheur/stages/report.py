@@ -51,7 +51,7 @@ def run(cfg: Any, ctx: Context) -> dict:
     print(f"report: {job.label}, {tot['layers']} layers ({tot['convolutions']} convolutions per run) of "
           f"{cfg.problems.name}, ranked by {label}")
     print(format_table(["layer", "problem", "weight", "pick", "tier", "ms", "MIOpen", "ms", "gain ms", "plan"],
-                       [(r["layer"], r["problem"], r["weight"], r["pick"], r["tier"],
+                       [(r["layer"], r["problem"], r["weight"], r["pick"] or "-", r["tier"],
                          f"{r['pick_ms']:.4g}" if r["pick_ms"] is not None else "-", r["miopen"] or "-",
                          f"{r['miopen_ms']:.4g}" if r["miopen_ms"] is not None else "-",
                          f"{r['gain_vs_miopen_ms']:.4g}" if r["gain_vs_miopen_ms"] is not None else "-",
