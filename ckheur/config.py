@@ -99,6 +99,9 @@ class SourceKind(_Choice):
     csv = "csv"
     dataset = "dataset"  # the problems of a dataset folder, Parquet file or CK CSV
     set = "set"
+    miopen_log = "miopen_log"  # the convolution commands of a log written with MIOPEN_ENABLE_LOGGING_CMD=1
+    onnx = "onnx"  # the Conv / ConvTranspose nodes of an ONNX model (the onnx extra)
+    torch = "torch"  # the convolutions a PyTorch module's forward pass runs (the torch extra)
 
 
 class SweepStrategy(_Choice):
@@ -280,6 +283,11 @@ class ProblemSourceSchema:
     ndim: int = 2
     shapes: Dict[str, float] = field(default_factory=dict)  # shape kind -> sampling weight (generate)
     max_gflop: float = 20000.0
+    # miopen_log / onnx / torch (repeats are the layer's weight; the op's direction picks what runs in it):
+    dtype: Optional[DType] = None  # miopen_log: take lines of this dtype (default the op's); onnx/torch: rank as this
+    training: bool = False  # onnx / torch: every layer in every direction (a training step), not inference only
+    module: Optional[str] = None  # torch: package.module:attribute, an nn.Module or a callable returning one
+    input_shape: List[int] = field(default_factory=list)  # torch: the input's shape (N, C, spatial...)
 
 
 @dataclass
@@ -547,6 +555,20 @@ class PredictSchema:
 
 
 @dataclass
+class ReportSchema:
+    """stage=report: a network's layers, picks, MIOpen's answers and a tuning plan."""
+
+    model_dir: Optional[str] = None  # default: as stage=predict (real model, else simulated, else analytic)
+    tuning_db: Optional[str] = None  # a tuning database: its exact hits win (tier tuning_db)
+    find_db: Optional[str] = None  # miopen ops: MIOpen's system find-db; its answers are MIOpen's (and a tier)
+    tunanet: Optional[str] = None  # miopen ops: folder of <arch>.tn.model; MIOpen's answer where no find-db lists it
+    candidates: int = 3  # plan: kernels measured per layer (the model's best)
+    repeats: int = 10  # plan: runs per kernel
+    overhead_s: float = 1.0  # plan: seconds per driver run besides the kernel (process start, kernel load)
+    assumed_efficiency: float = 0.9  # plan: the model's mean efficiency when its bundle has no CV metrics
+
+
+@dataclass
 class SearchSchema:
     method: str = "de"  # de (discrete differential evolution) or random (random top-k)
     budget: int = 500  # model evaluations
@@ -623,6 +645,7 @@ class Config:
     train: TrainSchema = field(default_factory=TrainSchema)
     evaluate: EvaluateSchema = field(default_factory=EvaluateSchema)
     predict: PredictSchema = field(default_factory=PredictSchema)
+    report: ReportSchema = field(default_factory=ReportSchema)
     search: SearchSchema = field(default_factory=SearchSchema)
     problem: ProblemSchema = field(default_factory=ProblemSchema)
     seed: int = 0

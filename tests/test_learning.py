@@ -356,8 +356,13 @@ def test_evaluate_writes_report_and_gate_fails_on_a_worse_model(small_model, tmp
     assert r.returncode == 0, r.stderr
     m = json.loads((out / "metrics.json").read_text())
     assert m["problems_evaluated"] == 185 and m["gate"]["passed"]
-    assert set(m["baselines"]) == {"best fixed kernel", "analytic model", "random legal kernel"}
+    assert set(m["baselines"]) == {"best fixed kernel", "greedy coverage list", "analytic model", "random legal kernel"}
     assert abs(m["baselines"]["best fixed kernel"]["mean"] - 0.818) < 0.01  # data README: about 82%
+    greedy = m["baselines"]["greedy coverage list"]
+    assert greedy["kernels"][0] == m["baselines"]["best fixed kernel"]["kernel"]
+    assert greedy["mean"] >= m["baselines"]["best fixed kernel"]["mean"] and greedy["oracle_within_list_mean"] >= greedy["mean"]
+    assert all(0 <= b["catastrophic_rate"] <= 1 for b in m["baselines"].values()) and "catastrophic (<50%)" in (
+        out / "report.md").read_text()
     assert {"1x1", "strided", "small batch (N<=2)"} <= set(m["slices"])
     for f in ("report.md", "per_problem.csv", "efficiency_cdf.png", "predicted_vs_measured.png", "slices.png"):
         assert (out / f).stat().st_size > 0

@@ -164,6 +164,55 @@ def random_kernel_baseline(scored: Scored) -> np.ndarray:
     return np.array([float(np.mean(eff)) for _, eff in scored.candidate_eff])
 
 
+CATASTROPHIC = 0.5  # a pick below half the oracle's speed is a catastrophic pick
+
+
+def catastrophic_rate(per_problem: Sequence[float]) -> float:
+    """Share of problems whose pick has efficiency below ``CATASTROPHIC`` (a failed pick counts as 0)."""
+    e = np.asarray(per_problem, dtype=float)
+    return float((e < CATASTROPHIC).mean()) if len(e) else float("nan")
+
+
+def efficiency_matrix(scored: Scored) -> np.ndarray:
+    """Problems x kernels (``scored.kernels``): measured efficiency, 0 where not measured or failed."""
+    out = np.zeros((len(scored.candidate_eff), len(scored.kernels)))
+    for i, (idx, eff) in enumerate(scored.candidate_eff):
+        out[i, idx] = eff
+    return out
+
+
+def greedy_coverage_list(eff: np.ndarray, names: Sequence[str], *, within: float = 0.95, share: float = 0.95,
+                         max_size: int = 8) -> list[int]:
+    """The fewest kernels that cover most problems well, greedily: each step adds the kernel that most
+    raises the mean over problems of the best efficiency within the list, until ``share`` of the problems
+    have a kernel within ``within`` of their oracle, the list has ``max_size`` kernels, or nothing adds.
+    Equal gains go to the first name in sorted order (so the first kernel is the best fixed kernel)."""
+    by_name = np.argsort(np.array(list(names), dtype=object), kind="stable")
+    best = np.zeros(eff.shape[0])
+    chosen: list[int] = []
+    while len(chosen) < min(max_size, eff.shape[1]) and not (best >= within).mean() >= share:
+        gain = np.maximum(eff, best[:, None]).mean(axis=0) - best.mean()
+        gain[chosen] = -np.inf
+        j = int(by_name[np.argmax(gain[by_name])])
+        if not gain[j] > 0:
+            break
+        chosen.append(j)
+        best = np.maximum(best, eff[:, j])
+    return chosen
+
+
+def first_applicable(eff: np.ndarray, order: Sequence[int]) -> np.ndarray:
+    """Per problem, the efficiency of the first kernel of ``order`` that ran it (0 when none did): a
+    static list used as MIOpen uses its solver order, not an oracle within the list."""
+    out = np.zeros(eff.shape[0])
+    left = np.ones(eff.shape[0], dtype=bool)
+    for j in order:
+        ran = left & (eff[:, j] > 0)
+        out[ran] = eff[ran, j]
+        left &= ~ran
+    return out
+
+
 def evaluation_metrics(scored: Scored, others: Mapping[str, Scored], *, tie_tolerance: float = 0.02,
                        top_k: Sequence[int] = ()) -> dict:
     """A scored model's summary (``metrics.json`` of stage=evaluate): efficiency (mean, median, P10,
@@ -180,6 +229,7 @@ def evaluation_metrics(scored: Scored, others: Mapping[str, Scored], *, tie_tole
         "efficiency": {**summarize(effs), "time_weighted": time_weighted(effs, oracle_lat)},
         **{k: float(np.mean([r[k] for r in rows])) for k in ("top1", "within_1pct", "oracle_in_top5", "pick_failed")},
         "top1_tie_aware": float(np.mean([r["efficiency"] >= 1 - tie_tolerance for r in rows])),
+        "catastrophic_rate": catastrophic_rate(effs),
         "tie_tolerance": tie_tolerance,
         "hybrid": {str(k): _hybrid_summary(rows, k, oracle_lat) for k in top_k},
         "pool_pairs_not_measured": int(sum(r["pool_not_measured"] for r in rows)),
@@ -192,7 +242,8 @@ def evaluation_metrics(scored: Scored, others: Mapping[str, Scored], *, tie_tole
     for pl in sorted({r["pick_pipeline"] for r in rows}):
         m["by_pick_pipeline"][pl] = summarize([r["efficiency"] for r in rows if r["pick_pipeline"] == pl])
     for name, b in _baselines(scored, others).items():
-        m["baselines"][name] = {**{k: v for k, v in b.items() if k != "per_problem"}, **summarize(b["per_problem"]),
+        m["baselines"][name] = {"catastrophic_rate": catastrophic_rate(b["per_problem"]),
+                                **{k: v for k, v in b.items() if k != "per_problem"}, **summarize(b["per_problem"]),
                                 "time_weighted": time_weighted(b["per_problem"], oracle_lat)}
         for r, x in zip(rows, b["per_problem"]):
             r[f"baseline: {name}"] = x
@@ -231,11 +282,22 @@ def _baselines(scored: Any, others: Mapping[str, Any]) -> dict:
     fixed, per = fixed_kernel_baseline(scored)
     out = {"best fixed kernel": {"kernel": fixed, "per_problem": list(per),
                                  "note": "chosen on this evaluation data (optimistic for the baseline)"}}
+    eff = efficiency_matrix(scored)
+    order = greedy_coverage_list(eff, scored.kernels)
+    out["greedy coverage list"] = {
+        "kernels": [scored.kernels[j] for j in order], "size": len(order),
+        "per_problem": list(first_applicable(eff, order)),
+        "oracle_within_list_mean": float(eff[:, order].max(axis=1).mean()) if order else 0.0,
+        "note": "greedy list (until 95% of problems have a kernel within 95% of their oracle, at most 8), chosen "
+                "on this evaluation data; picks the list's first kernel that ran the problem. Its oracle within the "
+                "list is an upper bound, not a selector"}
     for name, other in others.items():
         by = {r["problem"]: r["efficiency"] for r in other.rows}
         out[name] = {"per_problem": [by.get(r["problem"], 0.0) for r in scored.rows],
                      "problems_it_could_not_rank": sum(r["problem"] not in by for r in scored.rows)}
     out["random legal kernel"] = {"per_problem": list(random_kernel_baseline(scored)),
+                                  "catastrophic_rate": float(np.mean([np.mean(e < CATASTROPHIC)
+                                                                      for _, e in scored.candidate_eff])),
                                   "note": "expected efficiency of a uniformly random measured candidate"}
     return out
 
@@ -285,7 +347,7 @@ def _hybrid_summary(rows: list[dict], k: int, oracle_lat: list[float]) -> dict:
 
     effs = [r["hybrid"][k]["efficiency"] for r in rows]
     timed = [r["hybrid"][k]["timed"] for r in rows]
-    return {**summarize(effs), "time_weighted": time_weighted(effs, oracle_lat),
+    return {**summarize(effs), "time_weighted": time_weighted(effs, oracle_lat), "catastrophic_rate": catastrophic_rate(effs),
             "kernels_timed_per_problem": float(np.mean(timed)),
             "fraction_of_pool_timed": float(np.mean([t / r["hybrid"][k]["pool"] for t, r in zip(timed, rows)]))}
 

@@ -38,12 +38,13 @@ def _markdown(m: dict) -> str:
              f"Problems evaluated: {m['problems_evaluated']}, skipped: {m['problems_skipped']}"
              + (f"; {m['remembered_problems']} of them in the model's training data, answered from its memory "
                 "(train.remember)" if m.get("remembered_problems") else ""), "",
-             "| | mean | median | P10 | min | time-weighted | kernels timed per problem |",
-             "|---|---|---|---|---|---|---|"]
+             f"| | mean | median | P10 | min | time-weighted | kernels timed per problem | catastrophic (<50%) |",
+             "|---|---|---|---|---|---|---|---|"]
     lines += [f"| {name} | " + " | ".join(cells) + " |" for name, *cells in summary_rows(m)]
     lines += ["", f"Exact top-1: {pct(m['top1'])}; tie-aware top-1 (within {pct(m['tie_tolerance'])}): "
               f"{pct(m['top1_tie_aware'])}; top-1 within 1% of the oracle: {pct(m['within_1pct'])}; "
               f"oracle in predicted top-5: {pct(m['oracle_in_top5'])}; failed picks (counted as 0): {pct(m['pick_failed'])}.",
+              *_greedy_lines(m),
               "", "## Slices", "", "| slice | problems | mean | P10 |", "|---|---|---|---|"]
     for name, s in {**m["slices"], **{f"pick pipeline {k}": v for k, v in m["by_pick_pipeline"].items()}}.items():
         lines.append(f"| {name} | {s['n']} | {pct(s['mean'])} | {pct(s['p10'])} |")
@@ -68,6 +69,16 @@ def _markdown(m: dict) -> str:
         lines += ["", f"## Acceptance gate against `{g['baseline']}`: {'PASSED' if g['passed'] else 'FAILED'}", ""]
         lines += [f"- {f}" for f in g["failures"]]
     return "\n".join(lines) + "\n"
+
+
+def _greedy_lines(m: dict) -> list[str]:
+    g = m["baselines"].get("greedy coverage list")
+    if not g:
+        return []
+    return ["", f"Greedy coverage list ({g['size']} kernels: {', '.join(f'`{k}`' for k in g['kernels'])}): it picks its "
+            f"first kernel that ran the problem; the best within the list (an upper bound, not a selector) would give "
+            f"{pct(g['oracle_within_list_mean'])} mean. Catastrophic: a pick below 50% of the oracle (random: the "
+            "expected share)."]
 
 
 PLOT_POINTS = 200_000  # the predicted-vs-measured plot draws a seeded sample of at most this many pairs
@@ -135,12 +146,14 @@ def beside_rows(beside: dict, row: Any) -> list:
 
 def summary_rows(m: dict) -> list[tuple[str, ...]]:
     """Model, hybrid top-k and baselines: mean, median, P10, min, time-weighted, kernels timed."""
-    def cells(name: str, s: dict, timed: str) -> tuple[str, ...]:
-        return (name, pct(s["mean"]), pct(s["median"]), pct(s["p10"]), pct(s["min"]), pct(s["time_weighted"]), timed)
+    def cells(name: str, s: dict, timed: str, catastrophic: float | None) -> tuple[str, ...]:
+        return (name, pct(s["mean"]), pct(s["median"]), pct(s["p10"]), pct(s["min"]), pct(s["time_weighted"]), timed,
+                "-" if catastrophic is None else pct(catastrophic))
 
-    rows = [cells("model", m["efficiency"], "0")]
+    rows = [cells("model", m["efficiency"], "0", m.get("catastrophic_rate"))]
     rows += [cells(f"model top-{k} measured", h, f"{h['kernels_timed_per_problem']:.2f} "
-                   f"({pct(h['fraction_of_pool_timed'])} of pool)") for k, h in m["hybrid"].items()]
+                   f"({pct(h['fraction_of_pool_timed'])} of pool)", h.get("catastrophic_rate"))
+             for k, h in m["hybrid"].items()]
     rows += [cells(n + (f" ({b['problems_it_could_not_rank']} unranked, as 0)" if b.get("problems_it_could_not_rank")
-                        else ""), b, "0") for n, b in m["baselines"].items()]
+                        else ""), b, "0", b.get("catastrophic_rate")) for n, b in m["baselines"].items()]
     return rows

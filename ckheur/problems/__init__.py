@@ -14,7 +14,7 @@ from ckheur.problems.sources import dedupe, load_source, shard
 
 __all__ = [
     "CONV_FIELDS", "DIRECTIONS", "ConvProblem", "ProblemError", "problem_from_dict",
-    "parse_miopen", "load_problem_set", "load_named_set", "set_node", "shipped_sets", "random_problems",
+    "parse_miopen", "load_problem_set", "load_weighted_set", "layer_names", "load_named_set", "set_node", "shipped_sets", "random_problems",
 ]
 
 
@@ -37,30 +37,61 @@ def set_node(name: str) -> Any:
     return OmegaConf.merge(OmegaConf.structured(ProblemSetSchema), raw)
 
 
-def load_named_set(name: str, family: str = "grouped_conv", _stack: tuple[str, ...] = ()) -> list:
+def load_named_set(name: str, family: str = "grouped_conv", _stack: tuple[str, ...] = (),
+                   direction: str | None = None, dtype: str | None = None) -> list:
     """All problems of a family in a shipped set (no sharding)."""
     if name in _stack:
         raise ProblemError(f"problem set {name!r} includes itself via {' -> '.join(_stack)}")
-    return _build(plain(set_node(name)), family, _stack + (name,), apply_shard=False)
+    return _build(plain(set_node(name)), family, _stack + (name,), apply_shard=False, op=(direction, dtype))
 
 
-def load_problem_set(node: Mapping[str, Any], family: str = "grouped_conv") -> list:
-    """Problems of a family in a composed ``problems`` node: sources, exclusions, dedupe, shard."""
-    probs = _build(node, family, (str(node.get("name")),), apply_shard=True)
+def load_problem_set(node: Mapping[str, Any], family: str = "grouped_conv", direction: str | None = None,
+                     dtype: str | None = None) -> list:
+    """Problems of a family in a composed ``problems`` node: sources, exclusions, dedupe, shard;
+    ``direction`` and ``dtype`` (the op's) select what network sources (logs, models) give."""
+    probs = _build(node, family, (str(node.get("name")),), apply_shard=True, op=(direction, dtype))
     if not probs and not any(str(s.get("family", "grouped_conv")) == family for s in node.get("sources") or []):
         families = sorted({str(s.get("family", "grouped_conv")) for s in node.get("sources") or []})
         raise ProblemError(f"problem set {node.get('name')!r} has no {family} problems (it has: {', '.join(families)})")
     return probs
 
 
-def _build(node: Mapping[str, Any], family: str, stack: tuple[str, ...], apply_shard: bool) -> list:
+def load_weighted_set(node: Mapping[str, Any], family: str = "grouped_conv", direction: str | None = None,
+                      dtype: str | None = None) -> list[tuple[Any, int]]:
+    """The distinct problems of ``load_problem_set`` with their weights: how often each occurs in the
+    sources before dedupe (a network's repeated layers, a log's repeated commands)."""
+    from collections import Counter
+
+    probs = load_problem_set(node, family, direction, dtype)
+    counts = Counter(p.key() for p in _build(node, family, (str(node.get("name")),), apply_shard=False,
+                                             op=(direction, dtype), keep_repeats=True))
+    return [(p, counts[p.key()]) for p in dedupe(probs)]
+
+
+def layer_names(node: Mapping[str, Any], family: str = "grouped_conv", direction: str | None = None,
+                dtype: str | None = None) -> dict[tuple, list[str]]:
+    """The names of the network layers (sources of kind onnx, torch) behind each problem key."""
+    from ckheur.problems.sources import named_layers
+
+    names: dict[tuple, list[str]] = {}
+    for src in node.get("sources") or []:
+        if src.get("kind") in ("onnx", "torch") and str(src.get("family", "grouped_conv")) == family:
+            for name, p in named_layers(src, family, direction, dtype):
+                names.setdefault(p.key(), []).append(name)
+    return names
+
+
+def _build(node: Mapping[str, Any], family: str, stack: tuple[str, ...], apply_shard: bool,
+           op: tuple = (None, None), keep_repeats: bool = False) -> list:
     def load_set(n: str) -> list:
-        return load_named_set(n, family, stack)
+        return load_named_set(n, family, stack, *op)
 
     probs: list = []
     for src in node.get("sources") or []:
         if str(src.get("family", "grouped_conv")) == family or src.get("kind") == "set":
-            probs.extend(load_source(src, load_set, family))
+            probs.extend(load_source(src, load_set, family, *op))
+    if keep_repeats:
+        return probs
     if node.get("dedupe", True):
         probs = dedupe(probs)
     excluded = {p.key() for n in node.get("exclude") or [] for p in load_set(str(n))}

@@ -116,12 +116,21 @@ def _with_batches(problems: list, batches: Sequence[int], mod: Any) -> list:
     return [mod.problem_from_dict({**p.to_dict(), mod.BATCH_FIELD: n}) for p in problems for n in batches]
 
 
-def load_source(src: Mapping[str, Any], load_set: Callable[[str], list], family: str = "grouped_conv") -> list:
-    """Problems of one source node (kind: inline, generate, csv, set, or a family-specific kind)."""
+NETWORK_KINDS = ("miopen_log", "onnx", "torch")  # convolutions from where users have them (problems.networks)
+
+
+def load_source(src: Mapping[str, Any], load_set: Callable[[str], list], family: str = "grouped_conv",
+                direction: str | None = None, dtype: str | None = None) -> list:
+    """Problems of one source node (kind: inline, generate, csv, set, a network kind, or a family-specific
+    kind); network kinds keep what runs in the op's ``direction`` and ``dtype`` (None: everything)."""
     from ckheur.ops import get_family
 
     mod = get_family(family).problems
     kind = str(src.get("kind"))
+    if kind == "miopen_log":
+        return _with_batches(_network_source(src, mod, family, direction, dtype), list(src.get("batch") or []), mod)
+    if kind in NETWORK_KINDS:
+        return [p for _, p in named_layers(src, family, direction, dtype)]
     if kind == "inline":
         probs = []
         for i, d in enumerate(src.get("problems") or []):
@@ -143,9 +152,41 @@ def load_source(src: Mapping[str, Any], load_set: Callable[[str], list], family:
             raise ProblemError("problem source kind=set needs a name (a shipped problem set)")
         probs = load_set(str(src["name"]))
     else:
-        allowed = ["inline", "generate", "csv", "dataset", "set", *mod.SOURCES]
+        allowed = ["inline", "generate", "csv", "dataset", "set", *NETWORK_KINDS, *mod.SOURCES]
         raise ProblemError(f"problem source kind={kind!r} not available for {family}; allowed: {', '.join(allowed)}")
     return _with_batches(probs, list(src.get("batch") or []), mod)
+
+
+def _network_source(src: Mapping[str, Any], mod: Any, family: str, direction: str | None, dtype: str | None) -> list:
+    """One problem per occurrence of a convolution command in a MIOpen log."""
+    from ckheur.problems import networks
+
+    _check_conv_family(mod, family, "miopen_log")
+    return networks.read_miopen_log(_source_path(src, "miopen_log"), mod.from_text, direction,
+                                    dtype if src.get("dtype") is None else str(src["dtype"]))
+
+
+def _check_conv_family(mod: Any, family: str, kind: str) -> None:
+    if not hasattr(mod, "from_text"):
+        raise ProblemError(f"problem source kind={kind} gives convolutions: its family must be grouped_conv or "
+                           f"miopen, not {family}")
+
+
+def named_layers(src: Mapping[str, Any], family: str, direction: str | None = None,
+                 dtype: str | None = None) -> list[tuple[str, Any]]:
+    """(layer name, problem) of a network source (kind onnx or torch), one per layer that runs in
+    ``direction`` and per batch size of the source."""
+    from ckheur.ops import get_family
+    from ckheur.problems import networks
+
+    mod = get_family(family).problems
+    kind = str(src["kind"])
+    _check_conv_family(mod, family, kind)
+    where = f"problem source kind={kind} {src.get('path') or src.get('module')}"
+    node = {**src, "path": _source_path(src, kind)} if kind == "onnx" else src
+    batches = list(src.get("batch") or [])
+    return [(layer.name, p) for layer in networks.network_layers(node, direction, dtype, where)
+            for p in _with_batches([mod.problem_from_dict(layer.fields)], batches, mod)]
 
 
 def _source_path(src: Mapping[str, Any], kind: str) -> Path:

@@ -16,7 +16,7 @@ from ckheur.files import check_name, make_folder
 
 STAGES = {"list": "ckheur.stages.list_stage", "sweep": "ckheur.stages.sweep", "import": "ckheur.stages.import_stage",
           "train": "ckheur.stages.train", "evaluate": "ckheur.stages.evaluate", "predict": "ckheur.stages.predict",
-          "search": "ckheur.stages.search", "tune": "ckheur.stages.tune",
+          "search": "ckheur.stages.search", "tune": "ckheur.stages.tune", "report": "ckheur.stages.report",
           "export": "ckheur.stages.export"}
 
 

@@ -106,7 +106,8 @@ def _print(m: dict) -> None:
 
     print(f"evaluate: {m['problems_evaluated']} problems ({m['problems_skipped']} skipped), {m['data_kind']} data, "
           f"model {m['model_dir']}")
-    print(format_table(["", "mean", "median", "P10", "min", "time-weighted", "kernels timed"], summary_rows(m)))
+    print(format_table(["", "mean", "median", "P10", "min", "time-weighted", "kernels timed", "catastrophic (<50%)"],
+                       summary_rows(m)))
     print(f"top-1 exact {pct(m['top1'])}, tie-aware (within {pct(m['tie_tolerance'])}) {pct(m['top1_tie_aware'])}, "
           f"within 1% {pct(m['within_1pct'])}, oracle in top-5 {pct(m['oracle_in_top5'])}, "
           f"failed picks {pct(m['pick_failed'])}")

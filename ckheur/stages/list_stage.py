@@ -23,7 +23,7 @@ def run(cfg: Any, ctx: Context) -> dict:
     op, arch, st = plain(cfg.op), plain(cfg.arch), cfg.list
     family = get_family(op["family"])
     pool = enumerate_pool(op, arch, cfg.kernels.filter)
-    problems = load_problem_set(plain(cfg.problems), op["family"])
+    problems = load_problem_set(plain(cfg.problems), op["family"], str(op["direction"]), str(op["dtype"]))
     op_choice = ctx.choices.get("op", op["direction"])
     space = f", tile_space={op['tile_space']}" if "tile_space" in op else ""
     print(f"op={op_choice} ({op['family']} {op['direction']}, {op['dtype']}{space})"

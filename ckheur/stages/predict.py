@@ -69,7 +69,7 @@ def run(cfg: Any, ctx: Context) -> dict:
               + (f", measured {chosen.latency_ms:.4g} ms in {where.path}" if where is not None else "") + ")")
         return {"problem": single.to_dict(), "ranking": ranked, "ranked_by": label, "selected": chosen.kernel,
                 "tier": chosen.source}
-    problems = load_problem_set(plain(cfg.problems), job.family.name)
+    problems = load_problem_set(plain(cfg.problems), job.family.name, job.direction, job.dtype)
     out = Path(cfg.predict.output) if cfg.predict.output else ctx.output_dir / "predictions.csv"
     tiers = write_predictions(selector, problems, out, k=k, label=label, progress=Progress(
         len(problems), cfg.predict.progress, float(cfg.predict.log_every_s), prefix="predict", unit="problem"))

@@ -1,0 +1,64 @@
+"""stage=report: a network's layers (any problem set; an ONNX model, a MIOpen log, a PyTorch module)
+with ckheur's pick and tier, MIOpen's own answer, their times, the gain and a tuning plan."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ckheur.stages import Context, StageError, plain
+
+
+def run(cfg: Any, ctx: Context) -> dict:
+    """Write network_report.md / .csv / .json / .png into the run folder and print the totals and plan."""
+    from ckheur.display import format_table
+    from ckheur.job import Job
+    from ckheur.models.network_report import PlanModel, expected_efficiency, layer_rows, totals, write_report
+    from ckheur.models.predicting import bundle_dir
+    from ckheur.problems import layer_names, load_weighted_set
+    from ckheur.stages.predict import selector_from_cfg
+
+    rc = cfg.report
+    job = Job.from_config(cfg)
+    if rc.candidates < 1 or rc.repeats < 1 or rc.overhead_s < 0:
+        raise StageError(f"report.candidates={rc.candidates}, report.repeats={rc.repeats}: each must be >= 1, and "
+                         f"report.overhead_s={rc.overhead_s} >= 0")
+    tunanet = None
+    if rc.tunanet:
+        from ckheur.tunanet import TunaNetRanker, load_tunanet
+
+        if job.family.name != "miopen":
+            raise StageError(f"report.tunanet: TunaNet ranks MIOpen's solvers (op=miopen/...), not {job.family.name}")
+        tunanet_net = load_tunanet(rc.tunanet, job.arch_name)
+    weighted = load_weighted_set(plain(cfg.problems), job.family.name, job.direction, job.dtype)
+    selector, label = selector_from_cfg(cfg, job, model_dir=rc.model_dir, tuning_db=rc.tuning_db, find_db=rc.find_db)
+    if rc.tunanet:
+        tunanet = TunaNetRanker(tunanet_net, selector.kernels, job.direction, job.dtype)
+    model_dir = bundle_dir(job, bundles=cfg.paths.bundles, sim_bundles=cfg.paths.sim_bundles,
+                           explicit=rc.model_dir or cfg.predict.model_dir)
+    eff, source = expected_efficiency(model_dir if selector.booster is not None else None)
+    if eff is None:
+        eff, source = float(rc.assumed_efficiency), f"assumed (report.assumed_efficiency; {source})"
+    plan = PlanModel(eff, source, int(rc.candidates), int(rc.repeats), float(rc.overhead_s))
+    names = layer_names(plain(cfg.problems), job.family.name, job.direction, job.dtype)
+    rows = layer_rows(selector, weighted, plan, tunanet, names)
+    tot = totals(rows)
+    paths = [str(s.get("path") or s.get("module")) for s in plain(cfg.problems)["sources"] if s.get("path") or s.get("module")]
+    header = {"problems": f"{cfg.problems.name} ({', '.join(paths)})" if paths else str(cfg.problems.name),
+              "op": job.label, "ranked by": label,
+              "MIOpen's answer": ", ".join(s for s in (f"find-db {rc.find_db}" if rc.find_db else "",
+                                                        f"TunaNet {rc.tunanet}" if rc.tunanet else "") if s) or "none given"}
+    written = write_report(ctx.output_dir, rows, tot, header, plan)
+    print(f"report: {job.label}, {tot['layers']} layers ({tot['convolutions']} convolutions per run) of "
+          f"{cfg.problems.name}, ranked by {label}")
+    print(format_table(["layer", "problem", "weight", "pick", "tier", "ms", "MIOpen", "ms", "gain ms", "plan"],
+                       [(r["layer"], r["problem"], r["weight"], r["pick"] or "-", r["tier"],
+                         f"{r['pick_ms']:.4g}" if r["pick_ms"] is not None else "-", r["miopen"] or "-",
+                         f"{r['miopen_ms']:.4g}" if r["miopen_ms"] is not None else "-",
+                         f"{r['gain_vs_miopen_ms']:.4g}" if r["gain_vs_miopen_ms"] is not None else "-",
+                         r.get("plan", "-")) for r in rows]))
+    print(f"report: ckheur's picks {tot['pick_ms']:.4g} ms per run; MIOpen's answers on {tot['layers_miopen_answers']} "
+          f"layers {tot['miopen_ms']:.4g} ms (ckheur {tot['pick_ms_where_miopen_answers']:.4g} ms); tuning plan: "
+          f"{sum(1 for r in rows if r.get('plan'))} layers, expected saving {tot['expected_saving_ms']:.4g} ms per run "
+          f"for {tot['measure_s']:.4g} s of measuring")
+    print(f"report: -> {', '.join(str(p) for p in written)}")
+    return {"totals": tot, "layers": rows, "files": [str(p) for p in written]}

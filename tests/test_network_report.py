@@ -1,0 +1,73 @@
+"""stage=report from the ResNet-50 ONNX graph (tests/data, built from the paper by tools/net_onnx.py): every
+convolution listed with its shape and weight, totals consistent with the layers, a tuning plan."""
+
+from __future__ import annotations
+
+import csv
+import json
+from pathlib import Path
+
+import pytest
+
+from conftest import run_cli
+
+pytest.importorskip("onnx", reason="the ONNX importer needs the onnx package (the test extra installs it)")
+
+RESNET50 = Path(__file__).resolve().parent / "data" / "resnet50.onnx"
+FIND_DB = Path(__file__).resolve().parent / "data" / "miopen_fdb" / "gfx942130.HIP.fdb.txt.bz2"
+
+
+def test_report_of_resnet50_lists_every_convolution_and_adds_up(tmp_path):
+    out = tmp_path / "run"
+    r = run_cli("stage=report", "op=miopen/fwd", "op.dtype=fp32", "arch=gfx942", "problems=onnx",
+                f"problems.sources.0.path={RESNET50}", "problems.sources.0.batch=[3]", f"report.find_db={FIND_DB}",
+                f"hydra.run.dir={out}")
+    assert r.returncode == 0, r.stderr
+    rep = json.loads((out / "network_report.json").read_text())
+    layers, tot = rep["layers"], rep["totals"]
+    # ResNet-50: 53 convolutions of 23 distinct shapes (stem; conv2_x 4; conv3_x .. conv5_x 6 each).
+    assert (tot["layers"], tot["convolutions"], len(layers)) == (23, 53, 23)
+    by = {row["problem"]: row["weight"] for row in layers}
+    assert by["N3 C3 K64 G1 224x224 k7x7 s2 p3 NCHW"] == 1
+    assert by["N3 C64 K256 G1 56x56 k1x1 s1 p0 NCHW"] == 4  # conv2_x's three expanding 1x1 and its projection
+    assert by["N3 C256 K256 G1 14x14 k3x3 s1 p1 NCHW"] == 5  # conv4_2 .. conv4_6
+    assert by["N3 C1024 K2048 G1 14x14 k1x1 s2 p0 NCHW"] == 1  # conv5_x's projection
+    names = {row["problem"]: row["names"] for row in layers}  # the ONNX node names (tools/net_onnx.py)
+    assert names["N3 C64 K256 G1 56x56 k1x1 s1 p0 NCHW"] == "s0b0c s0b0proj s0b1c s0b2c"
+    assert names["N3 C3 K64 G1 224x224 k7x7 s2 p3 NCHW"] == "stem"
+    assert tot["pick_ms"] == pytest.approx(sum(row["weight"] * row["pick_ms"] for row in layers))
+    assert tot["expected_saving_ms"] == pytest.approx(sum(row["expected_saving_ms"] for row in layers))
+    assert sum(tot["tiers"].values()) == 23
+    planned = sorted((row for row in layers if row.get("plan")), key=lambda row: row["plan"])
+    assert [row["plan"] for row in planned] == list(range(1, len(planned) + 1))
+    assert all(row["tier"] == "model" for row in planned) and planned  # batch 3: not in the bundle's data
+    rates = [row["expected_saving_ms"] / row["measure_s"] for row in planned]
+    assert rates == sorted(rates, reverse=True)
+    assert tot["measure_s"] == pytest.approx(sum(row["measure_s"] for row in planned))
+    for row in layers:
+        if row["tier"] == "find_db":  # MIOpen's answer is the find-db's, and the pick is it
+            assert (row["miopen"], row["miopen_ms"], row["gain_vs_miopen_ms"]) == (row["pick"], row["pick_ms"], 0)
+        assert row["driver"].endswith(" -F 1") and f"-n 3 -c " in row["driver"]
+    md = (out / "network_report.md").read_text()
+    assert all(f"| {row['problem']} | {row['weight']} |" in md for row in layers) and "## Tuning plan" in md
+    assert "| s0b0c, s0b0proj, s0b1c +1 |" in md
+    with open(out / "network_layers.csv") as f:
+        assert len(list(csv.DictReader(f))) == 23
+    assert (out / "network_report.png").stat().st_size > 0
+    assert "23 layers (53 convolutions per run)" in r.stdout
+
+
+def test_report_refuses_tunanet_outside_miopen(tmp_path):
+    r = run_cli("stage=report", "op=fwd", "problems=smoke", "report.tunanet=/nonexistent", f"hydra.run.dir={tmp_path}")
+    assert r.returncode == 2 and "report.tunanet: TunaNet ranks MIOpen's solvers" in r.stderr
+
+
+def test_report_keeps_layers_no_kernel_runs(tmp_path):
+    # smoke's 3D convolutions on CK's 2D-only forward bundle: listed as unranked with the reason, not dropped.
+    r = run_cli("stage=report", "op=fwd", "problems=smoke", f"hydra.run.dir={tmp_path}")
+    assert r.returncode == 0, r.stderr
+    rep = json.loads((tmp_path / "network_report.json").read_text())
+    unranked = [row for row in rep["layers"] if row["tier"] == "unranked"]
+    assert rep["totals"]["layers"] == 20 and unranked
+    assert all(row["problem"].split()[4].count("x") == 2 and "no kernel for 3D problems" in row["note"]
+               and row["pick"] is None and not row.get("plan") for row in unranked)
