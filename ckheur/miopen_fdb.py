@@ -501,13 +501,19 @@ def merge_find_db(path: str | Path, lines: Sequence[FindDbLine], *, merge: bool 
     """Write ``lines`` into a find-db text file (MIOpen's user find-db), as MIOpen would: a key
     the file has keeps its other solvers' entries, a given solver's entry replaces its own, and
     the key's entries are sorted by time; every other line stays as it is, in its place; new keys
-    are appended. The file is replaced atomically, after its old text is kept beside it
-    (``<name>.<UTC time>.bak``). An existing file is written only with ``merge`` and only when
-    every line is a find-db line (else FindDbError naming the line). Returns counts: lines kept,
-    keys updated, keys added, and the backup's path (None for a new file)."""
+    are appended. The whole read-modify-write holds an exclusive lock (``<name>.lock`` beside the
+    file), so concurrent merges each keep their entries. When the text changes, the old text is
+    kept beside it (``<name>.<UTC time>.bak``) and the file replaced, each written aside and renamed
+    into place with the file's permission bits; an unchanged file is neither rewritten nor backed up.
+    An existing file is written only with ``merge`` and only when every line is a find-db line
+    (else FindDbError naming the line). Returns counts: lines kept, keys updated, keys added, the
+    backup's path (None for a new or unchanged file) and whether the file ``changed``."""
+    import fcntl
+    import os
+    import stat
     from datetime import datetime, timezone
 
-    from ckheur.files import make_folder, open_new, write_file
+    from ckheur.files import make_folder, open_lock, write_file
 
     path = Path(path)
     if path.suffix in (".bz2", ".gz"):
@@ -517,42 +523,51 @@ def merge_find_db(path: str | Path, lines: Sequence[FindDbLine], *, merge: bool 
         key = line.key.text()
         old = new.get(key)
         new[key] = line if old is None else FindDbLine(line.key, old.entries + line.entries)
-    existing: list[str] = []
-    old_text = None
-    if path.exists() or path.is_symlink():
-        if not merge:
-            raise FindDbError(f"{path} exists: give merge=True to merge into it")
-        if not path.is_file() or path.is_symlink():
-            raise FindDbError(f"{path} is not a regular file")
-        old_text = _text(path)
-        existing = old_text.splitlines()
-        bad = next((i for i, ln in enumerate(existing) if ln.strip() and not _ANY_LINE.match(ln)), None)
-        if bad is not None:
-            raise FindDbError(f"{path} line {bad + 1} is not a find-db line (KEY=SOLVER:VALUES;...): refused, "
-                              f"nothing written: {existing[bad][:120]!r}")
-    counts: dict[str, Any] = {"kept": 0, "updated": 0, "added": 0, "backup": None}
-    out = []
-    for text in existing:
-        key = text.partition("=")[0]
-        if key not in new:
-            out.append(text)
-            counts["kept"] += 1
-            continue
-        mine = new.pop(key)
-        out.append(_by_time(mine.key, parse_line(text).entries + mine.entries))
-        counts["updated"] += 1
-    for line in new.values():
-        out.append(_by_time(line.key, line.entries))
-        counts["added"] += 1
+    if (path.exists() or path.is_symlink()) and not merge:
+        raise FindDbError(f"{path} exists: give merge=True to merge into it")
     make_folder(path.parent, "find-db folder")
-    if old_text is not None:  # the replaced entries were measurements too: keep them
-        stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%S%fZ")
-        backup = path.with_name(f"{path.name}.{stamp}.bak")
-        with open_new(backup) as f:
-            f.write(old_text)
-        counts["backup"] = str(backup)
-    write_file(path, "".join(f"{ln}\n" for ln in out))
-    return counts
+    lock = open_lock(path.with_name(f"{path.name}.lock"))
+    try:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # held until the new text is in place: another merge reads it
+        existing: list[str] = []
+        old_text, mode = None, None
+        if path.exists() or path.is_symlink():
+            if not merge:  # created by another writer since the check above
+                raise FindDbError(f"{path} exists: give merge=True to merge into it")
+            if not path.is_file() or path.is_symlink():
+                raise FindDbError(f"{path} is not a regular file")
+            mode = stat.S_IMODE(os.stat(path).st_mode)
+            old_text = _text(path)
+            existing = old_text.splitlines()
+            bad = next((i for i, ln in enumerate(existing) if ln.strip() and not _ANY_LINE.match(ln)), None)
+            if bad is not None:
+                raise FindDbError(f"{path} line {bad + 1} is not a find-db line (KEY=SOLVER:VALUES;...): refused, "
+                                  f"nothing written: {existing[bad][:120]!r}")
+        counts: dict[str, Any] = {"kept": 0, "updated": 0, "added": 0, "backup": None}
+        out = []
+        for text in existing:
+            key = text.partition("=")[0]
+            if key not in new:
+                out.append(text)
+                counts["kept"] += 1
+                continue
+            mine = new.pop(key)
+            out.append(_by_time(mine.key, parse_line(text).entries + mine.entries))
+            counts["updated"] += 1
+        for line in new.values():
+            out.append(_by_time(line.key, line.entries))
+            counts["added"] += 1
+        text = "".join(f"{ln}\n" for ln in out)
+        counts["changed"] = old_text is None or out != existing  # a missing last newline alone is no change
+        if not counts["changed"]:
+            return counts
+        if old_text is not None:  # the replaced entries were measurements too: keep them
+            stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%S%fZ")
+            counts["backup"] = str(write_file(path.with_name(f"{path.name}.{stamp}.bak"), old_text, mode=mode))
+        write_file(path, text, mode=mode)
+        return counts
+    finally:
+        os.close(lock)  # releases the lock
 
 
 def tuning_db_lines(rows: Any, direction: str, dtype: str) -> tuple[list[FindDbLine], dict]:
