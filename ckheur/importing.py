@@ -49,7 +49,7 @@ def read_record(target: Path) -> dict:
         record = json.loads((target / RECORD).read_text())
     except FileNotFoundError:
         return {}
-    except (json.JSONDecodeError, OSError, UnicodeDecodeError) as e:
+    except (json.JSONDecodeError, OSError, UnicodeDecodeError, RecursionError) as e:
         raise ImportRefused(f"{target / RECORD} is unreadable ({e}); move the dataset aside to import afresh") from None
     if not isinstance(record, dict) or not all(isinstance(v, dict) for v in record.values()):
         raise ImportRefused(f"{target / RECORD} is not an import record (an object of sha256 -> object); "

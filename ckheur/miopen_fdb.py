@@ -18,8 +18,6 @@ status ``censored``, never as unmeasured.
 
 from __future__ import annotations
 
-import bz2
-import gzip
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -86,11 +84,15 @@ def arch_from_name(path: str | Path, known: Sequence[str]) -> tuple[str, int]:
 
 
 def _text(path: Path) -> str:
-    opener = bz2.open if path.suffix == ".bz2" else gzip.open if path.suffix == ".gz" else open
+    """A find-db's text (plain, or decompressed under ``ckheur.files.DATA_LIMIT_BYTES``)."""
+    import lzma
+    import zlib
+
+    from ckheur.files import read_compressed
+
     try:
-        with opener(path, "rt") as f:
-            return f.read()
-    except (OSError, EOFError, UnicodeDecodeError) as e:
+        return read_compressed(path).decode()
+    except (OSError, EOFError, UnicodeDecodeError, zlib.error, lzma.LZMAError) as e:
         raise FindDbError(f"{path}: cannot be read ({str(e).splitlines()[0][:200]})") from None
 
 

@@ -116,7 +116,7 @@ def _read_json(path: Path) -> dict:
     except FileNotFoundError:
         raise TunaNetError(f"{path} not found: MIOpen keeps <arch>.tn.model and <arch>_metadata.tn.model beside "
                            "its system find-db") from None
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError, RecursionError) as e:
         raise TunaNetError(f"{path}: not a TunaNet JSON file ({str(e)[:200]})") from None
 
 

@@ -105,3 +105,80 @@ def test_a_merge_keeps_the_mode_backs_up_aside_and_only_when_something_changes(t
     assert not again["changed"] and again["backup"] is None and again["updated"] == 2
     assert target.read_text() == after and target.stat().st_ino == inode
     assert sorted(p.name for p in tmp_path.iterdir()) == sorted([USER_FDB, backup.name, f"{USER_FDB}.lock"])
+
+
+# ------------------------------------------------------------------ 5. bounded decompression
+
+def _bomb(path: Path, size: int, head: bytes = b"") -> Path:
+    """A small compressed file (by its suffix) that expands to ``size`` bytes: ``head``, then zeros
+    or newlines."""
+    import lzma
+
+    data = head + (b"\n" if path.suffix == ".bz2" else b"0") * (size - len(head))
+    codec = {".gz": lambda d: gzip.compress(d, compresslevel=1), ".bz2": bz2.compress, ".xz": lzma.compress}
+    path.write_bytes(codec[path.suffix](data))
+    return path
+
+
+@pytest.fixture
+def low_caps(monkeypatch):
+    """Decompression caps of 1 MiB for data and 8 MiB for bundles (the shipped model texts are
+    below 5 MiB), so that small files are bombs (no test allocates more than a few of them)."""
+    import ckheur.files
+
+    monkeypatch.setattr(ckheur.files, "DATA_LIMIT_BYTES", 1 << 20, raising=False)
+    monkeypatch.setattr(ckheur.files, "BUNDLE_LIMIT_BYTES", 8 << 20, raising=False)
+    return "decompresses to more than"
+
+
+@pytest.mark.parametrize("suffix", [".gz", ".bz2", ".xz"])
+def test_decompression_stops_at_the_cap(tmp_path, suffix):
+    from ckheur.files import TooLargeError, read_compressed
+
+    path = _bomb(tmp_path / f"f{suffix}", 3 << 20)
+    assert path.stat().st_size < 64 << 10
+    with pytest.raises(TooLargeError, match=rf"f\{suffix}: decompresses to more than 1,048,576 bytes"):
+        read_compressed(path, 1 << 20)
+    assert len(read_compressed(path, 3 << 20)) == 3 << 20  # exactly at the cap: read whole
+
+
+def test_compressed_find_dbs_and_csvs_are_refused_beyond_the_cap_in_one_line(tmp_path, low_caps):
+    """stage=import of a bz2 find-db and of a gzipped CK CSV that expand past the cap: one line
+    naming the file and the cap, nothing written; the find-db tier reads through the same cap."""
+    from ckheur.miopen_fdb import read_find_db
+
+    fdb = _bomb(tmp_path / "gfx942130.HIP.fdb.txt.bz2", 2 << 20, (FWD_LINE + "\n").encode())
+    header = b"kernel,problem_idx,N,C,K,G,Hi,Wi,Y,X,stride_h,stride_w,pad_h,pad_w,latency_ms,tflops,non_zero\n"
+    csv = _bomb(tmp_path / "sweep.csv.gz", 2 << 20, header)
+    for src in (fdb, csv):
+        r = run_cli("stage=import", f"import.path={src}", f"paths.data={tmp_path / 'data'}",
+                    f"hydra.run.dir={tmp_path / ('r' + src.name)}")
+        errors = [ln for ln in r.stderr.splitlines() if ln.startswith("error:")]
+        assert r.returncode == 2 and "Traceback" not in r.stderr, r.stderr[-2000:]
+        assert len(errors) == 1 and src.name in errors[0] and low_caps in errors[0], r.stderr[-2000:]
+    assert not (tmp_path / "data").exists() or not any((tmp_path / "data").rglob("*.parquet"))
+    with pytest.raises(ValueError, match=low_caps):
+        read_find_db(fdb)
+
+
+def test_bundle_and_ck_model_files_are_refused_beyond_the_cap(tmp_path, low_caps):
+    """A bundle whose model text or remembered answers, or a CK model folder whose gzipped model,
+    expands past the cap: BundleError / CKFormatError naming the file and the cap."""
+    import shutil
+
+    from ckheur.models.bundle import BundleError, load_bundle
+    from ckheur.models.ck_format import CKFormatError, CKModel
+
+    src = ROOT / "bundles" / "miopen_fwd_fp16_gfx942"
+    for name in ("model.txt.gz", "answers.json.gz"):
+        bundle = tmp_path / name.split(".")[0]
+        shutil.copytree(src, bundle)
+        _bomb(bundle / name, 9 << 20, b"tree\n" if name.startswith("model") else b"{")
+        with pytest.raises(BundleError, match=rf"{name}: {low_caps} 8,388,608 bytes"):
+            load_bundle(bundle)
+    ck = tmp_path / "ck_model"
+    ck.mkdir()
+    (ck / "feature_spec.json").write_text(json.dumps({"feature_names": ["N"]}))
+    _bomb(ck / "model_tflops.lgbm.gz", 2 << 20, b"tree\n")
+    with pytest.raises((CKFormatError, ValueError), match=rf"model_tflops.lgbm.gz.*{low_caps}"):
+        CKModel.load(ck, {"name": "gfx950"})

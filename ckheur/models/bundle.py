@@ -99,12 +99,16 @@ def write_answers(path: str | Path, answers: Mapping[tuple, str], family: str) -
 
 
 def _read_answers(path: Path, fields: list, kernels: list) -> dict:
+    from ckheur import files
+
     try:
-        doc = json.loads(gzip.decompress(path.read_bytes()))
+        doc = json.loads(files.read_compressed(path, files.BUNDLE_LIMIT_BYTES))
         names = {k.name for k in kernels}
         ok = doc["fields"] == fields and len(doc["keys"]) == len(doc["kernels"]) and all(
             isinstance(k, list) and len(k) == len(fields) for k in doc["keys"]) and set(doc["kernels"]) <= names
-    except (OSError, EOFError, zlib.error, ValueError, KeyError, TypeError) as e:
+    except files.TooLargeError as e:
+        raise BundleError(str(e)) from None
+    except (OSError, EOFError, zlib.error, ValueError, KeyError, TypeError, RecursionError) as e:
         raise BundleError(f"{path}: not a bundle's answers ({str(e)[:200]})") from None
     if not ok:
         raise BundleError(f"{path}: answers must list keys of the fields {fields} and kernels of kernels.json")
@@ -114,7 +118,7 @@ def _read_answers(path: Path, fields: list, kernels: list) -> dict:
 def _read_json(path: Path) -> Any:
     try:
         return json.loads(path.read_text())
-    except (json.JSONDecodeError, UnicodeDecodeError) as e:
+    except (json.JSONDecodeError, UnicodeDecodeError, RecursionError) as e:
         raise BundleError(f"{path}: corrupted JSON ({e})") from None
     except OSError as e:
         raise BundleError(f"{path}: cannot be read ({e.strerror or e})") from None
@@ -218,12 +222,14 @@ def check_model_text(text: str, path: Path, num_features: int) -> int:
 
 def _read_booster(path: Path, num_features: int) -> Any:
     """A checked LightGBM booster from a gzipped model text."""
+    from ckheur import files
     from ckheur.threads import lightgbm
 
     lgb = lightgbm()
     try:
-        with gzip.open(path, "rt") as f:
-            text = f.read()
+        text = files.read_compressed(path, files.BUNDLE_LIMIT_BYTES).decode()
+    except files.TooLargeError as e:
+        raise BundleError(str(e)) from None
     except (OSError, EOFError, UnicodeDecodeError, zlib.error) as e:
         raise BundleError(f"{path}: corrupted model file ({str(e).splitlines()[0][:200]})") from None
     check_model_text(text, path, num_features)

@@ -85,7 +85,7 @@ def _verified_entry(target: Path) -> tuple[dict, Path] | str:
         if sha256_of(lib) != meta["lib_sha256"]:
             return f"{lib.name} is not the library that was built (sha256 differs)"
         return info, lib
-    except (OSError, ValueError, KeyError, TypeError) as e:
+    except (OSError, ValueError, KeyError, TypeError, RecursionError) as e:
         return f"is damaged ({type(e).__name__}: {e})"
 
 
