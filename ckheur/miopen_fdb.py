@@ -137,8 +137,11 @@ def _extract(strings: Any, pattern: str, numbers: Sequence[str] = (), floats: Se
     return pa.table(cols).to_pandas()
 
 
-def read_find_db(path: str | Path) -> FindDb:
-    """Parse a find-db file (plain, .bz2 or .gz) into problems and listed entries, with a report."""
+def read_find_db(path: str | Path, arch: str | None = None) -> FindDb:
+    """Parse a find-db file (plain, .bz2 or .gz) into problems and listed entries, with a report.
+    ``arch``: the GPU it was measured on; an entry whose time implies more than its peak (the
+    imports' rule, ``ckheur.dataset.beyond_peak``; Winograd and FFT solvers count as doing fewer
+    multiplications) is skipped and counted, naming the first's line."""
     import numpy as np
     import pandas as pd
     import pyarrow as pa
@@ -250,6 +253,19 @@ def read_find_db(path: str | Path) -> FindDb:
     e = e[~zero]
     pos = pd.Series(np.arange(len(problems)), index=problems.index)
     e["problem"] = pos.loc[e["line"].to_numpy()].to_numpy()
+    if arch is not None:  # the imports' peak rule; like a zero time, such an entry is no measurement
+        from ckheur.dataset import beyond_peak
+
+        p = e["problem"].to_numpy()
+        fewer = e["algo"].isin(["Winograd", "FFT"]).to_numpy()
+        fast, why = beyond_peak(_flops(problems)[p], e["time_ms"].to_numpy(), problems["dtype"].to_numpy()[p], arch,
+                                fewer)
+        if len(fast):
+            i = int(fast[0])
+            report["skipped_entries"][f"time beyond the {arch} peak (not a measurement; the first: "
+                                      f"{at(int(e['line'].iloc[i]))}, {e['solver'].iloc[i]} "
+                                      f"{e['time_ms'].iloc[i]} ms {why})"] = int(len(fast))
+            e = e.drop(e.index[fast])
     e["algorithm"] = e["algo"].map(ALGORITHMS).fillna(e["algo"].str.lower())
     p_, t_ = e["problem"].to_numpy(), e["time_ms"].to_numpy()  # file order within each problem
     report["problems_out_of_time_order"] = int(len(np.unique(p_[1:][(p_[1:] == p_[:-1]) & (t_[1:] < t_[:-1])])))
@@ -303,25 +319,39 @@ class FindDbAnswers:
     direction: str
     dtype: str
     best: dict  # problem key -> (solver, time_ms)
+    refused: dict = field(default_factory=dict)  # solver name -> entries left out: not a solver of the table
 
     def __len__(self) -> int:
         return len(self.best)
 
 
-def find_db_answers(path: str | Path, direction: str, dtype: str, arch: str) -> FindDbAnswers:
+def find_db_answers(path: str | Path, direction: str, dtype: str, arch: str,
+                    solvers: Sequence[str] | None = None) -> FindDbAnswers:
     """The answers a find-db (MIOpen's system file or a user find-db) gives for one direction and
-    data type; FindDbError when its file name names another arch, or none."""
+    data type: each problem's fastest listed solver among ``solvers`` (default: the arch's table
+    of the direction); entries of other solvers (unknown, or of another direction) are left out
+    and counted in ``refused``. FindDbError when its file name names another arch, or none, or
+    when a time breaks the peak rule."""
     from ckheur.dataset import problem_keys
+    from ckheur.kernels.base import KernelError
+    from ckheur.kernels.miopen_solvers import table_names
     from ckheur.problems.miopen_conv import FIELDS
 
     cus_of(path, arch)
-    fdb = read_find_db(path)
+    if solvers is None:
+        try:
+            solvers = table_names(direction, arch)
+        except KernelError as e:
+            raise FindDbError(f"find-db {path}: {e}") from None
+    fdb = read_find_db(path, arch)
     keep = ((fdb.problems["direction"] == direction) & (fdb.problems["dtype"] == dtype)).to_numpy()
-    first = fdb.entries.drop_duplicates("problem")  # entries are sorted by time within a problem
-    first = first[keep[first["problem"].to_numpy()]]
+    mine = fdb.entries[keep[fdb.entries["problem"].to_numpy()]]
+    known = mine["solver"].isin(set(solvers)).to_numpy()
+    refused = {str(s): int(n) for s, n in mine["solver"][~known].value_counts().items()}
+    first = mine[known].drop_duplicates("problem")  # entries are sorted by time within a problem
     keys = problem_keys(fdb.problems.iloc[first["problem"].to_numpy()][list(FIELDS)])
     best = dict(zip(keys, zip(first["solver"].tolist(), first["time_ms"].astype(float).tolist())))
-    return FindDbAnswers(Path(path), arch, direction, dtype, best)
+    return FindDbAnswers(Path(path), arch, direction, dtype, best, refused)
 
 
 def cus_of(path: str | Path, arch: str, *, user: bool = False) -> int:
@@ -631,6 +661,13 @@ def _by_time(key: FindDbKey, entries: Sequence[FindDbEntry]) -> str:
     return FindDbLine(key, tuple(sorted(by_solver.values(), key=lambda e: e.time_ms))).text()
 
 
+def _flops(problems: Any) -> Any:
+    """Each problem's FLOPs (forward terms; every direction does as many)."""
+    do, ho, wo = output_sizes(problems)
+    return (2.0 * problems["N"] * problems["K"] * do * ho * wo * (problems["C"] // problems["G"])
+            * problems["Z"] * problems["Y"] * problems["X"]).to_numpy(dtype=float)
+
+
 def dataset_rows(fdb: FindDb, direction: str, dtype: str, arch: str, solvers: Sequence[Mapping[str, Any]],
                  source: str, timestamp: str) -> tuple[Any, dict]:
     """Dataset rows (family ``miopen``) of one direction and data type: every listed solver of the
@@ -679,9 +716,7 @@ def dataset_rows(fdb: FindDb, direction: str, dtype: str, arch: str, solvers: Se
     cols["workspace"] = np.array([bool(s["workspace"]) for s in solvers], dtype=bool)[per_solver]
     cols["latency_ms"] = t
     cols["latency_spread_ms"] = np.full(n, np.nan)
-    do, ho, wo = output_sizes(probs)
-    flops = (2.0 * probs["N"] * probs["K"] * do * ho * wo * (probs["C"] // probs["G"])
-             * probs["Z"] * probs["Y"] * probs["X"]).to_numpy(dtype=float)
+    flops = _flops(probs)
     cols["tflops"] = np.where(listed, flops[per_problem] / np.where(listed, t, 1.0) * 1e-9, np.nan)
     cols["status"] = pd.Categorical.from_codes((~listed).astype(np.int8), ["ok", "censored"])
     cols["error"] = pd.Categorical.from_codes((~listed).astype(np.int8), ["", CENSORED_REASON])

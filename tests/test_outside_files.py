@@ -182,3 +182,193 @@ def test_bundle_and_ck_model_files_are_refused_beyond_the_cap(tmp_path, low_caps
     _bomb(ck / "model_tflops.lgbm.gz", 2 << 20, b"tree\n")
     with pytest.raises((CKFormatError, ValueError), match=rf"model_tflops.lgbm.gz.*{low_caps}"):
         CKModel.load(ck, {"name": "gfx950"})
+
+
+# ------------------------------------------------------------------ 4. outside files checked
+
+def _fdb(tmp_path: Path, *lines: str, name: str = "gfx942130.HIP.fdb.txt") -> Path:
+    path = tmp_path / name
+    path.write_text("\n".join(lines) + "\n")
+    return path
+
+
+def test_find_db_tier_serves_only_the_pools_solvers_of_the_direction(tmp_path):
+    """A forward line whose fastest entry is a backward-data solver, or a solver no table knows,
+    is answered with its fastest forward solver of the pool; the others are counted, never selected."""
+    from ckheur import Selector
+
+    other = FWD_LINE.replace("-32-1x1-1x1-1x1-0-", "-16-1x1-1x1-1x1-0-")
+    fdb = _fdb(tmp_path,
+               FWD_LINE.replace("=", "=ConvDirectNaiveConvBwd:0.01,0,miopenConvolutionBwdDataAlgoDirect;", 1),
+               other.replace("=", "=NoSuchSolver:0.01,0,miopenConvolutionFwdAlgoDirect;", 1))
+    sel = Selector.load(ROOT / "bundles" / "miopen_fwd_fp16_gfx942", find_db=fdb)
+    driver = "convfp16 -n {} -c 256 -H 56 -W 56 -k 256 -y 3 -x 3 -p 1 -q 1 -g 32 -F 1"
+    for n in (32, 16):
+        got = sel.select(driver.format(n))
+        assert (got.kernel, got.source, got.latency_ms) == ("ConvBinWinogradRxSf2x3", "find_db", 0.22021), n
+    assert sel.find_db.refused == {"ConvDirectNaiveConvBwd": 1, "NoSuchSolver": 1}
+
+
+def test_find_db_times_beyond_the_peak_are_never_answered_nor_imported(tmp_path):
+    """An entry whose time implies more than the GPU's peak (the imports' rule) is no measurement:
+    the find-db tier answers the next solver, stage=import skips and counts it, naming its line."""
+    from ckheur import Selector
+    from ckheur.dataset import read_dataset
+
+    fast = "ConvHipImplicitGemmGroupFwdXdlops:1e-09,0,miopenConvolutionFwdAlgoImplicitGEMM;"
+    fdb = _fdb(tmp_path, FWD_LINE.replace("-32-1x1", "-8-1x1"), FWD_LINE.replace("=", "=" + fast, 1))
+    sel = Selector.load(ROOT / "bundles" / "miopen_fwd_fp16_gfx942", find_db=fdb)
+    got = sel.select("convfp16 -n 32 -c 256 -H 56 -W 56 -k 256 -y 3 -x 3 -p 1 -q 1 -g 32 -F 1")
+    assert (got.kernel, got.source, got.latency_ms) == ("ConvBinWinogradRxSf2x3", "find_db", 0.22021)
+    r = run_cli("stage=import", f"import.path={fdb}", f"paths.data={tmp_path / 'data'}",
+                f"hydra.run.dir={tmp_path / 'r'}")
+    assert r.returncode == 0, r.stderr[-2000:]
+    assert "import: skipped 1: time beyond the gfx942 peak (not a measurement; the first: " in r.stdout
+    assert "line 2, ConvHipImplicitGemmGroupFwdXdlops 1e-09 ms implies" in r.stdout
+    rows = read_dataset(tmp_path / "data" / "miopen_fwd_fp16_gfx942" / "gfx942130.parquet")
+    ok = rows[rows["status"] == "ok"]
+    assert len(ok) == 4 and ok["latency_ms"].min() > 0.2  # two entries of each line
+
+
+def test_a_user_find_db_imports_like_a_system_one(tmp_path):
+    """stage=import of MIOpen's user find-db (<arch><CUs>.HIP.<version>.ufdb.txt): one dataset per
+    direction and dtype, its rows the file's times."""
+    from ckheur.dataset import read_dataset
+
+    lines = _lines(200)
+    fdb = _fdb(tmp_path, *lines, name=USER_FDB)
+    r = run_cli("stage=import", f"import.path={fdb}", f"paths.data={tmp_path / 'data'}",
+                f"hydra.run.dir={tmp_path / 'r'}")
+    assert r.returncode == 0, r.stderr[-2000:]
+    got = read_dataset(tmp_path / "data" / "miopen_fwd_fp16_gfx942" / "gfx942130.parquet")
+    assert len(got) and set(got["status"]) == {"ok", "censored"} and (got["host"] == f"import:{USER_FDB}").all()
+
+
+def _copy_bundle(tmp_path: Path, name: str = "miopen_fwd_fp16_gfx942") -> Path:
+    import shutil
+
+    return Path(shutil.copytree(ROOT / "bundles" / name, tmp_path / name))
+
+
+def _answers(bundle: Path) -> dict:
+    return json.loads(gzip.decompress((bundle / "answers.json.gz").read_bytes()))
+
+
+def _write_answers(bundle: Path, doc: dict) -> None:
+    (bundle / "answers.json.gz").write_bytes(gzip.compress(json.dumps(doc).encode()))
+
+
+def test_conflicting_remembered_answers_are_refused(tmp_path):
+    """One problem remembered with two kernels: neither can be trusted, the bundle is refused."""
+    from ckheur.models.bundle import BundleError, load_bundle
+
+    bundle = _copy_bundle(tmp_path)
+    doc = _answers(bundle)
+    other = next(k for k in doc["kernels"] if k != doc["kernels"][0])
+    doc["keys"].append(doc["keys"][0])
+    doc["kernels"].append(other)
+    _write_answers(bundle, doc)
+    with pytest.raises(BundleError, match=rf"answers.json.gz: the problem .* is remembered with two kernels "
+                                          rf"\({doc['kernels'][0]}, {other}\): conflicting"):
+        load_bundle(bundle)
+    doc["kernels"][-1] = doc["kernels"][0]  # the same answer twice agrees with itself
+    _write_answers(bundle, doc)
+    assert len(load_bundle(bundle).answers) == len(doc["keys"]) - 1
+
+
+@pytest.mark.parametrize("name", ["--help", "ConvDirectNaiveConvBwd"])
+def test_a_miopen_bundles_solver_names_must_be_the_tables(tmp_path, name):
+    """A kernel name no forward table of the arch declares (a command-line flag, a backward-data
+    solver in a forward bundle) is refused at load, named."""
+    from ckheur.models.bundle import BundleError, load_bundle
+
+    bundle = _copy_bundle(tmp_path)
+    kernels = json.loads((bundle / "kernels.json").read_text())
+    kernels[3]["name"] = name
+    (bundle / "kernels.json").write_text(json.dumps(kernels))
+    with pytest.raises(BundleError, match=f"kernels.json: solver '{name}' .* not a fwd solver of the gfx942 table"):
+        load_bundle(bundle)
+
+
+def test_leaves_whose_sum_can_overflow_are_refused(tmp_path):
+    """Every leaf finite (1e308) but their sum over the trees infinite: refused at load."""
+    import re
+
+    from ckheur.models.bundle import BundleError, load_bundle
+
+    bundle = _copy_bundle(tmp_path, "grouped_conv_fwd_bf16_gfx950")
+    text = gzip.decompress((bundle / "model.txt.gz").read_bytes()).decode()
+    head, _, body = text.partition("\nTree=")
+    trees, _, tail = ("Tree=" + body).partition("end of trees")
+    blocks = [re.sub(r"(?m)^leaf_value=(.*)$", lambda m: "leaf_value=" + " ".join(["1e308"] * len(m[1].split())), b)
+              for b in re.split(r"(?m)^(?=Tree=)", trees)[1:]]
+    head = re.sub(r"(?m)^tree_sizes=.*$", "tree_sizes=" + " ".join(str(len(b)) for b in blocks), head)
+    (bundle / "model.txt.gz").write_bytes(gzip.compress((head + "\n" + "".join(blocks) + "end of trees" + tail).encode()))
+    with pytest.raises(BundleError, match=r"model.txt.gz: the trees' leaves can sum to 1e\+308 by tree 0, beyond"):
+        load_bundle(bundle)
+
+
+def test_compiled_cache_key_covers_the_remembered_answers(tmp_path):
+    """The compiled selector's key (bundle_hash) changes with every file of the bundle, the
+    remembered answers included, so a build for the old answers is never reused."""
+    from ckheur.models.compiled import bundle_hash
+
+    bundle = _copy_bundle(tmp_path)
+    before = bundle_hash(bundle)
+    doc = _answers(bundle)
+    doc["kernels"][0] = next(k for k in doc["kernels"] if k != doc["kernels"][0])
+    _write_answers(bundle, doc)
+    assert bundle_hash(bundle) != before
+
+
+def test_tunanet_statistics_and_layer_graph_are_checked(tmp_path):
+    """A zero or non-finite standard deviation (inputs divide by it), or a layer graph that names a
+    layer never computed, is one TunaNetError naming the file, never NaN scores or a traceback."""
+    from test_tunanet import _write_net
+
+    from ckheur.tunanet import TunaNetError, load_tunanet
+
+    for value, field in ((0.0, "std"), (float("inf"), "std"), (float("nan"), "mean")):
+        folder = _write_net(tmp_path / f"{field}{value}")
+        meta_file = folder / "gfx942_metadata.tn.model"
+        meta = json.loads(meta_file.read_text())
+        meta["stats"]["overall"]["features"][field]["Pad_1"] = value
+        meta_file.write_text(json.dumps(meta))
+        with pytest.raises(TunaNetError, match=r"gfx942_metadata.tn.model: the statistics of input Pad_1 .* must be "
+                                               "finite numbers, the std not zero"):
+            load_tunanet(folder, "gfx942")
+    for broken in ("inbound", "unknown"):
+        folder = _write_net(tmp_path / broken)
+        model_file = folder / "gfx942.tn.model"
+        model = json.loads(model_file.read_text())
+        layers = model["architecture"]["config"]["layers"]
+        if broken == "inbound":
+            layers[1]["inbound_nodes"] = 7  # not a list of nodes
+        else:
+            layers[4]["inbound_nodes"] = [[["nowhere", 0, 0, {}], ["dense_1", 0, 0, {}]]]
+        model_file.write_text(json.dumps(model))
+        with pytest.raises(TunaNetError, match=r"gfx942.tn.model: (not a layer graph|its layer graph cannot)"):
+            load_tunanet(folder, "gfx942")
+
+
+def test_deeply_nested_json_is_one_error(tmp_path):
+    """JSON nested past Python's recursion limit, in a bundle file, its answers or a TunaNet
+    file: one error naming the file (never a RecursionError)."""
+    from test_tunanet import _write_net
+
+    from ckheur.models.bundle import BundleError, load_bundle
+    from ckheur.tunanet import TunaNetError, load_tunanet
+
+    deep = "[" * 100_000 + "]" * 100_000
+    bundle = _copy_bundle(tmp_path)
+    (bundle / "cv_metrics.json").write_text(deep)
+    with pytest.raises(BundleError, match="cv_metrics.json: corrupted JSON"):
+        load_bundle(bundle)
+    bundle = _copy_bundle(tmp_path / "answers")
+    (bundle / "answers.json.gz").write_bytes(gzip.compress(deep.encode()))
+    with pytest.raises(BundleError, match="answers.json.gz: not a bundle's answers"):
+        load_bundle(bundle)
+    folder = _write_net(tmp_path / "net")
+    (folder / "gfx942.tn.model").write_text(deep)
+    with pytest.raises(TunaNetError, match="gfx942.tn.model: not a TunaNet JSON file"):
+        load_tunanet(folder, "gfx942")
