@@ -207,6 +207,11 @@ def test_find_db_tier_serves_only_the_pools_solvers_of_the_direction(tmp_path):
         got = sel.select(driver.format(n))
         assert (got.kernel, got.source, got.latency_ms) == ("ConvBinWinogradRxSf2x3", "find_db", 0.22021), n
     assert sel.find_db.refused == {"ConvDirectNaiveConvBwd": 1, "NoSuchSolver": 1}
+    r = run_cli("stage=predict", "op=miopen/fwd", "arch=gfx942", f"predict.find_db={fdb}",
+                f"problem={driver.format(16)}", f"hydra.run.dir={tmp_path / 'p'}")
+    assert r.returncode == 0, r.stderr[-2000:]
+    assert "selected: ConvBinWinogradRxSf2x3 (tier: find_db, measured 0.2202 ms" in r.stdout
+    assert "predict.find_db: 2 entries of solvers outside this model's pool are never answered" in r.stdout
 
 
 def test_find_db_times_beyond_the_peak_are_never_answered_nor_imported(tmp_path):
