@@ -538,7 +538,8 @@ def merge_find_db(path: str | Path, lines: Sequence[FindDbLine], *, merge: bool 
     kept beside it (``<name>.<UTC time>.bak``) and the file replaced, each written aside and renamed
     into place with the file's permission bits; an unchanged file is neither rewritten nor backed up.
     An existing file is written only with ``merge`` and only when every line is a find-db line
-    (else FindDbError naming the line). Returns counts: lines kept, keys updated, keys added, the
+    (else FindDbError naming the line); a given line or solver name its own reader would refuse is
+    refused before anything is written. Returns counts: lines kept, keys updated, keys added, the
     backup's path (None for a new or unchanged file) and whether the file ``changed``."""
     import fcntl
     import os
@@ -552,6 +553,10 @@ def merge_find_db(path: str | Path, lines: Sequence[FindDbLine], *, merge: bool 
         raise FindDbError(f"{path}: MIOpen's user find-db is plain text (…/<arch><CUs>.HIP.<version>.ufdb.txt)")
     new = {}
     for line in lines:
+        bad = next((e.solver for e in line.entries if not re.fullmatch(SOLVER_NAME, str(e.solver))), None)
+        if bad is not None or not _ANY_LINE.match(line.text()):  # never a line this reader would refuse
+            raise FindDbError(f"{path}: refused, nothing written: " + (f"solver name {str(bad)[:120]!r} is not one"
+                              if bad is not None else f"{line.text()[:120]!r} is not a find-db line"))
         key = line.key.text()
         old = new.get(key)
         new[key] = line if old is None else FindDbLine(line.key, old.entries + line.entries)

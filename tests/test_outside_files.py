@@ -105,6 +105,11 @@ def test_a_merge_keeps_the_mode_backs_up_aside_and_only_when_something_changes(t
     assert not again["changed"] and again["backup"] is None and again["updated"] == 2
     assert target.read_text() == after and target.stat().st_ino == inode
     assert sorted(p.name for p in tmp_path.iterdir()) == sorted([USER_FDB, backup.name, f"{USER_FDB}.lock"])
+    from ckheur.miopen_fdb import FindDbError
+
+    with pytest.raises(FindDbError, match="solver name '--help' is not one"):  # what the next merge would refuse
+        merge_find_db(target, [_new_line(9, solver="--help")], merge=True)
+    assert target.read_text() == after
 
 
 # ------------------------------------------------------------------ 5. bounded decompression
