@@ -313,7 +313,8 @@ def test_leaves_whose_sum_can_overflow_are_refused(tmp_path):
     blocks = [re.sub(r"(?m)^leaf_value=(.*)$", lambda m: "leaf_value=" + " ".join(["1e308"] * len(m[1].split())), b)
               for b in re.split(r"(?m)^(?=Tree=)", trees)[1:]]
     head = re.sub(r"(?m)^tree_sizes=.*$", "tree_sizes=" + " ".join(str(len(b)) for b in blocks), head)
-    (bundle / "model.txt.gz").write_bytes(gzip.compress((head + "\n" + "".join(blocks) + "end of trees" + tail).encode()))
+    text = head + "\n" + "".join(blocks) + "end of trees" + tail
+    (bundle / "model.txt.gz").write_bytes(gzip.compress(text.encode()))
     with pytest.raises(BundleError, match=r"model.txt.gz: the trees' leaves can sum to 1e\+308 by tree 0, beyond"):
         load_bundle(bundle)
 

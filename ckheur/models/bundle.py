@@ -195,8 +195,8 @@ def check_model_text(text: str, path: Path, num_features: int) -> int:
             raise BundleError(f"{where}: {leaves} leaves (1 to {MAX_TREE_LEAVES} supported)")
         bound += max(abs(v) for v in _numbers(block, "leaf_value", leaves, float, where))
         if not bound <= MAX_SCORE:
-            raise BundleError(f"{path}: the trees' leaves can sum to {bound:.3g} by tree {i}, beyond the {MAX_SCORE:.3g} a "
-                              "score may reach (no real model comes near; sums could overflow)")
+            raise BundleError(f"{path}: the trees' leaves can sum to {bound:.3g} by tree {i}, beyond the "
+                              f"{MAX_SCORE:.3g} a score may reach (no real model comes near; sums could overflow)")
         if leaves == 1:
             continue
         n = leaves - 1

@@ -52,8 +52,9 @@ def run(cfg: Any, ctx: Context) -> dict:
     selector, label = selector_from_cfg(cfg, job, tuning_db=cfg.predict.tuning_db, find_db=cfg.predict.find_db)
     refused = selector.find_db.refused if selector.find_db is not None else {}
     if refused:
-        print(f"predict.find_db: {sum(refused.values())} entries of solvers outside this model's pool are never answered "
-              f"({', '.join(f'{s} {n}' for s, n in sorted(refused.items())[:5])}{' ...' if len(refused) > 5 else ''})")
+        named = ", ".join(f"{s} {n}" for s, n in sorted(refused.items())[:5]) + (" ..." if len(refused) > 5 else "")
+        print(f"predict.find_db: {sum(refused.values())} entries of solvers outside this model's pool are never "
+              f"answered ({named})")
     single = problem_from_cfg(cfg, job)
     if single is not None:
         ranked = selector.rank(single, k=k)
