@@ -41,7 +41,7 @@ def _new_line(n: int, solver: str = "GemmBwdRest", time_ms: float = 0.5):
 # ------------------------------------------------------------------ 2. the user find-db writer
 
 def _merge_reading_slowly(target: Path, line, read_done, other_done) -> None:
-    """Merge, pausing between reading the file and writing it until the other merge is done (or 3 s
+    """Merge, pausing between reading the file and writing it until the other merge is done (or 2 s
     passed): without a lock the other merge runs in that pause; with one it waits for this one."""
     import ckheur.miopen_fdb as fdb
 
@@ -50,7 +50,7 @@ def _merge_reading_slowly(target: Path, line, read_done, other_done) -> None:
     def read_then_pause(path):
         text = real(path)
         read_done.set()
-        other_done.wait(3)
+        other_done.wait(2)
         return text
 
     fdb._text = read_then_pause
@@ -71,18 +71,17 @@ def test_two_merges_at_once_both_keep_their_entries(tmp_path):
     target = tmp_path / USER_FDB
     target.write_text("\n".join(_lines()) + "\n")
     ctx = multiprocessing.get_context("fork")
-    for round_ in range(2):
-        a, b = _new_line(100 + round_), _new_line(200 + round_)
-        read_done, other_done = ctx.Event(), ctx.Event()
-        procs = [ctx.Process(target=_merge_reading_slowly, args=(target, a, read_done, other_done)),
-                 ctx.Process(target=_merge_after, args=(target, b, read_done, other_done))]
-        for p in procs:
-            p.start()
-        for p in procs:
-            p.join(60)
-        assert [p.exitcode for p in procs] == [0, 0]
-        keys = {ln.partition("=")[0] for ln in target.read_text().splitlines()}
-        assert {a.key.text(), b.key.text()} <= keys, round_
+    a, b = _new_line(100), _new_line(200)
+    read_done, other_done = ctx.Event(), ctx.Event()
+    procs = [ctx.Process(target=_merge_reading_slowly, args=(target, a, read_done, other_done)),
+             ctx.Process(target=_merge_after, args=(target, b, read_done, other_done))]
+    for p in procs:
+        p.start()
+    for p in procs:
+        p.join(60)
+    assert [p.exitcode for p in procs] == [0, 0]
+    keys = {ln.partition("=")[0] for ln in target.read_text().splitlines()}
+    assert {a.key.text(), b.key.text()} <= keys
 
 
 def test_a_merge_keeps_the_mode_backs_up_aside_and_only_when_something_changes(tmp_path):
