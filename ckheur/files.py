@@ -231,11 +231,12 @@ class TooLargeError(UserError):
 def read_compressed(path: str | Path, limit_bytes: int | None = None) -> bytes:
     """A file's content, decompressed by its suffix (.gz, .bz2, .xz; other files as they are),
     refused (TooLargeError naming the file and the cap) once it passes ``limit_bytes`` (default
-    DATA_LIMIT_BYTES): a small crafted file can expand to gigabytes. Corrupt data raises what the codec raises (OSError,
-    EOFError, zlib.error, lzma.LZMAError)."""
+    DATA_LIMIT_BYTES): a small crafted file can expand to gigabytes. Corrupt or cut data raises
+    OSError or EOFError."""
     import bz2
     import gzip
     import lzma
+    import zlib
 
     path = Path(path)
     limit_bytes = DATA_LIMIT_BYTES if limit_bytes is None else limit_bytes
@@ -246,7 +247,10 @@ def read_compressed(path: str | Path, limit_bytes: int | None = None) -> bytes:
     chunks, size = [], 0
     with opener(path, "rb") as f:
         while True:
-            chunk = f.read(min(1 << 20, limit_bytes + 1 - size))
+            try:
+                chunk = f.read(min(1 << 20, limit_bytes + 1 - size))
+            except (zlib.error, lzma.LZMAError) as e:  # as an OSError, which every reader reports
+                raise OSError(f"corrupt {path.suffix} data ({e})") from None
             if not chunk:
                 break
             chunks.append(chunk)

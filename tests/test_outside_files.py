@@ -144,6 +144,11 @@ def test_decompression_stops_at_the_cap(tmp_path, suffix):
     with pytest.raises(TooLargeError, match=rf"f\{suffix}: decompresses to more than 1,048,576 bytes"):
         read_compressed(path, 1 << 20)
     assert len(read_compressed(path, 3 << 20)) == 3 << 20  # exactly at the cap: read whole
+    data = bytearray(path.read_bytes())
+    data[len(data) // 2] ^= 0xFF
+    path.write_bytes(bytes(data))
+    with pytest.raises((OSError, EOFError)):  # corrupt: what every reader reports in one line
+        read_compressed(path, 3 << 20)
 
 
 def test_compressed_find_dbs_and_csvs_are_refused_beyond_the_cap_in_one_line(tmp_path, low_caps):
