@@ -93,7 +93,7 @@ class MultirunReport(Callback):
         for marker in folder.glob(f"*/{FAILED_MARKER}"):
             try:
                 got = json.loads(marker.read_text())
-            except (OSError, ValueError):
+            except (OSError, ValueError, RecursionError):
                 continue
             if isinstance(got, dict) and got.get("multirun") == self.run_id:
                 failed.append(got)

@@ -49,13 +49,20 @@ def _first_line(e: BaseException) -> str:
 
 
 def _read_arrow(path: Path, spec: TableSpec):
+    import lzma
+    import zlib
+
     import pyarrow as pa
     import pyarrow.csv as pacsv
 
+    from ckheur.files import COMPRESSED_SUFFIXES, read_compressed
+
     types = {c: pa.string() for c in spec.text}
     try:
-        return pacsv.read_csv(path, convert_options=pacsv.ConvertOptions(column_types=types))
-    except (pa.ArrowInvalid, OSError, EOFError, UnicodeDecodeError) as e:
+        # A compressed file is decompressed here, under the cap, never by Arrow (which has none).
+        source = pa.BufferReader(read_compressed(path)) if path.suffix in COMPRESSED_SUFFIXES else path
+        return pacsv.read_csv(source, convert_options=pacsv.ConvertOptions(column_types=types))
+    except (pa.ArrowInvalid, OSError, EOFError, UnicodeDecodeError, zlib.error, lzma.LZMAError) as e:
         msg = _first_line(e)
         if "Empty CSV file" in msg:
             raise DatasetError(f"{path}: empty file; a {spec.what} starts with a header line") from None

@@ -276,3 +276,45 @@ def save_png(fig: object, path: str | Path, dpi: int = 120) -> Path:
     with replacing(path, binary=True) as f:
         fig.savefig(f, format="png", dpi=dpi)  # type: ignore[attr-defined]
     return Path(path)
+
+
+DATA_LIMIT_BYTES = 1 << 30  # a compressed data file (find-db, CSV, CK model) may decompress to 1 GiB
+BUNDLE_LIMIT_BYTES = 256 << 20  # a compressed bundle file (model text, answers) to 256 MiB
+COMPRESSED_SUFFIXES = (".gz", ".bz2", ".xz")
+
+
+class TooLargeError(UserError):
+    """A compressed file decompresses to more than the cap it is read with."""
+
+
+def read_compressed(path: str | Path, limit_bytes: int | None = None) -> bytes:
+    """A file's content, decompressed by its suffix (.gz, .bz2, .xz; other files as they are),
+    refused (TooLargeError naming the file and the cap) once it passes ``limit_bytes`` (default
+    DATA_LIMIT_BYTES): a small crafted file can expand to gigabytes. Corrupt or cut data raises
+    OSError or EOFError."""
+    import bz2
+    import gzip
+    import lzma
+    import zlib
+
+    path = Path(path)
+    limit_bytes = DATA_LIMIT_BYTES if limit_bytes is None else limit_bytes
+    openers = {".gz": gzip.open, ".bz2": bz2.open, ".xz": lzma.open}
+    opener = openers.get(path.suffix)
+    if opener is None:
+        return path.read_bytes()
+    chunks, size = [], 0
+    with opener(path, "rb") as f:
+        while True:
+            try:
+                chunk = f.read(min(1 << 20, limit_bytes + 1 - size))
+            except (zlib.error, lzma.LZMAError) as e:  # as an OSError, which every reader reports
+                raise OSError(f"corrupt {path.suffix} data ({e})") from None
+            if not chunk:
+                break
+            chunks.append(chunk)
+            size += len(chunk)
+            if size > limit_bytes:
+                raise TooLargeError(f"{path}: decompresses to more than {limit_bytes:,} bytes, the cap for such a "
+                                    "file: refused (a damaged or crafted file)")
+    return b"".join(chunks)

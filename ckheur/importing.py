@@ -49,7 +49,7 @@ def read_record(target: Path) -> dict:
         record = json.loads((target / RECORD).read_text())
     except FileNotFoundError:
         return {}
-    except (json.JSONDecodeError, OSError, UnicodeDecodeError) as e:
+    except (json.JSONDecodeError, OSError, UnicodeDecodeError, RecursionError) as e:
         raise ImportRefused(f"{target / RECORD} is unreadable ({e}); move the dataset aside to import afresh") from None
     if not isinstance(record, dict) or not all(isinstance(v, dict) for v in record.values()):
         raise ImportRefused(f"{target / RECORD} is not an import record (an object of sha256 -> object); "
@@ -234,8 +234,8 @@ class ImportTransaction:
 
 
 def is_find_db(path: Path) -> bool:
-    """Whether a path names a MIOpen find-db file."""
-    return ".fdb.txt" in Path(path).name
+    """Whether a path names a MIOpen find-db file (a system one, or a user find-db: ``.ufdb.txt``)."""
+    return ".fdb.txt" in Path(path).name or ".ufdb.txt" in Path(path).name
 
 
 def import_file(path: str | Path, *, data_root: str | Path, op: Mapping[str, Any], arch: Mapping[str, Any],
@@ -322,7 +322,7 @@ def _import_find_db(src: Path, data_root: str | Path, dataset: str | None, find_
         done = already_imported(data_root, name, sha, src.name)
         if done:
             return _nothing_to_do(done, sha, log)
-        fdb = read_find_db(src)
+        fdb = read_find_db(src, arch)
     except FindDbError as e:
         raise ImportRefused(str(e)) from None
     except (OSError, EOFError) as e:

@@ -18,8 +18,6 @@ status ``censored``, never as unmeasured.
 
 from __future__ import annotations
 
-import bz2
-import gzip
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -86,11 +84,15 @@ def arch_from_name(path: str | Path, known: Sequence[str]) -> tuple[str, int]:
 
 
 def _text(path: Path) -> str:
-    opener = bz2.open if path.suffix == ".bz2" else gzip.open if path.suffix == ".gz" else open
+    """A find-db's text (plain, or decompressed under ``ckheur.files.DATA_LIMIT_BYTES``)."""
+    import lzma
+    import zlib
+
+    from ckheur.files import read_compressed
+
     try:
-        with opener(path, "rt") as f:
-            return f.read()
-    except (OSError, EOFError, UnicodeDecodeError) as e:
+        return read_compressed(path).decode()
+    except (OSError, EOFError, UnicodeDecodeError, zlib.error, lzma.LZMAError) as e:
         raise FindDbError(f"{path}: cannot be read ({str(e).splitlines()[0][:200]})") from None
 
 
@@ -135,8 +137,11 @@ def _extract(strings: Any, pattern: str, numbers: Sequence[str] = (), floats: Se
     return pa.table(cols).to_pandas()
 
 
-def read_find_db(path: str | Path) -> FindDb:
-    """Parse a find-db file (plain, .bz2 or .gz) into problems and listed entries, with a report."""
+def read_find_db(path: str | Path, arch: str | None = None) -> FindDb:
+    """Parse a find-db file (plain, .bz2 or .gz) into problems and listed entries, with a report.
+    ``arch``: the GPU it was measured on; an entry whose time implies more than its peak (the
+    imports' rule, ``ckheur.dataset.beyond_peak``; Winograd and FFT solvers count as doing fewer
+    multiplications) is skipped and counted, naming the first's line."""
     import numpy as np
     import pandas as pd
     import pyarrow as pa
@@ -248,6 +253,19 @@ def read_find_db(path: str | Path) -> FindDb:
     e = e[~zero]
     pos = pd.Series(np.arange(len(problems)), index=problems.index)
     e["problem"] = pos.loc[e["line"].to_numpy()].to_numpy()
+    if arch is not None:  # the imports' peak rule; like a zero time, such an entry is no measurement
+        from ckheur.dataset import beyond_peak
+
+        p = e["problem"].to_numpy()
+        fewer = e["algo"].isin(["Winograd", "FFT"]).to_numpy()
+        fast, why = beyond_peak(_flops(problems)[p], e["time_ms"].to_numpy(), problems["dtype"].to_numpy()[p], arch,
+                                fewer)
+        if len(fast):
+            i = int(fast[0])
+            report["skipped_entries"][f"time beyond the {arch} peak (not a measurement; the first: "
+                                      f"{at(int(e['line'].iloc[i]))}, {e['solver'].iloc[i]} "
+                                      f"{e['time_ms'].iloc[i]} ms {why})"] = int(len(fast))
+            e = e.drop(e.index[fast])
     e["algorithm"] = e["algo"].map(ALGORITHMS).fillna(e["algo"].str.lower())
     p_, t_ = e["problem"].to_numpy(), e["time_ms"].to_numpy()  # file order within each problem
     report["problems_out_of_time_order"] = int(len(np.unique(p_[1:][(p_[1:] == p_[:-1]) & (t_[1:] < t_[:-1])])))
@@ -301,25 +319,39 @@ class FindDbAnswers:
     direction: str
     dtype: str
     best: dict  # problem key -> (solver, time_ms)
+    refused: dict = field(default_factory=dict)  # solver name -> entries left out: not a solver of the table
 
     def __len__(self) -> int:
         return len(self.best)
 
 
-def find_db_answers(path: str | Path, direction: str, dtype: str, arch: str) -> FindDbAnswers:
+def find_db_answers(path: str | Path, direction: str, dtype: str, arch: str,
+                    solvers: Sequence[str] | None = None) -> FindDbAnswers:
     """The answers a find-db (MIOpen's system file or a user find-db) gives for one direction and
-    data type; FindDbError when its file name names another arch, or none."""
+    data type: each problem's fastest listed solver among ``solvers`` (default: the arch's table
+    of the direction); entries of other solvers (unknown, or of another direction) are left out
+    and counted in ``refused``. FindDbError when its file name names another arch, or none, or
+    when a time breaks the peak rule."""
     from ckheur.dataset import problem_keys
+    from ckheur.kernels.base import KernelError
+    from ckheur.kernels.miopen_solvers import table_names
     from ckheur.problems.miopen_conv import FIELDS
 
     cus_of(path, arch)
-    fdb = read_find_db(path)
+    if solvers is None:
+        try:
+            solvers = table_names(direction, arch)
+        except KernelError as e:
+            raise FindDbError(f"find-db {path}: {e}") from None
+    fdb = read_find_db(path, arch)
     keep = ((fdb.problems["direction"] == direction) & (fdb.problems["dtype"] == dtype)).to_numpy()
-    first = fdb.entries.drop_duplicates("problem")  # entries are sorted by time within a problem
-    first = first[keep[first["problem"].to_numpy()]]
+    mine = fdb.entries[keep[fdb.entries["problem"].to_numpy()]]
+    known = mine["solver"].isin(set(solvers)).to_numpy()
+    refused = {str(s): int(n) for s, n in mine["solver"][~known].value_counts().items()}
+    first = mine[known].drop_duplicates("problem")  # entries are sorted by time within a problem
     keys = problem_keys(fdb.problems.iloc[first["problem"].to_numpy()][list(FIELDS)])
     best = dict(zip(keys, zip(first["solver"].tolist(), first["time_ms"].astype(float).tolist())))
-    return FindDbAnswers(Path(path), arch, direction, dtype, best)
+    return FindDbAnswers(Path(path), arch, direction, dtype, best, refused)
 
 
 def find_db_listing(path: str | Path, problem: Any, direction: str, dtype: str, arch: str) -> dict[str, float] | None:
@@ -520,58 +552,78 @@ def merge_find_db(path: str | Path, lines: Sequence[FindDbLine], *, merge: bool 
     """Write ``lines`` into a find-db text file (MIOpen's user find-db), as MIOpen would: a key
     the file has keeps its other solvers' entries, a given solver's entry replaces its own, and
     the key's entries are sorted by time; every other line stays as it is, in its place; new keys
-    are appended. The file is replaced atomically, after its old text is kept beside it
-    (``<name>.<UTC time>.bak``). An existing file is written only with ``merge`` and only when
-    every line is a find-db line (else FindDbError naming the line). Returns counts: lines kept,
-    keys updated, keys added, and the backup's path (None for a new file)."""
+    are appended. The whole read-modify-write holds an exclusive lock (``<name>.lock`` beside the
+    file), so concurrent merges each keep their entries. When the text changes, the old text is
+    kept beside it (``<name>.<UTC time>.bak``) and the file replaced, each written aside and renamed
+    into place with the file's permission bits; an unchanged file is neither rewritten nor backed up.
+    An existing file is written only with ``merge`` and only when every line is a find-db line
+    (else FindDbError naming the line); a given line or solver name its own reader would refuse is
+    refused before anything is written. Returns counts: lines kept, keys updated, keys added, the
+    backup's path (None for a new or unchanged file) and whether the file ``changed``."""
+    import fcntl
+    import os
+    import stat
     from datetime import datetime, timezone
 
-    from ckheur.files import make_folder, open_new, write_file
+    from ckheur.files import make_folder, open_lock, write_file
 
     path = Path(path)
     if path.suffix in (".bz2", ".gz"):
         raise FindDbError(f"{path}: MIOpen's user find-db is plain text (…/<arch><CUs>.HIP.<version>.ufdb.txt)")
     new = {}
     for line in lines:
+        bad = next((e.solver for e in line.entries if not re.fullmatch(SOLVER_NAME, str(e.solver))), None)
+        if bad is not None or not _ANY_LINE.match(line.text()):  # never a line this reader would refuse
+            raise FindDbError(f"{path}: refused, nothing written: " + (f"solver name {str(bad)[:120]!r} is not one"
+                              if bad is not None else f"{line.text()[:120]!r} is not a find-db line"))
         key = line.key.text()
         old = new.get(key)
         new[key] = line if old is None else FindDbLine(line.key, old.entries + line.entries)
-    existing: list[str] = []
-    old_text = None
-    if path.exists() or path.is_symlink():
-        if not merge:
-            raise FindDbError(f"{path} exists: give merge=True to merge into it")
-        if not path.is_file() or path.is_symlink():
-            raise FindDbError(f"{path} is not a regular file")
-        old_text = _text(path)
-        existing = old_text.splitlines()
-        bad = next((i for i, ln in enumerate(existing) if ln.strip() and not _ANY_LINE.match(ln)), None)
-        if bad is not None:
-            raise FindDbError(f"{path} line {bad + 1} is not a find-db line (KEY=SOLVER:VALUES;...): refused, "
-                              f"nothing written: {existing[bad][:120]!r}")
-    counts: dict[str, Any] = {"kept": 0, "updated": 0, "added": 0, "backup": None}
-    out = []
-    for text in existing:
-        key = text.partition("=")[0]
-        if key not in new:
-            out.append(text)
-            counts["kept"] += 1
-            continue
-        mine = new.pop(key)
-        out.append(_by_time(mine.key, parse_line(text).entries + mine.entries))
-        counts["updated"] += 1
-    for line in new.values():
-        out.append(_by_time(line.key, line.entries))
-        counts["added"] += 1
+    if (path.exists() or path.is_symlink()) and not merge:
+        raise FindDbError(f"{path} exists: give merge=True to merge into it")
     make_folder(path.parent, "find-db folder")
-    if old_text is not None:  # the replaced entries were measurements too: keep them
-        stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%S%fZ")
-        backup = path.with_name(f"{path.name}.{stamp}.bak")
-        with open_new(backup) as f:
-            f.write(old_text)
-        counts["backup"] = str(backup)
-    write_file(path, "".join(f"{ln}\n" for ln in out))
-    return counts
+    lock = open_lock(path.with_name(f"{path.name}.lock"))
+    try:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # held until the new text is in place: another merge reads it
+        existing: list[str] = []
+        old_text, mode = None, None
+        if path.exists() or path.is_symlink():
+            if not merge:  # created by another writer since the check above
+                raise FindDbError(f"{path} exists: give merge=True to merge into it")
+            if not path.is_file() or path.is_symlink():
+                raise FindDbError(f"{path} is not a regular file")
+            mode = stat.S_IMODE(os.stat(path).st_mode)
+            old_text = _text(path)
+            existing = old_text.splitlines()
+            bad = next((i for i, ln in enumerate(existing) if ln.strip() and not _ANY_LINE.match(ln)), None)
+            if bad is not None:
+                raise FindDbError(f"{path} line {bad + 1} is not a find-db line (KEY=SOLVER:VALUES;...): refused, "
+                                  f"nothing written: {existing[bad][:120]!r}")
+        counts: dict[str, Any] = {"kept": 0, "updated": 0, "added": 0, "backup": None}
+        out = []
+        for text in existing:
+            key = text.partition("=")[0]
+            if key not in new:
+                out.append(text)
+                counts["kept"] += 1
+                continue
+            mine = new.pop(key)
+            out.append(_by_time(mine.key, parse_line(text).entries + mine.entries))
+            counts["updated"] += 1
+        for line in new.values():
+            out.append(_by_time(line.key, line.entries))
+            counts["added"] += 1
+        text = "".join(f"{ln}\n" for ln in out)
+        counts["changed"] = old_text is None or out != existing  # a missing last newline alone is no change
+        if not counts["changed"]:
+            return counts
+        if old_text is not None:  # the replaced entries were measurements too: keep them
+            stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%S%fZ")
+            counts["backup"] = str(write_file(path.with_name(f"{path.name}.{stamp}.bak"), old_text, mode=mode))
+        write_file(path, text, mode=mode)
+        return counts
+    finally:
+        os.close(lock)  # releases the lock
 
 
 def tuning_db_lines(rows: Any, direction: str, dtype: str) -> tuple[list[FindDbLine], dict]:
@@ -633,6 +685,13 @@ def _by_time(key: FindDbKey, entries: Sequence[FindDbEntry]) -> str:
     return FindDbLine(key, tuple(sorted(by_solver.values(), key=lambda e: e.time_ms))).text()
 
 
+def _flops(problems: Any) -> Any:
+    """Each problem's FLOPs (forward terms; every direction does as many)."""
+    do, ho, wo = output_sizes(problems)
+    return (2.0 * problems["N"] * problems["K"] * do * ho * wo * (problems["C"] // problems["G"])
+            * problems["Z"] * problems["Y"] * problems["X"]).to_numpy(dtype=float)
+
+
 def dataset_rows(fdb: FindDb, direction: str, dtype: str, arch: str, solvers: Sequence[Mapping[str, Any]],
                  source: str, timestamp: str) -> tuple[Any, dict]:
     """Dataset rows (family ``miopen``) of one direction and data type: every listed solver of the
@@ -681,9 +740,7 @@ def dataset_rows(fdb: FindDb, direction: str, dtype: str, arch: str, solvers: Se
     cols["workspace"] = np.array([bool(s["workspace"]) for s in solvers], dtype=bool)[per_solver]
     cols["latency_ms"] = t
     cols["latency_spread_ms"] = np.full(n, np.nan)
-    do, ho, wo = output_sizes(probs)
-    flops = (2.0 * probs["N"] * probs["K"] * do * ho * wo * (probs["C"] // probs["G"])
-             * probs["Z"] * probs["Y"] * probs["X"]).to_numpy(dtype=float)
+    flops = _flops(probs)
     cols["tflops"] = np.where(listed, flops[per_problem] / np.where(listed, t, 1.0) * 1e-9, np.nan)
     cols["status"] = pd.Categorical.from_codes((~listed).astype(np.int8), ["ok", "censored"])
     cols["error"] = pd.Categorical.from_codes((~listed).astype(np.int8), ["", CENSORED_REASON])

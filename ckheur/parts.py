@@ -70,12 +70,12 @@ def commit_part(tmp: Path) -> Path:
 def sha256_of(path: Path) -> str:
     """sha256 of a file (of its content when gzipped, so a compressed copy hashes as the
     original), or of a dataset folder's part files in name order."""
-    import gzip
+    from ckheur.files import read_compressed
 
     h = hashlib.sha256()
     files = sorted(path.glob("part-*.parquet")) if path.is_dir() else [path]
     for f in files:
-        h.update(gzip.decompress(f.read_bytes()) if f.suffix == ".gz" else f.read_bytes())
+        h.update(read_compressed(f) if f.suffix == ".gz" else f.read_bytes())
     return h.hexdigest()
 
 

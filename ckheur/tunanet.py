@@ -116,7 +116,7 @@ def _read_json(path: Path) -> dict:
     except FileNotFoundError:
         raise TunaNetError(f"{path} not found: MIOpen keeps <arch>.tn.model and <arch>_metadata.tn.model beside "
                            "its system find-db") from None
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError, RecursionError) as e:
         raise TunaNetError(f"{path}: not a TunaNet JSON file ({str(e)[:200]})") from None
 
 
@@ -147,48 +147,62 @@ def load_tunanet(path: str | Path, arch: str) -> TunaNet:
                            f"(missing or malformed {e})") from None
     if gpu != arch:
         raise TunaNetError(f"{meta_file} is TunaNet for {gpu}, not {arch}")
+    usable = np.isfinite(mean) & np.isfinite(std) & (std != 0)  # the inputs are (x - mean) / std
+    if not usable.all():
+        f = features[int(np.flatnonzero(~usable)[0])]
+        raise TunaNetError(f"{meta_file}: the statistics of input {f} (mean {stats['mean'][f]!r:.40}, std "
+                           f"{stats['std'][f]!r:.40}) must be finite numbers, the std not zero")
     unknown = [f for f in features if f not in FEATURE_FIELDS and f not in CODED]
     if unknown:
         raise TunaNetError(f"{meta_file}: inputs {unknown} are not encoded here (known: "
                            f"{', '.join([*FEATURE_FIELDS, *CODED])}); this reader covers gfx90a and gfx942's models")
-    layers = []
-    width = {}
-    for layer in config["layers"]:
-        kind, name = layer["class_name"], layer["name"]
-        inputs = [n[0] for node in layer["inbound_nodes"] for n in node]
-        if kind == "InputLayer":
-            layers.append(("input", name, inputs, None, None))
-            width[name] = len(features)
-        elif kind == "Dense":
-            c = layer["config"]
-            if c.get("activation") not in ("linear", None) or not c.get("use_bias", True):
-                raise TunaNetError(f"{model_file}: Dense layer {name} with activation {c.get('activation')!r}, "
-                                   f"use_bias {c.get('use_bias')}: not supported")
-            w = _floats(params[name]["weights"], f"{model_file} {name}")
-            b = _floats(params[name]["bias"], f"{model_file} {name}")
-            if w.size != width[inputs[0]] * b.size:
-                raise TunaNetError(f"{model_file}: layer {name} has {w.size} weights for {width[inputs[0]]} inputs "
-                                   f"and {b.size} units")
-            layers.append(("dense", name, inputs, w.reshape(width[inputs[0]], b.size), b))
-            width[name] = b.size
-        elif kind == "ReLU":
-            c = layer["config"]
-            if c.get("max_value") is not None or float(c.get("negative_slope", 0)) != 0 \
-                    or float(c.get("threshold", 0)) != 0:
-                raise TunaNetError(f"{model_file}: ReLU {name} with a cap, slope or threshold: not supported")
-            layers.append(("relu", name, inputs, None, None))
-            width[name] = width[inputs[0]]
-        elif kind == "Add":
-            layers.append(("add", name, inputs, None, None))
-            width[name] = width[inputs[0]]
-        else:
-            raise TunaNetError(f"{model_file}: layer {name} of kind {kind}: this reader runs Dense, ReLU and Add")
-    output = config["output_layers"][0][0]
+    try:  # the layer graph is the file's too: a malformed one is an error naming the file
+        layers = []
+        width = {}
+        for layer in config["layers"]:
+            kind, name = layer["class_name"], layer["name"]
+            inputs = [n[0] for node in layer["inbound_nodes"] for n in node]
+            if kind == "InputLayer":
+                layers.append(("input", name, inputs, None, None))
+                width[name] = len(features)
+            elif kind == "Dense":
+                c = layer["config"]
+                if c.get("activation") not in ("linear", None) or not c.get("use_bias", True):
+                    raise TunaNetError(f"{model_file}: Dense layer {name} with activation {c.get('activation')!r}, "
+                                       f"use_bias {c.get('use_bias')}: not supported")
+                w = _floats(params[name]["weights"], f"{model_file} {name}")
+                b = _floats(params[name]["bias"], f"{model_file} {name}")
+                if w.size != width[inputs[0]] * b.size:
+                    raise TunaNetError(f"{model_file}: layer {name} has {w.size} weights for {width[inputs[0]]} inputs "
+                                       f"and {b.size} units")
+                layers.append(("dense", name, inputs, w.reshape(width[inputs[0]], b.size), b))
+                width[name] = b.size
+            elif kind == "ReLU":
+                c = layer["config"]
+                if c.get("max_value") is not None or float(c.get("negative_slope", 0)) != 0 \
+                        or float(c.get("threshold", 0)) != 0:
+                    raise TunaNetError(f"{model_file}: ReLU {name} with a cap, slope or threshold: not supported")
+                layers.append(("relu", name, inputs, None, None))
+                width[name] = width[inputs[0]]
+            elif kind == "Add":
+                layers.append(("add", name, inputs, None, None))
+                width[name] = width[inputs[0]]
+            else:
+                raise TunaNetError(f"{model_file}: layer {name} of kind {kind}: this reader runs Dense, ReLU and Add")
+        output = config["output_layers"][0][0]
+    except TunaNetError:
+        raise
+    except (KeyError, IndexError, TypeError, ValueError, AttributeError) as e:
+        raise TunaNetError(f"{model_file}: not a layer graph this reader can run (missing or malformed "
+                           f"{str(e)[:200]})") from None
     if width.get(output) != int(meta["num_outputs"]) or len(features) != reference[0].size:
         raise TunaNetError(f"{model_file}: {width.get(output)} outputs and {reference[0].size} reference inputs "
                            f"for a metadata of {meta['num_outputs']} outputs and {len(features)} inputs")
     net = TunaNet(arch, model_file, features, mean, std, codes, solvers, offset, tuple(layers), output, reference)
-    err = net.check()
+    try:
+        err = net.check()
+    except (KeyError, ValueError) as e:  # a layer read before it is computed, or widths that do not add up
+        raise TunaNetError(f"{model_file}: its layer graph cannot be evaluated ({str(e)[:200]})") from None
     if not err <= 1e-4 * max(1.0, float(np.max(np.abs(reference[1])))):
         raise TunaNetError(f"{model_file}: the forward pass differs from the file's reference output by {err:.3g}")
     return net

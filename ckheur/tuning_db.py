@@ -191,7 +191,7 @@ def _read_meta(meta_file: Path) -> dict:
     """A database's identity record; refused when unreadable or not an object naming it."""
     try:
         have = json.loads(meta_file.read_text())
-    except (json.JSONDecodeError, UnicodeDecodeError) as e:
+    except (json.JSONDecodeError, UnicodeDecodeError, RecursionError) as e:
         raise TuningDBError(f"{meta_file}: corrupted ({e}); it should name {', '.join(IDENTITY)}") from None
     except OSError as e:
         raise TuningDBError(f"{meta_file}: cannot be read ({e.strerror or e})") from None

@@ -69,6 +69,21 @@ def _table(op: Mapping[str, Any], arch: Mapping[str, Any]) -> list:
     return list(table)
 
 
+def table_names(direction: str, arch: str) -> list[str]:
+    """The solver names this ckheur declares for a direction on an arch (``conf/op/miopen/<direction>.yaml``):
+    the only names an outside file (a find-db, a bundle) may give; KernelError when there is no table."""
+    from ckheur.config import load_option
+
+    try:
+        table = (load_option(f"op/miopen/{direction}").get("solvers") or {}).get(arch)
+    except OSError:
+        table = None
+    if not table:
+        raise KernelError(f"no MIOpen solver table for direction {direction!r} on arch {arch!r} "
+                          "(conf/op/miopen/<fwd|bwd_data|bwd_weight>.yaml declares them per arch)")
+    return [str(s["name"]) for s in table]
+
+
 def candidates(op: Mapping[str, Any], arch: Mapping[str, Any]) -> tuple[list, list]:
     """The op's solver table for the arch."""
     return [Solver(name=s["name"], direction=op["direction"], solver_id=int(s["id"]), algorithm=s["algorithm"],

@@ -99,22 +99,35 @@ def write_answers(path: str | Path, answers: Mapping[tuple, str], family: str) -
 
 
 def _read_answers(path: Path, fields: list, kernels: list) -> dict:
+    from ckheur import files
+
     try:
-        doc = json.loads(gzip.decompress(path.read_bytes()))
+        doc = json.loads(files.read_compressed(path, files.BUNDLE_LIMIT_BYTES))
         names = {k.name for k in kernels}
         ok = doc["fields"] == fields and len(doc["keys"]) == len(doc["kernels"]) and all(
             isinstance(k, list) and len(k) == len(fields) for k in doc["keys"]) and set(doc["kernels"]) <= names
-    except (OSError, EOFError, zlib.error, ValueError, KeyError, TypeError) as e:
+    except files.TooLargeError as e:
+        raise BundleError(str(e)) from None
+    except (OSError, EOFError, zlib.error, ValueError, KeyError, TypeError, RecursionError) as e:
         raise BundleError(f"{path}: not a bundle's answers ({str(e)[:200]})") from None
     if not ok:
         raise BundleError(f"{path}: answers must list keys of the fields {fields} and kernels of kernels.json")
-    return {tuple(k): n for k, n in zip(doc["keys"], doc["kernels"])}
+    answers: dict = {}
+    for key, name in zip(doc["keys"], doc["kernels"]):
+        try:
+            known = answers.setdefault(tuple(key), name)
+        except TypeError:  # a key holding a list or an object
+            raise BundleError(f"{path}: a key holds something other than numbers and names: {key!r:.120}") from None
+        if known != name:  # which of the two is the fastest is unknowable: neither is trusted
+            raise BundleError(f"{path}: the problem {tuple(key)!r:.200} is remembered with two kernels ({known}, "
+                              f"{name}): conflicting answers")
+    return answers
 
 
 def _read_json(path: Path) -> Any:
     try:
         return json.loads(path.read_text())
-    except (json.JSONDecodeError, UnicodeDecodeError) as e:
+    except (json.JSONDecodeError, UnicodeDecodeError, RecursionError) as e:
         raise BundleError(f"{path}: corrupted JSON ({e})") from None
     except OSError as e:
         raise BundleError(f"{path}: cannot be read ({e.strerror or e})") from None
@@ -124,6 +137,10 @@ def _read_json(path: Path) -> Any:
 # compiled selector): deeper trees are refused on load, wider ones by the C export (64 leaves).
 MAX_TREE_DEPTH = 256
 MAX_TREE_LEAVES = 1 << 16
+# The largest score a model may reach (the sum over its trees of their largest |leaf|): beyond it
+# scores are no prediction (the shipped models stay below 62), sums could overflow, and the +1
+# that ranks a remembered answer first would be lost in rounding (doubles are exact to 2^53).
+MAX_SCORE = float(1 << 40)
 
 
 def _numbers(block: Mapping[str, str], key: str, count: int, kind: type, where: str,
@@ -147,7 +164,8 @@ def _numbers(block: Mapping[str, str], key: str, count: int, kind: type, where: 
 def check_model_text(text: str, path: Path, num_features: int) -> int:
     """Refuse (BundleError) a LightGBM model text that any ckheur path could not evaluate safely:
     cut short, a NaN threshold, leaves not finite, children that do not form a tree, features out of
-    range, trees deeper than MAX_TREE_DEPTH. Returns the number of trees."""
+    range, trees deeper than MAX_TREE_DEPTH, leaves that can sum beyond MAX_SCORE. Returns the number
+    of trees."""
     head, sep, body = text.partition("\nTree=")
     if not text.startswith("tree\n") or "\nend of trees" not in text or not text.isascii():
         raise BundleError(f"{path}: not a whole LightGBM model (cut short, or not a model file)")
@@ -164,6 +182,7 @@ def check_model_text(text: str, path: Path, num_features: int) -> int:
     if header.get("tree_sizes", "").split() != [str(n) for n in sizes]:
         raise BundleError(f"{path}: the header's tree_sizes do not match its {len(sizes)} trees")
     blocks = [trees[a:a + n] for a, n in zip(starts, sizes)]
+    bound = 0.0  # the largest |score| the trees can sum to
     for i, raw in enumerate(blocks):
         where = f"{path} tree {i}"
         block = dict(ln.split("=", 1) for ln in raw.splitlines() if "=" in ln)
@@ -174,7 +193,10 @@ def check_model_text(text: str, path: Path, num_features: int) -> int:
             raise BundleError(f"{where}: num_leaves / num_cat are not integers") from None
         if not 1 <= leaves <= MAX_TREE_LEAVES or cats < 0:
             raise BundleError(f"{where}: {leaves} leaves (1 to {MAX_TREE_LEAVES} supported)")
-        _numbers(block, "leaf_value", leaves, float, where)
+        bound += max(abs(v) for v in _numbers(block, "leaf_value", leaves, float, where))
+        if not bound <= MAX_SCORE:
+            raise BundleError(f"{path}: the trees' leaves can sum to {bound:.3g} by tree {i}, beyond the "
+                              f"{MAX_SCORE:.3g} a score may reach (no real model comes near; sums could overflow)")
         if leaves == 1:
             continue
         n = leaves - 1
@@ -218,12 +240,14 @@ def check_model_text(text: str, path: Path, num_features: int) -> int:
 
 def _read_booster(path: Path, num_features: int) -> Any:
     """A checked LightGBM booster from a gzipped model text."""
+    from ckheur import files
     from ckheur.threads import lightgbm
 
     lgb = lightgbm()
     try:
-        with gzip.open(path, "rt") as f:
-            text = f.read()
+        text = files.read_compressed(path, files.BUNDLE_LIMIT_BYTES).decode()
+    except files.TooLargeError as e:
+        raise BundleError(str(e)) from None
     except (OSError, EOFError, UnicodeDecodeError, zlib.error) as e:
         raise BundleError(f"{path}: corrupted model file ({str(e).splitlines()[0][:200]})") from None
     check_model_text(text, path, num_features)
@@ -289,6 +313,23 @@ def _check_spec(spec: Any, where: Path) -> None:
             raise BundleError(f"{where}: {field}{'.' + key if key else ''}: {str(e).splitlines()[0][:200]}") from None
 
 
+def _check_solvers(kernels: list, spec: Mapping, where: Path) -> None:
+    """A MIOpen bundle's kernels must be solvers of this ckheur's table for its direction and arch
+    (their names reach benchmark commands and find-db lines): a BundleError names the first that is not."""
+    from ckheur.kernels.base import KernelError
+    from ckheur.kernels.miopen_solvers import table_names
+
+    direction, arch = spec["op"]["direction"], spec["arch"]["name"]
+    try:
+        known = set(table_names(direction, arch))
+    except KernelError as e:
+        raise BundleError(f"{where}: {e}") from None
+    for k in kernels:
+        if k.name not in known or k.direction != direction:
+            raise BundleError(f"{where}: solver {str(k.name)[:120]!r} ({k.direction}) is not a {direction} solver of "
+                              f"the {arch} table (conf/op/miopen/{direction}.yaml)")
+
+
 def load_bundle(path: str | Path) -> Bundle:
     """Load and verify a bundle: every JSON field of the right type, the model texts whole and
     their trees sound (finite, shaped as every path can evaluate), the features this ckheur's
@@ -328,6 +369,8 @@ def load_bundle(path: str | Path) -> Bundle:
         kernels = [from_traits(d) for d in traits]
     except (TypeError, ValueError, KeyError, AttributeError) as e:
         raise BundleError(f"{path / 'kernels.json'}: {e}") from None
+    if spec["op"]["family"] == "miopen":
+        _check_solvers(kernels, spec, path / "kernels.json")
     cv = _read_json(path / "cv_metrics.json") if (path / "cv_metrics.json").exists() else {}
     manifest = _read_json(path / "train_manifest.json")
     for name, obj in (("cv_metrics.json", cv), ("train_manifest.json", manifest)):

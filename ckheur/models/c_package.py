@@ -36,7 +36,7 @@ def check_output(out: Path, name: str, bundle: Path, overwrite: bool) -> None:
     try:
         earlier = json.loads((out / "export.json").read_text())
         same = earlier.get("name") == name and Path(earlier.get("bundle", "")).resolve() == bundle.resolve()
-    except (OSError, ValueError, AttributeError):
+    except (OSError, ValueError, AttributeError, RecursionError):
         same = False
     foreign = [f for f in present if f not in ours]
     if same and not foreign:

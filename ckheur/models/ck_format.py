@@ -21,7 +21,6 @@ CK's feature set exports as such a folder:
 
 from __future__ import annotations
 
-import gzip
 import json
 import time
 from dataclasses import dataclass
@@ -125,7 +124,7 @@ def export_ck(model_dir: str | Path, output: str | Path, overwrite: bool = False
     if present and not overwrite:
         try:
             earlier = json.loads((out / "feature_spec.json").read_text()).get("ckheur", {}).get("bundle")
-        except (OSError, ValueError, AttributeError):
+        except (OSError, ValueError, AttributeError, RecursionError):
             earlier = None
         if present - ours or earlier != str(b.path.resolve()):
             raise CKFormatError(f"export.output={out} holds {', '.join(sorted(present)[:5])}, not an earlier CK export "
@@ -183,7 +182,10 @@ class CKModel:
     def load(cls, folder: str | Path, arch: Mapping[str, Any]) -> "CKModel":
         """Read a folder (``model_tflops.lgbm`` or ``.lgbm.gz``, never written back); ``arch`` when the
         folder does not name one."""
+        import zlib
+
         from ckheur.features import ck_conv
+        from ckheur.files import TooLargeError, read_compressed
         from ckheur.models.bundle import check_model_text
         from ckheur.threads import lightgbm
 
@@ -191,10 +193,12 @@ class CKModel:
         try:
             spec = json.loads((folder / "feature_spec.json").read_text())
             path = folder / MODEL_FILE
-            text = path.read_text() if path.exists() else gzip.decompress((folder / f"{MODEL_FILE}.gz").read_bytes()).decode()
+            text = path.read_text() if path.exists() else read_compressed(folder / f"{MODEL_FILE}.gz").decode()
         except FileNotFoundError as e:
             raise CKFormatError(f"{folder}: not a CK model folder ({Path(e.filename).name} missing)") from None
-        except (OSError, ValueError, EOFError, UnicodeDecodeError) as e:
+        except TooLargeError:
+            raise
+        except (OSError, ValueError, EOFError, UnicodeDecodeError, RecursionError, zlib.error) as e:
             raise CKFormatError(f"{folder}: cannot be read ({e})") from None
         names = spec.get("feature_names") if isinstance(spec, dict) else None
         known = ck_conv.feature_names()

@@ -26,8 +26,6 @@ from ckheur.files import entry_risk, folder_risk, process_folder, write_file
 from ckheur.models.export_c import c_family
 from ckheur.problems.base import ProblemError
 
-BUNDLE_FILES = ("model.txt.gz", "tflops_model.txt.gz", "feature_spec.json", "kernels.json")
-
 
 def find_compiler() -> str | None:
     """The C compiler: $CC, else cc, gcc or clang on PATH (None when there is none)."""
@@ -85,7 +83,7 @@ def _verified_entry(target: Path) -> tuple[dict, Path] | str:
         if sha256_of(lib) != meta["lib_sha256"]:
             return f"{lib.name} is not the library that was built (sha256 differs)"
         return info, lib
-    except (OSError, ValueError, KeyError, TypeError) as e:
+    except (OSError, ValueError, KeyError, TypeError, RecursionError) as e:
         return f"is damaged ({type(e).__name__}: {e})"
 
 
@@ -123,15 +121,16 @@ def _build_entry(model_dir: Path, target: Path, cc: str) -> str | None:
 
 
 def bundle_hash(model_dir: Path, sim_params: Any = None) -> str:
-    """Hash of what the generated C depends on: the bundle's model files, the exporter's C code
-    and the latency-model parameters (the cascade uses them)."""
+    """Hash of what the generated C depends on: every file of the bundle (its remembered answers
+    included: a file left out would let a changed bundle reuse a stale build), the exporter's C
+    code and the latency-model parameters (the cascade uses them)."""
     from ckheur.models.c_package import C_DIR
     from ckheur.sim import load_params
 
     h = hashlib.sha256()
-    for name in BUNDLE_FILES:
-        path = model_dir / name
-        h.update(name.encode() + (path.read_bytes() if path.exists() else b"-"))
+    for path in sorted(p for p in Path(model_dir).iterdir() if p.is_file() and not p.name.startswith(".")):
+        data = path.read_bytes()
+        h.update(f"{path.name}\0{len(data)}\0".encode() + data)
     for path in sorted(C_DIR.glob("*.c")) + [Path(__file__).with_name("export_c.py")]:
         h.update(path.read_bytes())
     h.update(json.dumps(sim_params or load_params(), sort_keys=True, default=str).encode())

@@ -225,7 +225,12 @@ class Selector:
                    op=op, tuning_db=tuning_db, create_tuning_db=create_tuning_db)
 
     def _open_find_db(self, find_db: Any) -> Any:
-        """MIOpen's answers from a find-db (a path or ``FindDbAnswers``) for this op and arch."""
+        """MIOpen's answers from a find-db (a path or ``FindDbAnswers``) for this op and arch: only
+        solvers of this pool with a positive finite time are ever served (others are counted in
+        ``refused``)."""
+        import dataclasses
+        import math
+
         from ckheur.miopen_fdb import FindDbAnswers, find_db_answers
 
         if find_db is None:
@@ -233,11 +238,19 @@ class Selector:
         if self.family.name != "miopen":
             raise ProblemError(f"find_db: a MIOpen find-db answers for MIOpen's solvers (op family miopen), not "
                                f"the {self.family.name} family")
+        pool = {k.name for k in self._all_kernels}
         if not isinstance(find_db, FindDbAnswers):
-            find_db = find_db_answers(find_db, self.direction, self.dtype, self.arch["name"])
+            find_db = find_db_answers(find_db, self.direction, self.dtype, self.arch["name"], sorted(pool))
         if (find_db.arch, find_db.direction, find_db.dtype) != (self.arch["name"], self.direction, self.dtype):
             raise ProblemError(f"find_db {find_db.path} answers {find_db.direction}/{find_db.dtype} on {find_db.arch}, "
                                f"not {self.direction}/{self.dtype} on {self.arch['name']}")
+        served = {key: hit for key, hit in find_db.best.items()
+                  if hit[0] in pool and isinstance(hit[1], (int, float)) and math.isfinite(hit[1]) and hit[1] > 0}
+        if len(served) < len(find_db.best):
+            refused = dict(find_db.refused)
+            for solver, _ in (hit for key, hit in find_db.best.items() if key not in served):
+                refused[str(solver)] = refused.get(str(solver), 0) + 1
+            find_db = dataclasses.replace(find_db, best=served, refused=refused)
         return find_db
 
     def _exact(self, key: tuple | None) -> Selection | None:

@@ -47,7 +47,8 @@ def _user_find_db(cfg: Any, job: Any) -> dict:
     got = write_user_find_db(db, Path(opts.output), job, merge=bool(opts.merge))
     print(f"export: {got['entries']} measurements of {got['problems']} problems from {got['database']} into "
           f"{got['find_db']} ({got['added']} keys added, {got['updated']} updated, {got['kept']} other lines kept"
-          + (f"; its previous text: {got['backup']}" if got["backup"] else "") + ")")
+          + (f"; its previous text: {got['backup']}" if got["backup"] else "")
+          + ("; nothing changed, the file was left as it was" if not got["changed"] else "") + ")")
     if got["workspace_unknown"]:
         print(f"export: left out {got['workspace_unknown']} measurements whose workspace is unknown (MIOpen allocates "
               "by it; backend=command records it with backend.workspace_regex)")

@@ -50,6 +50,11 @@ def run(cfg: Any, ctx: Context) -> dict:
     if k < 1:
         raise StageError(f"predict.k={k}: the number of kernels to print must be >= 1")
     selector, label = selector_from_cfg(cfg, job, tuning_db=cfg.predict.tuning_db, find_db=cfg.predict.find_db)
+    refused = selector.find_db.refused if selector.find_db is not None else {}
+    if refused:
+        named = ", ".join(f"{s} {n}" for s, n in sorted(refused.items())[:5]) + (" ..." if len(refused) > 5 else "")
+        print(f"predict.find_db: {sum(refused.values())} entries of solvers outside this model's pool are never "
+              f"answered ({named})")
     single = problem_from_cfg(cfg, job)
     if cfg.predict.explain:
         if single is None:

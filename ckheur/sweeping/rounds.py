@@ -97,7 +97,7 @@ def load_state(folder: Path) -> dict:
         return {"rounds": []}
     try:
         state = json.loads(path.read_text())
-    except (json.JSONDecodeError, UnicodeDecodeError) as e:
+    except (json.JSONDecodeError, UnicodeDecodeError, RecursionError) as e:
         raise SweepError(f"{path} is not valid JSON ({e}); move it aside to start the rounds afresh") from None
     if not _is_state(state):
         raise SweepError(f"{path} is not an active-sweep record (an object with \"rounds\": a list of rounds, each "
