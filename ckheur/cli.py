@@ -22,7 +22,7 @@ import hydra
 from hydra.experimental.callback import Callback
 from omegaconf import DictConfig
 
-from ckheur.config import quote_free_text, register_configs
+from ckheur.config import quote_free_text, register_configs, unquoted_line_error
 
 register_configs()
 FAILED_MARKER = "job_failed.json"
@@ -227,6 +227,10 @@ def main() -> None:
     if text is not None:
         print(text)
         return
+    split = unquoted_line_error(sys.argv[1:])
+    if split:
+        print(f"error: {split}", file=sys.stderr)
+        raise SystemExit(2)
     sys.argv[1:] = quote_free_text(sys.argv[1:])
     try:
         with _hydra_raises():
