@@ -106,7 +106,7 @@ def run(cfg: Any, ctx: Context) -> dict:
         gate={"mean_pts": ev.gate_mean_pts, "median_pts": ev.gate_median_pts, "p10_pts": ev.gate_p10_pts,
               "max_loss_pts": ev.gate_max_loss_pts}, progress=str(ev.progress), log_every_s=float(ev.log_every_s))
     metrics = {"model_dir": str(model_dir), "data": [str(p) for p in paths], **metrics,
-               "subject": f"{job.op.get('family')} {job.direction} {job.dtype} on {job.arch_name}",
+               "subject": job.label,
                "training_data": training_data_evaluated(model_dir, paths)}
     if metrics["training_data"]:
         print(f"evaluate: WARNING: {', '.join(metrics['training_data'])} is the model's own training data "
