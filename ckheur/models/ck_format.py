@@ -164,14 +164,17 @@ def export_ck(model_dir: str | Path, output: str | Path, overwrite: bool = False
 
 
 def named_features(model_text: str, names: Sequence[str]) -> str:
-    """A LightGBM model text with its ``feature_names=`` line naming the features (LightGBM writes
-    Column_0.. when trained on a bare matrix); predictions read columns by position, unchanged."""
+    """A LightGBM model text with its ``feature_names=`` line (and its feature importances) naming the
+    features (LightGBM writes Column_0.. when trained on a bare matrix); predictions read columns by
+    position, unchanged."""
     import re
 
     line = re.search(r"^feature_names=(.*)$", model_text, flags=re.M)
     if line is None or len(line[1].split()) != len(names) or any(not n or " " in n for n in names):
         raise CKFormatError(f"the model's feature_names line does not hold {len(names)} features")
-    return model_text[:line.start(1)] + " ".join(names) + model_text[line.end(1):]
+    text = model_text[:line.start(1)] + " ".join(names) + model_text[line.end(1):]
+    # The feature_importances section names features as the feature_names line did.
+    return re.sub(r"^Column_(\d+)=", lambda m: f"{names[int(m[1])]}=", text, flags=re.M)
 
 
 def _no_path(dataset: Any) -> Any:
