@@ -202,3 +202,19 @@ def test_progress_counts_read_as_words():
 
     assert counts_text(["ok"] * 3 + ["failed"]) == "3 ok, 1 failed"
     assert counts_text({"ok": 20000}) == "20000 ok"
+
+
+def test_main_job_names_its_reports_and_plots_and_retrains_explicitly(tour):
+    """The main job's summary lists each evaluation report with its op and plots (here: the tour's
+    evaluation folder); its simulated multirun retrains its own models with train.overwrite=true."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("main_job", ROOT / "tools" / "main_job.py")
+    main_job = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(main_job)
+    multirun = next(s for s in main_job.steps("outputs/x") if "-m" in s)
+    assert "train.overwrite=true" in multirun and "hydra.sweep.dir=outputs/x/simulated" in multirun
+    run = next(i for i, a in enumerate(readme_tour()) if "stage=evaluate" in a)
+    lines = main_job.outputs_summary(tour / "runs")
+    assert lines == [f"  {tour / 'runs' / str(run) / 'report.md'} (op=bwd_data); plots: efficiency_cdf.png, "
+                     "predicted_vs_measured.png, slices.png"]
