@@ -680,7 +680,9 @@ def unquoted_line_error(args: list[str]) -> str | None:
     unquoted: Hydra would read ``-n``, ``-c`` as its own flags), or None."""
     for i, a in enumerate(args[:-1]):
         key = next((k for k in _FREE_TEXT_KEYS if a.lstrip("+~").startswith(k)), None)
-        if key and args[i + 1].startswith("-") and args[i + 1] not in ("-m", "--multirun"):
+        nxt = args[i + 1]
+        # A value with a space was quoted; a long option (--cfg job) or -m after it is Hydra's.
+        if key and " " not in a and nxt.startswith("-") and not nxt.startswith("--") and nxt != "-m":
             rest = []
             for b in args[i + 1:]:
                 if "=" in b and not b.startswith("-"):
