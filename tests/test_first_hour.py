@@ -159,7 +159,8 @@ def test_an_unquoted_miopen_line_says_to_quote_it(tmp_path):
     assert r.stderr.strip() == ('error: problem= takes one value, but the shell split it at the spaces (convbfp16 -n 16 '
                                 '-c 256 -H 28 -W 28 -k 128): quote it, as in problem="convbfp16 -n 16 -c 256 -H 28 -W 28 '
                                 '-k 128"')
-    r = run_cli("stage=predict", "problem=convbfp16 -n 16 -c 256", "--cfg", "job", "--package", "problem")
+    r = run_cli("stage=predict", "problem=convbfp16 -n 16 -c 256", f"hydra.run.dir={tmp_path}", "--cfg", "job",
+                "--package", "problem")
     assert r.returncode == 0 and "miopen: convbfp16 -n 16 -c 256" in r.stdout  # quoted, then Hydra's own flags
 
 
