@@ -76,6 +76,9 @@ def test_evaluation_report_names_op_arch_and_simulated_data(tour):
     report = (run / "report.md").read_text()
     assert report.splitlines()[0] == "# ckheur evaluation: grouped_conv/bwd_data bf16 on gfx950, SIMULATED data (backend sim)"
     assert "training data" not in report
+    log = run_cli("stage=evaluate", "op=bwd_data", "evaluate.model_dir=outputs/tour/bwd_data", "evaluate.plots=false",
+                  f"hydra.run.dir={tour / 'ev_again'}", cwd=tour)
+    assert log.returncode == 0 and "the simulator is the analytic model plus noise" in log.stdout
     assert {p.name for p in run.glob("*.png")} == {"efficiency_cdf.png", "predicted_vs_measured.png", "slices.png"}
 
 

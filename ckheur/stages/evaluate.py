@@ -131,6 +131,9 @@ def _print(m: dict) -> None:
     print(f"top-1 exact {pct(m['top1'])}, tie-aware (within {pct(m['tie_tolerance'])}) {pct(m['top1_tie_aware'])}, "
           f"within 1% {pct(m['within_1pct'])}, oracle in top-5 {pct(m['oracle_in_top5'])}, "
           f"failed picks {pct(m['pick_failed'])}")
+    if m["data_kind"] == "simulated" and "analytic model" in m["baselines"]:
+        print("evaluate: note: the simulator is the analytic model plus noise, so on simulated data the analytic "
+              "model is the ceiling; a learned model can only tie it here (real data: docs/results.md)")
     if m.get("remembered_problems"):
         print(f"evaluate: {m['remembered_problems']} of these problems are in the model's training data: it ranks "
               f"their fastest measured solver first (train.remember), so on them it scores as a lookup does")
