@@ -13,6 +13,7 @@ import contextlib
 import json
 import os
 import sys
+import textwrap
 import uuid
 from pathlib import Path
 from typing import Any, Iterator
@@ -21,7 +22,7 @@ import hydra
 from hydra.experimental.callback import Callback
 from omegaconf import DictConfig
 
-from ckheur.config import quote_free_text, register_configs
+from ckheur.config import quote_free_text, register_configs, unquoted_line_error
 from ckheur.errors import UserError
 
 register_configs()
@@ -150,11 +151,110 @@ def _hydra_raises() -> Iterator[None]:
             os.environ["HYDRA_FULL_ERROR"] = old
 
 
+# One line per stage for --help (tests check it names every stage of ckheur.stages.STAGES).
+STAGE_HELP = {
+    "list": "the legal kernel pool and a problem set, with counts",
+    "sweep": "measure kernels on problems (the calibrated simulator by default) into a dataset",
+    "import": "a CK tile_engine CSV or a MIOpen find-db into a dataset",
+    "train": "learn a ranking model (LightGBM) from datasets: cross-validation, then a bundle",
+    "evaluate": "a model's picks against the fastest measured kernel, beside baselines: report and plots",
+    "predict": "ranked kernels for one problem (problem=...) or a problem set (problems=<set>)",
+    "search": "search the legal kernel space for one problem with the model as surrogate",
+    "tune": "time the model's top-k per problem into a tuning database",
+    "export": "a bundle as C99 or CK's model folder; a tuning database as MIOpen's user find-db",
+}
+DOCS_URL = "docs/ in the repository (mkdocs serve), starting at docs/getting-started.md"
+
+
+def config_groups() -> dict[str, list[str]]:
+    """The packaged config's groups and their options, read from the conf folder."""
+    from importlib import resources
+
+    root = resources.files("ckheur.conf")
+    groups: dict[str, list[str]] = {}
+
+    def walk(folder: Any, prefix: str) -> None:
+        for entry in sorted(folder.iterdir(), key=lambda e: e.name):
+            if entry.is_dir() and not entry.name.startswith(("_", ".")):
+                walk(entry, f"{prefix}{entry.name}/")
+            elif entry.name.endswith(".yaml") and prefix:
+                groups.setdefault(prefix.rstrip("/"), []).append(entry.name[:-5])
+
+    walk(root, "")
+    return groups
+
+
+def default_options() -> dict[str, str]:
+    """Each group's default option in the packaged conf/config.yaml's defaults list."""
+    from importlib import resources
+
+    from omegaconf import OmegaConf
+
+    top = OmegaConf.create(resources.files("ckheur.conf").joinpath("config.yaml").read_text())
+    out: dict[str, str] = {}
+    for entry in top.get("defaults", []):
+        if isinstance(entry, DictConfig):
+            out.update({str(k): str(v) for k, v in entry.items()})
+    if "/" in out.get("op", ""):  # op: grouped_conv/fwd is the option fwd of the group op/grouped_conv
+        group, option = out.pop("op").rsplit("/", 1)
+        out[f"op/{group}"] = option
+    return out
+
+
+def help_text() -> str:
+    """The short --help page: what ckheur is, its stages, its config groups, where the docs are."""
+    from ckheur.version import __version__
+
+    lines = [f"ckheur {__version__}: learns which GPU kernel to run (CK grouped conv, CK GEMM, MIOpen solvers).",
+             "",
+             "usage: python run.py stage=<stage> [group=option ...] [key=value ...]   (or: ckheur ...)",
+             "       python run.py -m stage=train op=fwd,bwd_data     (multirun: one job per combination)",
+             "",
+             "stages (stage=...):"]
+    lines += [f"  {name:<9} {text}" for name, text in STAGE_HELP.items()]
+    lines += ["", "config groups (group=option; * the default):"]
+    defaults = default_options()
+    for group, options in config_groups().items():
+        named = [f"{o}*" if defaults.get(group) == o else o for o in options]
+        lines += textwrap.wrap(", ".join(named), width=100, initial_indent=f"  {group + ':':<17}",
+                               subsequent_indent=" " * 19)
+    lines += ["",
+              "examples:",
+              "  python run.py stage=list op=fwd arch=gfx950",
+              '  python run.py stage=predict problem="convbfp16 -n 16 -c 256 -H 28 -W 28 -k 128 -y 3 -x 3 -p 1 -q 1"',
+              "",
+              "the full config, every key with its value:  python run.py stage=train --cfg job",
+              "one stage's options:                        python run.py --cfg job --package train",
+              "Hydra's own help:                           python run.py --hydra-help",
+              "version:                                    python run.py --version",
+              f"docs: {DOCS_URL}"]
+    return "\n".join(lines)
+
+
+def _help_or_version(args: list[str]) -> str | None:
+    """The text for --help/-h or --version/-V when asked (before Hydra sees them), else None."""
+    if any(a in ("--help", "-h") for a in args):
+        return help_text()
+    if any(a in ("--version", "-V") for a in args):
+        from ckheur.version import __version__
+
+        return f"ckheur {__version__}"
+    return None
+
+
 def main() -> None:
     """Console script ``ckheur`` (same as ``python run.py``)."""
     from hydra.errors import HydraException
     from omegaconf.errors import OmegaConfBaseException
 
+    text = _help_or_version(sys.argv[1:])
+    if text is not None:
+        print(text)
+        return
+    split = unquoted_line_error(sys.argv[1:])
+    if split:
+        print(f"error: {split}", file=sys.stderr)
+        raise SystemExit(2)
     sys.argv[1:] = quote_free_text(sys.argv[1:])
     try:
         with _hydra_raises():

@@ -521,6 +521,7 @@ class TrainSchema:
     # simulator's own calibration data (models.fold_calibration)
     calibration_iterations: int = 2000  # search steps of each fold's calibration
     remember: bool = False  # miopen ops: keep each training problem's fastest solver, ranked first for it
+    overwrite: bool = False  # replace a bundle already in the output folder (otherwise refused)
 
 
 @dataclass
@@ -700,3 +701,22 @@ def quote_free_text(args: list[str]) -> list[str]:
                     a = f"{head}={q}{val}{q}"
         out.append(a)
     return out
+
+
+def unquoted_line_error(args: list[str]) -> str | None:
+    """The one-line error for a MIOpenDriver line the shell split (``problem=convbfp16 -n 16 ...``
+    unquoted: Hydra would read ``-n``, ``-c`` as its own flags), or None."""
+    for i, a in enumerate(args[:-1]):
+        key = next((k for k in _FREE_TEXT_KEYS if a.lstrip("+~").startswith(k)), None)
+        nxt = args[i + 1]
+        # A value with a space was quoted; a long option (--cfg job) or -m after it is Hydra's.
+        if key and " " not in a and nxt.startswith("-") and not nxt.startswith("--") and nxt != "-m":
+            rest = []
+            for b in args[i + 1:]:
+                if "=" in b and not b.startswith("-"):
+                    break
+                rest.append(b)
+            head, val = a.split("=", 1)
+            return (f"{head}= takes one value, but the shell split it at the spaces ({val} {' '.join(rest)}): quote it, "
+                    f"as in {head}=\"{val} {' '.join(rest)}\"")
+    return None

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import sys
 import time
-from typing import Any
+from typing import Any, Iterable, Mapping
 
 
 class Progress:
@@ -54,3 +54,11 @@ class Progress:
         if self.bar is not None:
             self.bar.close()
             self.bar = None
+
+
+def counts_text(counts: Mapping[str, int] | Iterable[str]) -> str:
+    """Counts as words, the largest first: ``20000 ok, 3 failed`` (from a mapping or the items)."""
+    from collections import Counter
+
+    tally = Counter(counts) if not isinstance(counts, Mapping) else Counter(dict(counts))
+    return ", ".join(f"{n} {name}" for name, n in sorted(tally.items(), key=lambda kv: (-kv[1], str(kv[0]))))

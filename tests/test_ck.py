@@ -84,7 +84,7 @@ def test_exported_folders_rank_as_the_bundle_on_every_shared_problem(ck_bundles,
     assert len(problems) == 185
     for op, (bundle, folder) in ck_bundles.items():
         spec = json.loads((folder / "feature_spec.json").read_text())
-        assert sorted(p.name for p in folder.iterdir()) == ["feature_spec.json", "model_tflops.lgbm", "train_manifest.json"]
+        assert sorted(p.name for p in folder.iterdir()) == ["feature_spec.json", "kernels.json", "model_tflops.lgbm", "train_manifest.json"]
         assert spec["feature_names"] == ck_conv.feature_names() and spec["categorical_features"] == ["pipeline"]
         assert spec["targets"] == spec["log_targets"] == ["tflops"] and spec["op_type"] == "grouped_conv"
         booster = lgb.Booster(model_file=str(folder / "model_tflops.lgbm"))  # CK's predictor's way

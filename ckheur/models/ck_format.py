@@ -21,6 +21,8 @@ CK's feature set exports as such a folder:
 
 from __future__ import annotations
 
+import gzip
+import hashlib
 import json
 import time
 from dataclasses import dataclass
@@ -33,6 +35,9 @@ from ckheur.errors import UserError
 
 CK_OP_NAMES = {"fwd": "forward", "bwd_data": "bwd_data", "bwd_weight": "bwd_weight"}
 MODEL_FILE = "model_tflops.lgbm"
+KERNELS_FILE = "kernels.json"
+KERNELS_NOTE = ("the kernels this model was trained on; it scores any kernel it is given, so a caller must rank "
+                "only these (ckheur refuses others)")
 LEVEL_TREES = 200  # trees of the problem-level model of a relative bundle's CK companion
 
 
@@ -119,25 +124,28 @@ def export_ck(model_dir: str | Path, output: str | Path, overwrite: bool = False
     out = Path(output)
     if out.exists() and not out.is_dir():
         raise CKFormatError(f"export.output={out} is a file; give a folder")
-    ours = {MODEL_FILE, "feature_spec.json", "train_manifest.json"}
+    ours = {MODEL_FILE, "feature_spec.json", "train_manifest.json", KERNELS_FILE}
     present = {p.name for p in out.iterdir()} if out.is_dir() else set()
+    bundle_sha = hashlib.sha256((b.path / "model.txt.gz").read_bytes()).hexdigest()
     if present and not overwrite:
         try:
-            earlier = json.loads((out / "feature_spec.json").read_text()).get("ckheur", {}).get("bundle")
+            earlier = json.loads((out / "feature_spec.json").read_text()).get("ckheur", {}).get("bundle_sha256")
         except (OSError, ValueError, AttributeError, RecursionError):
             earlier = None
-        if present - ours or earlier != str(b.path.resolve()):
+        if present - ours or earlier != bundle_sha:
             raise CKFormatError(f"export.output={out} holds {', '.join(sorted(present)[:5])}, not an earlier CK export "
                                 f"of this bundle; choose a new folder or set export.overwrite=true")
     make_folder(out, "export.output")
     spec, op = b.spec, b.spec["op"]
-    text = booster.model_to_string()
+    text = named_features(booster.model_to_string(), list(spec["feature_names"]))
+    kernels = [k.name for k in b.kernels]
     ck_spec = {
         "op_type": "grouped_conv", "dtype": op["dtype"], "arch": spec["arch"]["name"],
         "feature_names": list(spec["feature_names"]), "categorical_features": list(spec["categorical"]),
         "targets": ["tflops"], "log_targets": ["tflops"],
         "params": {**_params(text), "objective": "regression"},
-        "ckheur": {"bundle": str(b.path.resolve()), "objective": spec["objective"], "version": __version__,
+        "ckheur": {"bundle": b.path.name, "bundle_sha256": bundle_sha, "objective": spec["objective"],
+                   "version": __version__, "kernels": kernels, "kernels_note": KERNELS_NOTE,
                    "direction": op["direction"], "data_kind": b.manifest.get("data_kind", "unknown"),
                    "model": "the bundle's model" if spec["objective"] == "regression_log" else
                    "problem-level log1p(best TFLOPS) trees + the bundle's relative trees - 1 (same ranking)"},
@@ -146,11 +154,37 @@ def export_ck(model_dir: str | Path, output: str | Path, overwrite: bool = False
     manifest = {"warm_start_from": None, "prev_n_estimators": 0, "new_n_estimators": trees,
                 "total_n_estimators": trees, "data_rows": b.manifest.get("rows"), "valid_rows": b.manifest.get("rows"),
                 "unique_shapes": b.manifest.get("problems"), "timestamp": time.strftime("%Y-%m-%dT%H:%M:%S"),
-                "ckheur_bundle": str(b.path.resolve()), "datasets": b.manifest.get("datasets", [])}
+                "ckheur_bundle": b.path.name, "ckheur_bundle_sha256": bundle_sha, "kernels": kernels,
+                "datasets": [_no_path(d) for d in b.manifest.get("datasets", [])]}
     write_file(out / MODEL_FILE, text)
     write_file(out / "feature_spec.json", json.dumps(ck_spec, indent=2) + "\n")
     write_file(out / "train_manifest.json", json.dumps(manifest, indent=2) + "\n")
+    write_file(out / KERNELS_FILE, json.dumps({"about": KERNELS_NOTE, "kernels": kernels}, indent=1) + "\n")
     return {"output": str(out), "trees": trees, "features": len(spec["feature_names"]), "kernels": len(b.kernels)}
+
+
+def named_features(model_text: str, names: Sequence[str]) -> str:
+    """A LightGBM model text with its ``feature_names=`` line (and its feature importances) naming the
+    features (LightGBM writes Column_0.. when trained on a bare matrix); predictions read columns by
+    position, unchanged."""
+    import re
+
+    line = re.search(r"^feature_names=(.*)$", model_text, flags=re.M)
+    if line is None or len(line[1].split()) != len(names) or any(not n or " " in n for n in names):
+        raise CKFormatError(f"the model's feature_names line does not hold {len(names)} features")
+    text = model_text[:line.start(1)] + " ".join(names) + model_text[line.end(1):]
+    # The feature_importances section names features as the feature_names line did.
+    return re.sub(r"^Column_(\d+)=", lambda m: f"{names[int(m[1])]}=", text, flags=re.M)
+
+
+def _no_path(dataset: Any) -> Any:
+    """A manifest's dataset record without the folders of the machine that trained: its file name and sha256."""
+    if not isinstance(dataset, Mapping):
+        return dataset
+    out = dict(dataset)
+    if "path" in out:
+        out["path"] = Path(str(out["path"])).name
+    return out
 
 
 def _params(model_text: str) -> dict:
@@ -177,6 +211,7 @@ class CKModel:
     log_target: bool
     arch: dict
     name: str
+    kernels: frozenset | None = None  # the folder's kernels.json: the kernels it was trained on (None: not listed)
 
     @classmethod
     def load(cls, folder: str | Path, arch: Mapping[str, Any]) -> "CKModel":
@@ -210,14 +245,25 @@ class CKModel:
             raise CKFormatError(f"{folder}: op_type {spec.get('op_type')!r}, not grouped_conv")
         check_model_text(text, folder / MODEL_FILE, len(names))
         booster = lightgbm().Booster(model_str=text)
+        kernels = None
+        if (folder / KERNELS_FILE).exists():
+            try:
+                listed = json.loads((folder / KERNELS_FILE).read_text())["kernels"]
+                kernels = frozenset(str(k) for k in listed)
+            except (OSError, ValueError, KeyError, TypeError) as e:
+                raise CKFormatError(f"{folder / KERNELS_FILE}: must hold {{\"kernels\": [names]}} ({e})") from None
         # CK's predictor builds its feature engine with the hardware of the arch its model is for.
         return cls(folder, booster, [known.index(n) for n in names], "tflops" in (spec.get("log_targets") or []),
-                   {"name": str(spec.get("arch") or arch["name"])}, folder.name)
+                   {"name": str(spec.get("arch") or arch["name"])}, folder.name, kernels)
 
     def rank(self, problem: Any, kernels: Sequence[Any]) -> list[tuple[str, float]]:
         """(kernel name, predicted TFLOPS) best first, as CK's predictor orders them."""
         from ckheur.features import ck_conv
 
+        unknown = [k.name for k in kernels if self.kernels is not None and k.name not in self.kernels]
+        if unknown:
+            raise CKFormatError(f"{self.path}: {len(unknown)} candidate kernel(s) the model was not trained on "
+                                f"(e.g. {unknown[0]}); its {KERNELS_FILE} lists the {len(self.kernels or ())} it knows")
         X = ck_conv.features(ck_conv.problem_arrays([problem], "fwd"), ck_conv.kernel_arrays(kernels), self.arch,
                              "fwd")[:, self.columns]
         pred = self.booster.predict(X)

@@ -32,9 +32,19 @@ def pct(x: float) -> str:
     return f"{100 * x:.2f}%"
 
 
+def title_of(m: dict) -> str:
+    """What an evaluation is about: op, dtype, arch and whether the data is real or simulated."""
+    kind = "SIMULATED data (backend sim)" if m["data_kind"] == "simulated" else f"{m['data_kind']} data"
+    train = ", ON ITS TRAINING DATA" if m.get("training_data") else ""
+    return f"{m['subject']}, {kind}{train}" if m.get("subject") else f"{kind}{train}"
+
+
 def _markdown(m: dict) -> str:
-    lines = [f"# ckheur evaluation ({m['data_kind']} data)", "",
-             f"Model: `{m['model_dir']}`  ", f"Data: {', '.join(f'`{d}`' for d in m['data'])}  ",
+    lines = [f"# ckheur evaluation: {title_of(m)}", ""]
+    if m.get("training_data"):
+        lines += [f"**Warning: evaluated on the model's own training data** ({', '.join(m['training_data'])}): "
+                  "these figures are not held-out.", ""]
+    lines += [f"Model: `{m['model_dir']}`  ", f"Data: {', '.join(f'`{d}`' for d in m['data'])}  ",
              f"Problems evaluated: {m['problems_evaluated']}, skipped: {m['problems_skipped']}"
              + (f"; {m['remembered_problems']} of them in the model's training data, answered from its memory "
                 "(train.remember)" if m.get("remembered_problems") else ""), "",
@@ -93,14 +103,21 @@ def _plots(out: Path, scored: Any, m: dict) -> None:
     import matplotlib.pyplot as plt
 
     rows = scored.rows
-    fig, ax = plt.subplots(figsize=(6, 4))
-    for name, vals in [("model", [r["efficiency"] for r in rows])] + \
-            [(n, [r[f"baseline: {n}"] for r in rows]) for n in m["baselines"]]:
+    title = title_of(m)
+    fig, ax = plt.subplots(figsize=(7, 4.5))
+    # The model: a thick solid line under the baselines' thin dashed ones, so a baseline that
+    # ranks as the model does (the analytic model on simulated data) shows on top of it, not instead.
+    styles = ["--", ":", "-.", (0, (5, 1, 1, 1)), (0, (1, 3))]
+    curves = [("model", [r["efficiency"] for r in rows], dict(linewidth=3.0, alpha=0.6, zorder=1))]
+    curves += [(n, [r[f"baseline: {n}"] for r in rows], dict(linewidth=1.3, linestyle=styles[i % len(styles)], zorder=2))
+               for i, n in enumerate(m["baselines"])]
+    for name, vals, style in curves:
         v = np.sort(vals)
-        ax.step(100 * v, np.arange(1, len(v) + 1) / len(v), where="post", label=name)
-    ax.set_xlabel("efficiency (% of the measured oracle)")
+        ax.step(100 * v, np.arange(1, len(v) + 1) / len(v), where="post", label=f"{name} (mean {pct(np.mean(v))})",
+                **style)
+    ax.set_xlabel("efficiency (% of the fastest measured kernel)")
     ax.set_ylabel("fraction of problems")
-    ax.set_title(f"Efficiency CDF ({m['data_kind']} data)")
+    ax.set_title(f"Efficiency CDF\n{title}", fontsize=9)
     ax.legend(loc="upper left", fontsize=8)
     fig.tight_layout()
     save_png(fig, out / "efficiency_cdf.png")
@@ -115,16 +132,25 @@ def _plots(out: Path, scored: Any, m: dict) -> None:
     ax.plot(lim, lim, "k--", linewidth=0.8)
     ax.set_xlabel("measured TFLOPS")
     ax.set_ylabel("predicted TFLOPS")
-    ax.set_title("Predicted vs measured")
+    ax.set_title(f"Predicted vs measured TFLOPS\n{title}", fontsize=9)
     fig.tight_layout()
     save_png(fig, out / "predicted_vs_measured.png")
     plt.close(fig)
     names = list(m["slices"])
-    fig, ax = plt.subplots(figsize=(7, 4))
-    ax.barh(names, [100 * m["slices"][n]["mean"] for n in names])
-    ax.set_xlabel("mean efficiency (%)")
-    ax.set_xlim(min(50, min(100 * m["slices"][n]["mean"] for n in names) - 5), 100)
-    ax.set_title("Efficiency by slice")
+    fig, axes = plt.subplots(1, 2, figsize=(10, 0.35 * len(names) + 1.8), sharey=True)
+    labels = [f"{n} ({m['slices'][n]['n']})" for n in names]
+    for ax, key, what in zip(axes, ("mean", "p10"), ("mean efficiency (%)", "P10 efficiency (%)")):
+        vals = np.array([100 * m["slices"][n][key] for n in names])
+        ax.barh(labels, vals, color="tab:blue" if key == "mean" else "tab:orange")
+        low = float(vals.min()) if len(vals) else 0.0
+        span = max(100.0 - low, 0.5)  # zoomed to the data: slices that differ by tenths of a point show it
+        ax.set_xlim(max(0.0, low - 0.25 * span), 100.0 + 0.02 * span)
+        for y, v in enumerate(vals):
+            ax.text(v, y, f" {v:.2f}", va="center", ha="right" if v > low + 0.6 * span else "left", fontsize=7)
+        ax.xaxis.set_major_locator(plt.MaxNLocator(5))
+        ax.set_xlabel(what)
+    axes[0].invert_yaxis()
+    fig.suptitle(f"Efficiency by slice (problems per slice in brackets)\n{title}", fontsize=9)
     fig.tight_layout()
     save_png(fig, out / "slices.png")
     plt.close(fig)

@@ -143,7 +143,7 @@ def export_ck_folder(model_dir: str | Path, output: str | Path, arch: Mapping[st
     out = Path(output)
     res = export_ck(model_dir, out, overwrite=overwrite)
     log(f"export: {model_dir} -> {out}/ in CK's dispatcher format ({res['trees']} trees, {res['features']} CK "
-        f"features): model_tflops.lgbm, feature_spec.json, train_manifest.json")
+        f"features, {res['kernels']} kernels): model_tflops.lgbm, feature_spec.json, train_manifest.json, kernels.json")
     selector = Selector.load(model_dir)
     ck = CKModel.load(out, arch)
     same = ranked = 0

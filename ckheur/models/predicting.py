@@ -45,6 +45,16 @@ def selector_for(job: Job, *, bundles: str | Path, sim_bundles: str | Path, mode
             f"ANALYTIC MODEL (fallback: no trained model {found} for {job.model_name})")
 
 
+RELATIVE_ONLY = ("the analytic model's figures rank kernels against each other; they are not calibrated to "
+                 "measurements (too optimistic, about 3.3x on real gfx950 problems), so no latency is given: "
+                 "train a model on measurements for absolute figures")
+
+
+def relative_only(selector: Any) -> bool:
+    """Whether a selector ranks with the analytic model alone (no trained model): its figures are relative."""
+    return selector.booster is None
+
+
 def write_predictions(selector: Any, problems: Sequence[Any], out: str | Path, *, k: int = 5,
                       label: str | None = None, progress: Any = None) -> Counter:
     """Rank each problem's kernels and write the top ``k`` as CSV rows (``.csv``) or JSON records
@@ -62,6 +72,7 @@ def write_predictions(selector: Any, problems: Sequence[Any], out: str | Path, *
     fields = list(selector.family.problems.FIELDS)
     columns = [*fields, "rank", "kernel", "pred_tflops", "pred_latency_ms", "ranked_by", "selected", "tier", "note"]
     tiers: Counter = Counter()
+    relative = relative_only(selector)
     with replacing(out) as f:
         writer = csv.DictWriter(f, columns, lineterminator="\n") if out.suffix == ".csv" else None
         if writer is not None:
@@ -76,8 +87,10 @@ def write_predictions(selector: Any, problems: Sequence[Any], out: str | Path, *
                     chosen = selector.select(p)
                     tiers[chosen.source] += 1
                     records = [{**p.to_dict(), "rank": j + 1, "kernel": n, "pred_tflops": tf,
-                                "pred_latency_ms": p.flops / (tf * 1e12) * 1e3 if tf > 0 else None, "ranked_by": label,
-                                "selected": chosen.kernel, "tier": chosen.source} for j, (n, tf) in enumerate(ranked)]
+                                "pred_latency_ms": p.flops / (tf * 1e12) * 1e3 if tf > 0 and not relative else None,
+                                "ranked_by": label, "selected": chosen.kernel, "tier": chosen.source,
+                                "note": "analytic: pred_tflops relative only" if relative else None}
+                               for j, (n, tf) in enumerate(ranked)]
                 except ValueError as e:
                     records = [{**p.to_dict(), "rank": None, "kernel": None, "pred_tflops": None, "note": str(e)}]
                 if writer is not None:

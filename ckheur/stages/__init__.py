@@ -45,7 +45,10 @@ def run_stage(cfg: DictConfig, output_dir: str | Path, choices: dict[str, Any] |
     try:
         check_names(cfg)
         make_folder(ctx.output_dir, "run folder")
-        return module.run(cfg, ctx)
+        before = folder_files(ctx.output_dir)
+        result = module.run(cfg, ctx)
+        print(outputs_line(ctx.output_dir, before))
+        return result
     except (UserError, OSError) as e:
         message = str(e) if isinstance(e, UserError) else \
             f"{e.filename or ''}{': ' if e.filename else ''}{e.strerror or e}"
@@ -54,6 +57,25 @@ def run_stage(cfg: DictConfig, output_dir: str | Path, choices: dict[str, Any] |
     except KeyboardInterrupt:
         print("interrupted: what was saved stays saved", file=sys.stderr)
         raise _exit(130, "interrupted") from None
+
+
+def folder_files(folder: Path) -> dict[str, int]:
+    """The files under a run folder (not Hydra's record of the config), with their modification times."""
+    out = {}
+    for p in folder.rglob("*"):
+        rel = p.relative_to(folder)
+        if rel.parts[0] != ".hydra" and p.is_file():
+            out[rel.as_posix()] = p.stat().st_mtime_ns
+    return out
+
+
+def outputs_line(folder: Path, before: dict[str, int], shown: int = 12) -> str:
+    """Where a stage's outputs are: the run folder and the files this run wrote or changed there."""
+    after = folder_files(folder)
+    wrote = sorted(f for f, t in after.items() if before.get(f) != t)
+    top = sorted({f.split("/", 1)[0] + ("/" if "/" in f else "") for f in wrote})  # a subfolder once
+    listed = ", ".join(top[:shown]) + (f", ... ({len(top) - shown} more)" if len(top) > shown else "")
+    return f"outputs: {folder}" + (f" ({listed})" if listed else " (no files)")
 
 
 # Config values that become one component of a path, by field.

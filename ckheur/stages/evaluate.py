@@ -40,6 +40,22 @@ def _eval_data(cfg: Any, ctx: Context, op: dict, arch: dict) -> list[Path]:
     return paths
 
 
+def training_data_evaluated(model_dir: Path, paths: list[Path]) -> list[str]:
+    """The evaluation datasets that the bundle was trained on: same content (sha256) as a dataset its
+    train_manifest.json lists."""
+    import json
+
+    from ckheur.models.bundle import resolve_model_dir
+    from ckheur.parts import sha256_of
+
+    try:
+        manifest = json.loads((resolve_model_dir(model_dir) / "train_manifest.json").read_text())
+        trained = {d.get("sha256") for d in manifest.get("datasets", []) if isinstance(d, dict)}
+    except (OSError, ValueError, AttributeError):
+        return []
+    return [str(p) for p in paths if sha256_of(p) in trained]
+
+
 def run(cfg: Any, ctx: Context) -> dict:
     """Evaluate the model for op/dtype/arch on held-out measurements; write the report."""
     from ckheur.dataset import keep_shard, read_dataset
@@ -89,7 +105,12 @@ def run(cfg: Any, ctx: Context) -> dict:
         exclude_suspect=bool(cfg.data.exclude_suspect), baselines=baselines, gate_against=gate_against,
         gate={"mean_pts": ev.gate_mean_pts, "median_pts": ev.gate_median_pts, "p10_pts": ev.gate_p10_pts,
               "max_loss_pts": ev.gate_max_loss_pts}, progress=str(ev.progress), log_every_s=float(ev.log_every_s))
-    metrics = {"model_dir": str(model_dir), "data": [str(p) for p in paths], **metrics}
+    metrics = {"model_dir": str(model_dir), "data": [str(p) for p in paths], **metrics,
+               "subject": job.label,
+               "training_data": training_data_evaluated(model_dir, paths)}
+    if metrics["training_data"]:
+        print(f"evaluate: WARNING: {', '.join(metrics['training_data'])} is the model's own training data "
+              "(same sha256 as in its train_manifest.json): these figures are not held-out")
     if "gate" in metrics:
         metrics["gate"] = {"baseline": str(ev.baseline), **metrics["gate"]}
     write_report(ctx.output_dir, scored, metrics, bool(ev.plots))
@@ -111,6 +132,9 @@ def _print(m: dict) -> None:
     print(f"top-1 exact {pct(m['top1'])}, tie-aware (within {pct(m['tie_tolerance'])}) {pct(m['top1_tie_aware'])}, "
           f"within 1% {pct(m['within_1pct'])}, oracle in top-5 {pct(m['oracle_in_top5'])}, "
           f"failed picks {pct(m['pick_failed'])}")
+    if m["data_kind"] == "simulated" and "analytic model" in m["baselines"]:
+        print("evaluate: note: the simulator is the analytic model plus noise, so on simulated data the analytic "
+              "model is the ceiling; a learned model can only tie it here (real data: docs/results.md)")
     if m.get("remembered_problems"):
         print(f"evaluate: {m['remembered_problems']} of these problems are in the model's training data: it ranks "
               f"their fastest measured solver first (train.remember), so on them it scores as a lookup does")

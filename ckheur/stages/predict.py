@@ -37,11 +37,22 @@ def problem_from_cfg(cfg: Any, job: Any) -> Any:
     return as_problem(fields, family) if fields else None
 
 
+def set_named_on_command_line() -> bool:
+    """Whether the command line chose the problem set (problems=..., problems.*=...): without it a
+    command-line predict refuses rather than rank the op's whole default set. Outside a Hydra run
+    (Python callers composing their own config) the composed set is what was asked for."""
+    from hydra.core.hydra_config import HydraConfig
+
+    if not HydraConfig.initialized():
+        return True
+    return any(o.lstrip("+~").startswith("problems") for o in HydraConfig.get().overrides.task)
+
+
 def run(cfg: Any, ctx: Context) -> dict:
     """Print the top-k kernels for one problem, or write predictions for a problem set."""
     from ckheur.display import format_table
     from ckheur.job import Job
-    from ckheur.models.predicting import write_predictions
+    from ckheur.models.predicting import RELATIVE_ONLY, relative_only, write_predictions
     from ckheur.problems import load_problem_set
     from ckheur.progress import Progress
 
@@ -64,22 +75,33 @@ def run(cfg: Any, ctx: Context) -> dict:
     if single is not None:
         ranked = selector.rank(single, k=k)
         chosen = selector.select(single)
-        rows = [(i + 1, name, f"{tf:.2f}", f"{single.flops / (tf * 1e12) * 1e3:.4g}" if tf > 0 else "-")
+        relative = relative_only(selector)
+        rows = [(i + 1, name, f"{tf:.2f}", f"{single.flops / (tf * 1e12) * 1e3:.4g}" if tf > 0 and not relative else "-")
                 for i, (name, tf) in enumerate(ranked)]
         print(f"{job.direction} {job.dtype} on {job.arch_name}: {single.describe()} ({single.flops / 1e9:.3f} GFLOP)")
         print(f"ranked by: {label}")
-        print(format_table(["rank", "kernel", "pred TFLOPS", "pred latency ms"], rows))
+        print(format_table(["rank", "kernel", "analytic TFLOPS (relative only)" if relative else "pred TFLOPS",
+                            "pred latency ms"], rows))
+        if relative:
+            print(f"note: {RELATIVE_ONLY}")
         where = {"tuning_db": selector.tuning_db, "find_db": selector.find_db}.get(chosen.source)
         print(f"selected: {chosen.kernel} (tier: {chosen.source}"
               + (f", measured {chosen.latency_ms:.4g} ms in {where.path}" if where is not None else "") + ")")
         return {"problem": single.to_dict(), "ranking": ranked, "ranked_by": label, "selected": chosen.kernel,
                 "tier": chosen.source}
+    if not set_named_on_command_line():
+        example = "problem=\"convbfp16 -n 16 -c 256 -H 28 -W 28 -k 128 -y 3 -x 3 -p 1 -q 1\" or " \
+            if hasattr(job.family.problems, "from_text") else ""
+        raise StageError(f"stage=predict needs a problem: give one as {example}problem.<field>=..., or a whole set "
+                         f"as problems=<set> (e.g. problems={cfg.problems.name}, this op's default)")
     problems = load_problem_set(plain(cfg.problems), job.family.name, job.direction, job.dtype)
     out = Path(cfg.predict.output) if cfg.predict.output else ctx.output_dir / "predictions.csv"
     tiers = write_predictions(selector, problems, out, k=k, label=label, progress=Progress(
         len(problems), cfg.predict.progress, float(cfg.predict.log_every_s), prefix="predict", unit="problem"))
     print(f"predict: top-{k} kernels for {len(problems)} problems of {cfg.problems.name} (ranked by {label}) -> {out}")
     print(f"predict: selected by tier: {', '.join(f'{t} {n}' for t, n in sorted(tiers.items())) or 'none'}")
+    if relative_only(selector):
+        print(f"note: {RELATIVE_ONLY}")
     return {"output": str(out), "problems": len(problems), "ranked_by": label, "tiers": dict(tiers)}
 
 

@@ -47,7 +47,7 @@ def run(cfg: Any, ctx: Context) -> dict:
         _print_summary(summary)
     else:
         summary = sweep_rounds(plan, options, progress=str(st.progress), log_every_s=float(st.log_every_s))
-        plot_learning_curve(ctx.output_dir / "active_sweep.png", summary)
+        plot_learning_curve(ctx.output_dir / "active_sweep.png", summary, plan.job.label)
         print(f"sweep: {summary['pairs_measured']} pairs measured this run in {summary['wall_s']:.1f}s; "
               f"{summary['pairs_spent']} of {summary['budget_pairs']} budget pairs spent over "
               f"{len(summary['rounds'])} rounds" + (f"; stopped: {summary['stopped']}" if summary["stopped"] else ""))

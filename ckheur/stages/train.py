@@ -51,6 +51,15 @@ def options(cfg: Any) -> Any:
                         warm_start_trees=int(t.warm_start_trees))
 
 
+def check_output(out: Path, overwrite: bool) -> None:
+    """Refuse to train into a folder that already holds a bundle unless train.overwrite=true."""
+    from ckheur.models.bundle import REQUIRED
+
+    if not overwrite and any((out / name).exists() for name in REQUIRED):
+        raise StageError(f"train: {out} already holds a bundle; pass train.overwrite=true to replace it, "
+                         "or train.output=<another folder>")
+
+
 def run(cfg: Any, ctx: Context) -> dict:
     """Train (or warm-start) a model bundle for the op/dtype/arch on the configured data."""
     from ckheur.job import Job
@@ -68,6 +77,7 @@ def run(cfg: Any, ctx: Context) -> dict:
 
         simulated = "sim" in set(read_dataset(paths, dedupe=False, columns=["backend"])["backend"])
         out = Path(cfg.paths.sim_bundles if simulated else cfg.paths.bundles) / job.model_name
+    check_output(out, bool(cfg.train.overwrite))
     result = train_bundle(paths, job, out, model=plain(cfg.model), candidates=cands, options=options(cfg),
                           warm_start=cfg.train.warm_start, shard=plain(cfg.data.shard),
                           exclude_suspect=bool(cfg.data.exclude_suspect), remember=bool(cfg.train.remember),

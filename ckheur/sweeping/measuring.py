@@ -13,7 +13,7 @@ import numpy as np
 
 from ckheur.errors import UserError
 from ckheur.job import Job
-from ckheur.progress import Progress
+from ckheur.progress import Progress, counts_text
 
 
 class SweepError(UserError):
@@ -48,7 +48,7 @@ def record_batches(out: Path, batches: Sequence[tuple[Sequence, Callable]], meas
             res = measure(batch)
             write_part(out, measurement_rows(batch, res, common, pcols, kcols, measurer.clock_mhz()))
             statuses.update(res.status)
-            progress.update(len(batch), f"(last batch: {dict(Counter(res.status))})")
+            progress.update(len(batch), f"last batch: {counts_text(res.status)}")
     except KeyboardInterrupt:
         return statuses, True
     return statuses, False

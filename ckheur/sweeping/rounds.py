@@ -505,9 +505,9 @@ def _summary(R: "_Rounds", plan: SweepPlan, state: dict, budget: int, spent: int
             "options": asdict(R.options), "rounds": rounds, "learning_curve": curve}
 
 
-def plot_learning_curve(path: Path, s: dict) -> None:
+def plot_learning_curve(path: Path, s: dict, subject: str = "") -> None:
     """Learning curve: out-of-bag efficiency of the round's ensemble and its estimated loss on
-    the unmeasured problems, against pairs measured."""
+    the unmeasured problems, against pairs measured; ``subject`` (op, dtype, arch) in the title."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -525,7 +525,9 @@ def plot_learning_curve(path: Path, s: dict) -> None:
     ax.axvline(s["budget_pairs"], color="k", linewidth=0.8, linestyle=":", label="budget")
     ax.set_xlabel("pairs measured")
     ax.set_ylabel("efficiency (%)")
-    ax.set_title(f"sweep.strategy={s['strategy']}: {s['pairs_spent']} of {s['pairs_runnable']} pairs")
+    data = "SIMULATED data (backend sim)" if s.get("backend") == "sim" else f"backend {s.get('backend')}"
+    ax.set_title(f"sweep.strategy={s['strategy']}: {s['pairs_spent']} of {s['pairs_runnable']} pairs\n"
+                 + ", ".join(filter(None, [subject, data])), fontsize=9)
     ax.legend(loc="lower right", fontsize=8)
     fig.tight_layout()
     save_png(fig, path)
