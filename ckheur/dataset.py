@@ -10,6 +10,7 @@ the newest row per (arch, direction, dtype, problem, kernel). Failed attempts ar
 
 from __future__ import annotations
 
+import functools
 from pathlib import Path
 from typing import Any, Iterable, Mapping, Sequence
 
@@ -279,6 +280,62 @@ REPEAT_MAX_RATIO = 2.0  # repeats of one pair further apart than this are refuse
 PEAK_MARGIN = 1.25  # a time implying more than this times the arch's dense peak is impossible: refused
 
 
+def arch_peaks(arch: str | Mapping[str, Any]) -> dict[str, float]:
+    """An arch's dense peak TFLOPS per dtype, from its config or its name (empty when unknown)."""
+    if not isinstance(arch, str):
+        return dict(arch.get("peak_tflops") or {})
+    return dict(_shipped_peaks(arch))
+
+
+@functools.lru_cache(maxsize=None)
+def _shipped_peaks(name: str) -> tuple:
+    try:
+        return tuple(load_option(f"arch/{name}")["peak_tflops"].items())
+    except (OSError, KeyError, TypeError, AttributeError):
+        return ()
+
+
+def time_refusals(latency_ms: Any, flops: Any, dtypes: Any, arch: str | Mapping[str, Any]) -> list[str]:
+    """Why each measured time is not a measurement, '' where it is: the rule every import and
+    backend applies. Refused: a time that is not a positive finite number of milliseconds, and one
+    implying more than PEAK_MARGIN times the arch's dense peak for its dtype (``arch``: its config
+    or its name). Vectorized over rows; ``dtypes`` may be one dtype for all."""
+    import numpy as np
+
+    lat = np.atleast_1d(np.asarray(latency_ms, dtype=float))
+    flops = np.broadcast_to(np.asarray(flops, dtype=float), lat.shape)
+    dtypes = np.broadcast_to(np.asarray(dtypes, dtype=object), lat.shape)
+    name = arch if isinstance(arch, str) else arch.get("name", "this arch")
+    peaks = arch_peaks(arch)
+    not_a_time = ~(np.isfinite(lat) & (lat > 0))
+    with np.errstate(divide="ignore", invalid="ignore"):
+        tflops = flops / (lat * 1e-3) / 1e12
+    peak = np.array([float(peaks.get(d, np.inf)) for d in dtypes]) if len(lat) else np.zeros(0)
+    fast = ~not_a_time & (tflops > peak * PEAK_MARGIN)
+    out = [""] * len(lat)
+    for i in np.flatnonzero(not_a_time):
+        out[i] = f"latency_ms={lat[i]}: a time must be a positive number of milliseconds"
+    for i in np.flatnonzero(fast):
+        out[i] = (f"latency_ms={lat[i]} implies {tflops[i]:,.0f} TFLOPS, above the {name} peak of {peak[i]:,.0f} "
+                  f"for {dtypes[i]}: not a real measurement")
+    return out
+
+
+def refuse_impossible(pairs: Sequence[tuple[Any, Any]], results: Any, dtype: str,
+                      arch: str | Mapping[str, Any]) -> int:
+    """Mark as failed, in place and with the reason, each attempt of ``results`` (a backend's
+    Results, in pair order) whose time breaks :func:`time_refusals`: such a time is never a
+    measurement, so the pair is measured again and never served. Returns how many."""
+    ran = [i for i, s in enumerate(results.status) if s in USABLE]
+    if not ran:
+        return 0
+    why = time_refusals([results.latency_ms[i] for i in ran], [pairs[i][0].flops for i in ran], dtype, arch)
+    for i, reason in zip(ran, why):
+        if reason:
+            results.status[i], results.error[i] = "failed", reason
+    return sum(map(bool, why))
+
+
 def import_ck_csv(path: str | Path, arch: str = "gfx950", tiles: Sequence[Mapping] | None = None):
     """A CK tile_engine grouped-conv CSV (plain or gzipped) as dataset rows, and what the reader
     did beyond copying: ``(DataFrame, {"defaults": {column: value}, "repeats": [...]})``.
@@ -324,25 +381,13 @@ def import_ck_csv(path: str | Path, arch: str = "gfx950", tiles: Sequence[Mappin
         raise DatasetError(f"{path} line {Table.line(i)}: kernel {names[kid[i]]} is {k_ndim[i]}D but the problem "
                            f"{problems[pid[i]].describe()} is {p_ndim[i]}D")
     lat = raw["latency_ms"].to_numpy(dtype=float)
-    bad = np.flatnonzero(~(np.isfinite(lat) & (lat > 0)))
-    if len(bad):
-        i = int(bad[0])
-        raise DatasetError(f"{path} line {Table.line(i)}: latency_ms={raw['latency_ms'].iloc[i]}: a time must be a "
-                           f"positive number of milliseconds" + (f" ({len(bad)} such lines)" if len(bad) > 1 else ""))
     flops = np.array([float(p.flops) for p in problems])[pid]
-    tflops = flops / (lat * 1e-3) / 1e12
-    try:
-        peaks = load_option(f"arch/{arch}")["peak_tflops"]
-    except (OSError, KeyError):
-        peaks = {}
     dtypes = np.array([k.dtype for k in kernels], dtype=object)[kid]
-    peak = np.array([float(peaks.get(d, np.inf)) for d in dtypes]) * PEAK_MARGIN
-    fast = np.flatnonzero(tflops > peak)
-    if len(fast):
-        i = int(fast[0])
-        raise DatasetError(f"{path} line {Table.line(i)}: latency_ms={lat[i]} implies {tflops[i]:,.0f} TFLOPS, above "
-                           f"the {arch} peak of {peak[i] / PEAK_MARGIN:,.0f} for {dtypes[i]}: not a real measurement"
-                           + (f" ({len(fast)} such lines)" if len(fast) > 1 else ""))
+    refused = time_refusals(lat, flops, dtypes, arch)
+    bad = [i for i, why in enumerate(refused) if why]
+    if bad:
+        raise DatasetError(f"{path} line {Table.line(bad[0])}: {refused[bad[0]]}"
+                           + (f" ({len(bad)} such lines)" if len(bad) > 1 else ""))
     # Repeats of a pair: combined when they agree, refused when they conflict.
     pair = pid.astype(np.int64) * len(kernels) + kid
     keep, spread, repeats = _combine_repeats(path, pair, lat)
@@ -415,11 +460,13 @@ def measurement_rows(pairs: Sequence[tuple[Any, Any]], results: Any, common: Map
                      problem_cols: Mapping[tuple, Mapping[str, Any]], kernel_cols: Mapping[str, Mapping[str, Any]],
                      clock_mhz: float = float("nan")) -> list[dict]:
     """Dataset rows for measured pairs (a backend's Results, in pair order), stamped now in UTC.
+    Times that are not measurements (:func:`refuse_impossible`) are recorded as failed.
 
     UTC ISO 8601 with microseconds, as imports use: "newest row wins" compares these strings."""
     from datetime import datetime, timezone
 
     stamp = datetime.now(timezone.utc).isoformat(timespec="microseconds")
+    refuse_impossible(pairs, results, common["dtype"], common["arch"])
     rows = []
     for i, (p, k) in enumerate(pairs):
         lat = results.latency_ms[i]
