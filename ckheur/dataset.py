@@ -310,7 +310,8 @@ def time_refusals(latency_ms: Any, flops: Any, dtypes: Any, arch: str | Mapping[
     not_a_time = ~(np.isfinite(lat) & (lat > 0))
     with np.errstate(divide="ignore", invalid="ignore"):
         tflops = flops / (lat * 1e-3) / 1e12
-    peak = np.array([float(peaks.get(d, np.inf)) for d in dtypes]) if len(lat) else np.zeros(0)
+    names, which = np.unique(dtypes.astype(str), return_inverse=True)
+    peak = np.array([float(peaks.get(d, np.inf)) for d in names])[which.reshape(-1)] if len(lat) else np.zeros(0)
     fast = ~not_a_time & (tflops > peak * PEAK_MARGIN)
     out = [""] * len(lat)
     for i in np.flatnonzero(not_a_time):

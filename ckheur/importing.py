@@ -281,16 +281,45 @@ class ImportTransaction:
 
 
 def _swap(target: Path, aside: Path, staging: Path | None) -> None:
-    """Keep a replaced dataset aside and put its staged replacement (if any) in its place. A kill
-    between the two renames leaves the old one aside and the marked staging folder, which
-    :func:`recover_staging` then moves into place."""
-    if target.exists():
-        os.rename(target, aside)
+    """Keep a replaced dataset aside and put its staged replacement (if any) in its place. Where
+    the system can (Linux), the two folders trade places in one atomic step, so the dataset is
+    never absent: the old one then sits under the staging name, unmarked, while the new one holds
+    the marker, and :func:`recover_staging` knows it as the old one. Elsewhere two renames; a kill
+    between them leaves the marked staging folder, which :func:`recover_staging` moves into place."""
+    if staging is not None and target.exists() and _exchange(staging, target):
+        os.rename(staging, aside)
+    else:
+        if target.exists():
+            os.rename(target, aside)
+        if staging is not None:
+            os.rename(staging, target)
     if staging is not None:
-        os.rename(staging, target)
-        for name in (STAGED, STAGING_LOCK):
-            with contextlib.suppress(OSError):
-                (target / name).unlink()
+        _unmark(target)
+
+
+def _unmark(target: Path) -> None:
+    for name in (STAGED, STAGING_LOCK):
+        with contextlib.suppress(OSError):
+            (target / name).unlink()
+
+
+def _exchange(a: Path, b: Path) -> bool:
+    """Swap two existing paths atomically (Linux renameat2 with RENAME_EXCHANGE); False where the
+    system or the file system cannot, and nothing was changed."""
+    import ctypes
+    import errno
+
+    try:
+        renameat2 = ctypes.CDLL(None, use_errno=True).renameat2
+    except (AttributeError, OSError):
+        return False
+    at_fdcwd, rename_exchange = -100, 2
+    if renameat2(at_fdcwd, os.fsencode(a), at_fdcwd, os.fsencode(b), rename_exchange) == 0:
+        return True
+    code = ctypes.get_errno()
+    if code in (errno.EINVAL, errno.ENOSYS, errno.EOPNOTSUPP):
+        return False
+    raise OSError(code, os.strerror(code), str(b))
 
 
 def _lock(fd: int, block: bool) -> bool:
@@ -307,34 +336,56 @@ def _lock(fd: int, block: bool) -> bool:
     return True
 
 
+def _marked(folder: Path) -> bool:
+    """Whether a staging folder (or a dataset just swapped in) is marked complete: its marker names
+    an import its record holds."""
+    marker = folder / STAGED
+    try:
+        return not marker.is_symlink() and marker.is_file() and marker.read_text().strip() in read_record(folder)
+    except (OSError, UnicodeDecodeError, ImportRefused):
+        return False
+
+
 def recover_staging(data_root: str | Path, name: str, log: Callable[[str], None] = print) -> list[str]:
     """Finish or clean up what an import of datasets ``name`` killed midway left: a marked staging
     folder (every dataset of its import was written) replaces its dataset, the old one kept aside,
-    as the import would have; an unmarked one (its import never finished writing) is removed. A
-    folder whose import is still running (its lock held) is left alone. Returns what was done."""
+    as the import would have; an unmarked one beside a marked dataset is the old dataset of a swap
+    that had just happened (kept aside); any other unmarked one (its import never finished writing)
+    is removed. A folder whose import is still running (its lock held), or that another user
+    made, is left alone. Returns what was done."""
     from ckheur.files import aside_name, open_lock
 
     done = []
     for staging in sorted(Path(data_root).glob(f"*/.{name}.parquet.staging-*")):
-        if not staging.is_dir() or staging.is_symlink():
-            continue
+        if staging.is_symlink() or not staging.is_dir() or staging.stat().st_uid != os.getuid():
+            continue  # not a folder this user's imports made: never used
         fd = open_lock(staging / STAGING_LOCK)
         try:
             if not _lock(fd, block=False):
                 continue
             target = staging.with_name(f"{name}.parquet")
-            if (staging / STAGED).is_file():
+            if _marked(staging):
                 aside = aside_name(target)
                 _swap(target, aside, staging)
                 done.append(f"import: completed an overwrite killed before its commit finished: {target} now holds "
                             f"the staged datasets" + (f" (the previous one kept aside as {aside})"
                                                       if aside.exists() else ""))
+            elif _marked(target):  # swapped in one step just before the kill: this is the old dataset
+                aside = aside_name(target)
+                os.rename(staging, aside)
+                with contextlib.suppress(OSError):
+                    (aside / STAGING_LOCK).unlink()
+                done.append(f"import: kept the dataset an overwrite replaced aside as {aside} (the import was killed "
+                            "as it finished)")
             else:
                 shutil.rmtree(staging, ignore_errors=True)
                 done.append(f"import: removed {staging}, left by an import killed before it had written everything "
                             f"(the datasets it would have replaced are unchanged)")
         finally:
             os.close(fd)
+    for target in Path(data_root).glob(f"*/{name}.parquet"):  # a commit killed as it cleaned up
+        if not target.is_symlink() and target.is_dir() and _marked(target):
+            _unmark(target)
     for line in done:
         log(line)
     return done

@@ -244,7 +244,9 @@ FWD_LINE = ("256-56-56-3x3-256-56-56-32-1x1-1x1-1x1-0-NCHW-FP16-F_g32=ConvBinWin
 BWD_LINE = ("64-28-28-3x3-32-56-56-8-1x1-2x2-1x1-0-NCHW-FP16-B=GemmBwdRest:0.5,100,miopenConvolutionBwdDataAlgoGEMM;"
             "ConvDirectNaiveConvBwd:0.25,0,miopenConvolutionBwdDataAlgoDirect")
 # Imports a find-db with overwrite in a child process that SIGKILLs itself at a point: "staging"
-# (as the first new part is written) or "swap" (right after a replaced dataset is renamed aside).
+# (as the first new part is written), "exchange" (right after the first dataset traded places with
+# its staged replacement), "aside" (right after the first replaced dataset is renamed aside) or
+# "renames" (the same where folders cannot trade places atomically).
 KILLED_IMPORT = '''
 import os, signal, sys
 from ckheur import dataset, importing
@@ -254,7 +256,12 @@ def die():
     os.kill(os.getpid(), signal.SIGKILL)
 if point == "staging":
     dataset.write_part = lambda *a, **k: die()
+elif point == "exchange":
+    exchange = importing._exchange
+    importing._exchange = lambda a, b: exchange(a, b) and die()
 else:
+    if point == "renames":  # a system without an atomic exchange: two renames
+        importing._exchange = lambda a, b: False
     rename = os.rename
     def rename_then_die(a, b, *rest, **kw):
         rename(a, b, *rest, **kw)
@@ -277,7 +284,7 @@ def test_an_overwrite_import_killed_at_any_point_leaves_complete_datasets(tmp_pa
     src.write_text(FWD_LINE + "\n" + BWD_LINE + "\n")
     import_file(src, data_root=data, op={}, arch=arch, log=lambda _: None)
     old = {d: read_dataset(d).sort_values(["kernel", "N"]).reset_index(drop=True) for d in (fwd, bwd)}
-    src.write_text(FWD_LINE.replace("0.22021", "0.3") + "\n" + BWD_LINE.replace(":0.25,", ":0.35,") + "\n")
+    src.write_text(FWD_LINE.replace("0.22021", "0.29") + "\n" + BWD_LINE.replace(":0.25,", ":0.34,") + "\n")
 
     def killed_at(point: str) -> str:
         r = subprocess.run([sys.executable, "-c", textwrap.dedent(KILLED_IMPORT), str(src), str(data), point],
@@ -291,17 +298,27 @@ def test_an_overwrite_import_killed_at_any_point_leaves_complete_datasets(tmp_pa
     for d, frame in old.items():
         assert read_dataset(d).sort_values(["kernel", "N"]).reset_index(drop=True).equals(frame)
     assert list(fwd.parent.glob(".gfx942130.parquet.staging-*"))
-    # Killed in the swap, the worst point: the next import removes the stale staging folder, then
-    # completes the commit; the new datasets read back whole and the old ones are kept aside.
-    assert "removed" in killed_at("swap")
-    assert not (fwd.is_dir() and bwd.is_dir())  # one was renamed aside when the kill came
-    said = []
-    import_file(src, data_root=data, op={}, arch=arch, overwrite=True, log=said.append)
-    assert any("completed an overwrite" in s for s in said), said
-    assert not list(data.glob("*/.gfx942130.parquet.staging-*"))
-    for d in (fwd, bwd):
-        new = read_dataset(d)
-        assert len(new) == len(old[d]) and (new.status == "ok").sum() == (old[d].status == "ok").sum()
-        assert not new.latency_ms.isin([0.22021, 0.25]).any() and new.latency_ms.isin([0.3, 0.35]).any()
-    kept = [read_dataset(p) for p in fwd.parent.glob("gfx942130.parquet.replaced-*")]
-    assert len(kept) == 1 and kept[0].latency_ms.isin([0.22021]).any()
+    # Killed in the swap, at its worst points: every dataset reads back whole, old or new, and the
+    # next import removes a stale staging folder, completes the commit and keeps the old ones aside.
+    before = (0.22021, 0.25)
+    for n, (point, times) in enumerate((("exchange", (0.3, 0.35)), ("aside", (0.31, 0.36)),
+                                        ("renames", (0.32, 0.37)))):
+        src.write_text(FWD_LINE.replace("0.22021", str(times[0])) + "\n" +
+                       BWD_LINE.replace(":0.25,", f":{times[1]},") + "\n")
+        assert "removed" in killed_at(point) or n > 0
+        for d in (fwd, bwd):  # (with two renames, the first dataset is absent until the next import)
+            if point != "renames" or d.exists():
+                now = read_dataset(d)
+                assert len(now) == len(old[d]) and (now.status == "ok").sum() == (old[d].status == "ok").sum()
+        said = []
+        import_file(src, data_root=data, op={}, arch=arch, overwrite=True, log=said.append)
+        assert any("completed an overwrite" in s for s in said), said
+        assert not list(data.glob("*/.gfx942130.parquet.staging-*"))
+        assert not list(data.glob("*/gfx942130.parquet/.staged"))
+        for d in (fwd, bwd):
+            new = read_dataset(d)
+            assert len(new) == len(old[d]) and (new.status == "ok").sum() == (old[d].status == "ok").sum()
+            assert not new.latency_ms.isin(before).any() and new.latency_ms.isin(times).any()
+        kept = [read_dataset(p) for p in fwd.parent.glob("gfx942130.parquet.replaced-*")]
+        assert len(kept) == n + 1 and any(k.latency_ms.isin([before[0]]).any() for k in kept)
+        before = times

@@ -95,7 +95,11 @@ def _run(argv: Sequence[str], timeout: float) -> tuple[int | None, str]:
             code: int | None = proc.returncode
         except subprocess.TimeoutExpired:
             _kill_group(proc.pid)
-            out, err = proc.communicate()
+            try:
+                out, err = proc.communicate(timeout=10)
+            except subprocess.TimeoutExpired:  # a process that left the group holds the pipes: stop reading
+                proc.kill()
+                out, err = b"", b""
             code = None
         finally:
             if proc.returncode is None:  # interrupted (Ctrl-C): the benchmark does not outlive us
