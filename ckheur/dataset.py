@@ -59,9 +59,19 @@ def ran_ok(status: str, latency_ms: float) -> bool:
 
 
 def usable(df: Any, exclude_suspect: bool = False) -> Any:
-    """Mask of rows that are measurements to learn from and score against (positive TFLOPS)."""
+    """Mask of rows that are measurements to learn from and score against: positive TFLOPS, and
+    not beyond what the arch's peak allows (:func:`time_refusals`; rows an older version or
+    another tool recorded as ok are checked too)."""
+    import numpy as np
+
     statuses = ["ok"] if exclude_suspect else list(USABLE)
-    return df["status"].isin(statuses).to_numpy() & (df["tflops"].to_numpy(dtype=float) > 0)
+    tflops = df["tflops"].to_numpy(dtype=float)
+    ok = df["status"].isin(statuses).to_numpy() & (tflops > 0) & np.isfinite(tflops)
+    if len(df) and {"arch", "dtype"} <= set(df.columns):
+        for (arch, dtype), rows in df.groupby(["arch", "dtype"], observed=True, sort=False).indices.items():
+            limit = float(arch_peaks(str(arch)).get(str(dtype), np.inf)) * PEAK_MARGIN
+            ok[rows] &= tflops[rows] <= limit
+    return ok
 
 
 def fastest_by_problem(df: Any, family: str) -> dict[tuple, str]:

@@ -202,6 +202,20 @@ def test_the_tuning_database_answers_only_valid_rows_of_the_pool(tmp_path):
     assert (got.source, got.kernel, got.latency_ms) == ("tuning_db", b.kernel, pytest.approx(0.06))
 
 
+def test_rows_stored_as_ok_beyond_the_peak_are_not_measurements():
+    """What training, evaluation and the find-db export count as measured: never a row an older
+    version or another tool stored as ok with an impossible time."""
+    import pandas as pd
+
+    from ckheur.dataset import usable
+
+    rows = pd.DataFrame({"arch": "gfx942", "dtype": ["fp16", "fp16", "fp16", "fp32", "fp16"],
+                         "status": ["ok", "ok", "ok", "ok", "failed"],
+                         "tflops": [1000.0, 1e6, float("inf"), 1000.0, 100.0]})
+    # fp16 peak 1307.4, fp32 163.4 TFLOPS on gfx942: 1000 is possible in fp16 only.
+    assert usable(rows).tolist() == [True, False, False, False, False]
+
+
 # ---------------------------------------------------------------- driver lines
 BASE = "convbfp16 -n 16 -c 64 -k 64 -H 14 -W 14 -y 3 -x 3 -p 1 -q 1"
 
