@@ -102,7 +102,7 @@ def _alive(pid: int) -> bool:
 
 def test_a_timeout_kills_the_benchmarks_whole_process_group(fake_bench, tmp_path):
     pid_file = tmp_path / "grandchild.pid"
-    measurer = fake_bench.make(template=fake_bench.cfg["template"].replace("{mode}", f"spawn {pid_file}"), timeout_s=2)
+    measurer = fake_bench.make(template=fake_bench.cfg["template"].replace("{mode}", f"spawn {pid_file}"), timeout_s=5)
     got = measurer.measure([make_pair()])
     assert got.status == ["timeout"]
     grandchild = int(pid_file.read_text())
