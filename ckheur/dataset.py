@@ -10,6 +10,7 @@ the newest row per (arch, direction, dtype, problem, kernel). Failed attempts ar
 
 from __future__ import annotations
 
+import functools
 from pathlib import Path
 from typing import Any, Iterable, Mapping, Sequence
 
@@ -58,9 +59,19 @@ def ran_ok(status: str, latency_ms: float) -> bool:
 
 
 def usable(df: Any, exclude_suspect: bool = False) -> Any:
-    """Mask of rows that are measurements to learn from and score against (positive TFLOPS)."""
+    """Mask of rows that are measurements to learn from and score against: positive TFLOPS, and
+    not beyond what the arch's peak allows (:func:`time_refusals`; rows an older version or
+    another tool recorded as ok are checked too)."""
+    import numpy as np
+
     statuses = ["ok"] if exclude_suspect else list(USABLE)
-    return df["status"].isin(statuses).to_numpy() & (df["tflops"].to_numpy(dtype=float) > 0)
+    tflops = df["tflops"].to_numpy(dtype=float)
+    ok = df["status"].isin(statuses).to_numpy() & (tflops > 0) & np.isfinite(tflops)
+    if len(df) and {"arch", "dtype"} <= set(df.columns):
+        for (arch, dtype), rows in df.groupby(["arch", "dtype"], observed=True, sort=False).indices.items():
+            limit = float(arch_peaks(str(arch)).get(str(dtype), np.inf)) * PEAK_MARGIN
+            ok[rows] &= tflops[rows] <= limit
+    return ok
 
 
 def fastest_by_problem(df: Any, family: str) -> dict[tuple, str]:
@@ -282,32 +293,68 @@ PEAK_MARGIN = 1.25  # a time implying more than this times the arch's dense peak
 FEWER_MULTIPLIES_FACTOR = 4.0
 
 
-def beyond_peak(flops: Any, latency_ms: Any, dtypes: Any, arch: str, fewer_multiplies: Any = None) -> tuple[Any, str]:
-    """The peak rule of every import of outside times: the rows (indices) whose time implies more
-    than PEAK_MARGIN times the arch's dense peak for their data type, and why the first is no
-    real measurement (empty when none is). Rows marked in ``fewer_multiplies`` (Winograd, FFT:
-    fewer multiplications than the FLOPs counted) may go FEWER_MULTIPLIES_FACTOR times further."""
+def arch_peaks(arch: str | Mapping[str, Any]) -> dict[str, float]:
+    """An arch's dense peak TFLOPS per dtype, from its config or its name (empty when unknown)."""
+    if not isinstance(arch, str):
+        return dict(arch.get("peak_tflops") or {})
+    return dict(_shipped_peaks(arch))
+
+
+@functools.lru_cache(maxsize=None)
+def _shipped_peaks(name: str) -> tuple:
+    try:
+        return tuple(load_option(f"arch/{name}")["peak_tflops"].items())
+    except (OSError, KeyError, TypeError, AttributeError):
+        return ()
+
+
+def time_refusals(latency_ms: Any, flops: Any, dtypes: Any, arch: str | Mapping[str, Any],
+                  fewer_multiplies: Any = None) -> list[str]:
+    """Why each measured time is not a measurement, '' where it is: the rule every import and
+    backend applies. Refused: a time that is not a positive finite number of milliseconds, and one
+    implying more than PEAK_MARGIN times the arch's dense peak for its dtype (``arch``: its config
+    or its name). Rows marked in ``fewer_multiplies`` (Winograd, FFT: fewer multiplications than
+    the FLOPs counted) may go FEWER_MULTIPLIES_FACTOR times further. Vectorized over rows;
+    ``dtypes`` may be one dtype for all."""
     import numpy as np
 
-    flops, lat = np.asarray(flops, dtype=float), np.asarray(latency_ms, dtype=float)
-    try:
-        peaks = load_option(f"arch/{arch}")["peak_tflops"]
-    except (OSError, KeyError):
-        peaks = {}
-    dtypes = np.asarray(dtypes, dtype=object)
-    names, at = np.unique(dtypes.astype(str), return_inverse=True)
-    peak = np.array([float(peaks.get(d, np.inf)) for d in names])[at]
-    limit = peak * PEAK_MARGIN
-    if fewer_multiplies is not None:
-        limit = np.where(np.asarray(fewer_multiplies, dtype=bool), limit * FEWER_MULTIPLIES_FACTOR, limit)
+    lat = np.atleast_1d(np.asarray(latency_ms, dtype=float))
+    flops = np.broadcast_to(np.asarray(flops, dtype=float), lat.shape)
+    dtypes = np.broadcast_to(np.asarray(dtypes, dtype=object), lat.shape)
+    name = arch if isinstance(arch, str) else arch.get("name", "this arch")
+    peaks = arch_peaks(arch)
+    not_a_time = ~(np.isfinite(lat) & (lat > 0))
     with np.errstate(divide="ignore", invalid="ignore"):
         tflops = flops / (lat * 1e-3) / 1e12
-    fast = np.flatnonzero(tflops > limit)
-    if not len(fast):
-        return fast, ""
-    i = int(fast[0])
-    return fast, (f"implies {tflops[i]:,.0f} TFLOPS, above the {arch} peak of {peak[i]:,.0f} for "
-                  f"{dtypes[i]}: not a real measurement")
+    names, which = np.unique(dtypes.astype(str), return_inverse=True)
+    peak = np.array([float(peaks.get(d, np.inf)) for d in names])[which.reshape(-1)] if len(lat) else np.zeros(0)
+    limit = peak * PEAK_MARGIN
+    if fewer_multiplies is not None:
+        limit = np.where(np.broadcast_to(np.asarray(fewer_multiplies, dtype=bool), lat.shape),
+                         limit * FEWER_MULTIPLIES_FACTOR, limit)
+    fast = ~not_a_time & (tflops > limit)
+    out = [""] * len(lat)
+    for i in np.flatnonzero(not_a_time):
+        out[i] = f"latency_ms={lat[i]}: a time must be a positive number of milliseconds"
+    for i in np.flatnonzero(fast):
+        out[i] = (f"latency_ms={lat[i]} implies {tflops[i]:,.0f} TFLOPS, above the {name} peak of {peak[i]:,.0f} "
+                  f"for {dtypes[i]}: not a real measurement")
+    return out
+
+
+def refuse_impossible(pairs: Sequence[tuple[Any, Any]], results: Any, dtype: str,
+                      arch: str | Mapping[str, Any]) -> int:
+    """Mark as failed, in place and with the reason, each attempt of ``results`` (a backend's
+    Results, in pair order) whose time breaks :func:`time_refusals`: such a time is never a
+    measurement, so the pair is measured again and never served. Returns how many."""
+    ran = [i for i, s in enumerate(results.status) if s in USABLE]
+    if not ran:
+        return 0
+    why = time_refusals([results.latency_ms[i] for i in ran], [pairs[i][0].flops for i in ran], dtype, arch)
+    for i, reason in zip(ran, why):
+        if reason:
+            results.status[i], results.error[i] = "failed", reason
+    return sum(map(bool, why))
 
 
 def import_ck_csv(path: str | Path, arch: str = "gfx950", tiles: Sequence[Mapping] | None = None):
@@ -355,17 +402,13 @@ def import_ck_csv(path: str | Path, arch: str = "gfx950", tiles: Sequence[Mappin
         raise DatasetError(f"{path} line {Table.line(i)}: kernel {names[kid[i]]} is {k_ndim[i]}D but the problem "
                            f"{problems[pid[i]].describe()} is {p_ndim[i]}D")
     lat = raw["latency_ms"].to_numpy(dtype=float)
-    bad = np.flatnonzero(~(np.isfinite(lat) & (lat > 0)))
-    if len(bad):
-        i = int(bad[0])
-        raise DatasetError(f"{path} line {Table.line(i)}: latency_ms={raw['latency_ms'].iloc[i]}: a time must be a "
-                           f"positive number of milliseconds" + (f" ({len(bad)} such lines)" if len(bad) > 1 else ""))
     flops = np.array([float(p.flops) for p in problems])[pid]
     dtypes = np.array([k.dtype for k in kernels], dtype=object)[kid]
-    fast, why = beyond_peak(flops, lat, dtypes, arch)
-    if len(fast):
-        raise DatasetError(f"{path} line {Table.line(int(fast[0]))}: latency_ms={lat[fast[0]]} {why}"
-                           + (f" ({len(fast)} such lines)" if len(fast) > 1 else ""))
+    refused = time_refusals(lat, flops, dtypes, arch)
+    bad = [i for i, why in enumerate(refused) if why]
+    if bad:
+        raise DatasetError(f"{path} line {Table.line(bad[0])}: {refused[bad[0]]}"
+                           + (f" ({len(bad)} such lines)" if len(bad) > 1 else ""))
     # Repeats of a pair: combined when they agree, refused when they conflict.
     pair = pid.astype(np.int64) * len(kernels) + kid
     keep, spread, repeats = _combine_repeats(path, pair, lat)
@@ -438,11 +481,13 @@ def measurement_rows(pairs: Sequence[tuple[Any, Any]], results: Any, common: Map
                      problem_cols: Mapping[tuple, Mapping[str, Any]], kernel_cols: Mapping[str, Mapping[str, Any]],
                      clock_mhz: float = float("nan")) -> list[dict]:
     """Dataset rows for measured pairs (a backend's Results, in pair order), stamped now in UTC.
+    Times that are not measurements (:func:`refuse_impossible`) are recorded as failed.
 
     UTC ISO 8601 with microseconds, as imports use: "newest row wins" compares these strings."""
     from datetime import datetime, timezone
 
     stamp = datetime.now(timezone.utc).isoformat(timespec="microseconds")
+    refuse_impossible(pairs, results, common["dtype"], common["arch"])
     rows = []
     for i, (p, k) in enumerate(pairs):
         lat = results.latency_ms[i]

@@ -14,12 +14,16 @@ written, unless ``overwrite``; then every dataset the old file contributed to, i
 or data type, is kept aside (``<name>.replaced-<time>-<id>``, never deleted), and the rows other
 sources had there are carried over.
 
-One import is one transaction (:class:`ImportTransaction`): the datasets to replace are moved
-aside, every new part is written under a hidden temporary name, and only when all are written
-are they renamed into place and the records written. A failure before that undoes the moves and
-removes the temporary files: nothing of the import is visible. (A process killed during the
-final renames, a few milliseconds, can leave some datasets committed; importing again completes
-the others and rewrites the committed ones' parts under the same names.)
+One import is one transaction (:class:`ImportTransaction`): every new part is written under a
+hidden temporary name, and a dataset to replace is rebuilt whole in a hidden staging folder
+beside it while the old one stays in place; only when all are written are the parts renamed
+into place, the records written and the replaced datasets swapped (old aside, new in place). A
+failure before that removes what was written: nothing of the import is visible. A kill at any
+point leaves every dataset old or new, never empty: the next import of that name completes a
+commit that was under way (its staging folders were marked complete) and removes staging
+folders of an import that never finished writing. (A process killed during the final renames,
+a few milliseconds, can leave some datasets committed; importing again completes the others and
+rewrites the committed ones' parts under the same names.)
 """
 
 from __future__ import annotations
@@ -137,12 +141,28 @@ def plan_import(data_root: str | Path, name: str, sha: str, source: str, targets
     return plan
 
 
+STAGED = ".staged"  # in a staging folder: every dataset of its import is written; commit may proceed
+STAGING_LOCK = ".lock"  # in a staging folder: held by the import writing it (the OS drops it on a kill)
+
+
+def staging_name(target: Path) -> Path:
+    """A new hidden folder beside a dataset, where an overwrite builds its replacement."""
+    import uuid
+
+    return target.with_name(f".{target.name}.staging-{uuid.uuid4().hex[:12]}")
+
+
 class ImportTransaction:
     """Carry out an import plan: ``with ImportTransaction(plan) as txn: txn.add(target, rows)``.
 
-    Entering moves the replaced datasets aside; each ``add`` writes its rows under a hidden
-    temporary name; leaving the block without an error renames every part into place and writes
-    the records; an error undoes it all (nothing of the import is visible)."""
+    Each ``add`` writes its rows under a hidden temporary name; a dataset the import replaces
+    (overwrite) is rebuilt whole in a hidden staging folder beside it, what other sources had
+    there included, while the old one stays in place. Leaving the block without an error marks
+    every staging folder complete, renames every part into place, writes the records, and only
+    then swaps each replaced dataset: the old one aside, the staged one into its place. An error
+    before that undoes it all (nothing of the import is visible); a kill leaves the old datasets
+    in place, or marked staging folders that the next import of that name commits
+    (:func:`recover_staging`)."""
 
     def __init__(self, plan: ImportPlan) -> None:
         self.plan = plan
@@ -150,20 +170,18 @@ class ImportTransaction:
         self.rows: dict[Path, int] = {}
         self._created: list[Path] = []
         self._staged: list[Path] = []
+        self._staging: dict[Path, Path] = {}  # replaced dataset folder -> the staging folder of its new version
+        self._locks: list[int] = []
         self._records: dict[Path, dict] = {}
         self._part = ""
 
     def __enter__(self) -> "ImportTransaction":
-        from ckheur.files import aside_name
         from ckheur.parts import part_name
 
         self._part = part_name(f"import-{self.plan.sha[:16]}")
         try:
-            for target in self.plan.aside:
-                self.moved[target] = aside_name(target)
-                os.rename(target, self.moved[target])
             for target in self.plan.aside:  # carry over what other sources contributed there
-                others = [e for e in read_record(self.moved[target]).values() if e.get("source") != self.plan.source]
+                others = [e for e in read_record(target).values() if e.get("source") != self.plan.source]
                 if others or target in self.plan.targets:
                     self._open(target)
         except BaseException:
@@ -172,26 +190,31 @@ class ImportTransaction:
         return self
 
     def _open(self, target: Path) -> dict:
-        """The record of a dataset folder this import writes (created, or carried from its old version)."""
-        from ckheur.files import make_folder, open_new
+        """The record of a dataset folder this import writes (created, or carried from the version
+        it replaces into a staging folder)."""
+        from ckheur.files import make_folder, open_lock, open_new
 
         if target in self._records:
             return self._records[target]
-        if not target.exists():
-            self._created.append(target)
-        make_folder(target, "dataset folder")
-        old = self.moved.get(target)
-        record = {} if old is not None else read_record(target)
-        if old is not None:
-            for sha, entry in read_record(old).items():
-                if entry.get("source") == self.plan.source:
-                    continue
-                for part in entry.get("parts", []):
-                    tmp = target / f".tmp-{sha[:8]}-{part}"
-                    with open_new(tmp, binary=True) as f, open(old / part, "rb") as src:
-                        shutil.copyfileobj(src, f)
-                    self._staged.append(tmp)
-                record[sha] = entry
+        if target not in self.plan.aside:
+            if not target.exists():
+                self._created.append(target)
+            make_folder(target, "dataset folder")
+            self._records[target] = record = read_record(target)
+            return record
+        staging = make_folder(staging_name(target), "import staging folder")
+        self._staging[target] = staging
+        fd = open_lock(staging / STAGING_LOCK)
+        self._locks.append(fd)
+        _lock(fd, block=True)
+        record = {}
+        for sha, entry in read_record(target).items():
+            if entry.get("source") == self.plan.source:
+                continue
+            for part in entry.get("parts", []):
+                with open_new(staging / part, binary=True) as f, open(target / part, "rb") as src:
+                    shutil.copyfileobj(src, f)
+            record[sha] = entry
         self._records[target] = record
         return record
 
@@ -202,35 +225,170 @@ class ImportTransaction:
         if target not in self.plan.targets:
             raise ValueError(f"{target} is not a dataset folder this import writes")
         record = self._open(target)
-        self._staged.append(write_part(target, rows, name=self._part, commit=False))
+        if target in self._staging:  # a staging folder is invisible until the swap: parts take their names
+            write_part(self._staging[target], rows, name=self._part)
+        else:
+            self._staged.append(write_part(target, rows, name=self._part, commit=False))
         record[self.plan.sha] = {"source": self.plan.source, "rows": int(len(rows)),
                                  "imported": time.strftime("%Y-%m-%dT%H:%M:%S%z"), "parts": [self._part],
                                  "complete": True}
         self.rows[target] = int(len(rows))
 
     def __exit__(self, kind: Any, error: Any, tb: Any) -> None:
+        from ckheur.files import aside_name, write_file
         from ckheur.parts import commit_part
 
         if kind is not None:
             self._undo()
             return
+        try:
+            for target, staging in self._staging.items():
+                save_record(staging, self._records[target])
+            for staging in self._staging.values():  # the commit point: from here on, the next import completes it
+                write_file(staging / STAGED, self.plan.sha + "\n")
+        except BaseException:
+            self._undo()
+            raise
         for tmp in self._staged:
             commit_part(tmp)
         for target, record in self._records.items():
-            if record:
+            if record and target not in self._staging:
                 save_record(target, record)
+        try:
+            for target in self.plan.aside:
+                self.moved[target] = aside_name(target)
+                _swap(target, self.moved[target], self._staging.get(target))
+        finally:
+            self._release()
+
+    def _release(self) -> None:
+        for fd in self._locks:
+            with contextlib.suppress(OSError):
+                os.close(fd)
+        self._locks.clear()
 
     def _undo(self) -> None:
         for tmp in self._staged:
             with contextlib.suppress(OSError):
                 tmp.unlink()
+        for staging in self._staging.values():  # this import's own folders: never datasets
+            shutil.rmtree(staging, ignore_errors=True)
+        self._release()
         for target in self._created:
             for folder in (target, target.parent):  # the op folder too, when this import made it
                 with contextlib.suppress(OSError):
                     folder.rmdir()
-        for target, old in self.moved.items():
-            with contextlib.suppress(OSError):
-                os.rename(old, target)
+
+
+def _swap(target: Path, aside: Path, staging: Path | None) -> None:
+    """Keep a replaced dataset aside and put its staged replacement (if any) in its place. Where
+    the system can (Linux), the two folders trade places in one atomic step, so the dataset is
+    never absent: the old one then sits under the staging name, unmarked, while the new one holds
+    the marker, and :func:`recover_staging` knows it as the old one. Elsewhere two renames; a kill
+    between them leaves the marked staging folder, which :func:`recover_staging` moves into place."""
+    if staging is not None and target.exists() and _exchange(staging, target):
+        os.rename(staging, aside)
+    else:
+        if target.exists():
+            os.rename(target, aside)
+        if staging is not None:
+            os.rename(staging, target)
+    if staging is not None:
+        _unmark(target)
+
+
+def _unmark(target: Path) -> None:
+    for name in (STAGED, STAGING_LOCK):
+        with contextlib.suppress(OSError):
+            (target / name).unlink()
+
+
+def _exchange(a: Path, b: Path) -> bool:
+    """Swap two existing paths atomically (Linux renameat2 with RENAME_EXCHANGE); False where the
+    system or the file system cannot, and nothing was changed."""
+    import ctypes
+    import errno
+
+    try:
+        renameat2 = ctypes.CDLL(None, use_errno=True).renameat2
+    except (AttributeError, OSError):
+        return False
+    at_fdcwd, rename_exchange = -100, 2
+    if renameat2(at_fdcwd, os.fsencode(a), at_fdcwd, os.fsencode(b), rename_exchange) == 0:
+        return True
+    code = ctypes.get_errno()
+    if code in (errno.EINVAL, errno.ENOSYS, errno.EOPNOTSUPP):
+        return False
+    raise OSError(code, os.strerror(code), str(b))
+
+
+def _lock(fd: int, block: bool) -> bool:
+    """flock a staging folder's lock; False when another live process holds it (``block`` off).
+    Without flock (some platforms and network mounts) every lock succeeds."""
+    try:
+        import fcntl
+
+        fcntl.flock(fd, fcntl.LOCK_EX | (0 if block else fcntl.LOCK_NB))
+    except BlockingIOError:
+        return False
+    except (ImportError, OSError):
+        pass
+    return True
+
+
+def _marked(folder: Path) -> bool:
+    """Whether a staging folder (or a dataset just swapped in) is marked complete: its marker names
+    an import its record holds."""
+    marker = folder / STAGED
+    try:
+        return not marker.is_symlink() and marker.is_file() and marker.read_text().strip() in read_record(folder)
+    except (OSError, UnicodeDecodeError, ImportRefused):
+        return False
+
+
+def recover_staging(data_root: str | Path, name: str, log: Callable[[str], None] = print) -> list[str]:
+    """Finish or clean up what an import of datasets ``name`` killed midway left: a marked staging
+    folder (every dataset of its import was written) replaces its dataset, the old one kept aside,
+    as the import would have; an unmarked one beside a marked dataset is the old dataset of a swap
+    that had just happened (kept aside); any other unmarked one (its import never finished writing)
+    is removed. A folder whose import is still running (its lock held), or that another user
+    made, is left alone. Returns what was done."""
+    from ckheur.files import aside_name, open_lock
+
+    done = []
+    for staging in sorted(Path(data_root).glob(f"*/.{name}.parquet.staging-*")):
+        if staging.is_symlink() or not staging.is_dir() or staging.stat().st_uid != os.getuid():
+            continue  # not a folder this user's imports made: never used
+        fd = open_lock(staging / STAGING_LOCK)
+        try:
+            if not _lock(fd, block=False):
+                continue
+            target = staging.with_name(f"{name}.parquet")
+            if _marked(staging):
+                aside = aside_name(target)
+                _swap(target, aside, staging)
+                done.append(f"import: completed an overwrite killed before its commit finished: {target} now holds "
+                            f"the staged datasets" + (f" (the previous one kept aside as {aside})"
+                                                      if aside.exists() else ""))
+            elif _marked(target):  # swapped in one step just before the kill: this is the old dataset
+                aside = aside_name(target)
+                os.rename(staging, aside)
+                with contextlib.suppress(OSError):
+                    (aside / STAGING_LOCK).unlink()
+                done.append(f"import: kept the dataset an overwrite replaced aside as {aside} (the import was killed "
+                            "as it finished)")
+            else:
+                shutil.rmtree(staging, ignore_errors=True)
+                done.append(f"import: removed {staging}, left by an import killed before it had written everything "
+                            f"(the datasets it would have replaced are unchanged)")
+        finally:
+            os.close(fd)
+    for target in Path(data_root).glob(f"*/{name}.parquet"):  # a commit killed as it cleaned up
+        if not target.is_symlink() and target.is_dir() and _marked(target):
+            _unmark(target)
+    for line in done:
+        log(line)
+    return done
 
 
 def is_find_db(path: Path) -> bool:
@@ -273,6 +431,7 @@ def _import_ck_csv(src: Path, data_root: str | Path, op: Mapping[str, Any], arch
     from ckheur.parts import sha256_of
 
     name = _dataset_name(src, dataset)
+    recover_staging(data_root, name, log)
     try:
         sha = sha256_of(src)
         done = already_imported(data_root, name, sha, src.name)
@@ -318,6 +477,7 @@ def _import_find_db(src: Path, data_root: str | Path, dataset: str | None, find_
         else:
             arch, cus = arch_from_name(src, known)
         name = _dataset_name(src, dataset)
+        recover_staging(data_root, name, log)
         sha = sha256_of(src)
         done = already_imported(data_root, name, sha, src.name)
         if done:

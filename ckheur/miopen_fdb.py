@@ -140,7 +140,7 @@ def _extract(strings: Any, pattern: str, numbers: Sequence[str] = (), floats: Se
 def read_find_db(path: str | Path, arch: str | None = None) -> FindDb:
     """Parse a find-db file (plain, .bz2 or .gz) into problems and listed entries, with a report.
     ``arch``: the GPU it was measured on; an entry whose time implies more than its peak (the
-    imports' rule, ``ckheur.dataset.beyond_peak``; Winograd and FFT solvers count as doing fewer
+    imports' rule, ``ckheur.dataset.time_refusals``; Winograd and FFT solvers count as doing fewer
     multiplications) is skipped and counted, naming the first's line."""
     import numpy as np
     import pandas as pd
@@ -254,17 +254,17 @@ def read_find_db(path: str | Path, arch: str | None = None) -> FindDb:
     pos = pd.Series(np.arange(len(problems)), index=problems.index)
     e["problem"] = pos.loc[e["line"].to_numpy()].to_numpy()
     if arch is not None:  # the imports' peak rule; like a zero time, such an entry is no measurement
-        from ckheur.dataset import beyond_peak
+        from ckheur.dataset import time_refusals
 
         p = e["problem"].to_numpy()
         fewer = e["algo"].isin(["Winograd", "FFT"]).to_numpy()
-        fast, why = beyond_peak(_flops(problems)[p], e["time_ms"].to_numpy(), problems["dtype"].to_numpy()[p], arch,
-                                fewer)
+        why = time_refusals(e["time_ms"].to_numpy(), _flops(problems)[p], problems["dtype"].to_numpy()[p], arch,
+                            fewer_multiplies=fewer)
+        fast = np.flatnonzero([bool(w) for w in why])
         if len(fast):
             i = int(fast[0])
             report["skipped_entries"][f"time beyond the {arch} peak (not a measurement; the first: "
-                                      f"{at(int(e['line'].iloc[i]))}, {e['solver'].iloc[i]} "
-                                      f"{e['time_ms'].iloc[i]} ms {why})"] = int(len(fast))
+                                      f"{at(int(e['line'].iloc[i]))}, {e['solver'].iloc[i]}: {why[i]})"] = int(len(fast))
             e = e.drop(e.index[fast])
     e["algorithm"] = e["algo"].map(ALGORITHMS).fillna(e["algo"].str.lower())
     p_, t_ = e["problem"].to_numpy(), e["time_ms"].to_numpy()  # file order within each problem

@@ -24,7 +24,7 @@ import socket
 import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Mapping, Sequence
+from typing import Any, Collection, Mapping, Sequence
 
 from ckheur.errors import UserError
 from ckheur.files import make_folder, open_lock, open_new
@@ -99,7 +99,8 @@ class TuningDB:
         fields = list(get_family(self.family).problems.FIELDS)
         df = df.sort_values("timestamp", kind="stable")  # newest row of a pair wins, as in read_dataset
         keys = list(df[fields].itertuples(index=False, name=None))
-        for key, kernel, status, lat, good in zip(keys, df.kernel, df.status, df.latency_ms, usable(df)):
+        good = usable(df) & _plausible(keys, df.latency_ms.to_numpy(dtype=float), self.family, self.dtype, self.arch)
+        for key, kernel, status, lat, good in zip(keys, df.kernel, df.status, df.latency_ms, good):
             self._runs.setdefault(key, {})[kernel] = (status, float(lat) if good else None)
         for key in set(keys):
             times = [(lat, k) for k, (_, lat) in self._runs[key].items() if lat is not None]
@@ -110,9 +111,14 @@ class TuningDB:
                 self._best.pop(key, None)
         return len(df)
 
-    def best(self, key: tuple) -> tuple[str, float] | None:
-        """(kernel, latency_ms) of the fastest usable measurement of a problem key, or None."""
-        return self._best.get(key)
+    def best(self, key: tuple, kernels: Collection[str] | None = None) -> tuple[str, float] | None:
+        """(kernel, latency_ms) of the fastest usable measurement of a problem key, or None;
+        ``kernels``: only among these (the pool the answer is for)."""
+        hit = self._best.get(key)
+        if hit is None or kernels is None or hit[0] in kernels:
+            return hit
+        times = [(lat, k) for k, (_, lat) in self._runs[key].items() if lat is not None and k in kernels]
+        return (min(times)[1], min(times)[0]) if times else None
 
     def runs(self, key: tuple) -> dict[str, tuple[str, float | None]]:
         """Kernels attempted on a problem key: {kernel: (status, latency_ms or None)}, newest attempt."""
@@ -181,6 +187,28 @@ class Claim:
                     os.unlink(self.path)
             os.close(self.fd)
             self.fd = -1
+
+
+def _plausible(keys: Sequence[tuple], latency_ms: Any, family: str, dtype: str, arch: str) -> Any:
+    """Mask of rows whose problem is valid and whose time passes the rule every import and backend
+    applies (``dataset.time_refusals``): a row written by another tool, or by an older version, is
+    data to check, never an answer by itself."""
+    import numpy as np
+
+    from ckheur.dataset import time_refusals
+    from ckheur.ops import get_family
+    from ckheur.problems.base import ProblemError
+
+    fields = get_family(family).problems.FIELDS
+    flops: dict[tuple, float] = {}
+    for key in set(keys):
+        try:
+            flops[key] = float(get_family(family).problems.problem_from_dict(dict(zip(fields, key))).flops)
+        except (ProblemError, TypeError, ValueError):
+            flops[key] = float("nan")  # not a valid problem: never an answer
+    f = np.array([flops[k] for k in keys], dtype=float)
+    why = time_refusals(latency_ms, np.nan_to_num(f, nan=0.0), dtype, arch)
+    return np.isfinite(f) & ~np.array([bool(w) for w in why], dtype=bool)
 
 
 def _identity(op: Mapping[str, Any], arch: str) -> dict[str, str]:

@@ -11,8 +11,13 @@ GEMM benchmark binary, for example: ``benchmark_{kernel} -m={M} -n={N} -k={K} -s
 
 from __future__ import annotations
 
+import contextlib
+import math
+import os
 import re
 import shlex
+import signal
+import string
 import subprocess
 from typing import Any, Mapping, Sequence
 
@@ -25,12 +30,16 @@ _UNITS = {"ms": 1.0, "us": 1e-3, "s": 1e3}
 
 
 def make(cfg: Mapping[str, Any], op: Mapping[str, Any], arch: Mapping[str, Any]) -> Measurer:
+    from ckheur.dataset import refuse_impossible
+
     if cfg["time_unit"] not in _UNITS:
         raise BackendError(f"backend.time_unit={cfg['time_unit']!r}: allowed values are {', '.join(_UNITS)}")
     pattern = _compiled(cfg, "regex")
     workspace_pattern = _compiled(cfg, "workspace_regex") if cfg.get("workspace_regex") else None
     kernel_pattern = _compiled(cfg, "kernel_regex") if cfg.get("kernel_regex") else None
-    scale, timeout = _UNITS[cfg["time_unit"]], float(cfg["timeout_s"])
+    scale, timeout = _UNITS[cfg["time_unit"]], _positive(cfg, "timeout_s", float, TIMEOUT_MAX_S)
+    batch_pairs = _positive(cfg, "batch_pairs", int)
+    template = _checked_template(cfg["template"])
     direction_flag = {"fwd": 1, "bwd_data": 2, "bwd_weight": 4}[op["direction"]]
 
     def measure(pairs: Sequence[tuple[Any, Any]]) -> Results:
@@ -41,38 +50,121 @@ def make(cfg: Mapping[str, Any], op: Mapping[str, Any], arch: Mapping[str, Any])
                 line = to_miopen(p, op["dtype"]) if op["family"] == "grouped_conv" else to_driver_line(p, op["dtype"])
                 command, args = line.split(" ", 1)
                 fields.update(miopen_args=args, miopen_command=command, miopen_direction=direction_flag)
+            argv = _argv(template, fields)
             try:
-                argv = shlex.split(cfg["template"].format(**fields))
-            except (KeyError, IndexError) as e:
-                raise BackendError(f"backend.template uses unknown field {e}; fields: {', '.join(sorted(fields))}") from None
-            try:
-                r = subprocess.run(argv, capture_output=True, text=True, timeout=timeout)
-            except subprocess.TimeoutExpired:
-                out.add(float("nan"), "timeout", f"no result within {timeout:g}s")
-                continue
+                code, text = _run(argv, timeout)
             except OSError as e:
                 out.add(float("nan"), "failed", f"cannot run {argv[0]}: {e}")
                 continue
-            text = r.stdout + r.stderr
+            if code is None:
+                out.add(float("nan"), "timeout", f"no result within {timeout:g}s (its process group was killed)")
+                continue
             m = pattern.search(text)
             w = workspace_pattern.search(text) if workspace_pattern else None
-            if r.returncode != 0:
-                out.add(float("nan"), "failed", f"exit code {r.returncode}: {(r.stderr or r.stdout)[-200:].strip()}")
+            if code != 0:
+                out.add(float("nan"), "failed", f"exit code {code}: {text[-200:].strip()}")
             elif not m:
-                out.add(float("nan"), "failed", f"output did not match backend.regex: {r.stdout[-200:].strip()}")
+                out.add(float("nan"), "failed", f"output did not match backend.regex: {text[-200:].strip()}")
             elif not _is_number(m.group(1)):
                 out.add(float("nan"), "failed", f"backend.regex matched {m.group(1)[:80]!r}, not a number")
             elif kernel_pattern and (other := _ran_other(kernel_pattern, text, k.name)):
                 out.add(float("nan"), "failed", f"the run reports another kernel than {k.name} (backend.kernel_regex "
                         f"found {other}): its time is not {k.name}'s")
-            elif workspace_pattern and not (w and w.group(1).isdigit()):
-                out.add(float("nan"), "failed", "output did not give a workspace in bytes matching "
-                        f"backend.workspace_regex: {r.stdout[-200:].strip()}")
+            elif workspace_pattern and not (w and _is_workspace(w.group(1))):
+                out.add(float("nan"), "failed", "output did not give a workspace in bytes (ASCII digits, at most "
+                        f"{WORKSPACE_MAX}) matching backend.workspace_regex: {text[-200:].strip()}")
             else:
                 out.add(float(m.group(1)) * scale, workspace_bytes=int(w.group(1)) if w else UNKNOWN_WORKSPACE)
+        refuse_impossible(pairs, out, op["dtype"], arch)  # output is data: an impossible time is a failure
         return out
 
-    return Measurer(name="command", measure=measure, batch_pairs=int(cfg["batch_pairs"]))
+    return Measurer(name="command", measure=measure, batch_pairs=batch_pairs)
+
+
+WORKSPACE_MAX = 2**50  # bytes (1 PiB), far beyond any GPU's memory: a larger value is garbled output
+
+
+def _is_workspace(text: str) -> bool:
+    """Whether a workspace read from the output is ASCII digits, at most WORKSPACE_MAX."""
+    return text.isascii() and text.isdigit() and int(text) <= WORKSPACE_MAX
+
+
+def _run(argv: Sequence[str], timeout: float) -> tuple[int | None, str]:
+    """Run one benchmark in its own session: (exit code, stdout + stderr decoded with replacement),
+    or (None, output so far) when it ran past ``timeout``, after its whole process group (children
+    it started included) is killed and reaped."""
+    with subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, stdin=subprocess.DEVNULL,
+                          start_new_session=True) as proc:
+        try:
+            out, err = proc.communicate(timeout=timeout)
+            code: int | None = proc.returncode
+        except subprocess.TimeoutExpired:
+            _kill_group(proc.pid)
+            try:
+                out, err = proc.communicate(timeout=10)
+            except subprocess.TimeoutExpired:  # a process that left the group holds the pipes: stop reading
+                proc.kill()
+                out, err = b"", b""
+            code = None
+        finally:
+            if proc.returncode is None:  # interrupted (Ctrl-C): the benchmark does not outlive us
+                _kill_group(proc.pid)
+                proc.wait()
+    # The group may outlive its leader (a child that did not exit with it): end it too.
+    _kill_group(proc.pid)
+    return code, (out + err).decode("utf-8", errors="replace")
+
+
+def _kill_group(pgid: int) -> None:
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(pgid, signal.SIGKILL)
+
+
+TIMEOUT_MAX_S = 7 * 24 * 3600  # a week: longer is a typo (and beyond what the OS timers take)
+
+
+def _positive(cfg: Mapping[str, Any], name: str, kind: type, most: float = math.inf) -> Any:
+    """backend.<name> as a positive ``kind`` (int or float) of at most ``most``, or a BackendError."""
+    value = cfg[name]
+    number = None
+    if isinstance(value, (int, float)) and not isinstance(value, bool) or isinstance(value, str) and value.isascii():
+        with contextlib.suppress(ValueError):
+            number = float(value)
+    if number is None or not 0 < number <= most or kind is int and not number.is_integer():
+        what = "an integer" if kind is int else "a number"
+        raise BackendError(f"backend.{name}={value!r}: must be {what} > 0" + (f" and at most {most:g}"
+                                                                               if most < math.inf else ""))
+    return kind(number)
+
+
+def _checked_template(template: Any) -> str:
+    """backend.template, checked as a format string, or a BackendError naming the fault."""
+    if not isinstance(template, str) or not template.strip():
+        raise BackendError(f"backend.template={template!r}: give the benchmark command line, e.g. "
+                           "'benchmark_{kernel} -m={M}'")
+    try:
+        list(string.Formatter().parse(template))
+    except ValueError as e:
+        raise BackendError(f"backend.template {template!r}: {e} (write a literal brace as {{{{ or }}}})") from None
+    return template
+
+
+def _argv(template: str, fields: Mapping[str, Any]) -> list[str]:
+    """The template formatted with ``fields`` and split like a shell line, or a BackendError."""
+    try:
+        text = template.format(**fields)
+    except (KeyError, IndexError) as e:
+        raise BackendError(f"backend.template uses unknown field {e}; fields: {', '.join(sorted(fields))}") from None
+    except (ValueError, AttributeError, TypeError) as e:
+        raise BackendError(f"backend.template {template!r}: {e}") from None
+    try:
+        argv = shlex.split(text)
+    except ValueError as e:
+        raise BackendError(f"backend.template {template!r} gives {text!r}, which cannot be split like a shell line "
+                           f"({e})") from None
+    if not argv:
+        raise BackendError(f"backend.template {template!r} gives an empty command line")
+    return argv
 
 
 def _ran_other(pattern: re.Pattern, text: str, kernel: str) -> str:

@@ -158,6 +158,7 @@ class Selector:
         self.compiled: Any = None  # a CompiledModel ranking in C (Selector.load(..., compiled=True))
         self.answers: dict = {}  # problem key -> kernel name the bundle remembers (train.remember)
         self._all_kernels = list(kernels)  # the compiled model's kernel indices point into this list
+        self._kernel_names = frozenset(k.name for k in self._all_kernels)  # what an exact tier may answer
         self.tuning_db = self._open_db(tuning_db, create_tuning_db)
         self.find_db = self._open_find_db(find_db)
         self._field_set = frozenset(self.family.problems.FIELDS)
@@ -257,7 +258,7 @@ class Selector:
         """The exact tiers: a tuning database hit, else a find-db hit."""
         if key is None:
             return None
-        hit = self.tuning_db.best(key) if self.tuning_db is not None else None
+        hit = self.tuning_db.best(key, self._kernel_names) if self.tuning_db is not None else None
         if hit is not None:
             return Selection(hit[0], "tuning_db", hit[1])
         hit = self.find_db.best.get(key) if self.find_db is not None else None
@@ -304,7 +305,7 @@ class Selector:
         hit = self._exact(self._lookup_key(problem)) if exact else None
         if hit is not None:
             return hit
-        from ckheur.dataset import ran_ok
+        from ckheur.dataset import ran_ok, refuse_impossible
 
         p = as_problem(problem, self.family.name, self.direction, self.dtype)
         hit = self._exact(p.key()) if exact else None  # the same problem spelled differently (a MIOpenDriver line)
@@ -320,7 +321,7 @@ class Selector:
             raise ValueError(f"k={k}: the number of kernels to time must be >= 1")
         if db is not None:
             db.refresh()  # another process may have tuned this problem meanwhile
-            hit = db.best(p.key())
+            hit = db.best(p.key(), self._kernel_names)
             if hit is not None:
                 return Selection(hit[0], "tuning_db", hit[1])
         tried = db.runs(p.key()) if db is not None else {}
@@ -329,6 +330,7 @@ class Selector:
         while queue:
             batch, queue = queue[:k], queue[k:]
             res = _results_of(measure, p, batch)
+            refuse_impossible([(p, kern) for kern in batch], res, self.dtype, self.arch)
             if db is not None:
                 db.record(p, batch, res, **getattr(measure, "provenance", {}))
             for kern, lat, status in zip(batch, res.latency_ms, res.status):

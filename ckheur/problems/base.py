@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 import numbers
 import random
+import re
 from typing import Any, Callable, Mapping, Sequence
 
 
@@ -30,6 +31,15 @@ def check_int_field(name: str, value: Any, lo: int) -> None:
         raise ProblemError(f"problem field {name}={value}: must be >= {lo}")
     if value > FIELD_MAX:
         raise ProblemError(f"problem field {name}={value}: must be <= {FIELD_MAX} (2^31-1)")
+
+
+_ASCII_INT = re.compile(r"-?[0-9]+")
+
+
+def ascii_int(text: str) -> int | None:
+    """The integer ``text`` writes in ASCII digits (an optional minus sign first), or None:
+    Python's int() also reads '1_6' and other scripts' digits (full-width '１６') as numbers."""
+    return int(text) if _ASCII_INT.fullmatch(text) else None
 
 
 def check_exact_sizes(flops: int, elems: int, what: str) -> None:
@@ -79,8 +89,8 @@ def checked_fields(d: Mapping[str, Any], allowed: Sequence[str], required: Seque
                 v = int(v)
             elif isinstance(v, float) and v.is_integer():
                 v = int(v)
-            elif isinstance(v, str) and v.strip().lstrip("-").isdigit():
-                v = int(v)
+            elif isinstance(v, str) and ascii_int(v.strip()) is not None:
+                v = ascii_int(v.strip())
         out[k] = v
     return out
 

@@ -8,7 +8,7 @@ import shlex
 from dataclasses import dataclass
 from typing import Mapping, Sequence
 
-from ckheur.problems.base import ProblemError
+from ckheur.problems.base import ProblemError, ascii_int
 
 # MIOpenDriver's convolution flags (its ConvDriver::AddCmdLineArgs), long name -> short name.
 # Flags that describe the problem, with the field each sets:
@@ -40,6 +40,7 @@ _DEPTH_FIELDS = ("Di", "Z", "pad_d", "stride_d", "dilation_d")
 COMMAND_DTYPES = {"conv": "fp32", "convfp16": "fp16", "convbfp16": "bf16", "convint8": "int8", "convfp8": "fp8",
                   "convbfp8": "bf8"}
 # -F: which directions a line runs (MIOpenDriver: 0 all, 1 fwd, 2 bwd data, 4 wrw, and their sums).
+_LAYOUT_FLAGS = ("-I", "-O", "-f")  # input, output, filter: a problem has one layout for all three
 _FORW = {"0": ("fwd", "bwd_data", "bwd_weight"), "1": ("fwd",), "2": ("bwd_data",), "4": ("bwd_weight",),
          "3": ("fwd", "bwd_data"), "5": ("fwd", "bwd_weight"), "6": ("bwd_data", "bwd_weight")}
 
@@ -54,6 +55,11 @@ class DriverLine:
     dtype: str
     ndim: int
     flags: dict
+
+    @property
+    def layout(self) -> str | None:
+        """The tensor layout the line gives (input, output and filter agree), or None when not given."""
+        return next((self.flags[f] for f in _LAYOUT_FLAGS if f in self.flags), None)
 
     def check_op(self, direction: str | None = None, dtype: str | None = None, line: str = "") -> None:
         """Refuse a line that contradicts the op it is ranked for (direction, data type)."""
@@ -113,11 +119,11 @@ def driver_args(line: str) -> tuple[str, dict[str, str]]:
 def _int_flag(args: Mapping[str, str], flag: str, line: str, what: str) -> int | None:
     if flag not in args:
         return None
-    try:
-        return int(args[flag])
-    except ValueError:
-        raise ProblemError(f"MIOpenDriver line {line!r}: {flag} ({what}) must be an integer, "
-                           f"got {args[flag]!r}") from None
+    value = ascii_int(args[flag])
+    if value is None:
+        raise ProblemError(f"MIOpenDriver line {line!r}: {flag} ({what}) must be an integer, got {args[flag]!r} "
+                           "(ASCII digits only)")
+    return value
 
 
 def spatial_dims(args: Mapping[str, str], line: str = "") -> int:
@@ -162,6 +168,11 @@ def parse_driver_line(line: str) -> DriverLine:
                            "-p/-q (and -$) instead")
     for flag in ("-b", "-F"):
         _int_flag(args, flag, line, _SHORT_TO_LONG[flag])
+    layouts = {f: args[f] for f in _LAYOUT_FLAGS if f in args}
+    if len(set(layouts.values())) > 1:
+        raise ProblemError(f"MIOpenDriver line {line!r}: mixed tensor layouts "
+                           f"({', '.join(f'{_flag_name(f)} {v}' for f, v in layouts.items())}): a problem has one "
+                           "layout for its input, output and filter; give them the same layout")
     return DriverLine(vals, _FORW[forw], COMMAND_DTYPES[command], spatial, args)
 
 

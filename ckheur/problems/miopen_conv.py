@@ -72,14 +72,15 @@ def to_driver_line(p: MIOpenConvProblem, dtype: str) -> str:
 
 
 def from_text(line: str, direction: str | None = None, dtype: str | None = None) -> MIOpenConvProblem:
-    """A problem from a MIOpenDriver command line, with its layout (``-I``/``--in_layout``) and
-    bias (``-b``/``--bias``); 3D lines default to NCDHW, as MIOpenDriver does. Refused when its
-    ``-F`` or data type contradicts ``direction`` or ``dtype`` (the op it is ranked for)."""
+    """A problem from a MIOpenDriver command line, with its layout (``-I``/``--in_layout``, or
+    ``-O``, ``-f``: those given must agree, mixed layouts are refused) and bias (``-b``/``--bias``);
+    3D lines default to NCDHW, as MIOpenDriver does. Refused when its ``-F`` or data type
+    contradicts ``direction`` or ``dtype`` (the op it is ranked for)."""
     from ckheur.problems.miopen import parse_driver_line
 
     parsed = parse_driver_line(line)
     parsed.check_op(direction, dtype, line)
-    layout = parsed.flags.get("-I", "NCDHW" if parsed.ndim == 3 else "NCHW")
+    layout = parsed.layout or ("NCDHW" if parsed.ndim == 3 else "NCHW")
     return problem_from_dict({**parsed.values, "layout": layout, "bias": int(parsed.flags.get("-b", "0"))})
 
 
