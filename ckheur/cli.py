@@ -161,6 +161,7 @@ STAGE_HELP = {
     "predict": "ranked kernels for one problem (problem=...) or a problem set (problems=<set>)",
     "search": "search the legal kernel space for one problem with the model as surrogate",
     "tune": "time the model's top-k per problem into a tuning database",
+    "report": "a network's convolutions (ONNX, PyTorch, a MIOpen log): picks, MIOpen's answers, a tuning plan",
     "export": "a bundle as C99 or CK's model folder; a tuning database as MIOpen's user find-db",
 }
 DOCS_URL = "docs/ in the repository (mkdocs serve), starting at docs/getting-started.md"

@@ -238,7 +238,7 @@ def test_find_db_times_beyond_the_peak_are_never_answered_nor_imported(tmp_path)
                 f"hydra.run.dir={tmp_path / 'r'}")
     assert r.returncode == 0, r.stderr[-2000:]
     assert "import: skipped 1: time beyond the gfx942 peak (not a measurement; the first: " in r.stdout
-    assert "line 2, ConvHipImplicitGemmGroupFwdXdlops 1e-09 ms implies" in r.stdout
+    assert "line 2, ConvHipImplicitGemmGroupFwdXdlops: latency_ms=1e-09 implies" in r.stdout
     rows = read_dataset(tmp_path / "data" / "miopen_fwd_fp16_gfx942" / "gfx942130.parquet")
     ok = rows[rows["status"] == "ok"]
     assert len(ok) == 4 and ok["latency_ms"].min() > 0.2  # two entries of each line
