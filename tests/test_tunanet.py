@@ -134,3 +134,33 @@ def test_miopens_files_match_their_reference_and_pick_as_measured(tmp_path):
     assert beside["TunaNet"]["listed"]["problems"] == beside["model"]["listed"]["problems"] == beside["problems"]
     r = run_cli("stage=evaluate", "op=fwd", f"evaluate.tunanet={TUNANET}", f"hydra.run.dir={tmp_path / 'ck'}")
     assert r.returncode == 2 and "evaluate.tunanet" in r.stderr and "Traceback" not in r.stderr
+
+
+GFX90A_SLICE = ROOT / "tests" / "data" / "miopen_fdb" / "gfx90a68.HIP.fdb.txt.bz2"
+
+
+@pytest.mark.skipif(not (TUNANET / "gfx908.tn.model").exists(),
+                    reason="../shared/data/miopen_tunanet (MIOpen's gfx908 TunaNet) not beside the checkout")
+def test_gfx908_file_encoded_as_its_model_picks_listed_solvers_on_another_gpu():
+    """gfx908's file embeds no reference: read as Gfx908Model encodes problems, its first pick on the
+    MI210/250 slice's in-domain problems is a solver that file lists far above chance, and the same
+    network fed permuted inputs loses that in forward and backward data (the order is the right one)."""
+    from ckheur.miopen_fdb import read_find_db
+    from ckheur.problems.miopen_conv import problem_from_dict
+    from ckheur.tunanet import first_pick_rates
+
+    net = load_tunanet(TUNANET, "gfx908")
+    assert len(net.features) == 24 and net.offset == 9 and len(net.solvers) == 9 and np.isnan(net.check())
+    base = dict(N=8, C=64, K=64, Hi=28, Wi=28, Y=3, X=3, pad_h=1, pad_w=1, stride_h=1, stride_w=1)
+    assert in_domain(problem_from_dict(base), "fp32", "gfx908")
+    for other in ({"G": 4}, {"X": 1, "pad_w": 0}, {"pad_w": 0}):  # Gfx908Model refuses these; the others do not
+        assert not in_domain(problem_from_dict({**base, **other}), "fp32", "gfx908"), other
+        assert in_domain(problem_from_dict({**base, **other}), "fp32"), other
+    fdb = read_find_db(GFX90A_SLICE)
+    rates = first_pick_rates(net, fdb)
+    assert len(rates) == 9 and all(r["problems"] > 50 for r in rates.values())
+    for key, r in rates.items():  # measured 76-97% against 11-22% by chance
+        assert r["first_listed"] > max(0.7, 3 * r["chance_listed"]), (key, r)
+    shuffled = first_pick_rates(net, fdb, np.random.default_rng(0).permutation(24))
+    for key in [k for k in rates if k[0] != "bwd_weight"]:  # measured 0-8%
+        assert shuffled[key]["first_listed"] < 0.2, (key, shuffled[key])
