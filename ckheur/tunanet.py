@@ -268,12 +268,12 @@ def first_pick_rates(net: TunaNet, fdb: Any, permutation: np.ndarray | None = No
     same for a pick drawn uniformly from its solvers; ``listed_top1``, how often its first listed
     pick is the file's fastest (MIOpen's protocol: skip what does not apply). ``permutation``
     shuffles the encoded inputs (a check that the encoding's order matters)."""
+    from ckheur.problems.miopen_conv import problem_from_dict
+
     fields = sorted({*FEATURE_FIELDS.values(), *FEATURE_FIELDS_3D.values()})
     listed = fdb.entries.groupby("problem", sort=False)["solver"].apply(list)  # fastest first
     out = {}
     for (direction, dtype), probs in fdb.problems.groupby(["direction", "dtype"]):
-        from ckheur.problems.miopen_conv import problem_from_dict
-
         rows = [(i, problem_from_dict({k: v for k, v in r.items() if k not in ("direction", "dtype")}))
                 for i, r in zip(probs.index, probs.to_dict("records"))]
         inside = [(i, p) for i, p in rows if in_domain(p, dtype, net.arch) and i in listed.index]

@@ -671,3 +671,16 @@ def test_solver_tables_are_subsets_of_miopens_registry_with_gfx908s_own_solvers(
     for name, i in shipped_ids.items():
         assert names_everywhere[name] == i
     assert sorted(names_everywhere.values())[:68] == list(range(68))  # new solvers took new ids
+
+
+def test_gfx908_tables_are_what_the_registry_in_tools_gives(monkeypatch):
+    """The gfx908 tables and registries of the op files are in step with tools/miopen_solvers.py's
+    hand-kept registry (an edit of one without regenerating the other fails here)."""
+    from omegaconf import OmegaConf
+
+    monkeypatch.syspath_prepend(str(ROOT / "tools"))
+    import miopen_solvers
+
+    for direction, (rows, table) in miopen_solvers.registry_tables("gfx908", miopen_solvers.declared()).items():
+        op = OmegaConf.to_container(OmegaConf.load(ROOT / "conf" / "op" / "miopen" / f"{direction}.yaml"))
+        assert op["solvers"]["gfx908"] == table and sorted(op["registry"], key=lambda s: s["miopen_id"]) == rows
