@@ -150,7 +150,7 @@ def tunanet_beside(table, booster, rows: np.ndarray, ranker) -> dict:
     from ckheur.tunanet import in_domain
 
     held = np.unique(table.pid[rows])
-    inside = [int(i) for i in held if in_domain(table.problems[i], ranker.dtype)]
+    inside = [int(i) for i in held if in_domain(table.problems[i], ranker.dtype, ranker.net.arch)]
     keep = rows[np.isin(table.pid[rows], inside)]
     position = np.full(len(table.problems), -1)
     position[inside] = np.arange(len(inside))
