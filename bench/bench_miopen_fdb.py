@@ -15,6 +15,13 @@
    scored beside the model on the same held-out problems, those in its domain, and a table of
    both ends the output.
 
+3. With --tunanet-of ARCH (e.g. gfx908, a GPU no file here measured): that GPU's TunaNet on each
+   file's problems in its domain, labeled as another GPU's measurements: how often its first pick
+   is a solver the file lists (beside chance: a uniform pick among its solvers, and beside the same
+   network fed permuted inputs) and how often its first listed pick is the file's fastest. Prints
+   the table and stops (no import, no training).
+
+    python bench/bench_miopen_fdb.py --tunanet-of gfx908 --files ../shared/data/miopen_fdb/gfx90a68.HIP.fdb.txt.bz2
     python bench/bench_miopen_fdb.py [--files F ...] [--directions fwd bwd_data bwd_weight] [--dtypes fp16]
                                [--leaves N] [--trees N] [--lr X] [--min-data N] [--pool-dtypes] [--cross]
 
@@ -39,6 +46,29 @@ ROOT = Path(__file__).resolve().parents[1]
 SHARED = ROOT.parent / "shared" / "data" / "miopen_fdb"
 FILES = [SHARED / "gfx942130.HIP.fdb.txt.bz2", SHARED / "gfx90a68.HIP.fdb.txt.bz2"]
 TUNANET = SHARED.parent / "miopen_tunanet"
+
+
+def tunanet_on_other_gpu(arch: str, folder: str, files: list, seed: int) -> None:
+    """``arch``'s TunaNet on each file's in-domain problems (another GPU's measurements): first
+    pick listed (beside chance and permuted inputs) and first listed pick fastest, per direction and dtype."""
+    from ckheur.miopen_fdb import arch_from_name, read_find_db
+    from ckheur.tunanet import first_pick_rates, load_tunanet
+
+    net = load_tunanet(folder, arch)
+    print(f"TunaNet {arch} ({net.path.name}: {len(net.features)} inputs, {len(net.solvers)} solvers; the file embeds "
+          f"{'no' if np.isnan(net.check()) else 'a'} reference output)")
+    perm = np.random.default_rng(seed).permutation(len(net.features))
+    for f in map(Path, files):
+        other, _ = arch_from_name(f, ["gfx90a", "gfx942", "gfx950"])
+        fdb = read_find_db(f)
+        rates, shuffled = first_pick_rates(net, fdb), first_pick_rates(net, fdb, perm)
+        print(f"\n{arch}'s TunaNet scored on {f.name}: measured on {other}, ANOTHER GPU (not {arch}'s own timings)")
+        print(f"{'direction':10s} {'dtype':5s} {'problems':>8s} {'1st pick listed':>15s} {'chance':>7s} "
+              f"{'permuted inputs':>15s} {'listed top-1':>12s}")
+        for (direction, dtype), r in sorted(rates.items()):
+            print(f"{direction:10s} {dtype:5s} {r['problems']:8d} {100 * r['first_listed']:14.1f}% "
+                  f"{100 * r['chance_listed']:6.1f}% {100 * shuffled[(direction, dtype)]['first_listed']:14.1f}% "
+                  f"{100 * r['listed_top1']:11.1f}%")
 
 
 def import_file(path: Path, data: Path) -> dict:
@@ -120,7 +150,7 @@ def tunanet_beside(table, booster, rows: np.ndarray, ranker) -> dict:
     from ckheur.tunanet import in_domain
 
     held = np.unique(table.pid[rows])
-    inside = [int(i) for i in held if in_domain(table.problems[i], ranker.dtype)]
+    inside = [int(i) for i in held if in_domain(table.problems[i], ranker.dtype, ranker.net.arch)]
     keep = rows[np.isin(table.pid[rows], inside)]
     position = np.full(len(table.problems), -1)
     position[inside] = np.arange(len(inside))
@@ -246,8 +276,14 @@ def main() -> None:
     ap.add_argument("--tunanet", default=str(TUNANET) if TUNANET.is_dir() else None,
                     help="folder of MIOpen's <arch>.tn.model files: TunaNet beside the model on the held-out "
                          "problems in its domain (default: ../shared/data/miopen_tunanet when present)")
+    ap.add_argument("--tunanet-of", metavar="ARCH", help="score ARCH's TunaNet (from --tunanet) on --files, "
+                    "another GPU's measurements, and stop (see 3. above)")
     args = ap.parse_args()
     from ckheur.miopen_fdb import arch_from_name
+
+    if args.tunanet_of:
+        tunanet_on_other_gpu(args.tunanet_of, args.tunanet or str(TUNANET), args.files, args.seed)
+        return
 
     given = {"num_leaves": args.leaves, "max_trees": args.trees, "learning_rate": args.lr,
              "min_data_in_leaf": args.min_data}

@@ -252,6 +252,7 @@ class SolverSchema:
     algorithm: str = MISSING  # direct, implicit_gemm, winograd, gemm, fft
     implementation: str = MISSING  # asm, hip, ck, mlir, opencl, rocblas, naive, other
     workspace: bool = False  # asks MIOpen for a workspace
+    miopen_id: int = 0  # MIOpen's own registry id (src/solver.cpp); 0: not recorded (MIOpen reserves 0)
 
 
 @dataclass
@@ -262,6 +263,7 @@ class MIOpenOpSchema:
     direction: Direction = MISSING
     dtype: DType = DType.fp16
     solvers: Dict[str, List[SolverSchema]] = field(default_factory=dict)  # arch name -> its solver table
+    registry: List[SolverSchema] = field(default_factory=list)  # every solver MIOpen registers for the direction
     default_problems: str = MISSING
     model_name: str = MISSING
 

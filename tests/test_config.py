@@ -19,7 +19,7 @@ STAGE_FILES = sorted(p.stem for p in (CONF_DIR / "stage").glob("*.yaml"))
 
 
 def test_every_group_has_options():
-    assert ARCHS == ["gfx90a", "gfx942", "gfx950"]
+    assert ARCHS == ["gfx908", "gfx90a", "gfx942", "gfx950"]
     assert set(OPS) >= {"fwd", "bwd_data", "bwd_weight", "grouped_conv/fwd",
                         "grouped_conv/bwd_data", "grouped_conv/bwd_weight", "gemm", "gemm/universal"}
     assert set(STAGE_FILES) == set(STAGES)
@@ -47,7 +47,7 @@ def test_compose_arch_op_stage(compose, arch, op, stage):
     assert resolved["op"]["direction"] == direction
     if op.startswith("miopen"):  # solvers per arch; problems come from an imported find-db
         assert resolved["op"]["model_name"] == f"miopen_{direction}_fp16_{arch}"
-        assert set(resolved["op"]["solvers"]) == {"gfx90a", "gfx942"}
+        assert set(resolved["op"]["solvers"]) == {"gfx908", "gfx90a", "gfx942"}
         assert resolved["problems"]["name"] == "smoke"
         return
     assert resolved["op"]["model_name"] == f"grouped_conv_{direction}_bf16_{arch}"
@@ -124,5 +124,21 @@ def test_wrong_type_fails(compose):
 def test_lds_budget_fractions(compose):
     for arch in ARCHS:
         cg = plain(compose([f"arch={arch}"]).arch)["codegen"]
+        if not cg["warp_tiles"]:  # no CK Tile code generation on it (gfx908)
+            continue
         assert cg["lds_budget_fraction"] == {"compv4": 0.5, "compv6": 0.5, "comp_async": 0.5}
         assert cg["default_lds_budget_fraction"] == 1.0
+
+
+def test_gpu_without_ck_tile_kernels_serves_miopen_ops_and_refuses_ck_ops(tmp_path):
+    """gfx908 (MI100) declares no MFMA warp tiles: CK ops stop with one line naming the arch and
+    what serves it (exit 2); MIOpen ops list its solver table."""
+    from conftest import run_cli
+
+    for op in ("fwd", "gemm"):
+        r = run_cli(f"op={op}", "arch=gfx908", "stage=list", f"hydra.run.dir={tmp_path / op}")
+        assert r.returncode == 2 and "Traceback" not in r.stderr, r.stderr
+        assert "arch=gfx908: no CK Tile code generation" in r.stderr and "op=miopen/<direction>" in r.stderr
+    r = run_cli("op=miopen/fwd", "arch=gfx908", "stage=list", f"hydra.run.dir={tmp_path / 'miopen'}")
+    assert r.returncode == 0, r.stderr
+    assert "ConvAsmImplicitGemmGTCDynamicFwdXdlops" in r.stdout + r.stderr

@@ -637,3 +637,50 @@ def test_workspace_bytes_come_from_the_backend_and_are_unknown_in_older_datasets
                    old / "part-old.parquet")
     assert read_dataset(old)["workspace_bytes"].tolist() == [-1, -1]
 
+
+
+def test_solver_tables_are_subsets_of_miopens_registry_with_gfx908s_own_solvers():
+    """Each direction's registry lists every solver MIOpen registers for it once (ids and MIOpen's
+    ids unique); every arch table is a subset with the same ids and traits; the ids the shipped
+    bundles use are unchanged (the first 68); gfx908 gets its own solvers (the NCHW GTC xdlops and
+    the old Winograd binaries, which IsApplicable restricts to it) and not the gfx900/906-only ones."""
+    from omegaconf import OmegaConf
+
+    shipped_ids = {"ConvAsm1x1U": 0, "ConvAsmImplicitGemmGTCDynamicFwdXdlopsNHWC": 5, "GemmFwdRest": 46, "fft": 49,
+                   "ConvWinograd3x3MultipassWrW<7-3>": 67, "ConvHipImplicitGemmGroupWrwXdlops": 24}
+    own = {"fwd": {"ConvAsmImplicitGemmGTCDynamicFwdXdlops", "ConvBinWinograd3x3U", "ConvBinWinogradRxS"},
+           "bwd_data": {"ConvAsmImplicitGemmGTCDynamicBwdXdlops", "ConvBinWinograd3x3U", "ConvBinWinogradRxS"},
+           "bwd_weight": {"ConvAsmImplicitGemmGTCDynamicWrwXdlops", "ConvBinWinogradRxS"}}
+    names_everywhere: dict = {}
+    for direction in ("fwd", "bwd_data", "bwd_weight"):
+        op = OmegaConf.to_container(OmegaConf.load(ROOT / "conf" / "op" / "miopen" / f"{direction}.yaml"))
+        registry = {s["name"]: s for s in op["registry"]}
+        assert len(registry) == len(op["registry"]) > 35
+        assert len({s["id"] for s in registry.values()}) == len({s["miopen_id"] for s in registry.values()}) \
+            == len(registry)
+        for arch, table in op["solvers"].items():
+            for s in table:
+                r = registry[s["name"]]
+                assert {k: r[k] for k in s if k != "miopen_id"} == {k: s[k] for k in s if k != "miopen_id"}, (arch, s)
+        tables = {arch: {s["name"] for s in t} for arch, t in op["solvers"].items()}
+        assert own[direction] <= tables["gfx908"] and not own[direction] & (tables["gfx90a"] | tables["gfx942"])
+        assert not any("V4R1Dynamic" in n for n in tables["gfx908"])
+        assert tables["gfx90a"] | tables["gfx942"] <= tables["gfx908"]  # what its xdlops siblings list runs on it
+        for s in registry.values():
+            assert names_everywhere.setdefault(s["name"], s["id"]) == s["id"]
+    for name, i in shipped_ids.items():
+        assert names_everywhere[name] == i
+    assert sorted(names_everywhere.values())[:68] == list(range(68))  # new solvers took new ids
+
+
+def test_gfx908_tables_are_what_the_registry_in_tools_gives(monkeypatch):
+    """The gfx908 tables and registries of the op files are in step with tools/miopen_solvers.py's
+    hand-kept registry (an edit of one without regenerating the other fails here)."""
+    from omegaconf import OmegaConf
+
+    monkeypatch.syspath_prepend(str(ROOT / "tools"))
+    import miopen_solvers
+
+    for direction, (rows, table) in miopen_solvers.registry_tables("gfx908", miopen_solvers.declared()).items():
+        op = OmegaConf.to_container(OmegaConf.load(ROOT / "conf" / "op" / "miopen" / f"{direction}.yaml"))
+        assert op["solvers"]["gfx908"] == table and sorted(op["registry"], key=lambda s: s["miopen_id"]) == rows

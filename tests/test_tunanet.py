@@ -134,3 +134,78 @@ def test_miopens_files_match_their_reference_and_pick_as_measured(tmp_path):
     assert beside["TunaNet"]["listed"]["problems"] == beside["model"]["listed"]["problems"] == beside["problems"]
     r = run_cli("stage=evaluate", "op=fwd", f"evaluate.tunanet={TUNANET}", f"hydra.run.dir={tmp_path / 'ck'}")
     assert r.returncode == 2 and "evaluate.tunanet" in r.stderr and "Traceback" not in r.stderr
+
+
+GFX90A_SLICE = ROOT / "tests" / "data" / "miopen_fdb" / "gfx90a68.HIP.fdb.txt.bz2"
+
+
+@pytest.mark.skipif(not (TUNANET / "gfx908.tn.model").exists(),
+                    reason="../shared/data/miopen_tunanet (MIOpen's gfx908 TunaNet) not beside the checkout")
+def test_gfx908_file_encoded_as_its_model_picks_listed_solvers_on_another_gpu():
+    """gfx908's file embeds no reference: read as Gfx908Model encodes problems, its first pick on the
+    MI210/250 slice's in-domain problems is a solver that file lists far above chance, and the same
+    network fed permuted inputs loses that in forward and backward data (the order is the right one)."""
+    from ckheur.miopen_fdb import read_find_db
+    from ckheur.problems.miopen_conv import problem_from_dict
+    from ckheur.tunanet import first_pick_rates
+
+    net = load_tunanet(TUNANET, "gfx908")
+    assert len(net.features) == 24 and net.offset == 9 and len(net.solvers) == 9 and np.isnan(net.check())
+    base = dict(N=8, C=64, K=64, Hi=28, Wi=28, Y=3, X=3, pad_h=1, pad_w=1, stride_h=1, stride_w=1)
+    assert in_domain(problem_from_dict(base), "fp32", "gfx908")
+    for other in ({"G": 4}, {"X": 1, "pad_w": 0}, {"pad_w": 0}):  # Gfx908Model refuses these; the others do not
+        assert not in_domain(problem_from_dict({**base, **other}), "fp32", "gfx908"), other
+        assert in_domain(problem_from_dict({**base, **other}), "fp32"), other
+    fdb = read_find_db(GFX90A_SLICE)
+    rates = first_pick_rates(net, fdb)
+    assert len(rates) == 9 and all(r["problems"] > 50 for r in rates.values())
+    for key, r in rates.items():  # measured 76-97% against 11-22% by chance
+        assert r["first_listed"] > max(0.7, 3 * r["chance_listed"]), (key, r)
+    shuffled = first_pick_rates(net, fdb, np.random.default_rng(0).permutation(24))
+    for key in [k for k in rates if k[0] != "bwd_weight"]:  # measured 0-8%
+        assert shuffled[key]["first_listed"] < 0.2, (key, shuffled[key])
+
+
+GFX908_FEATURES = ["InChannels", "InDepth", "InHeight", "InWidth", "FilterDim0", "FilterDim1", "FilterDim2",
+                   "OutChannels", "OutDepth", "OutHeight", "OutWidth", "BatchSize", "Padding0", "Padding1", "Padding2",
+                   "Stride0", "Stride1", "Stride2", "Dilation1", "Dilation2", "Layout", "Precision", "Direction",
+                   "GroupSize"]
+
+
+def _write_gfx908_net(folder: Path, weight: float = 0.5) -> Path:
+    """A gfx908-style file: 24 inputs named as MIOpen's Gfx908Model reads them, no embedded test,
+    metadata without a "gpu" node (its arch is a list), one Dense layer of 3 outputs."""
+    w = np.zeros((24, 3))
+    w[0, 1], w[21, 2] = weight, 1.0
+    model = {"architecture": {"class_name": "Functional", "config": {
+        "layers": [{"class_name": "InputLayer", "name": "input_1", "config": {}, "inbound_nodes": []},
+                   {"class_name": "Dense", "name": "dense", "config": {"activation": "linear", "use_bias": True},
+                    "inbound_nodes": [[["input_1", 0, 0, {}]]]}],
+        "input_layers": [["input_1", 0, 0]], "output_layers": [["dense", 0, 0]]}},
+        "trainable_params": {"dense": {"weights": _b64(w.ravel()), "bias": _b64([0.0, 0.0, 0.0])}}}
+    meta = {"arch": ["gfx908"], "num_inputs": 24, "num_outputs": 3, "num_solvers": 2,
+            "conv_params_used_as_features": GFX908_FEATURES,
+            "stats": {"overall": {"features": {"mean": {f: 0.0 for f in GFX908_FEATURES},
+                                               "std": {f: 1.0 for f in GFX908_FEATURES}}}},
+            "encodings": {"Direction": {"B": 0, "W": 1, "F": 2}, "Precision": {"FP32": 0, "FP16": 1, "BF16": 2},
+                          "Layout": {"NCHW": 5, "NCDHW": 6},
+                          "solver": {"GemmFwdRest": 0, "ConvBinWinogradRxSf2x3g1": 1}}}
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "gfx908.tn.model").write_text(json.dumps(model))
+    (folder / "gfx908_metadata.tn.model").write_text(json.dumps(meta))
+    return folder
+
+
+def test_gfx908_inputs_are_encoded_in_gfx908models_order(tmp_path):
+    """Gfx908Model's ToFeatures, written out by hand: forward-term fields in its 3D naming, depths
+    1, pad and stride depth fed as 1 (its training data's quirk), the layout, precision and
+    direction codes, then groups; a file without a reference loads when its forward pass is finite."""
+    net = load_tunanet(_write_gfx908_net(tmp_path / "ok"), "gfx908")
+    assert np.isnan(net.check()) and net.offset == 1 and net.solvers == ("GemmFwdRest", "ConvBinWinogradRxSf2x3g1")
+    cols = dict(C=[16], Hi=[30], Wi=[32], K=[48], Ho=[16], Wo=[17], Y=[3], X=[3], pad_h=[2], pad_w=[2], stride_h=[2],
+                stride_w=[2], dilation_h=[1], dilation_w=[1], N=[4], G=[1])
+    x = net.encode({k: np.array(v) for k, v in cols.items()}, "bwd_weight", "fp16")[0]
+    assert x.tolist() == [16, 1, 30, 32, 1, 3, 3, 48, 1, 16, 17, 4, 1, 2, 2, 1, 2, 2, 1, 1, 5, 1, 1, 1]
+    assert net.scores({k: np.array(v) for k, v in cols.items()}, "fwd", "bf16").tolist() == [[8.0, 2.0]]
+    with pytest.raises(TunaNetError, match="no reference output.*finite: False"):
+        load_tunanet(_write_gfx908_net(tmp_path / "nan", weight=float("nan")), "gfx908")

@@ -6,6 +6,9 @@ implementation kind (from MIOpen's naming: ckheur.kernels.miopen_solvers.impleme
 and whether it ever asked for a workspace. Ids are stable across arches and runs: a solver keeps
 the id the op files give it (shipped models use ids as categorical codes), a new one takes the
 next free id, in name order. Prints YAML to paste into the op files (or writes them with --write).
+The registry part (every solver MIOpen registers, its registry id, and on which of our archs it
+runs where its IsApplicable names devices) is hand-maintained below from MIOpen's solver.cpp; the
+tables of archs no find-db here measured (--registry-archs, default gfx908) come from it.
 
     python tools/miopen_solvers.py ../shared/data/miopen_fdb/gfx942130.HIP.fdb.txt.bz2 \
         ../shared/data/miopen_fdb/gfx90a68.HIP.fdb.txt.bz2 [--write]
@@ -17,6 +20,116 @@ import argparse
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
+DIRECTIONS = {"F": "fwd", "B": "bwd_data", "W": "bwd_weight"}
+
+# MIOpen's convolution solver registry, hand-maintained from ROCm/MIOpen src/solver.cpp
+# (SolverRegistrar, read at commit 00c6d6c9f4072910669943be8b9aafd042be6206): (MIOpen's registry
+# id, the name find-dbs use, the directions its IsApplicable accepts, its algorithm). Fusions,
+# activations and the other primitives are left out. Ids count the registrar's ``++id`` lines.
+REGISTRY = [
+    (1, "ConvAsm3x3U", "FB", "direct"), (2, "ConvAsm1x1U", "FB", "direct"), (3, "ConvAsm1x1UV2", "FB", "direct"),
+    (5, "ConvAsm5x10u2v2f1", "F", "direct"), (6, "ConvAsm5x10u2v2b1", "B", "direct"),
+    (7, "ConvAsm7x7c3h224w224k64u2v2p3q3f1", "F", "direct"), (8, "ConvOclDirectFwd11x11", "F", "direct"),
+    (9, "ConvOclDirectFwdGen", "F", "direct"), (11, "ConvOclDirectFwd", "FB", "direct"),
+    (13, "ConvOclDirectFwd1x1", "FB", "direct"), (14, "ConvBinWinograd3x3U", "FB", "winograd"),
+    (15, "ConvBinWinogradRxS", "FBW", "winograd"), (16, "ConvAsmBwdWrW3x3", "W", "direct"),
+    (17, "ConvAsmBwdWrW1x1", "W", "direct"),
+    *[(18 + i, f"ConvOclBwdWrW2<{n}>", "W", "direct") for i, n in enumerate((1, 2, 4, 8, 16))],
+    (23, "ConvOclBwdWrW2NonTunable", "W", "direct"), (24, "ConvOclBwdWrW53", "W", "direct"),
+    (25, "ConvOclBwdWrW1x1", "W", "direct"), (26, "ConvHipImplicitGemmV4R1Fwd", "F", "implicit_gemm"),
+    (31, "ConvHipImplicitGemmV4R1WrW", "W", "implicit_gemm"), (34, "fft", "FB", "fft"),
+    (35, "ConvWinograd3x3MultipassWrW<3-4>", "W", "winograd"), (37, "ConvBinWinogradRxSf3x2", "FBW", "winograd"),
+    *[(38 + i, f"ConvWinograd3x3MultipassWrW<{t}>", "W", "winograd")
+      for i, t in enumerate(("3-5", "3-6", "3-2", "3-3", "7-2", "7-3", "7-2-1-1", "7-3-1-1", "1-1-7-2", "1-1-7-3",
+                             "5-3", "5-4"))],
+    (53, "ConvBinWinogradRxSf2x3", "FBW", "winograd"), (54, "ConvHipImplicitGemmV4R4Fwd", "F", "implicit_gemm"),
+    (55, "ConvHipImplicitGemmBwdDataV1R1", "B", "implicit_gemm"),
+    (56, "ConvHipImplicitGemmBwdDataV4R1", "B", "implicit_gemm"),
+    (57, "ConvHipImplicitGemmBwdDataV1R1Xdlops", "B", "implicit_gemm"),
+    (60, "ConvHipImplicitGemmBwdDataV4R1Xdlops", "B", "implicit_gemm"),
+    (61, "ConvHipImplicitGemmV4R4WrW", "W", "implicit_gemm"),
+    (62, "ConvAsmImplicitGemmV4R1DynamicFwd", "F", "implicit_gemm"),
+    (63, "ConvAsmImplicitGemmV4R1DynamicFwd_1x1", "F", "implicit_gemm"),
+    (64, "ConvHipImplicitGemmForwardV4R4Xdlops", "F", "implicit_gemm"),
+    (65, "ConvAsmImplicitGemmV4R1DynamicBwd", "B", "implicit_gemm"),
+    (66, "ConvAsmImplicitGemmV4R1DynamicWrw", "W", "implicit_gemm"),
+    *[(67 + i, f"ConvMPBidirectWinograd<{t}-3>", "FB", "winograd") for i, t in enumerate(range(2, 7))],
+    (72, "ConvAsmImplicitGemmGTCDynamicWrwXdlops", "W", "implicit_gemm"),
+    (73, "ConvHipImplicitGemmWrwV4R4Xdlops", "W", "implicit_gemm"),
+    (74, "ConvAsmImplicitGemmGTCDynamicFwdXdlops", "F", "implicit_gemm"),
+    *[(75 + i, f"ConvMPBidirectWinograd_xdlops<{t}-3>", "FB", "winograd") for i, t in enumerate(range(2, 7))],
+    (80, "ConvHipImplicitGemmForwardV4R5Xdlops", "F", "implicit_gemm"),
+    (81, "ConvHipImplicitGemmForwardV4R4Xdlops_Padded_Gemm", "F", "implicit_gemm"),
+    (82, "ConvAsmImplicitGemmGTCDynamicBwdXdlops", "B", "implicit_gemm"),
+    (83, "ConvHipImplicitGemmWrwV4R4Xdlops_Padded_Gemm", "W", "implicit_gemm"),
+    (84, "ConvBinWinogradRxSf2x3g1", "FBW", "winograd"), (85, "ConvDirectNaiveConvFwd", "F", "direct"),
+    (86, "ConvDirectNaiveConvBwd", "B", "direct"), (87, "ConvDirectNaiveConvWrw", "W", "direct"),
+    (88, "GemmFwd1x1_0_1", "F", "gemm"), (89, "GemmFwd1x1_0_1_int8", "F", "gemm"), (90, "GemmFwd1x1_0_2", "F", "gemm"),
+    (91, "GemmFwdRest", "F", "gemm"), (95, "GemmBwd1x1_stride2", "B", "gemm"), (96, "GemmBwd1x1_stride1", "B", "gemm"),
+    (97, "GemmBwdRest", "B", "gemm"), (98, "ConvMlirIgemmFwd", "F", "implicit_gemm"),
+    (99, "ConvMlirIgemmBwd", "B", "implicit_gemm"), (100, "ConvMlirIgemmWrW", "W", "implicit_gemm"),
+    (101, "GemmWrw1x1_stride1", "W", "gemm"), (102, "GemmWrwUniversal", "W", "gemm"),
+    (103, "ConvMlirIgemmFwdXdlops", "F", "implicit_gemm"), (104, "ConvMlirIgemmBwdXdlops", "B", "implicit_gemm"),
+    (105, "ConvMlirIgemmWrWXdlops", "W", "implicit_gemm"),
+    (107, "ConvAsmImplicitGemmGTCDynamicFwdXdlopsNHWC", "F", "implicit_gemm"),
+    (108, "ConvAsmImplicitGemmGTCDynamicBwdXdlopsNHWC", "B", "implicit_gemm"),
+    (110, "ConvAsmImplicitGemmGTCDynamicWrwXdlopsNHWC", "W", "implicit_gemm"),
+    (114, "ConvCkIgemmFwdV6r1DlopsNchw", "F", "implicit_gemm"),
+    (127, "ConvAsmImplicitGemmGTCDynamicFwdDlopsNCHWC", "F", "implicit_gemm"),
+    (128, "ConvHipImplicitGemmFwdXdlops", "F", "implicit_gemm"),
+    (129, "ConvHipImplicitGemmBwdXdlops", "B", "implicit_gemm"),
+    (137, "ConvHipImplicitGemmGroupFwdXdlops", "F", "implicit_gemm"),
+    (138, "ConvHipImplicitGemm3DGroupFwdXdlops", "F", "implicit_gemm"), (139, "ConvWinoFuryRxSf2x3", "FB", "winograd"),
+    (140, "ConvHipImplicitGemm3DGroupWrwXdlops", "W", "implicit_gemm"),
+    (141, "ConvHipImplicitGemm3DGroupBwdXdlops", "B", "implicit_gemm"),
+    (155, "ConvHipImplicitGemmGroupBwdXdlops", "B", "implicit_gemm"),
+    (156, "ConvHipImplicitGemmGroupWrwXdlops", "W", "implicit_gemm"),
+]
+# Solvers whose IsApplicable names the devices they run on (read in MIOpen's sources), where that
+# decides a table here: only these archs of ours. Every other solver is taken to run on gfx908
+# (an xdlops GPU of the gfx9 family, like gfx90a).
+ONLY_ON = {
+    # gfx803/gfx900/gfx906/gfx908 binaries (conv_bin_wino3x3U.cpp, conv_bin_winoRxS.cpp)
+    "ConvBinWinograd3x3U": ("gfx908",), "ConvBinWinogradRxS": ("gfx908",),
+    # the NCHW GTC xdlops implicit GEMMs: device_name == "gfx908" (conv_asm_implicit_gemm_gtc_*.cpp)
+    "ConvAsmImplicitGemmGTCDynamicFwdXdlops": ("gfx908",), "ConvAsmImplicitGemmGTCDynamicBwdXdlops": ("gfx908",),
+    "ConvAsmImplicitGemmGTCDynamicWrwXdlops": ("gfx908",),
+    # gfx900/gfx906 only (conv_asm_implicit_gemm_*v4r1_dynamic.cpp)
+    **{n: () for n in ("ConvAsmImplicitGemmV4R1DynamicFwd", "ConvAsmImplicitGemmV4R1DynamicFwd_1x1",
+                       "ConvAsmImplicitGemmV4R1DynamicBwd", "ConvAsmImplicitGemmV4R1DynamicWrw")},
+    # dot-product (dlops) kernels of RDNA2, and Winograd "Fury" of RDNA3 and later: none of ours
+    "ConvCkIgemmFwdV6r1DlopsNchw": (), "ConvAsmImplicitGemmGTCDynamicFwdDlopsNCHWC": (), "ConvWinoFuryRxSf2x3": (),
+    "GemmFwd1x1_0_1_int8": (),  # int8 only: no op of ours
+}
+# A solver new to the tables asks for a workspace like its kin: the GTC xdlops kernels (as their
+# NHWC versions in the find-dbs) and GEMMs that transform; a guess, until a find-db lists it.
+NEW_WORKSPACE = {"ConvAsmImplicitGemmGTCDynamicFwdXdlops", "ConvAsmImplicitGemmGTCDynamicBwdXdlops",
+                 "ConvAsmImplicitGemmGTCDynamicWrwXdlops"}
+
+
+def registry_tables(arch: str, declared: dict) -> dict:
+    """{direction: (registry rows, ``arch``'s table)} from REGISTRY: every registered solver of
+    the direction (``miopen_id`` beside ours), and those that run on ``arch``; a solver an op file
+    already declares keeps its id and traits, a new one takes the next free id."""
+    from ckheur.kernels.miopen_solvers import implementation_of
+
+    ids = {n: d["id"] for n, d in declared.items()}
+    for _, name, _, _ in REGISTRY:
+        if name not in ids:
+            ids[name] = max(ids.values(), default=-1) + 1
+    out = {}
+    for letter, direction in DIRECTIONS.items():
+        rows = []
+        for miopen_id, name, dirs, algorithm in REGISTRY:
+            if letter in dirs:
+                known = declared.get(name, {})
+                rows.append({"name": name, "id": ids[name], "miopen_id": miopen_id,
+                             "algorithm": known.get("algorithm", algorithm),
+                             "implementation": known.get("implementation", implementation_of(name)),
+                             "workspace": known.get("workspace", name in NEW_WORKSPACE)})
+        table = [r for r in rows if arch in ONLY_ON.get(r["name"], (arch,))]
+        out[direction] = (rows, table)
+    return out
 
 
 def tables(paths: list[str]) -> dict:
@@ -45,38 +158,62 @@ def tables(paths: list[str]) -> dict:
     return per
 
 
-def declared_ids() -> dict:
-    """{solver name: id} as conf/op/miopen/*.yaml declare them."""
+def declared() -> dict:
+    """{solver name: {id, algorithm, implementation, workspace}} as conf/op/miopen/*.yaml declare
+    them (the arch tables and the registry)."""
     from omegaconf import OmegaConf
 
-    ids: dict = {}
+    out: dict = {}
     for path in sorted((ROOT / "conf" / "op" / "miopen").glob("*.yaml")):
-        for table in (OmegaConf.load(path).get("solvers") or {}).values():
+        op = OmegaConf.load(path)
+        for table in [*(op.get("solvers") or {}).values(), op.get("registry") or []]:
             for s in table:
-                if ids.setdefault(s["name"], int(s["id"])) != int(s["id"]):
-                    raise SystemExit(f"{path}: solver {s['name']} has id {s['id']}, elsewhere {ids[s['name']]}")
-    return ids
+                row = {"id": int(s["id"]), "algorithm": s["algorithm"], "implementation": s["implementation"],
+                       "workspace": bool(s["workspace"])}
+                if out.setdefault(s["name"], row)["id"] != row["id"]:
+                    raise SystemExit(f"{path}: solver {s['name']} has id {s['id']}, elsewhere {out[s['name']]['id']}")
+    return out
 
 
-def as_yaml(table: dict) -> str:
-    """The ``solvers:`` node of one direction's op file."""
+def declared_ids() -> dict:
+    """{solver name: id} as conf/op/miopen/*.yaml declare them."""
+    return {name: d["id"] for name, d in declared().items()}
+
+
+def as_yaml(table: dict, registry: list) -> str:
+    """The ``solvers:`` and ``registry:`` nodes of one direction's op file."""
+    row = lambda s: (f"{{name: {s['name']}, id: {s['id']}, algorithm: {s['algorithm']}, "  # noqa: E731
+                     f"implementation: {s['implementation']}, workspace: {str(s['workspace']).lower()}"
+                     + (f", miopen_id: {s['miopen_id']}}}" if "miopen_id" in s else "}"))
     lines = ["solvers:"]
     for arch in sorted(table):
         lines.append(f"  {arch}:")
         for s in table[arch]:
-            lines.append(f"    - {{name: {s['name']}, id: {s['id']}, algorithm: {s['algorithm']}, "
-                         f"implementation: {s['implementation']}, workspace: {str(s['workspace']).lower()}}}"
-                         f"  # listed for {s['problems']} problems")
+            why = f"listed for {s['problems']} problems" if "problems" in s else "runs on it per MIOpen's registry"
+            lines.append(f"    - {row(s)}  # {why}")
+    lines.append("# Every solver MIOpen registers for this direction (tools/miopen_solvers.py REGISTRY), with")
+    lines.append("# MIOpen's registry id; the arch tables above are subsets, with the same ids.")
+    lines.append("registry:")
+    lines += [f"  - {row(s)}" for s in sorted(registry, key=lambda s: s["miopen_id"])]
     return "\n".join(lines) + "\n"
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("paths", nargs="+")
+    ap.add_argument("--registry-archs", nargs="*", default=["gfx908"],
+                    help="archs whose tables come from the registry (no find-db here measured them)")
     ap.add_argument("--write", action="store_true", help="replace the solvers node of conf/op/miopen/*.yaml")
     args = ap.parse_args()
-    for direction, table in sorted(tables(args.paths).items()):
-        text = as_yaml(table)
+    per = tables(args.paths)
+    known = declared()
+    registry: dict = {}
+    for arch in args.registry_archs:
+        for direction, (rows, table) in registry_tables(arch, known).items():
+            per.setdefault(direction, {})[arch] = table
+            registry[direction] = rows
+    for direction, table in sorted(per.items()):
+        text = as_yaml(table, registry.get(direction) or registry_tables("", known)[direction][0])
         target = ROOT / "conf" / "op" / "miopen" / f"{direction}.yaml"
         if args.write and target.exists():
             head = target.read_text().split("solvers:\n")[0]

@@ -60,6 +60,10 @@ def tile_rejections(kernels: Sequence[Any], op: Mapping[str, Any], arch: Mapping
     MFMA tiles, tile divisibility, the pipeline's LDS budget, intrawave-only compute pipelines,
     and trait combinations the op lists as unsupported."""
     dtype = op["dtype"]
+    if not arch["codegen"]["warp_tiles"]:  # e.g. gfx908: MIOpen ops serve it, CK Tile kernels do not
+        raise KernelError(f"arch={arch['name']}: no CK Tile code generation for it (its codegen declares no MFMA "
+                          f"warp tiles); CK ops (grouped_conv, gemm) need an arch with CK Tile kernels; on "
+                          f"{arch['name']} use op=miopen/<direction>")
     if dtype not in arch["codegen"]["warp_tiles"]:
         raise KernelError(f"op.dtype={dtype}: no warp tiles for it on {arch['name']}; "
                           f"allowed: {', '.join(arch['codegen']['warp_tiles'])}")
