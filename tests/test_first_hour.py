@@ -36,6 +36,7 @@ def tour(tmp_path_factory) -> Path:
     commands = readme_tour()
     assert len(commands) >= 12
     shutil.copytree(ROOT / "tests" / "data" / "miopen_fdb", root / "tests" / "data" / "miopen_fdb")
+    shutil.copy(ROOT / "tests" / "data" / "resnet50.onnx", root / "tests" / "data" / "resnet50.onnx")
     for i, args in enumerate(commands):
         key = "hydra.sweep.dir" if "-m" in args else "hydra.run.dir"
         r = run_cli(*args, f"{key}={root / 'runs' / str(i)}", cwd=root)
