@@ -318,3 +318,26 @@ def read_compressed(path: str | Path, limit_bytes: int | None = None) -> bytes:
                 raise TooLargeError(f"{path}: decompresses to more than {limit_bytes:,} bytes, the cap for such a "
                                     "file: refused (a damaged or crafted file)")
     return b"".join(chunks)
+
+
+def private_cache(root: str | Path, what: str, fallback_prefix: str | None = "ckheur-cache-") -> Path | None:
+    """``root`` created private (0700) and returned when only this user can change it; otherwise
+    (another user's, writable by others, inside a folder another user can change, not creatable)
+    a warning and, with ``fallback_prefix``, a private folder of this process (removed at exit),
+    else None: a cache is never kept where someone else could plant an entry."""
+    import warnings
+
+    root = Path(root)
+    try:
+        root.mkdir(parents=True, exist_ok=True, mode=0o700)
+        why = entry_risk(root)
+        risk = None if why else folder_risk(root)
+        why = why or (f"is inside a folder another user can change ({risk})" if risk else None)
+    except OSError as e:
+        why = f"cannot be used ({e.strerror or e})"
+    if why is None:
+        return root
+    fallback = process_folder(fallback_prefix) if fallback_prefix else None
+    warnings.warn(f"{what} {root} {why}: " + (f"using the private folder {fallback} instead" if fallback
+                                              else "not cached"), stacklevel=3)
+    return fallback

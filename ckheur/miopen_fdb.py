@@ -18,6 +18,7 @@ status ``censored``, never as unmeasured.
 
 from __future__ import annotations
 
+import functools
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -137,19 +138,115 @@ def _extract(strings: Any, pattern: str, numbers: Sequence[str] = (), floats: Se
     return pa.table(cols).to_pandas()
 
 
+CACHE_ENV = "CKHEUR_FIND_DB_CACHE"  # the parsed find-db cache folder; "off" parses every time
+CACHE_FORMAT = 1  # bump when FindDb's columns or the parser's rules change: older entries are ignored
+
+
 def read_find_db(path: str | Path, arch: str | None = None) -> FindDb:
     """Parse a find-db file (plain, .bz2 or .gz) into problems and listed entries, with a report.
     ``arch``: the GPU it was measured on; an entry whose time implies more than its peak (the
     imports' rule, ``ckheur.dataset.time_refusals``; Winograd and FFT solvers count as doing fewer
-    multiplications) is skipped and counted, naming the first's line."""
+    multiplications) is skipped and counted, naming the first's line.
+
+    A file is parsed once per process (the selectors of several directions share it) and once
+    per machine: the parse is kept in a private cache folder (``$CKHEUR_FIND_DB_CACHE``, default
+    ``~/.cache/ckheur/find_db``; ``off`` disables it), used again only while the file's size,
+    modification time and sha256 are those recorded. Callers must not modify what they get."""
+    import os
+
+    path = Path(path)
+    if not path.is_file():
+        raise FindDbError(f"find-db {path} not found")
+    st = os.stat(path)
+    return _read_once(os.path.realpath(path), str(path), st.st_size, st.st_mtime_ns, st.st_ino, arch)
+
+
+@functools.lru_cache(maxsize=4)
+def _read_once(real: str, given: str, size: int, mtime_ns: int, inode: int, arch: str | None) -> FindDb:
+    """read_find_db's parse, memoized per process by the file's identity (its path, size, mtime)."""
+    import hashlib
+    import os
+
+    folder = _cache_folder()
+    if folder is None:
+        return _parse_find_db(Path(given), arch)
+    data = Path(real).read_bytes()
+    sha = hashlib.sha256(data).hexdigest()
+    entry = folder / hashlib.sha256(f"{sha}|{real}|{arch}|{CACHE_FORMAT}".encode()).hexdigest()[:32]
+    meta = {"format": CACHE_FORMAT, "source": real, "sha256": sha, "size": size, "mtime_ns": mtime_ns,
+            "arch": arch}
+    cached = _cached_parse(entry, meta)
+    if cached is not None:
+        return cached
+    fdb = _parse_find_db(Path(given), arch)
+    if os.stat(real).st_mtime_ns == mtime_ns:  # not changed while it was read
+        _store_parse(folder, entry, meta, fdb)
+    return fdb
+
+
+def _cache_folder() -> Path | None:
+    """The parsed find-db cache folder when it can be trusted (ckheur.files.private_cache), else None."""
+    import os
+
+    from ckheur.files import private_cache
+
+    env = os.environ.get(CACHE_ENV, "")
+    if env.lower() == "off":
+        return None
+    root = Path(env) if env else Path.home() / ".cache" / "ckheur" / "find_db"
+    return private_cache(root, "find-db cache", fallback_prefix=None)
+
+
+def _cached_parse(entry: Path, meta: Mapping[str, Any]) -> FindDb | None:
+    """A cache entry's FindDb when it is this user's, whole, and recorded for exactly this file."""
+    import json
+
+    import pandas as pd
+
+    from ckheur.files import entry_risk
+
+    try:
+        for p in (entry, entry / "meta.json", entry / "problems.parquet", entry / "entries.parquet"):
+            if entry_risk(p):
+                return None
+        got = json.loads((entry / "meta.json").read_text())
+        if not isinstance(got, dict) or {k: got.get(k) for k in meta} != dict(meta):
+            return None
+        return FindDb(pd.read_parquet(entry / "problems.parquet"), pd.read_parquet(entry / "entries.parquet"),
+                      dict(got.get("report", {})))
+    except (OSError, ValueError, TypeError, RecursionError, ImportError):
+        return None  # missing or damaged: parsed again and stored anew
+
+
+def _store_parse(folder: Path, entry: Path, meta: Mapping[str, Any], fdb: FindDb) -> None:
+    """Keep a parse in the cache: written whole in a private folder beside the entry, then renamed
+    into place (a reader never sees half of one; of two writers, one wins)."""
+    import json
+    import shutil
+    import tempfile
+
+    try:
+        tmp = Path(tempfile.mkdtemp(prefix=".tmp-", dir=folder))
+        try:
+            fdb.problems.to_parquet(tmp / "problems.parquet")
+            fdb.entries.to_parquet(tmp / "entries.parquet")
+            (tmp / "meta.json").write_text(json.dumps({**meta, "report": fdb.report}, default=str))
+            if entry.exists():
+                shutil.rmtree(entry, ignore_errors=True)
+            tmp.rename(entry)
+        finally:
+            shutil.rmtree(tmp, ignore_errors=True)
+    except OSError:
+        pass  # a cache that cannot be written costs the next process a parse, nothing more
+
+
+def _parse_find_db(path: Path, arch: str | None) -> FindDb:
+    """read_find_db's work: the file parsed (vectorized, pyarrow's regex extraction)."""
     import numpy as np
     import pandas as pd
     import pyarrow as pa
     import pyarrow.compute as pc
 
-    path = Path(path)
-    if not path.is_file():
-        raise FindDbError(f"find-db {path} not found")
     raw_lines = _text(path).splitlines()
     line_no = np.array([i + 1 for i, ln in enumerate(raw_lines) if ln.strip()], dtype=np.int64)
     lines = pa.array([raw_lines[i - 1] for i in line_no], type=pa.string())

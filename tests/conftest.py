@@ -11,6 +11,21 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 
 
+@pytest.fixture(scope="session", autouse=True)
+def find_db_cache(tmp_path_factory):
+    """Parsed find-dbs are cached in a folder of the test session, not the user's ~/.cache."""
+    import os
+
+    folder = tmp_path_factory.mktemp("find_db_cache")
+    old = os.environ.get("CKHEUR_FIND_DB_CACHE")
+    os.environ["CKHEUR_FIND_DB_CACHE"] = str(folder)
+    yield folder
+    if old is None:
+        os.environ.pop("CKHEUR_FIND_DB_CACHE", None)
+    else:
+        os.environ["CKHEUR_FIND_DB_CACHE"] = old
+
+
 @pytest.fixture
 def compose():
     """compose(overrides) -> DictConfig, through the packaged config module."""

@@ -387,3 +387,53 @@ def test_deeply_nested_json_is_one_error(tmp_path):
     (folder / "gfx942.tn.model").write_text(deep)
     with pytest.raises(TunaNetError, match="gfx942.tn.model: not a TunaNet JSON file"):
         load_tunanet(folder, "gfx942")
+
+
+def test_a_find_db_is_parsed_once_and_its_cache_trusted_only_for_that_file(tmp_path, monkeypatch):
+    """The parse is kept in a private cache and used again by a new process (the same frames), but
+    never for a changed file, never from an entry recorded for another file, and never from a
+    cache folder others can write (then the file is parsed, with a warning)."""
+    import shutil
+    import subprocess
+    import sys
+    import warnings
+
+    from ckheur import miopen_fdb
+
+    cache = tmp_path / "cache"
+    monkeypatch.setenv("CKHEUR_FIND_DB_CACHE", str(cache))
+    src = tmp_path / "gfx942130.HIP.fdb.txt.bz2"
+    shutil.copy(MI300X, src)
+    fresh = miopen_fdb._parse_find_db(src, "gfx942")
+    miopen_fdb._read_once.cache_clear()
+    first = miopen_fdb.read_find_db(src, "gfx942")
+    assert first.problems.equals(fresh.problems) and first.entries.equals(fresh.entries)
+    assert miopen_fdb.read_find_db(src, "gfx942") is first  # once per process
+    [entry] = list(cache.iterdir())
+    assert oct(cache.stat().st_mode & 0o777) == "0o700"
+    # A new process reads the cache: prove it by swapping the cached frames for marked ones.
+    marked = first.problems.copy()
+    marked.loc[0, "N"] = 987654321
+    marked.to_parquet(entry / "problems.parquet")
+    code = ("import sys; from ckheur.miopen_fdb import read_find_db; "
+            "print(int(read_find_db(sys.argv[1], 'gfx942').problems['N'].iloc[0]))")
+    out = subprocess.run([sys.executable, "-c", code, str(src)], capture_output=True, text=True, timeout=300)
+    assert out.stdout.strip() == "987654321", out.stderr[-2000:]
+    # Another file at the same path (new content and time): parsed again, never the old entry.
+    with bz2.open(MI300X, "rt") as f:
+        lines = f.read().splitlines()
+    src.write_bytes(bz2.compress(("\n".join(lines[: len(lines) // 2]) + "\n").encode()))
+    miopen_fdb._read_once.cache_clear()
+    half = miopen_fdb.read_find_db(src, "gfx942")
+    assert len(half.problems) < len(first.problems) and 987654321 not in half.problems["N"].tolist()
+    # A cache folder every user can write is never used.
+    shared = tmp_path / "shared"
+    shared.mkdir()
+    shared.chmod(0o777)
+    monkeypatch.setenv("CKHEUR_FIND_DB_CACHE", str(shared / "cache"))
+    miopen_fdb._read_once.cache_clear()
+    with warnings.catch_warnings(record=True) as w:
+        warnings.simplefilter("always")
+        again = miopen_fdb.read_find_db(src, "gfx942")
+    assert any("find-db cache" in str(x.message) and "not cached" in str(x.message) for x in w)
+    assert again.problems.equals(half.problems) and not any((shared / "cache").iterdir())

@@ -22,7 +22,7 @@ import numpy as np
 
 from ckheur.backends.abi import DIRECTION_CODES, DTYPE_CODES
 from ckheur.errors import UserError
-from ckheur.files import entry_risk, folder_risk, process_folder, write_file
+from ckheur.files import entry_risk, private_cache, write_file
 from ckheur.models.export_c import c_family
 from ckheur.problems.base import ProblemError
 
@@ -48,20 +48,7 @@ def trusted_cache_dir() -> Path:
     """The cache folder, created private (0700); one that another user owns or others can write, or
     that sits in a folder another user can change, is refused with a warning and a private folder
     of this process used instead (removed when the process exits)."""
-    root = cache_dir()
-    try:
-        root.mkdir(parents=True, exist_ok=True, mode=0o700)
-        why = entry_risk(root)
-        risk = None if why else folder_risk(root)
-        why = why or (f"is inside a folder another user can change ({risk})" if risk else None)
-    except OSError as e:
-        why = f"cannot be used ({e.strerror or e})"
-    if why is None:
-        return root
-    fallback = process_folder("ckheur-compiled-")  # 0700, unique to this process
-    warnings.warn(f"compiled-selector cache {root} {why}: building in the private folder {fallback} instead",
-                  stacklevel=3)
-    return fallback
+    return private_cache(cache_dir(), "compiled-selector cache", "ckheur-compiled-")
 
 
 def _verified_entry(target: Path) -> tuple[dict, Path] | str:
