@@ -515,6 +515,7 @@ class TrainSchema:
     pairwise_weight: float = 1.0  # weight of the pairwise loss against the squared error of full problems
     cluster_cv: bool = True  # also a leave-cluster-out CV (folds of clustered problems)
     shape_clusters: int = 5  # clusters in log problem space (at least train.folds); 5: leave one cluster out
+    regime_cv: List[str] = field(default_factory=list)  # also hold out size regimes a third at a time: flops, output_size
     select_by: SelectBy = SelectBy.cluster_cv  # how train.compare chooses (cluster_cv falls back to grouped_cv
     # when there are fewer than 10 problems per shape cluster)
     seeds: int = 3  # seeds averaged when train.compare compares candidates

@@ -171,6 +171,21 @@ def test_a_distilled_student_ranks_like_its_teacher_with_fewer_trees(fwd, ck_fwd
     assert via_fit.num_trees() == 60 and via_fit.member_iterations == [120]
 
 
+def test_size_regimes_split_problems_by_thirds_of_their_size(ck_fwd_csv, tmp_path):
+    """train.regime_cv holds out the smallest, middle and largest thirds of the problems (by FLOPs
+    or output size), each a CV fold: a regime the training data does not reach."""
+    from ckheur.problems.space import regime_groups
+
+    sizes = [(1, 7), (2, 7), (4, 7), (8, 7), (16, 7), (32, 7), (64, 7), (128, 7), (256, 7)]  # (N, Hi=Wi)
+    probs = [ConvProblem(N=n, C=16, K=16, Hi=h, Wi=h, Y=1, X=1) for n, h in sizes]
+    assert regime_groups(probs, "flops").tolist() == [0, 0, 0, 1, 1, 1, 2, 2, 2]
+    by_output = [ConvProblem(N=1, C=16, K=16, Hi=h, Wi=h, Y=1, X=1) for h in (64, 1, 8, 2, 32, 4)]
+    assert regime_groups(by_output, "output_size").tolist() == [2, 0, 1, 0, 2, 1]
+    r = run_cli("stage=train", "op=fwd", f"data.paths=[{ck_fwd_csv}]", "train.regime_cv=[flops,width]",
+                f"train.output={tmp_path / 'b'}")
+    assert r.returncode == 2 and "train.regime_cv=['flops', 'width']: allowed values are flops, output_size" in r.stderr
+
+
 def plain_model(**kw):
     from omegaconf import OmegaConf
 

@@ -120,6 +120,7 @@ class TrainOptions:
     sim_calibration: str = "fold"
     calibration_iterations: int = 2000
     warm_start_trees: int = 100
+    regime_cv: tuple = ()  # size regimes (problems.space.SIZE_REGIMES) held out a third at a time, reported
 
 
 @dataclass
@@ -210,6 +211,11 @@ def train(df: Any, job: Job, *, model: Mapping[str, Any], candidates: Sequence[C
     from ckheur.models.fold_calibration import fold_calibrated
     from ckheur.models.prior import pair_prior, prior_spec
     from ckheur.models.training import build_table, cross_validate, fit, leave_cluster_out_cv
+    from ckheur.problems.space import SIZE_REGIMES, regime_groups
+
+    bad = [r for r in options.regime_cv if r not in SIZE_REGIMES]
+    if bad:
+        raise TrainingError(f"train.regime_cv={list(options.regime_cv)}: allowed values are {', '.join(SIZE_REGIMES)}")
     from ckheur.version import __version__
 
     t0 = time.perf_counter()
@@ -291,6 +297,9 @@ def train(df: Any, job: Job, *, model: Mapping[str, Any], candidates: Sequence[C
                     for sd in seeds]
             fam = [leave_cluster_out_cv(tb, model_of(c), c.objective, cat, folds, inner, clusters, sd,
                                        **fold_kw(c, tb, sd)) for sd in seeds] if cluster_cv else []
+            regimes = {name: seed_summary([cross_validate(tb, model_of(c), c.objective, cat, 3, inner, sd,
+                                                          groups=regime_groups(tb.problems, name), **fold_kw(c, tb, sd))
+                                           ["metrics"] for sd in seeds]) for name in options.regime_cv}
             results.append({
                 "candidate": c, "leaky": c.uses_simulator and leaky and not guard, "fold_calibrated": recalibrated(c),
                 "complexity": (len(tb.feature_names) + c.prior, model_of(c)["num_leaves"], -c.bagging), "seeds": seeds,
@@ -299,7 +308,8 @@ def train(df: Any, job: Job, *, model: Mapping[str, Any], candidates: Sequence[C
                 "metrics": runs[0]["metrics"], "grouped_cv": seed_summary([r["metrics"] for r in runs]),
                 "cluster_cv": seed_summary([r["metrics"] for r in fam]) if fam else None,
                 "cluster_cv_detail": {"clusters": clusters, "cluster_sizes": fam[0]["cluster_sizes"],
-                                     "best_iterations": fam[0]["best_iterations"], **fam[0]["metrics"]} if fam else None})
+                                     "best_iterations": fam[0]["best_iterations"], **fam[0]["metrics"]} if fam else None,
+                "regime_cv": regimes})
             log(_candidate_line(results[-1], len(seeds)))
             cap = int(model_of(c)["max_trees"])
             capped = sum(b >= cap for b in results[-1]["best_iterations"])
@@ -390,7 +400,8 @@ def _cv_metrics(chosen: Candidate, spec: Mapping[str, Any], n_trees: int, result
                 "features": c.features, "bagging": c.bagging, "leaves": c.leaves or None,
                 "learning_rate": c.learning_rate or None, "leaky": r["leaky"],
                 "fold_calibrated": r["fold_calibrated"], "best_iterations": r["best_iterations"], **r["metrics"],
-                "grouped_cv_seed_mean": r["grouped_cv"], "cluster_cv_seed_mean": r["cluster_cv"]}
+                "grouped_cv_seed_mean": r["grouped_cv"], "cluster_cv_seed_mean": r["cluster_cv"],
+                **({"regime_cv_seed_mean": r["regime_cv"]} if r.get("regime_cv") else {})}
 
     return {
         "chosen": {"candidate": chosen.name, "objective": chosen.objective, "analytic": chosen.analytic,
@@ -426,6 +437,9 @@ def _candidate_line(r: dict, n_seeds: int) -> str:
             f"trees {r['best_iterations'][:5]}"
             + (f"; leave-cluster-out mean {100 * f['mean']:.2f}% P10 {100 * f['p10']:.2f}%"
                + (f" (sd {100 * f['mean_sd']:.2f} / {100 * f['p10_sd']:.2f})" if n_seeds > 1 else "") if f else "")
+            + "".join(f"; {name.replace('_', ' ')} regimes held out mean {100 * v['mean']:.2f}% P10 {100 * v['p10']:.2f}%"
+                      + (f" (sd {100 * v['mean_sd']:.2f} / {100 * v['p10_sd']:.2f})" if n_seeds > 1 else "")
+                      for name, v in (r.get("regime_cv") or {}).items())
             + ("  [simulator calibrated on this data: optimistic, not selectable]" if r["leaky"] else "")
             + ("  [simulator recalibrated in each fold]" if r["fold_calibrated"] else ""))
 

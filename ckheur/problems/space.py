@@ -62,3 +62,22 @@ def span_problems(problems: Sequence[Any], count: int, seed: int, build: Callabl
         seen.add(key)
         out.append(problem)
     return out
+
+
+SIZE_REGIMES = ("flops", "output_size")  # what regime_groups can hold out
+
+
+def regime_groups(problems: Sequence[Any], regime: str, parts: int = 3) -> np.ndarray:
+    """Per problem, its part (0 .. parts-1) of the sorted values of a size: ``flops`` (the work) or
+    ``output_size`` (the output's spatial extent, Do x Ho x Wo; GEMM: M x N). Folds made of whole
+    parts test on sizes the training data does not reach (the largest, the smallest)."""
+    if regime == "flops":
+        values = [float(p.flops) for p in problems]
+    elif regime == "output_size":
+        values = [float(getattr(p, "Do", 1) * p.Ho * p.Wo) if hasattr(p, "Ho") else float(p.M * p.N)
+                  for p in problems]
+    else:
+        raise ValueError(f"size regime {regime!r}: allowed values are {', '.join(SIZE_REGIMES)}")
+    logs = np.log(np.maximum(np.asarray(values, dtype=float), 1.0))
+    cuts = np.quantile(logs, np.arange(1, parts) / parts) if len(logs) else []
+    return np.searchsorted(cuts, logs, side="right").astype(np.int64)
