@@ -39,6 +39,8 @@ def main() -> None:
     t0 = time.perf_counter()
     cands = [Candidate.parse(t) for t in args.candidates]
     res = train(df, job, model=model, candidates=cands, options=TrainOptions(seeds=args.seeds, seed=int(cfg.seed)),
+                # The simulator was calibrated on this very file: candidates using it recalibrate it per fold.
+                leaky_data=lambda table: (True, len(table.problems)),
                 log=lambda line: print(line, flush=True) if "CV" in line else None)
     rows = [(c["candidate"], c["cluster_cv_seed_mean"], c["grouped_cv_seed_mean"]) for c in res.cv_metrics["candidates"]]
     print(f"({time.perf_counter() - t0:.0f} s)")
