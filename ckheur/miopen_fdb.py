@@ -42,11 +42,11 @@ _KEY_3D_COLS = ["c1", "d1", "h1", "w1", "Z", "Y", "X", "c2", "d2", "h2", "w2", "
 # C1-D1-H1-W1-ZxYxX-C2-D2-H2-W2-N-PdxPhxPw-SdxShxSw-DdxDhxDw (3D).
 _SEPARATORS_2D = "---x-----x-x-x"
 _SEPARATORS_3D = "----xx------xx-xx-xx"
-_TAIL = r"-(?P<bias>\d+)-(?P<layout_raw>[A-Z]+(?:-[A-Z]+)*)-(?P<dtype_raw>[A-Z0-9]+)-(?P<dir>[FBW])(?:_g(?P<G>\d+))?$"
+_TAIL = r"-(?P<bias>[0-9]+)-(?P<layout_raw>[A-Z]+(?:-[A-Z]+)*)-(?P<dtype_raw>[A-Z0-9]+)-(?P<dir>[FBW])(?:_g(?P<G>[0-9]+))?$"
 
 
 def _key_regex(cols: list[str], seps: str) -> str:
-    body = "".join(f"(?P<{c}>\\d+)" + (seps[i] if i < len(seps) else "") for i, c in enumerate(cols))
+    body = "".join(f"(?P<{c}>[0-9]+)" + (seps[i] if i < len(seps) else "") for i, c in enumerate(cols))
     return "^" + body + _TAIL
 
 
@@ -54,8 +54,8 @@ _KEY_2D = _key_regex(_KEY_2D_COLS, _SEPARATORS_2D)
 _KEY_3D = _key_regex(_KEY_3D_COLS, _SEPARATORS_3D)
 # A solver name; templated solvers carry their parameters: ConvOclBwdWrW2<4>, ConvWinograd3x3MultipassWrW<3-2>.
 SOLVER_NAME = r"[A-Za-z][A-Za-z0-9_]*(?:<[0-9-]+>)?"
-_ENTRY_NEW = r"^(?P<solver>" + SOLVER_NAME + r"):(?P<time>[0-9.eE+-]+),(?P<workspace>\d+),miopenConvolution\w*?Algo(?P<algo>\w+)$"
-_ENTRY_OLD = r"^miopenConvolution\w*?Algo(?P<algo>\w+):(?P<solver>" + SOLVER_NAME + r"),(?P<time>[0-9.eE+-]+),(?P<workspace>\d+)(?:,.*)?$"
+_ENTRY_NEW = r"^(?P<solver>" + SOLVER_NAME + r"):(?P<time>[0-9.eE+-]+),(?P<workspace>[0-9]+),miopenConvolution\w*?Algo(?P<algo>\w+)$"
+_ENTRY_OLD = r"^miopenConvolution\w*?Algo(?P<algo>\w+):(?P<solver>" + SOLVER_NAME + r"),(?P<time>[0-9.eE+-]+),(?P<workspace>[0-9]+)(?:,.*)?$"
 
 
 class FindDbError(UserError):
@@ -76,7 +76,7 @@ def arch_from_name(path: str | Path, known: Sequence[str]) -> tuple[str, int]:
     ``gfx906_60`` gfx906 with 60 (an arch with at most 64 CUs is written with ``_``)."""
     name = Path(path).name
     for arch in sorted(known, key=len, reverse=True):  # system (.fdb.txt) or user (.<MIOpen version>.ufdb.txt)
-        m = re.match(rf"^{re.escape(arch)}(?:_(\d+)|([0-9a-f]+))\.HIP\.(?:[^/]*\.u)?fdb\.txt(?:\.bz2|\.gz)?$", name)
+        m = re.match(rf"^{re.escape(arch)}(?:_([0-9]+)|([0-9a-f]+))\.HIP\.(?:[^/]*\.u)?fdb\.txt(?:\.bz2|\.gz)?$", name)
         if m:
             return arch, int(m.group(1)) if m.group(1) else int(m.group(2), 16)
     raise FindDbError(f"{name}: not a find-db file name <arch><CUs in hex>.HIP.fdb.txt[.bz2] (or a user "
@@ -494,9 +494,9 @@ def cus_of(path: str | Path, arch: str, *, user: bool = False) -> int:
 LETTERS = {direction: letter for letter, direction in DIRECTIONS.items()}
 DTYPE_NAMES = {dtype: name for name, dtype in DTYPES.items()}
 DEFAULT_LAYOUTS = ("NCHW", "NCDHW")  # the only layouts MIOpen names once (others: once per tensor)
-_LINE_KEY = re.compile(r"^(?P<body>[0-9x-]+?)-(?P<bias>\d+)-(?P<layouts>[A-Z]+(?:-[A-Z]+)*)-(?P<dtypes>[A-Z0-9]+)"
-                       r"-(?P<dir>[FBW])(?:_g(?P<G>\d+))?$")
-_LINE_ENTRY = re.compile(r"^(?P<solver>" + SOLVER_NAME + r"):(?P<time>[0-9.eE+-]+),(?P<workspace>\d+),"
+_LINE_KEY = re.compile(r"^(?P<body>[0-9x-]+?)-(?P<bias>[0-9]+)-(?P<layouts>[A-Z]+(?:-[A-Z]+)*)-(?P<dtypes>[A-Z0-9]+)"
+                       r"-(?P<dir>[FBW])(?:_g(?P<G>[0-9]+))?$")
+_LINE_ENTRY = re.compile(r"^(?P<solver>" + SOLVER_NAME + r"):(?P<time>[0-9.eE+-]+),(?P<workspace>[0-9]+),"
                          r"(?P<algorithm>miopenConvolution\w+Algo\w+)$")
 _INT = re.compile(r"^(?:0|[1-9][0-9]{0,14})$")  # as C++ streams write integers: no sign, no leading zeros
 

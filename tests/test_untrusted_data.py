@@ -336,3 +336,13 @@ def test_an_overwrite_import_killed_at_any_point_leaves_complete_datasets(tmp_pa
         kept = [read_dataset(p) for p in fwd.parent.glob("gfx942130.parquet.replaced-*")]
         assert len(kept) == n + 1 and any(k.latency_ms.isin([before[0]]).any() for k in kept)
         before = times
+
+
+@pytest.mark.parametrize("key", ["256-56-56-3x3-256-56-56-32-1x1-1x1-1x1-\u0660-NCHW-FP16-F_g32",
+                                 "256-56-56-3x3-256-56-56-32-1x1-1x1-1x1-0-NCHW-FP16-F_g\uff13\uff12"])
+def test_find_db_keys_take_ascii_digits_only(key):
+    """A bias or group count written in other scripts' digits is not a number of this key."""
+    from ckheur.miopen_fdb import FindDbError, parse_line
+
+    with pytest.raises(FindDbError, match="find-db key"):
+        parse_line(key + "=ConvBinWinogradRxSf2x3:0.22021,0,miopenConvolutionFwdAlgoWinograd")
