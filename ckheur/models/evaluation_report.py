@@ -51,6 +51,11 @@ def _markdown(m: dict) -> str:
              f"| | mean | median | P10 | min | time-weighted | kernels timed per problem | catastrophic (<50%) |",
              "|---|---|---|---|---|---|---|---|"]
     lines += [f"| {name} | " + " | ".join(cells) + " |" for name, *cells in summary_rows(m)]
+    if "seen_unseen" in m:
+        from ckheur.models.seen import describe
+
+        lines += ["", f"Seen (in the model's training data: {', '.join(m['seen_unseen']['from'])}) and unseen "
+                  f"problems: {describe(m['seen_unseen'])}."]
     lines += ["", f"Exact top-1: {pct(m['top1'])}; tie-aware top-1 (within {pct(m['tie_tolerance'])}): "
               f"{pct(m['top1_tie_aware'])}; top-1 within 1% of the oracle: {pct(m['within_1pct'])}; "
               f"oracle in predicted top-5: {pct(m['oracle_in_top5'])}; failed picks (counted as 0): {pct(m['pick_failed'])}.",

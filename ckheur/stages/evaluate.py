@@ -56,6 +56,16 @@ def training_data_evaluated(model_dir: Path, paths: list[Path]) -> list[str]:
     return [str(p) for p in paths if sha256_of(p) in trained]
 
 
+def _seen_unseen(model_dir: Path, selector: Any, job: Any, scored: Any, paths: list, tol: float) -> dict:
+    """{"seen_unseen": ...} when some evaluated problems are in the bundle's training data, else {}."""
+    from ckheur.models.bundle import resolve_model_dir
+    from ckheur.models.seen import seen_mask, seen_unseen, training_keys
+
+    keys, sources = training_keys(resolve_model_dir(model_dir), job.family, (selector.answers or {}).keys(), paths)
+    mask = seen_mask(scored.rows, job.family, keys)
+    return {"seen_unseen": seen_unseen(scored, mask, sources, tol)} if mask.any() else {}
+
+
 def run(cfg: Any, ctx: Context) -> dict:
     """Evaluate the model for op/dtype/arch on held-out measurements; write the report."""
     from ckheur.dataset import keep_shard, read_dataset
@@ -113,6 +123,7 @@ def run(cfg: Any, ctx: Context) -> dict:
               "(same sha256 as in its train_manifest.json): these figures are not held-out")
     if "gate" in metrics:
         metrics["gate"] = {"baseline": str(ev.baseline), **metrics["gate"]}
+    metrics.update(_seen_unseen(model_dir, selector, job, scored, paths, float(ev.tie_tolerance)))
     write_report(ctx.output_dir, scored, metrics, bool(ev.plots))
     _print(metrics)
     if "gate" in metrics and not metrics["gate"]["passed"]:
@@ -138,6 +149,11 @@ def _print(m: dict) -> None:
     if m.get("remembered_problems"):
         print(f"evaluate: {m['remembered_problems']} of these problems are in the model's training data: it ranks "
               f"their fastest measured solver first (train.remember), so on them it scores as a lookup does")
+    if "seen_unseen" in m:
+        from ckheur.models.seen import describe
+
+        print(f"evaluate: problems in the model's training data ({', '.join(m['seen_unseen']['from'])}) and not: "
+              f"{describe(m['seen_unseen'])}")
     if "censored" in m:
         print("censored candidates (find-db terms; open: pick among all, listed: among the listed only):")
         print(format_table(["", "problems", "top-1", "tie-aware", "mean slowdown", "outside listed", "eff mean", "P10",

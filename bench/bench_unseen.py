@@ -1,0 +1,328 @@
+#!/usr/bin/env python
+"""MIOpen where nothing was measured: splits that imitate the hidden cases, each beside the random split.
+
+On the two real find-dbs (../shared/data/miopen_fdb: MI300X gfx942 and MI210/250 gfx90a), per
+direction and dtype:
+
+1. Leave-one-GPU-out, both ways: every selector trained on (or made from) GPU A, scored on all of
+   GPU B's problems. Rows:
+   - random split: a model trained on 80% of B's own problems, scored on the other 20% (the ceiling);
+   - A's shipped bundle used as it is (bundles/miopen_<dir>_<dtype>_<A>), with its remembered
+     answers (A's fastest listed solver for every problem A's file lists) and without them;
+   - the bundle's model with B's batch sizes times sqrt(CUs of A / CUs of B): the same work per CU;
+   - a model trained here on A's whole file (no remembered answers), and batch-scaled as above;
+   - the same model, ranking first the solvers A's file lists for that exact problem ("A-listed
+     first"; other problems: the model alone);
+   - A's file as a lookup: A's listed solvers in A's time order where A lists the problem, the
+     model elsewhere;
+   - the best single solver of A's data (highest mean efficiency on A), always picked;
+   - B's own TunaNet (MIOpen's MLP, ../shared/data/miopen_tunanet) on the problems in its domain.
+2. Leave-shape-family-out, on each file: one structural family held out at a time (depthwise
+   G == C == K > 1; other grouped G > 1; 1xN / Nx1 filters; single-channel inputs C == 1; strided;
+   dilated; 3D; extreme sizes: input pixels in the top or bottom 2%), trained on the rest, scored on it.
+
+Metrics (open protocol, ckheur.metrics.censored_choice_report): top-1 (the pick is the fastest
+listed solver), mean efficiency (fastest listed time / the pick's; a pick the file does not list
+counts 0) and the share of picks the file does not list.
+
+Models here use a small recipe to stay cheap on a shared 2-core machine (15 leaves, at most 500
+trees, learning rate 0.15, early stopping on 15% of the training problems); the shipped bundles
+use the full recipe (63 leaves, lr 0.1, up to 4000 trees).
+
+    python bench/bench_unseen.py [--directions fwd bwd_data bwd_weight] [--dtypes fp32 fp16]
+                                 [--splits gpu family] [--families depthwise 3D ...] [--data DIR]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from bench_miopen_fdb import FILES, ROOT, TUNANET, import_file, load_table, split_rows, train  # noqa: E402
+
+RECIPE = {"num_leaves": 15, "max_trees": 500, "learning_rate": 0.15}
+
+
+def _pixels(p) -> int:
+    return p.Di * p.Hi * p.Wi
+
+
+FAMILIES = {  # name -> is the problem in the family (problems of one table), vectorized over them
+    "depthwise": lambda ps: np.array([p.G > 1 and p.G == p.C == p.K for p in ps]),
+    "grouped (not depthwise)": lambda ps: np.array([p.G > 1 and not p.G == p.C == p.K for p in ps]),
+    "1xN / Nx1 filters": lambda ps: np.array([(p.Y == 1) != (p.X == 1) for p in ps]),
+    "single-channel input": lambda ps: np.array([p.C == 1 for p in ps]),
+    "strided": lambda ps: np.array([max(p.stride_d, p.stride_h, p.stride_w) > 1 for p in ps]),
+    "dilated": lambda ps: np.array([max(p.dilation_d, p.dilation_h, p.dilation_w) > 1 for p in ps]),
+    "3D": lambda ps: np.array([p.ndim == 3 for p in ps]),
+    "extreme sizes": lambda ps: _extreme([_pixels(p) for p in ps]),
+}
+
+
+def _extreme(pixels: list) -> np.ndarray:
+    """Input sizes in the top or bottom 2% of the table's problems."""
+    v = np.asarray(pixels, dtype=float)
+    lo, hi = np.percentile(v, [2, 98])
+    return (v < lo) | (v > hi)
+
+
+def report(tb, rows: np.ndarray, scores: np.ndarray) -> dict:
+    """Open-protocol top-1, mean efficiency and unlisted-pick rate of ``scores`` on some rows."""
+    from ckheur.metrics import censored_choice_report
+
+    time_ms = np.where(tb.tflops[rows] > 0, tb.flops_over_tflops[rows], np.nan)
+    o = censored_choice_report(tb.pid[rows], scores, time_ms)["open"]
+    return {"problems": o["problems"], "top1": o["top1"], "efficiency": o["efficiency"]["mean"],
+            "not_listed": o["picks_outside_listed"]}
+
+
+def predict_rows(booster, tb, rows: np.ndarray) -> np.ndarray:
+    from ckheur.threads import predict
+
+    return predict(booster, tb.X[rows], num_iteration=booster.best_iteration or None)
+
+
+def fit_on(tb, rows: np.ndarray, model: dict, seed: int):
+    """A booster on some rows of a table, early stopping on 15% of their problems."""
+    from sklearn.model_selection import GroupShuffleSplit
+
+    fit, valid = next(GroupShuffleSplit(n_splits=1, test_size=0.15, random_state=seed + 1)
+                      .split(rows, groups=tb.pid[rows]))
+    booster, seconds = train(tb, np.sort(rows[fit]), np.sort(rows[valid]), model, "relative", seed)
+    return booster, seconds
+
+
+def random_split(tb, model: dict, seed: int) -> dict:
+    """The reference: trained on 80% of the table's problems, scored on the other 20%."""
+    fit_rows, valid_rows, te = split_rows(tb, "random", seed)
+    booster, _ = train(tb, fit_rows, valid_rows, model, "relative", seed)
+    return report(tb, te, predict_rows(booster, tb, te))
+
+
+def time_lookup(tb) -> dict:
+    """(problem key, solver name) -> the listed time (ms) of a table's listed rows."""
+    out = {}
+    for r in np.flatnonzero(tb.tflops > 0):
+        out[(tb.problems[tb.pid[r]].key(), tb.kernels[tb.kid[r]].name)] = tb.flops_over_tflops[r]
+    return out
+
+
+def best_single_solver(tb) -> str:
+    """The solver with the highest mean efficiency over the table's problems (unlisted: 0)."""
+    t = np.where(tb.tflops > 0, tb.flops_over_tflops, np.inf)
+    best = np.full(len(tb.problems), np.inf)
+    np.minimum.at(best, tb.pid, t)
+    eff = np.where(np.isfinite(t), best[tb.pid] / t, 0.0)
+    per_solver = np.bincount(tb.kid, weights=eff, minlength=len(tb.kernels))
+    return tb.kernels[int(np.argmax(per_solver))].name
+
+
+def bundle_scores(bundle_dir: Path, tb, X: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """A shipped bundle's scores of every row of ``tb`` (features ``X``, default the table's): without
+    and with its remembered answers (the remembered solver of a problem raised above all)."""
+    from ckheur import Selector
+    from ckheur.threads import predict
+
+    sel = Selector.load(bundle_dir)
+    # MIOpen bundles have no analytic prior or simulator features: the booster alone scores the rows
+    assert sel.prior is None and sel._sim_sets["features"] is None, bundle_dir
+    plain = predict(sel.booster, tb.X if X is None else X)
+    names = [k.name for k in tb.kernels]
+    remembered = np.array([sel.answers.get(tb.problems[p].key()) == names[k] for p, k in zip(tb.pid, tb.kid)])
+    return plain, np.where(remembered, plain.max() + 1.0, plain)
+
+
+def batch_scaled(tb, arch: dict, direction: str, ratio: float) -> np.ndarray:
+    """Feature rows of ``tb`` with every problem's batch size times ``ratio`` (at least 1)."""
+    import dataclasses
+
+    from ckheur.features import get_engine, pair_features
+
+    scaled = [dataclasses.replace(p, N=max(1, int(round(p.N * ratio)))) for p in tb.problems]
+    return pair_features(get_engine("miopen"), scaled, tb.kernels, tb.pid, tb.kid, arch, direction, None)
+
+
+def leave_gpu_out(ta, tb, arch_a: str, arch_b: str, direction: str, dtype: str, model: dict, seed: int,
+                  tunanet: str | None, arch_cfgs: dict) -> list[dict]:
+    """Every selector made from GPU A's data, scored on all of GPU B's problems (see 1. above)."""
+    from ckheur.threads import predict
+
+    rows_b = np.arange(len(tb.pid))
+    out = []
+
+    def add(name, scores, rows=rows_b, **extra):
+        out.append({"selector": name, **report(tb, rows, scores), **extra})
+        r = out[-1]
+        print(f"  {arch_a}->{arch_b} {direction} {dtype} {name:42s} {r['problems']:6d} problems: top-1 "
+              f"{100 * r['top1']:5.1f}%, eff {100 * r['efficiency']:6.2f}%, not listed {100 * r['not_listed']:5.2f}%",
+              flush=True)
+
+    out.append({"selector": f"random split on {arch_b} (its own data)", **random_split(tb, model, seed)})
+    print(f"  {arch_b} {direction} {dtype} random split: top-1 {100 * out[0]['top1']:5.1f}%, eff "
+          f"{100 * out[0]['efficiency']:6.2f}%", flush=True)
+    shipped = ROOT / "bundles" / f"miopen_{direction}_{dtype}_{arch_a}"
+    # the same work per CU: B's batch times sqrt(CUs of A / CUs of B) (the square root measured
+    # better than the full ratio on forward fp16, both ways)
+    ratio = (arch_cfgs[arch_a]["num_cus"] / arch_cfgs[arch_b]["num_cus"]) ** 0.5
+    X_scaled = batch_scaled(tb, arch_cfgs[arch_b], direction, ratio)
+    scaled = f"batch x {ratio:.2f} (sqrt of the CU ratio)"
+    if shipped.is_dir():
+        plain, with_answers = bundle_scores(shipped, tb)
+        add(f"{arch_a} bundle as is (remembered answers)", with_answers)
+        add(f"{arch_a} bundle without remembered answers", plain)
+        add(f"{arch_a} bundle's model, {scaled}", bundle_scores(shipped, tb, X_scaled)[0])
+    booster, _ = fit_on(ta, np.arange(len(ta.pid)), model, seed)
+    # the model ranks B's solvers by B's rows; a solver A never had scores as the model says
+    model_b = predict_rows(booster, tb, rows_b)
+    add(f"model trained on {arch_a}", model_b)
+    add(f"model trained on {arch_a}, {scaled}", predict(booster, X_scaled, num_iteration=booster.best_iteration or None))
+    times_a = time_lookup(ta)
+    pair = [(tb.problems[tb.pid[r]].key(), tb.kernels[tb.kid[r]].name) for r in rows_b]
+    t_a = np.array([times_a.get(k, np.nan) for k in pair])
+    keys_a = {p.key() for p in ta.problems}
+    shared = np.array([tb.problems[i].key() in keys_a for i in tb.pid])
+    # ranks: A-listed first (by the model, or by A's time), then the rest by the model
+    top = model_b.max() - model_b.min() + 1.0
+    add(f"model trained on {arch_a}, {arch_a}-listed first", np.where(np.isfinite(t_a), model_b + top, model_b))
+    by_time = np.where(np.isfinite(t_a), model_b.max() + 1.0 + 1.0 / (1.0 + np.nan_to_num(t_a, nan=0.0)), model_b)
+    add(f"{arch_a} file lookup, else model", by_time)
+    out[-1]["shared_problems"] = int(len(np.unique(tb.pid[shared])))
+    single = best_single_solver(ta)
+    add(f"best single solver of {arch_a} ({single})",
+        np.array([1.0 if tb.kernels[k].name == single else 0.0 for k in tb.kid]))
+    if tunanet:
+        out.extend(tunanet_rows(tb, arch_b, direction, dtype, tunanet, add))
+    return out
+
+
+def tunanet_rows(tb, arch: str, direction: str, dtype: str, folder: str, add) -> list:
+    """B's own TunaNet on B's problems in its domain (added through ``add``)."""
+    from ckheur.tunanet import TunaNetRanker, in_domain, load_tunanet
+
+    try:
+        ranker = TunaNetRanker(load_tunanet(folder, arch), tb.kernels, direction, dtype)
+    except Exception as e:  # noqa: BLE001 - a missing file is a row that says so
+        print(f"  TunaNet {arch}: not scored ({e})")
+        return []
+    inside = np.array([in_domain(p, dtype, arch) for p in tb.problems])
+    rows = np.flatnonzero(inside[tb.pid])
+    if not len(rows):
+        return []
+    position = np.cumsum(inside) - 1
+    matrix = ranker.score_matrix([p for p, i in zip(tb.problems, inside) if i])
+    add(f"{arch} TunaNet (its domain)", matrix[position[tb.pid[rows]], tb.kid[rows]], rows)
+    return []
+
+
+def leave_family_out(tb, arch: str, direction: str, dtype: str, model: dict, seed: int, names: list) -> list[dict]:
+    """Each family held out in turn: trained on the rest of the table, scored on it."""
+    out = []
+    for name in names:
+        member = FAMILIES[name](tb.problems)
+        n = int(member.sum())
+        if n < 20 or n > 0.8 * len(member):
+            print(f"  {arch} {direction} {dtype} family {name}: {n} problems, not held out (too few or too many)")
+            continue
+        held = member[tb.pid]
+        t0 = time.perf_counter()
+        booster, _ = fit_on(tb, np.flatnonzero(~held), model, seed)
+        rows = np.flatnonzero(held)
+        r = {"family": name, **report(tb, rows, predict_rows(booster, tb, rows)),
+             "seconds": round(time.perf_counter() - t0, 1)}
+        out.append(r)
+        print(f"  {arch} {direction} {dtype} family {name:24s} {r['problems']:6d} problems: top-1 "
+              f"{100 * r['top1']:5.1f}%, eff {100 * r['efficiency']:6.2f}%, not listed {100 * r['not_listed']:5.2f}% "
+              f"({r['seconds']} s)", flush=True)
+    return out
+
+
+def cell(r: dict) -> str:
+    return f"{100 * r['top1']:.1f}% / {100 * r['efficiency']:.2f}% / {100 * r['not_listed']:.2f}%"
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--files", nargs=2, default=[str(f) for f in FILES])
+    ap.add_argument("--directions", nargs="+", default=["fwd", "bwd_data", "bwd_weight"])
+    ap.add_argument("--dtypes", nargs="+", default=["fp32", "fp16"])
+    ap.add_argument("--splits", nargs="+", default=["gpu", "family"], choices=["gpu", "family"])
+    ap.add_argument("--family-dtypes", nargs="+", default=["fp16"], help="dtypes of the family splits")
+    ap.add_argument("--families", nargs="+", default=list(FAMILIES), choices=list(FAMILIES))
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--data", default="outputs/bench/unseen_data", help="imported datasets (made when absent)")
+    ap.add_argument("--tunanet", default=str(TUNANET) if TUNANET.is_dir() else None)
+    ap.add_argument("--out", default="outputs/bench/unseen.json")
+    args = ap.parse_args()
+    from ckheur.miopen_fdb import arch_from_name
+    from ckheur.stages import compose_config, plain
+
+    files = [Path(f) for f in args.files]
+    missing = [str(f) for f in files if not f.is_file()]
+    if missing:
+        print(f"bench_unseen: skipped, no find-db at {', '.join(missing)} (the shared data folder is absent)")
+        return
+    data = (ROOT / args.data) if not Path(args.data).is_absolute() else Path(args.data)
+    for f in files:
+        rep = import_file(f, data)
+        print(f"import {rep['file']}: {rep['wall_s']} s", flush=True)
+    arches = [arch_from_name(f, ["gfx90a", "gfx942", "gfx950"])[0] for f in files]
+    names = [f.name.split(".")[0] for f in files]
+    arch_cfgs = {a: plain(compose_config([f"arch={a}"]).arch) for a in arches}
+    results = {"recipe": RECIPE, "gpu": [], "family": [], "random": {}}
+    t_start = time.perf_counter()
+    for direction in args.directions:
+        for dtype in args.dtypes:
+            families = "family" in args.splits and dtype in args.family_dtypes
+            if "gpu" not in args.splits and not families:
+                continue
+            tabs = []
+            for arch, name in zip(arches, names):
+                tb, model = load_table(data, arch, direction, dtype, name)
+                tabs.append((tb, {**model, **RECIPE}))
+            for i, j in ((0, 1), (1, 0)) if "gpu" in args.splits else ():
+                rows = leave_gpu_out(tabs[i][0], tabs[j][0], arches[i], arches[j], direction, dtype, tabs[i][1],
+                                     args.seed, args.tunanet, arch_cfgs)
+                results["gpu"].append({"from": arches[i], "to": arches[j], "direction": direction, "dtype": dtype,
+                                       "rows": rows})
+                results["random"][f"{arches[j]} {direction} {dtype}"] = rows[0]
+            if families:
+                for arch, (tb, model) in zip(arches, tabs):
+                    key = f"{arch} {direction} {dtype}"
+                    if key not in results["random"]:
+                        results["random"][key] = {"selector": "random split", **random_split(tb, model, args.seed)}
+                    results["family"].append({"arch": arch, "direction": direction, "dtype": dtype,
+                                              "rows": leave_family_out(tb, arch, direction, dtype, model, args.seed,
+                                                                       args.families)})
+            print(f"  ({time.perf_counter() - t_start:.0f} s so far)", flush=True)
+    print("\nLeave-one-GPU-out (open protocol): top-1 / mean efficiency / picks not listed, on all of the target's "
+          "problems (TunaNet: its domain)")
+    print("| direction | dtype | from -> to | selector | problems | top-1 / efficiency / not listed |")
+    print("| --- | --- | --- | --- | --- | --- |")
+    for g in results["gpu"]:
+        for r in g["rows"]:
+            print(f"| {g['direction']} | {g['dtype']} | {g['from']} -> {g['to']} | {r['selector']} | "
+                  f"{r['problems']:,} | {cell(r)} |")
+    if results["family"]:
+        print("\nLeave-shape-family-out (open protocol): top-1 / mean efficiency / picks not listed; the random "
+              "split of the same file beside it")
+        print("| GPU | direction | dtype | held-out family | problems | held out | random split |")
+        print("| --- | --- | --- | --- | --- | --- | --- |")
+        for g in results["family"]:
+            rand = results["random"][f"{g['arch']} {g['direction']} {g['dtype']}"]
+            for r in g["rows"]:
+                print(f"| {g['arch']} | {g['direction']} | {g['dtype']} | {r['family']} | {r['problems']:,} | "
+                      f"{cell(r)} | {cell(rand)} |")
+    out = ROOT / args.out
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(results, indent=1))
+    print(f"figures -> {out} ({time.perf_counter() - t_start:.0f} s)")
+
+
+if __name__ == "__main__":
+    main()
