@@ -14,20 +14,23 @@ from typing import Any, Iterable, Mapping, Sequence
 import numpy as np
 
 
+def manifest_datasets(model_dir: Path) -> list[dict]:
+    """The training datasets a bundle's train_manifest.json lists (path and sha256), [] when none."""
+    try:
+        listed = json.loads((Path(model_dir) / "train_manifest.json").read_text()).get("datasets", [])
+    except (OSError, ValueError, AttributeError, RecursionError):
+        return []
+    return [d for d in listed if isinstance(d, dict) and d.get("sha256")] if isinstance(listed, list) else []
+
+
 def training_datasets(model_dir: Path, candidates: Sequence[Path] = ()) -> list[Path]:
     """The bundle's training datasets found by content: each train_manifest.json entry's recorded
     path (or shipped ``measurements/`` copy) or one of ``candidates`` with the same sha256."""
     from ckheur.measurements import resolve
     from ckheur.parts import sha256_of
 
-    try:
-        listed = json.loads((Path(model_dir) / "train_manifest.json").read_text()).get("datasets", [])
-    except (OSError, ValueError, AttributeError):
-        return []
     found = []
-    for entry in listed:
-        if not isinstance(entry, dict) or not entry.get("sha256"):
-            continue
+    for entry in manifest_datasets(model_dir):
         for path in [resolve(entry.get("path", "")), *map(Path, candidates)]:
             if path.exists() and str(path) != "." and sha256_of(path) == entry["sha256"]:
                 found.append(path)

@@ -43,17 +43,12 @@ def _eval_data(cfg: Any, ctx: Context, op: dict, arch: dict) -> list[Path]:
 def training_data_evaluated(model_dir: Path, paths: list[Path]) -> list[str]:
     """The evaluation datasets that the bundle was trained on: same content (sha256) as a dataset its
     train_manifest.json lists."""
-    import json
-
     from ckheur.models.bundle import resolve_model_dir
+    from ckheur.models.seen import manifest_datasets
     from ckheur.parts import sha256_of
 
-    try:
-        manifest = json.loads((resolve_model_dir(model_dir) / "train_manifest.json").read_text())
-        trained = {d.get("sha256") for d in manifest.get("datasets", []) if isinstance(d, dict)}
-    except (OSError, ValueError, AttributeError):
-        return []
-    return [str(p) for p in paths if sha256_of(p) in trained]
+    trained = {d["sha256"] for d in manifest_datasets(resolve_model_dir(model_dir))}
+    return [str(p) for p in paths if trained and sha256_of(p) in trained]
 
 
 def _seen_unseen(model_dir: Path, selector: Any, job: Any, scored: Any, paths: list, tol: float) -> dict:
