@@ -66,6 +66,9 @@ def test_fft_dimensionality_and_unruled_solvers():
     assert not rejected("ConvHipImplicitGemm3DGroupFwdXdlops", p3) and rejected("ConvHipImplicitGemmGroupFwdXdlops", p3)
     assert rejected("ConvHipImplicitGemm3DGroupFwdXdlops", conv())
     assert not rejected("ConvDirectNaiveConvFwd", p3) and not rejected("SomeSolverWithoutRules", conv())
+    # conv_bin_winoRxS.cpp: the g1 Winograd is the one-group variant; both are NCHW only
+    assert not rejected("ConvBinWinogradRxSf2x3g1", conv()) and rejected("ConvBinWinogradRxSf2x3g1", conv(G=2))
+    assert not rejected("ConvBinWinogradRxSf2x3", conv(G=2)) and rejected("ConvBinWinogradRxSf2x3", conv(layout="NHWC"))
 
 
 def test_rules_never_reject_a_solver_the_real_slices_list():

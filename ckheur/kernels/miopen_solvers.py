@@ -216,6 +216,11 @@ def _winograd_rxs(p: Any, direction: str, dtype: str) -> list[str]:
     return [] if p.layout == "NCHW" else ["2D NCHW only"]
 
 
+def _winograd_rxs_g1(p: Any, direction: str, dtype: str) -> list[str]:
+    # conv_bin_winoRxS.cpp, ConvBinWinogradRxSf2x3g1::IsApplicable: the base rules and one group
+    return _winograd_rxs(p, direction, dtype) + ([] if p.G == 1 else ["one group only"])
+
+
 # Not here: the ConvAsmImplicitGemmGTCDynamic*NHWC solvers, which both find-dbs list for NCHW
 # problems too (MIOpen transposes the tensors), so a layout rule for them would be wrong.
 RULES = {  # solver name -> the rule that lists why MIOpen's IsApplicable rejects a problem
@@ -225,7 +230,7 @@ RULES = {  # solver name -> the rule that lists why MIOpen's IsApplicable reject
     "GemmBwd1x1_stride1": _gemm_1x1("1"), "GemmBwd1x1_stride2": _gemm_1x1("2"), "GemmWrw1x1_stride1": _gemm_1x1("1"),
     "fft": _fft,
     "ConvBinWinogradRxSf2x3": _winograd_rxs, "ConvBinWinogradRxSf3x2": _winograd_rxs,
-    "ConvBinWinogradRxSf2x3g1": _winograd_rxs,
+    "ConvBinWinogradRxSf2x3g1": _winograd_rxs_g1,
     # conv_hip_implicit_gemm_grouped_{fwd,bwd,wrw}_xdlops.cpp: 2D only (the 3D ones are their own solvers)
     **{f"ConvHipImplicitGemmGroup{d}Xdlops": _layout(("NCHW", "NHWC"), 2, "Is2d")
        for d in ("Fwd", "Bwd", "Wrw")},
