@@ -159,3 +159,27 @@ def test_shipped_bundle_opts_in_and_never_ranks_a_rejected_solver():
     ruled = [k for k, _ in Selector.load(path, applicability="rules").rank(p, k=100)]
     assert "ConvOclDirectFwd" not in ruled and set(ruled) < set(everything)
     assert Selector.load(path, applicability="rules").select(p).kernel in ruled
+
+
+def test_best_fixed_kernel_in_find_db_terms_by_hand():
+    """stage=evaluate's censored table gives the best fixed kernel beside the model: its open pick
+    the kernel of best mean efficiency, its listed pick the first of that order a problem lists."""
+    from ckheur.models.evaluation import Scored, evaluation_metrics
+
+    # kernels a, b, c; NaN time: not listed. Efficiencies: p0 a=1 b=.5; p1 b=1 c=.5; p2 a=.8 b=1 c=.4
+    t = [np.array([1.0, 2.0, np.nan]), np.array([np.nan, 1.0, 2.0]), np.array([1.25, 1.0, 2.5])]
+    eff = [np.nan_to_num(1 / x * np.nanmin(x), nan=0.0) for x in t]
+    scores = [np.array([.3, .2, .1]), np.array([.3, .2, .1]), np.array([.1, .2, .3])]  # the model's
+    s = Scored(kernels=["a", "b", "c"], censored=True,
+               candidate_eff=[(np.arange(3), e) for e in eff], choice=[(sc, x) for sc, x in zip(scores, t)],
+               rows=[{"problem": f"p{i}", "efficiency": float(e[np.argmax(sc)]), "oracle_latency_ms": 1.0,
+                      "top1": 0.0, "within_1pct": 0.0, "oracle_in_top5": 1.0, "pick_failed": 0.0,
+                      "pool_not_measured": 0, "pick_pipeline": "direct"} for i, (e, sc) in enumerate(zip(eff, scores))])
+    beside = evaluation_metrics(s, {})["censored_beside"]["best fixed kernel"]
+    fixed, model = beside["best fixed kernel"], beside["model"]
+    # mean efficiency: a 0.6, b 0.833, c 0.3: b first, then a, then c; every problem lists b
+    assert fixed["open"]["picks_outside_listed"] == 0 and fixed["open"]["top1"] == pytest.approx(2 / 3)
+    assert fixed["open"]["efficiency"]["mean"] == pytest.approx((0.5 + 1 + 1) / 3)
+    # the model: a (listed, best), a (unlisted), c (listed, 0.4); listed protocol: a, b, c
+    assert model["open"]["picks_outside_listed"] == pytest.approx(1 / 3) and model["open"]["top1"] == pytest.approx(1 / 3)
+    assert model["listed"]["top1"] == pytest.approx(2 / 3) and model["listed"]["picks_outside_listed"] == 0
