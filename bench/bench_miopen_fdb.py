@@ -322,6 +322,30 @@ def load_table(data: Path, arch: str, direction: str, dtype: str, name: str):
     return tb, plain(cfg.model)
 
 
+def applicability_summary(entries: list[dict]) -> list[str]:
+    """Per place (in-sample; other GPU, seen and unseen keys) and mode: over every bundle, direction
+    and dtype, the unlisted-pick rate (mean and worst) and the mean open and listed top-1 / efficiency."""
+    cells: dict = {}
+    for e in entries:
+        for label, by_split in e.items():
+            if not isinstance(by_split, dict) or label in ("bundle", "other"):
+                continue
+            for split, by_mode in by_split.items():
+                for mode, r in by_mode.items():
+                    cells.setdefault((label, split, mode), []).append((r, f"{e['bundle']} {e['direction']} {e['dtype']}"))
+    lines = ["| on | keys | applicability | runs | unlisted picks: mean / worst (where) | open top-1 / eff | "
+             "listed top-1 / eff |", "| --- | --- | --- | --- | --- | --- | --- |"]
+    for (label, split, mode), rs in cells.items():
+        rate = [r["open"]["picks_outside_listed"] for r, _ in rs]
+        worst = int(np.argmax(rate))
+        mean = lambda proto, key: 100 * np.mean([r[proto][key] if key == "top1" else r[proto]["efficiency"]["mean"]  # noqa: E731
+                                                 for r, _ in rs])
+        lines.append(f"| {label} | {split} | {mode} | {len(rs)} | {100 * np.mean(rate):.2f}% / {100 * rate[worst]:.2f}% "
+                     f"({rs[worst][1]}) | {mean('open', 'top1'):.1f}% / {mean('open', 'eff'):.2f}% | "
+                     f"{mean('listed', 'top1'):.1f}% / {mean('listed', 'eff'):.2f}% |")
+    return lines
+
+
 def applicability_section(args, data: Path, results: dict) -> None:
     """--applicability: per direction and dtype, each shipped bundle in-sample and on the other file."""
     from ckheur import Selector
@@ -355,6 +379,8 @@ def applicability_section(args, data: Path, results: dict) -> None:
                                   f"{o['problems']:,} | {100 * o['picks_outside_listed']:.2f}% | "
                                   f"{100 * o['top1']:.1f}% / {100 * o['efficiency']['mean']:.2f}% | "
                                   f"{100 * li['top1']:.1f}% / {100 * li['efficiency']['mean']:.2f}% |", flush=True)
+    print("\nOver every bundle, direction and dtype" + (" (the models alone)" if args.no_remember else "") + ":")
+    print("\n".join(applicability_summary(results["applicability"])))
     out = ROOT / args.out
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(results, indent=1))

@@ -66,6 +66,9 @@ def test_fft_dimensionality_and_unruled_solvers():
     assert not rejected("ConvHipImplicitGemm3DGroupFwdXdlops", p3) and rejected("ConvHipImplicitGemmGroupFwdXdlops", p3)
     assert rejected("ConvHipImplicitGemm3DGroupFwdXdlops", conv())
     assert not rejected("ConvDirectNaiveConvFwd", p3) and not rejected("SomeSolverWithoutRules", conv())
+    # conv_asm_implicit_gemm_gtc_wrw_nhwc.cpp: 2D only
+    assert rejected("ConvAsmImplicitGemmGTCDynamicWrwXdlopsNHWC", p3, "bwd_weight", "fp32")
+    assert not rejected("ConvAsmImplicitGemmGTCDynamicWrwXdlopsNHWC", conv(), "bwd_weight", "fp32")
     # conv_bin_winoRxS.cpp: the g1 Winograd is the one-group variant; both are NCHW only
     assert not rejected("ConvBinWinogradRxSf2x3g1", conv()) and rejected("ConvBinWinogradRxSf2x3g1", conv(G=2))
     assert not rejected("ConvBinWinogradRxSf2x3", conv(G=2)) and rejected("ConvBinWinogradRxSf2x3", conv(layout="NHWC"))
@@ -126,6 +129,10 @@ def test_support_mask_modes(tiny_fdb):
     assert mask(grouped, "listed") == [False, True, True, False]  # the naive solver is never listed here
     # a kind the file never lists for any solver says nothing: the rules' solvers stay
     assert mask(conv(Y=1, X=5, pad_h=0, pad_w=2), "both") == [False, True, True, True]
+    # a kind listed in another data type only: that data type's listing answers
+    op32 = {**op, "dtype": "fp32"}
+    assert list(ms.support_mask(grouped, _kernels(names), {**op32, "applicability": "listed"})[0]) == \
+        [False, True, True, False]
     with pytest.raises(KernelError, match="op.applicability=listed needs op.listed"):
         ms.support_mask(grouped, _kernels(names), {"direction": "fwd", "dtype": "fp16", "applicability": "listed"})
     with pytest.raises(KernelError, match="op.applicability='maybe'; allowed: none, rules, listed, both"):

@@ -221,14 +221,17 @@ def _winograd_rxs_g1(p: Any, direction: str, dtype: str) -> list[str]:
     return _winograd_rxs(p, direction, dtype) + ([] if p.G == 1 else ["one group only"])
 
 
-# Not here: the ConvAsmImplicitGemmGTCDynamic*NHWC solvers, which both find-dbs list for NCHW
-# problems too (MIOpen transposes the tensors), so a layout rule for them would be wrong.
+# The ConvAsmImplicitGemmGTCDynamic*NHWC solvers are 2D only, of either layout: older sources
+# reject NCHW too, but both find-dbs list them for NCHW problems (MIOpen transposes the tensors).
 RULES = {  # solver name -> the rule that lists why MIOpen's IsApplicable rejects a problem
     "ConvOclDirectFwd": _ocl_direct_fwd,
     "ConvAsm1x1U": _asm_1x1u,
     "GemmFwd1x1_0_1": _gemm_1x1("1"), "GemmFwd1x1_0_2": _gemm_1x1("2"),
     "GemmBwd1x1_stride1": _gemm_1x1("1"), "GemmBwd1x1_stride2": _gemm_1x1("2"), "GemmWrw1x1_stride1": _gemm_1x1("1"),
     "fft": _fft,
+    # conv_asm_implicit_gemm_gtc_{fwd,bwd,wrw}_nhwc.cpp, IsApplicable: Is2d
+    **{f"ConvAsmImplicitGemmGTCDynamic{d}XdlopsNHWC": _layout(("NCHW", "NHWC"), 2, "Is2d")
+       for d in ("Fwd", "Bwd", "Wrw")},
     "ConvBinWinogradRxSf2x3": _winograd_rxs, "ConvBinWinogradRxSf3x2": _winograd_rxs,
     "ConvBinWinogradRxSf2x3g1": _winograd_rxs_g1,
     # conv_hip_implicit_gemm_grouped_{fwd,bwd,wrw}_xdlops.cpp: 2D only (the 3D ones are their own solvers)
@@ -249,8 +252,9 @@ def rule_rejections(name: str, p: Any, direction: str, dtype: str) -> list[str]:
 
 def support_mask(problem: Any, kernels: Mapping[str, Any], op: Mapping[str, Any]) -> tuple[Any, str]:
     """Which solvers are ranked for the problem (``op.applicability``, see :data:`APPLICABILITY`) and
-    why none is. A step that would leave no solver is skipped: the rules' solvers stay when the
-    listed table knows none of them for this kind of problem, since an unlisted kind says nothing."""
+    why none is. A step that would leave no solver is skipped: when the listed table knows none of
+    the rules' solvers for this kind of problem, it is asked for the same kind in any data type,
+    then they all stay, since a kind never listed says nothing."""
     import numpy as np
 
     mode = str(op.get("applicability") or "none")
@@ -271,6 +275,10 @@ def support_mask(problem: Any, kernels: Mapping[str, Any], op: Mapping[str, Any]
                               "listed for (ckheur.miopen_fdb.learn_listed from a find-db)")
         kind = problem_kind(problem, op["dtype"])
         seen = ok & np.array([kind in listed.get(n, ()) for n in names], dtype=bool)
+        if not seen.any():  # a kind the file never lists: the same kind in any data type
+            layout, _, rest = kind.split("/", 2)
+            seen = ok & np.array([any(k.split("/", 2)[0::2] == [layout, rest] for k in listed.get(n, ()))
+                                  for n in names], dtype=bool)
         if seen.any():
             ok = seen
     return ok, ""
