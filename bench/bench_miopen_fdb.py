@@ -25,6 +25,16 @@
     python bench/bench_miopen_fdb.py [--files F ...] [--directions fwd bwd_data bwd_weight] [--dtypes fp16]
                                [--leaves N] [--trees N] [--lr X] [--min-data N] [--pool-dtypes] [--cross]
 
+4. With --applicability MODE [MODE ...] (none, rules, listed, both: op.applicability): each shipped
+   bundle's picks when it ranks only the solvers the mode leaves (rules: MIOpen's IsApplicable rules
+   ckheur carries; listed: the kinds of problem its own file lists each solver for), on its own file
+   (in-sample) and on the other GPU's (keys its file lists too, and the others): the unlisted-pick
+   rate (the open pick is a solver the file does not list), open and listed top-1 / efficiency.
+   Prints the table and stops.
+
+    python bench/bench_miopen_fdb.py --applicability none rules listed both --dtypes fp32 fp16 \
+        --files ../shared/data/miopen_fdb/gfx942130.HIP.fdb.txt.bz2 ../shared/data/miopen_fdb/gfx90a68.HIP.fdb.txt.bz2
+
    The model settings default to the op's model config (what stage=train, and so the shipped
    bundles, use); the flags override them.
 """
@@ -237,6 +247,65 @@ def cross_gpu(a, b, model: dict, seed: int, bundle=None) -> dict:
             "other_file": files_rep}
 
 
+def bundle_scores(bundle, table, problems: np.ndarray) -> dict[int, dict]:
+    """The bundle's scores of some problems of the table (by problem id), by solver name, every
+    solver of its table ranked (``op.applicability=none``; :func:`masked_report` masks after)."""
+    bundle.op = {**bundle.op, "applicability": "none"}
+    out = {}
+    for i in problems:
+        ks, sc, _ = bundle._scores(table.problems[i])
+        out[int(i)] = dict(zip((k.name for k in ks), sc))
+    return out
+
+
+def masked_report(bundle, table, scores: dict[int, dict], mode: str, listed: dict, rows: np.ndarray) -> dict:
+    """The picks of the bundle on some of the table's rows (of scored problems) when it ranks only
+    the solvers ``op.applicability=mode`` leaves (those it masks score lowest), in MIOpen's terms
+    and ours."""
+    from ckheur.kernels import miopen_solvers
+    from ckheur.metrics import censored_choice_report
+
+    op = {**bundle.op, "applicability": mode, "listed": listed}
+    solver = {k.name: k for k in bundle.kernels}
+    keep = {}
+    for i in np.unique(table.pid[rows]):
+        names = list(scores[int(i)])
+        mask, _ = miopen_solvers.support_mask(table.problems[i], miopen_solvers.support_arrays(
+            [solver[n] for n in names]), op)
+        keep[int(i)] = {n for n, ok in zip(names, mask) if ok} if mask.any() else set(names)
+    name = lambda r: table.kernels[table.kid[r]].name  # noqa: E731
+    sc = np.array([scores[int(table.pid[r])].get(name(r), -1e30) if name(r) in keep[int(table.pid[r])] else -1e30
+                   for r in rows])
+    time_ms = np.where(table.tflops[rows] > 0, table.flops_over_tflops[rows], np.nan)
+    return censored_choice_report(table.pid[rows], sc, time_ms)
+
+
+def applicability_figures(bundle, own, other, listed: dict, modes: list[str], max_problems: int, seed: int) -> dict:
+    """Unlisted picks, open and listed protocols of a shipped bundle per ``op.applicability`` mode:
+    on its own training file (in-sample) and on the other GPU's file (its keys the training file
+    lists too, and the others), solvers of both tables only; at most ``max_problems`` problems of
+    each (a seeded sample; every unseen key of the other file is kept)."""
+    rng = np.random.default_rng(seed)
+    common = {k.name for k in own.kernels} & {k.name for k in other.kernels}
+    keys_own = {p.key() for p in own.problems}
+    out = {}
+    for label, tab, train_keys in (("in-sample", own, None), ("other GPU", other, keys_own)):
+        seen = np.array([train_keys is None or p.key() in train_keys for p in tab.problems])
+        sample = np.flatnonzero(seen)
+        if len(sample) > max_problems:
+            sample = np.sort(rng.choice(sample, max_problems, replace=False))
+        chosen = np.zeros(len(tab.problems), dtype=bool)
+        chosen[sample] = True
+        chosen |= ~seen
+        rows = np.flatnonzero(np.isin([tab.kernels[i].name for i in tab.kid], list(common)) & chosen[tab.pid])
+        scores = bundle_scores(bundle, tab, np.flatnonzero(chosen))
+        splits = {"all": rows} if train_keys is None else \
+            {"seen keys": rows[seen[tab.pid[rows]]], "unseen keys": rows[~seen[tab.pid[rows]]]}
+        out[label] = {split: {mode: masked_report(bundle, tab, scores, mode, listed, r) for mode in modes}
+                      for split, r in splits.items() if len(r)}
+    return out
+
+
 def load_table(data: Path, arch: str, direction: str, dtype: str, name: str):
     from ckheur.dataset import read_dataset
     from ckheur.features import get_engine
@@ -251,6 +320,71 @@ def load_table(data: Path, arch: str, direction: str, dtype: str, name: str):
     flops = np.array([p.flops for p in tb.problems], dtype=float)[tb.pid]
     tb.flops_over_tflops = np.where(tb.tflops > 0, flops / np.maximum(tb.tflops, 1e-30) * 1e-9, np.nan)  # ms
     return tb, plain(cfg.model)
+
+
+def applicability_summary(entries: list[dict]) -> list[str]:
+    """Per place (in-sample; other GPU, seen and unseen keys) and mode: over every bundle, direction
+    and dtype, the unlisted-pick rate (mean and worst) and the mean open and listed top-1 / efficiency."""
+    cells: dict = {}
+    for e in entries:
+        for label, by_split in e.items():
+            if not isinstance(by_split, dict) or label in ("bundle", "other"):
+                continue
+            for split, by_mode in by_split.items():
+                for mode, r in by_mode.items():
+                    cells.setdefault((label, split, mode), []).append((r, f"{e['bundle']} {e['direction']} {e['dtype']}"))
+    lines = ["| on | keys | applicability | runs | unlisted picks: mean / worst (where) | open top-1 / eff | "
+             "listed top-1 / eff |", "| --- | --- | --- | --- | --- | --- | --- |"]
+    for (label, split, mode), rs in cells.items():
+        rate = [r["open"]["picks_outside_listed"] for r, _ in rs]
+        worst = int(np.argmax(rate))
+        mean = lambda proto, key: 100 * np.mean([r[proto][key] if key == "top1" else r[proto]["efficiency"]["mean"]  # noqa: E731
+                                                 for r, _ in rs])
+        lines.append(f"| {label} | {split} | {mode} | {len(rs)} | {100 * np.mean(rate):.2f}% / {100 * rate[worst]:.2f}% "
+                     f"({rs[worst][1]}) | {mean('open', 'top1'):.1f}% / {mean('open', 'eff'):.2f}% | "
+                     f"{mean('listed', 'top1'):.1f}% / {mean('listed', 'eff'):.2f}% |")
+    return lines
+
+
+def applicability_section(args, data: Path, results: dict) -> None:
+    """--applicability: per direction and dtype, each shipped bundle in-sample and on the other file."""
+    from ckheur import Selector
+    from ckheur.miopen_fdb import arch_from_name, learn_listed, read_find_db
+
+    files = list(map(Path, args.files))
+    arches = [arch_from_name(f, ["gfx90a", "gfx942", "gfx950"])[0] for f in files]
+    names = [f.name.split(".")[0] for f in files]
+    print("| bundle | on | keys | direction | dtype | applicability | problems | unlisted picks | open top-1 / eff "
+          "| listed top-1 / eff |")
+    print("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |")
+    for direction in args.directions:
+        listed = [learn_listed(read_find_db(f), direction) for f in files]
+        for dtype in args.dtypes:
+            tabs = [load_table(data, arch, direction, dtype, name)[0] for arch, name in zip(arches, names)]
+            for i in range(len(files)):
+                j = (i + 1) % len(files)
+                bundle = Selector.load(ROOT / "bundles" / f"miopen_{direction}_{dtype}_{arches[i]}")
+                if args.no_remember:
+                    bundle.answers = {}  # the bundle's model alone, without its file's fastest solvers
+                figs = applicability_figures(bundle, tabs[i], tabs[j], listed[i], args.applicability,
+                                             args.max_problems, args.seed)
+                results.setdefault("applicability", []).append(
+                    {"bundle": arches[i], "remembered": not args.no_remember, "other": arches[j], "direction": direction, "dtype": dtype, **figs})
+                for label, by_split in figs.items():
+                    on = arches[i] if label == "in-sample" else arches[j]
+                    for split, by_mode in by_split.items():
+                        for mode, r in by_mode.items():
+                            o, li = r["open"], r["listed"]
+                            print(f"| {arches[i]} | {on} ({label}) | {split} | {direction} | {dtype} | {mode} | "
+                                  f"{o['problems']:,} | {100 * o['picks_outside_listed']:.2f}% | "
+                                  f"{100 * o['top1']:.1f}% / {100 * o['efficiency']['mean']:.2f}% | "
+                                  f"{100 * li['top1']:.1f}% / {100 * li['efficiency']['mean']:.2f}% |", flush=True)
+    print("\nOver every bundle, direction and dtype" + (" (the models alone)" if args.no_remember else "") + ":")
+    print("\n".join(applicability_summary(results["applicability"])))
+    out = ROOT / args.out
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(results, indent=1))
+    print(f"figures -> {out}")
 
 
 def main() -> None:
@@ -273,6 +407,14 @@ def main() -> None:
                     "(its shipped bundle, else one trained here on its whole file) beside a lookup of that file")
     ap.add_argument("--cross-train", action="store_true", help="--cross with models trained here, not the shipped ones")
     ap.add_argument("--cross-only", action="store_true", help="--cross alone: no held-out split, no TunaNet")
+    ap.add_argument("--applicability", nargs="+", choices=["none", "rules", "listed", "both"],
+                    help="the shipped bundles' unlisted picks, open and listed top-1 / efficiency with each "
+                         "op.applicability, in-sample and on the other GPU's file (the listed table learned "
+                         "from the bundle's own file), then stop")
+    ap.add_argument("--no-remember", action="store_true", help="--applicability: the bundles' models alone, "
+                    "without the remembered fastest solver of each training problem")
+    ap.add_argument("--max-problems", type=int, default=3000, help="--applicability: at most this many problems "
+                    "of each file per direction and dtype (a seeded sample; every unseen key is kept)")
     ap.add_argument("--tunanet", default=str(TUNANET) if TUNANET.is_dir() else None,
                     help="folder of MIOpen's <arch>.tn.model files: TunaNet beside the model on the held-out "
                          "problems in its domain (default: ../shared/data/miopen_tunanet when present)")
@@ -297,6 +439,9 @@ def main() -> None:
         results["imports"].append({k: v for k, v in rep.items() if k != "log"})
     if args.cross_only:
         args.cross, args.splits, args.tunanet, args.pool_dtypes = True, [], None, False
+    if args.applicability:
+        applicability_section(args, data, results)
+        return
     for f in map(Path, args.files):
         arch, _ = arch_from_name(f, ["gfx90a", "gfx942", "gfx950"])
         for direction in args.directions if args.splits or args.pool_dtypes else []:
@@ -364,7 +509,7 @@ def main() -> None:
                     print(f"cross {arches[i]} -> {arches[j]} {direction:10s} {dtype}: {r['shared_problems']} shared "
                           f"problems, {r['solvers_both']} solvers on both: model ({r['model_from']}) top-1 "
                           f"{100 * m['top1']:.1f}%, eff "
-                          f"{100 * m['efficiency']['mean']:.2f}% | the {arches[i]} file's own fastest: top-1 "
+                          f"{100 * m['efficiency']['mean']:.2f}%, unlisted picks {100 * m['picks_outside_listed']:.2f}% | the {arches[i]} file's own fastest: top-1 "
                           f"{100 * f['top1']:.1f}%, eff {100 * f['efficiency']['mean']:.2f}%", flush=True)
     beside = [r for r in results["choice"] if "tunanet" in r and r["split"] == "random"]
     if beside:

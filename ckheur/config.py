@@ -55,6 +55,13 @@ class DType(_Choice):
     fp32 = "fp32"
 
 
+class Applicability(_Choice):
+    none = "none"
+    rules = "rules"
+    listed = "listed"
+    both = "both"
+
+
 class Pipeline(_Choice):
     mem = "mem"
     compv3 = "compv3"
@@ -264,6 +271,10 @@ class MIOpenOpSchema:
     dtype: DType = DType.fp16
     solvers: Dict[str, List[SolverSchema]] = field(default_factory=dict)  # arch name -> its solver table
     registry: List[SolverSchema] = field(default_factory=list)  # every solver MIOpen registers for the direction
+    # Which solvers are ranked per problem: none (all), rules (MIOpen's IsApplicable rules we carry),
+    # listed (kinds of problem a find-db lists each solver for: listed below), both (ckheur.kernels.miopen_solvers)
+    applicability: Applicability = Applicability.none
+    listed: Dict[str, List[str]] = field(default_factory=dict)  # solver -> kinds (ckheur.miopen_fdb.learn_listed)
     default_problems: str = MISSING
     model_name: str = MISSING
 

@@ -470,6 +470,28 @@ def find_db_listing(path: str | Path, problem: Any, direction: str, dtype: str, 
     return dict(zip(e["solver"].astype(str), e["time_ms"].astype(float)))
 
 
+def learn_listed(fdb: FindDb, direction: str) -> dict[str, list[str]]:
+    """For each solver a find-db lists for a direction, the kinds of problem it is ever listed for
+    (``ckheur.kernels.miopen_solvers.listing_kind``: layout, data type, group and filter kind), the
+    ``op.listed`` table of ``op.applicability=listed``: a kind a solver is never listed for is taken
+    as one it does not apply to."""
+    from ckheur.kernels.miopen_solvers import listing_kind
+
+    cols = ["layout", "dtype", "G", "C", "Di", "Z", "Y", "X"]
+    probs = fdb.problems[cols].reset_index(drop=True)
+    mine = (fdb.problems["direction"] == direction).to_numpy()
+    kinds = probs[mine].drop_duplicates()
+    kind_of = {tuple(r): listing_kind(r[0], r[1], r[2], r[3], (r[5], r[6], r[7]) if "D" in r[0] else (r[6], r[7]))
+               for r in kinds.itertuples(index=False, name=None)}
+    row_kind = [kind_of[tuple(r)] for r in probs[mine].itertuples(index=False, name=None)]
+    by_problem = dict(zip(map(int, mine.nonzero()[0]), row_kind))
+    e = fdb.entries[fdb.entries["problem"].isin(list(by_problem))]
+    out: dict[str, set] = {}
+    for solver, problem in zip(e["solver"].astype(str), e["problem"].to_numpy()):
+        out.setdefault(solver, set()).add(by_problem[int(problem)])
+    return {s: sorted(k) for s, k in sorted(out.items())}
+
+
 def cus_of(path: str | Path, arch: str, *, user: bool = False) -> int:
     """The CU count a find-db's file name gives, after checking that it names ``arch`` (with
     ``user``: a user find-db, plain text); FindDbError saying how MIOpen names them otherwise."""

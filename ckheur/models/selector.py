@@ -178,7 +178,8 @@ class Selector:
     @classmethod
     def load(cls, model_dir: str | Path, *, compiled: bool = False, tuning_db: Any = None,
              create_tuning_db: bool = False, find_db: Any = None, cache_size: int = 4096,
-             cascade_threshold: int = CASCADE_THRESHOLD, cascade_top: int = CASCADE_TOP) -> "Selector":
+             cascade_threshold: int = CASCADE_THRESHOLD, cascade_top: int = CASCADE_TOP,
+             applicability: str | None = None, listed: Mapping[str, Any] | None = None) -> "Selector":
         """A selector from a model bundle folder (verified on load).
 
         ``compiled=True`` ranks through the model exported as C (built with the system compiler
@@ -187,16 +188,23 @@ class Selector:
         ``select`` returns first (``create_tuning_db``: create a missing one). ``find_db``: MIOpen's
         find-db file (a path, bz2 or text, or ``FindDbAnswers``), answered from next. ``cache_size``:
         problems whose scores are kept; pools above ``cascade_threshold`` kernels are pre-ranked by
-        the analytic model and its ``cascade_top`` scored by the model."""
+        the analytic model and its ``cascade_top`` scored by the model. ``applicability`` and
+        ``listed`` replace the bundle's ``op.applicability`` / ``op.listed`` (MIOpen ops: which
+        solvers are ranked per problem, ckheur.kernels.miopen_solvers)."""
         from ckheur.features import get_engine
         from ckheur.models.bundle import load_bundle
         from ckheur.sim import load_params
 
         b = load_bundle(model_dir)
         spec = b.spec
+        op = dict(spec.get("op_config") or spec["op"])
+        if applicability is not None:
+            op["applicability"] = applicability
+        if listed is not None:
+            op["listed"] = dict(listed)
         sel = cls(b.kernels, spec["arch"], spec["op"]["direction"], spec["op"]["dtype"], engine=get_engine(spec["engine"]),
                   booster=b.booster, tflops_booster=b.tflops_booster, analytic_params=spec.get("analytic_params"),
-                  sim_params=load_params(), objective=spec["objective"], op=spec.get("op_config") or spec["op"],
+                  sim_params=load_params(), objective=spec["objective"], op=op,
                   prior=spec.get("prior"), label=f"model {b.path} (trained on {b.manifest.get('data_kind', 'unknown')} data)",
                   tuning_db=tuning_db, create_tuning_db=create_tuning_db, cache_size=cache_size,
                   cascade_threshold=cascade_threshold, cascade_top=cascade_top, find_db=find_db)
@@ -206,6 +214,10 @@ class Selector:
 
             from ckheur.models.compiled import load_compiled
 
+            if str(op.get("applicability") or "none") != "none":
+                warnings.warn(f"op.applicability={op['applicability']}: the compiled selector ranks every solver; "
+                              "ranking with the Python path", stacklevel=2)
+                return sel
             if (sel.cascade_threshold, sel.cascade_top) != (CASCADE_THRESHOLD, CASCADE_TOP):
                 warnings.warn(f"the compiled selector cascades at {CASCADE_THRESHOLD}/{CASCADE_TOP}, not "
                               f"{sel.cascade_threshold}/{sel.cascade_top}: ranking with the Python path", stacklevel=2)

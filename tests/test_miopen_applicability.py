@@ -1,0 +1,192 @@
+"""Which MIOpen solvers are ranked per problem (op.applicability): MIOpen's own IsApplicable rules
+(expected values read from MIOpen's solver sources, cited per test), the listed rule learned from
+a find-db, and the unlisted-pick rate once the mask is applied."""
+
+from __future__ import annotations
+
+import bz2
+
+import numpy as np
+import pytest
+
+from ckheur.kernels import miopen_solvers as ms
+from ckheur.kernels.base import KernelError
+from ckheur.metrics import censored_choice_report
+from ckheur.miopen_fdb import learn_listed, read_find_db
+from ckheur.models.bundle import shipped_bundles_dir
+from ckheur.models.selector import Selector
+from ckheur.problems.miopen_conv import FIELDS, problem_from_dict
+from conftest import ROOT
+
+
+def conv(**kw):
+    base = dict(N=8, C=64, K=64, G=1, Hi=28, Wi=28, Y=3, X=3, pad_h=1, pad_w=1, stride_h=1, stride_w=1)
+    return problem_from_dict({**base, **kw})
+
+
+# A depthwise backward-data FP16 problem as in the MI250X re-measurement: 512 groups, 1x3 filters.
+DEPTHWISE_1X3 = dict(C=512, K=512, G=512, Hi=14, Wi=14, Y=1, X=3, pad_h=0, pad_w=1)
+
+
+def rejected(name, p, direction="fwd", dtype="fp16"):
+    return bool(ms.rule_rejections(name, p, direction, dtype))
+
+
+def test_opencl_direct_forward_rules():
+    # conv_ocl_dir2D.cpp: pads must be equal in H and W, so the 1x3 depthwise (pad 0x1) is out
+    assert rejected("ConvOclDirectFwd", conv(**DEPTHWISE_1X3), "bwd_data")
+    # grouped problems skip the filter-size list: a 3x3 depthwise with equal pads applies
+    assert not rejected("ConvOclDirectFwd", conv(C=512, K=512, G=512, Y=3, X=3), "bwd_data")
+    assert not rejected("ConvOclDirectFwd", conv(), "fwd", "fp32")  # ungrouped 3x3: in the list
+    assert rejected("ConvOclDirectFwd", conv(), "bwd_weight", "fp32")  # forward and backward data only
+    assert rejected("ConvOclDirectFwd", conv(Y=1, X=1, pad_h=0, pad_w=0))  # ungrouped 1x1: the 1x1 solvers'
+    assert rejected("ConvOclDirectFwd", conv(Y=2, X=2, pad_h=0, pad_w=0), "fwd", "fp32")  # 2x2: not in the list
+    assert rejected("ConvOclDirectFwd", conv(stride_h=2, stride_w=2, Hi=28, Wi=28))  # fwd fp16 stride 2
+    assert not rejected("ConvOclDirectFwd", conv(stride_h=2, stride_w=2), "fwd", "fp32")
+    assert rejected("ConvOclDirectFwd", conv(layout="NHWC"))  # default layout only
+
+
+def test_1x1_solvers_apply_to_1x1_problems_only():
+    one = conv(Y=1, X=1, pad_h=0, pad_w=0)
+    # gemm.cpp: GemmFwd1x1_0_1 is 1x1, no pad, stride 1; GemmFwd1x1_0_2 the strided one
+    assert not rejected("GemmFwd1x1_0_1", one) and rejected("GemmFwd1x1_0_2", one)
+    strided = conv(Y=1, X=1, pad_h=0, pad_w=0, stride_h=2, stride_w=2)
+    assert rejected("GemmFwd1x1_0_1", strided) and not rejected("GemmFwd1x1_0_2", strided)
+    assert rejected("GemmFwd1x1_0_1", conv())  # 3x3
+    # conv_asm_1x1u.cpp: ungrouped 1x1, fp32 / fp16, no bwd_weight
+    assert not rejected("ConvAsm1x1U", one) and not rejected("ConvAsm1x1U", one, "bwd_data", "fp32")
+    assert rejected("ConvAsm1x1U", one, "fwd", "bf16") and rejected("ConvAsm1x1U", conv())
+    assert rejected("ConvAsm1x1U", conv(Y=1, X=1, pad_h=0, pad_w=0, C=64, K=64, G=2))
+
+
+def test_fft_dimensionality_and_unruled_solvers():
+    assert not rejected("fft", conv(), "fwd", "fp32")  # fft.cpp: fp32, NCHW, ungrouped, not bwd_weight
+    assert rejected("fft", conv(), "fwd", "fp16") and rejected("fft", conv(G=2), "fwd", "fp32")
+    p3 = conv(layout="NCDHW", Di=4, Z=3, pad_d=1)
+    assert not rejected("ConvHipImplicitGemm3DGroupFwdXdlops", p3) and rejected("ConvHipImplicitGemmGroupFwdXdlops", p3)
+    assert rejected("ConvHipImplicitGemm3DGroupFwdXdlops", conv())
+    assert not rejected("ConvDirectNaiveConvFwd", p3) and not rejected("SomeSolverWithoutRules", conv())
+    # conv_asm_implicit_gemm_gtc_wrw_nhwc.cpp: 2D only
+    assert rejected("ConvAsmImplicitGemmGTCDynamicWrwXdlopsNHWC", p3, "bwd_weight", "fp32")
+    assert not rejected("ConvAsmImplicitGemmGTCDynamicWrwXdlopsNHWC", conv(), "bwd_weight", "fp32")
+    # conv_bin_winoRxS.cpp: the g1 Winograd is the one-group variant; both are NCHW only
+    assert not rejected("ConvBinWinogradRxSf2x3g1", conv()) and rejected("ConvBinWinogradRxSf2x3g1", conv(G=2))
+    assert not rejected("ConvBinWinogradRxSf2x3", conv(G=2)) and rejected("ConvBinWinogradRxSf2x3", conv(layout="NHWC"))
+
+
+def test_rules_never_reject_a_solver_the_real_slices_list():
+    """MIOpen itself ran every listed solver, so no rule may reject one (both GPUs' slices)."""
+    for name in ("gfx942130", "gfx90a68"):
+        fdb = read_find_db(ROOT / "tests" / "data" / "miopen_fdb" / f"{name}.HIP.fdb.txt.bz2")
+        probs = fdb.problems
+        checked = 0
+        for pid, solver in zip(fdb.entries.problem.to_numpy(), fdb.entries.solver):
+            if solver in ms.RULES:
+                r = probs.iloc[int(pid)]
+                p = problem_from_dict({f: r[f] for f in FIELDS})
+                assert not ms.rule_rejections(solver, p, r["direction"], r["dtype"]), (name, solver, p.describe())
+                checked += 1
+        assert checked > 500
+
+
+LINES = [  # a tiny hand-made find-db: kinds are written beside each line
+    # forward fp16 NCHW, 32 groups of 8 channels, 3x3: NCHW/fp16/grouped/square for both solvers
+    "256-56-56-3x3-256-56-56-32-1x1-1x1-1x1-0-NCHW-FP16-F_g32=ConvBinWinogradRxSf2x3:0.22,0,"
+    "miopenConvolutionFwdAlgoWinograd;ConvHipImplicitGemmGroupFwdXdlops:0.88,1024,miopenConvolutionFwdAlgoImplicitGEMM",
+    # forward fp16 NCHW, ungrouped 1x1: NCHW/fp16/dense/1x1
+    "64-56-56-1x1-64-56-56-32-0x0-1x1-1x1-0-NCHW-FP16-F=GemmFwd1x1_0_1:0.1,0,miopenConvolutionFwdAlgoGEMM",
+    # backward data fp16, depthwise 512 groups, 1x3: NCHW/fp16/depthwise/rect
+    "512-14-14-1x3-512-14-14-8-0x1-1x1-1x1-0-NCHW-FP16-B_g512=ConvDirectNaiveConvBwd:0.5,0,"
+    "miopenConvolutionBwdDataAlgoDirect",
+]
+
+
+@pytest.fixture
+def tiny_fdb(tmp_path):
+    path = tmp_path / "gfx942130.HIP.fdb.txt.bz2"
+    path.write_bytes(bz2.compress(("\n".join(LINES) + "\n").encode()))
+    return read_find_db(path)
+
+
+def test_listed_rule_learned_from_a_hand_made_find_db(tiny_fdb):
+    assert learn_listed(tiny_fdb, "fwd") == {"ConvBinWinogradRxSf2x3": ["NCHW/fp16/grouped/square"],
+                                             "ConvHipImplicitGemmGroupFwdXdlops": ["NCHW/fp16/grouped/square"],
+                                             "GemmFwd1x1_0_1": ["NCHW/fp16/dense/1x1"]}
+    assert learn_listed(tiny_fdb, "bwd_data") == {"ConvDirectNaiveConvBwd": ["NCHW/fp16/depthwise/rect"]}
+
+
+def _kernels(names):
+    return ms.support_arrays([ms.Solver(n, "fwd", i, "direct", "other") for i, n in enumerate(names)])
+
+
+def test_support_mask_modes(tiny_fdb):
+    names = ["GemmFwd1x1_0_1", "ConvBinWinogradRxSf2x3", "ConvHipImplicitGemmGroupFwdXdlops", "ConvDirectNaiveConvFwd"]
+    op = {"direction": "fwd", "dtype": "fp16", "listed": learn_listed(tiny_fdb, "fwd")}
+    grouped = conv(C=256, K=256, G=32)
+    mask = lambda p, mode: list(ms.support_mask(p, _kernels(names), {**op, "applicability": mode})[0])  # noqa: E731
+    assert mask(grouped, "none") == [True] * 4
+    assert mask(grouped, "rules") == [False, True, True, True]  # 3x3: not the 1x1 GEMM
+    assert mask(grouped, "listed") == [False, True, True, False]  # the naive solver is never listed here
+    # a kind the file never lists for any solver says nothing: the rules' solvers stay
+    assert mask(conv(Y=1, X=5, pad_h=0, pad_w=2), "both") == [False, True, True, True]
+    # a kind listed in another data type only: that data type's listing answers
+    op32 = {**op, "dtype": "fp32"}
+    assert list(ms.support_mask(grouped, _kernels(names), {**op32, "applicability": "listed"})[0]) == \
+        [False, True, True, False]
+    with pytest.raises(KernelError, match="op.applicability=listed needs op.listed"):
+        ms.support_mask(grouped, _kernels(names), {"direction": "fwd", "dtype": "fp16", "applicability": "listed"})
+    with pytest.raises(KernelError, match="op.applicability='maybe'; allowed: none, rules, listed, both"):
+        ms.support_mask(grouped, _kernels(names), {**op, "applicability": "maybe"})
+
+
+def test_masked_picks_leave_no_unlisted_pick():
+    """The unlisted-pick rate by hand, before and after the mask removes a solver MIOpen rejects."""
+    names = ["ConvOclDirectFwd", "ConvDirectNaiveConvBwd", "GemmBwdRest"]
+    problems = [conv(**DEPTHWISE_1X3), conv(C=512, K=512, G=512), conv(C=512, K=512, G=512, Hi=56, Wi=56)]
+    scores = np.array([[.9, .5, .1], [.9, .5, .1], [.1, .9, .5]])  # ConvOclDirectFwd first on two problems
+    t = np.array([[np.nan, 2.0, 1.0], [1.0, np.nan, 3.0], [np.nan, 4.0, 2.0]])  # NaN: not listed
+    pid = np.repeat(np.arange(3), 3)
+    before = censored_choice_report(pid, scores.ravel(), t.ravel())["open"]
+    assert before["picks_outside_listed"] == pytest.approx(1 / 3)  # problem 0 picks the unlisted OpenCL solver
+    assert before["top1"] == pytest.approx(1 / 3)  # problem 1's pick is its fastest; problem 2's is not
+    op = {"direction": "bwd_data", "dtype": "fp16", "applicability": "rules"}
+    masked = scores.copy()
+    for i, p in enumerate(problems):
+        masked[i][~ms.support_mask(p, _kernels(names), op)[0]] = -np.inf
+    after = censored_choice_report(pid, masked.ravel(), t.ravel())["open"]
+    assert after["picks_outside_listed"] == 0 and after["top1"] == pytest.approx(1 / 3)
+    assert after["efficiency"]["mean"] == pytest.approx((0.5 + 1 + 0.5) / 3)
+
+
+def test_shipped_bundle_opts_in_and_never_ranks_a_rejected_solver():
+    path = shipped_bundles_dir() / "miopen_bwd_data_fp16_gfx90a"
+    p = conv(N=8, **DEPTHWISE_1X3)
+    everything = [k for k, _ in Selector.load(path).rank(p, k=100)]
+    assert "ConvOclDirectFwd" in everything  # the shipped default ranks every solver of the table
+    ruled = [k for k, _ in Selector.load(path, applicability="rules").rank(p, k=100)]
+    assert "ConvOclDirectFwd" not in ruled and set(ruled) < set(everything)
+    assert Selector.load(path, applicability="rules").select(p).kernel in ruled
+
+
+def test_best_fixed_kernel_in_find_db_terms_by_hand():
+    """stage=evaluate's censored table gives the best fixed kernel beside the model: its open pick
+    the kernel of best mean efficiency, its listed pick the first of that order a problem lists."""
+    from ckheur.models.evaluation import Scored, evaluation_metrics
+
+    # kernels a, b, c; NaN time: not listed. Efficiencies: p0 a=1 b=.5; p1 b=1 c=.5; p2 a=.8 b=1 c=.4
+    t = [np.array([1.0, 2.0, np.nan]), np.array([np.nan, 1.0, 2.0]), np.array([1.25, 1.0, 2.5])]
+    eff = [np.nan_to_num(1 / x * np.nanmin(x), nan=0.0) for x in t]
+    scores = [np.array([.3, .2, .1]), np.array([.3, .2, .1]), np.array([.1, .2, .3])]  # the model's
+    s = Scored(kernels=["a", "b", "c"], censored=True,
+               candidate_eff=[(np.arange(3), e) for e in eff], choice=[(sc, x) for sc, x in zip(scores, t)],
+               rows=[{"problem": f"p{i}", "efficiency": float(e[np.argmax(sc)]), "oracle_latency_ms": 1.0,
+                      "top1": 0.0, "within_1pct": 0.0, "oracle_in_top5": 1.0, "pick_failed": 0.0,
+                      "pool_not_measured": 0, "pick_pipeline": "direct"} for i, (e, sc) in enumerate(zip(eff, scores))])
+    beside = evaluation_metrics(s, {})["censored_beside"]["best fixed kernel"]
+    fixed, model = beside["best fixed kernel"], beside["model"]
+    # mean efficiency: a 0.6, b 0.833, c 0.3: b first, then a, then c; every problem lists b
+    assert fixed["open"]["picks_outside_listed"] == 0 and fixed["open"]["top1"] == pytest.approx(2 / 3)
+    assert fixed["open"]["efficiency"]["mean"] == pytest.approx((0.5 + 1 + 1) / 3)
+    # the model: a (listed, best), a (unlisted), c (listed, 0.4); listed protocol: a, b, c
+    assert model["open"]["picks_outside_listed"] == pytest.approx(1 / 3) and model["open"]["top1"] == pytest.approx(1 / 3)
+    assert model["listed"]["top1"] == pytest.approx(2 / 3) and model["listed"]["picks_outside_listed"] == 0
