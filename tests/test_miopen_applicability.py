@@ -190,3 +190,17 @@ def test_best_fixed_kernel_in_find_db_terms_by_hand():
     # the model: a (listed, best), a (unlisted), c (listed, 0.4); listed protocol: a, b, c
     assert model["open"]["picks_outside_listed"] == pytest.approx(1 / 3) and model["open"]["top1"] == pytest.approx(1 / 3)
     assert model["listed"]["top1"] == pytest.approx(2 / 3) and model["listed"]["picks_outside_listed"] == 0
+
+
+def test_the_command_lines_applicability_reaches_a_shipped_bundle(tmp_path):
+    """op.applicability=rules on the command line ranks a shipped bundle (trained without it) through
+    the rules: the OpenCL direct solver is never listed for the depthwise 1x3 problem."""
+    from conftest import run_cli
+    from ckheur.problems.miopen_conv import to_driver_line
+
+    line = to_driver_line(conv(N=8, **DEPTHWISE_1X3), "fp16")
+    args = ["stage=predict", "op=miopen/bwd_data", "op.dtype=fp16", "arch=gfx90a", "predict.k=40", f"problem={line}"]
+    plain_run, ruled = run_cli(*args), run_cli(*args, "op.applicability=rules")
+    assert plain_run.returncode == 0 and ruled.returncode == 0, ruled.stderr
+    named = lambda out: {w for ln in out.splitlines() for w in ln.split()}  # noqa: E731 (words, not prefixes)
+    assert "ConvOclDirectFwd" in named(plain_run.stdout) and "ConvOclDirectFwd" not in named(ruled.stdout)

@@ -34,7 +34,7 @@ def selector_for(job: Job, *, bundles: str | Path, sim_bundles: str | Path, mode
 
     found = bundle_dir(job, bundles=bundles, sim_bundles=sim_bundles, explicit=model_dir)
     if found.is_dir():
-        sel = Selector.load(found, tuning_db=tuning_db, find_db=find_db)
+        sel = Selector.load(found, tuning_db=tuning_db, find_db=find_db, **applicability_of(job.op))
         return sel, sel.label
     if model_dir:
         raise UserError(f"model dir {found} not found")
@@ -43,6 +43,13 @@ def selector_for(job: Job, *, bundles: str | Path, sim_bundles: str | Path, mode
                         f"analytic model to fall back on: train one (stage=train) or give predict.model_dir")
     return (Selector.analytic(job.pool.kernels, job.arch, job.direction, job.dtype, op=job.op, tuning_db=tuning_db),
             f"ANALYTIC MODEL (fallback: no trained model {found} for {job.model_name})")
+
+
+def applicability_of(op: Any) -> dict:
+    """The job's ``op.applicability`` (and ``op.listed``) as Selector.load options when set, so the
+    command line reaches a bundle trained without them; {} keeps the bundle's own."""
+    mode = str(op.get("applicability") or "none")
+    return {} if mode == "none" else {"applicability": mode, "listed": op.get("listed")}
 
 
 RELATIVE_ONLY = ("the analytic model's figures rank kernels against each other; they are not calibrated to "

@@ -67,6 +67,7 @@ def run(cfg: Any, ctx: Context) -> dict:
     from ckheur.job import Job
     from ckheur.models.evaluation import COLUMNS, check_options, evaluate
     from ckheur.models.evaluation_report import write_report
+    from ckheur.models.predicting import applicability_of
     from ckheur.models.selector import Selector
 
     job, ev = Job.from_config(cfg), cfg.evaluate
@@ -86,7 +87,8 @@ def run(cfg: Any, ctx: Context) -> dict:
         model_dir = Path(cfg.paths.sim_bundles if "sim" in set(backends) else cfg.paths.bundles) / job.model_name
     if ev.baseline and not Path(ev.baseline).is_dir():
         raise StageError(f"evaluate.baseline={ev.baseline}: no model bundle there")
-    selector = Selector.load(model_dir, **({} if ev.cascade else {"cascade_threshold": 10**9}))
+    selector = Selector.load(model_dir, **({} if ev.cascade else {"cascade_threshold": 10**9}),
+                             **applicability_of(job.op))
     baselines = {}  # the analytic model (for families ckheur.sim models) and CK model folders
     if selector.family.analytic:
         baselines["analytic model"] = Selector.analytic(selector.kernels, job.arch, job.direction, job.dtype, op=job.op)
