@@ -23,8 +23,8 @@ from typing import Any, Mapping, Sequence
 
 from ckheur.backends import BackendError, Measurer, Results
 from ckheur.parts import UNKNOWN_WORKSPACE
-from ckheur.problems.conv import to_miopen
-from ckheur.problems.miopen_conv import to_driver_line
+from ckheur.ops import get_family
+from ckheur.problems.miopen import DIRECTION_FLAG
 
 _UNITS = {"ms": 1.0, "us": 1e-3, "s": 1e3}
 
@@ -40,15 +40,15 @@ def make(cfg: Mapping[str, Any], op: Mapping[str, Any], arch: Mapping[str, Any])
     scale, timeout = _UNITS[cfg["time_unit"]], _positive(cfg, "timeout_s", float, TIMEOUT_MAX_S)
     batch_pairs = _positive(cfg, "batch_pairs", int)
     template = _checked_template(cfg["template"])
-    direction_flag = {"fwd": 1, "bwd_data": 2, "bwd_weight": 4}[op["direction"]]
+    direction_flag = DIRECTION_FLAG[op["direction"]]
+    to_driver_line = getattr(get_family(op["family"]).problems, "to_driver_line", None)  # convolutions have one
 
     def measure(pairs: Sequence[tuple[Any, Any]]) -> Results:
         out = Results()
         for p, k in pairs:
             fields = {**p.to_dict(), **k.traits(), "kernel": k.name, "arch": arch["name"]}
-            if op["family"] in ("grouped_conv", "miopen"):
-                line = to_miopen(p, op["dtype"]) if op["family"] == "grouped_conv" else to_driver_line(p, op["dtype"])
-                command, args = line.split(" ", 1)
+            if to_driver_line is not None:
+                command, args = to_driver_line(p, op["dtype"]).split(" ", 1)
                 fields.update(miopen_args=args, miopen_command=command, miopen_direction=direction_flag)
             argv = _argv(template, fields)
             try:

@@ -18,7 +18,6 @@ MEASURED_TIERS = ("tuning_db", "find_db", "measured")  # tiers whose time is a m
 # Tiers whose pick is the fastest measured kernel (training_data: the bundle remembers the problem's
 # fastest measured kernel): measuring again saves nothing.
 KNOWN_BEST_TIERS = (*MEASURED_TIERS, "training_data")
-_FORW = {"fwd": 1, "bwd_data": 2, "bwd_weight": 4}  # MIOpenDriver's -F of each direction
 
 
 @dataclass(frozen=True)
@@ -62,11 +61,9 @@ def _ms(problem: Any, tflops: float) -> float | None:
 
 def driver_command(problem: Any, family: Any, direction: str, dtype: str) -> str:
     """The layer as a MIOpenDriver command of its direction (what MIOpen logs and what tuning runs)."""
-    from ckheur.problems.conv import to_miopen
+    from ckheur.problems.miopen import DIRECTION_FLAG
 
-    mod = family.problems
-    line = mod.to_driver_line(problem, dtype) if hasattr(mod, "to_driver_line") else to_miopen(problem, dtype)
-    return f"{line} -F {_FORW[direction]}"
+    return f"{family.problems.to_driver_line(problem, dtype)} -F {DIRECTION_FLAG[direction]}"
 
 
 def layer_rows(selector: Any, weighted: Sequence[tuple[Any, int]], plan: PlanModel, tunanet: Any = None,

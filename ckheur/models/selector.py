@@ -251,7 +251,7 @@ class Selector:
         if self.family.name != "miopen":
             raise ProblemError(f"find_db: a MIOpen find-db answers for MIOpen's solvers (op family miopen), not "
                                f"the {self.family.name} family")
-        pool = {k.name for k in self._all_kernels}
+        pool = self._kernel_names
         if not isinstance(find_db, FindDbAnswers):
             find_db = find_db_answers(find_db, self.direction, self.dtype, self.arch["name"], sorted(pool))
         if (find_db.arch, find_db.direction, find_db.dtype) != (self.arch["name"], self.direction, self.dtype):

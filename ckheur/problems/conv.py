@@ -276,6 +276,9 @@ def to_miopen(p: ConvProblem, dtype: str = "bf16") -> str:
     return driver_line(p.to_dict(), CONV_FIELDS, p.ndim, dtype)
 
 
+to_driver_line = to_miopen  # each convolution family's module has one: its problems as MIOpenDriver lines
+
+
 def read_miopen_file(path: Any) -> list[ConvProblem]:
     """Problems from a text file of MIOpenDriver lines ('#' comments and blank lines skipped)."""
     out = []

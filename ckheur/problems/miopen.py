@@ -43,6 +43,7 @@ COMMAND_DTYPES = {"conv": "fp32", "convfp16": "fp16", "convbfp16": "bf16", "conv
 _LAYOUT_FLAGS = ("-I", "-O", "-f")  # input, output, filter: a problem has one layout for all three
 _FORW = {"0": ("fwd", "bwd_data", "bwd_weight"), "1": ("fwd",), "2": ("bwd_data",), "4": ("bwd_weight",),
          "3": ("fwd", "bwd_data"), "5": ("fwd", "bwd_weight"), "6": ("bwd_data", "bwd_weight")}
+DIRECTION_FLAG = {"fwd": 1, "bwd_data": 2, "bwd_weight": 4}  # the -F that runs one direction alone
 
 
 @dataclass(frozen=True)
