@@ -21,13 +21,13 @@ def main() -> int:
 
     from ckheur.job import Job
     from ckheur.measurements import CK_GFX950_FWD
-    from ckheur.models.selector import Selector
+    from ckheur.selection.selector import Selector
     from ckheur.problems import problem_from_dict
     from ckheur.stages import compose_config
 
     job = Job.from_config(compose_config(["op=fwd", "arch=gfx950"]))
     selectors = {"analytic model": Selector.analytic(job.pool.kernels, job.arch, job.direction, job.dtype, op=job.op),
-                 "shipped model": Selector.load("bundles/grouped_conv_fwd_bf16_gfx950")}
+                 "shipped model": Selector.load("models/grouped_conv_fwd_bf16_gfx950")}
     raw = pd.read_csv(CK_GFX950_FWD)
     fields = ["N", "C", "K", "G", "Hi", "Wi", "Y", "X", "stride_h", "stride_w", "pad_h", "pad_w"]
     ratios: dict[str, list] = {name: [] for name in selectors}

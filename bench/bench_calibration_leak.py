@@ -41,14 +41,14 @@ def main() -> int:
     args = ap.parse_args()
 
     from ckheur.config import plain
-    from ckheur.dataset import read_dataset
-    from ckheur.features import get_engine
+    from ckheur.data.dataset import read_dataset
+    from ckheur.families.engines import get_engine
     from ckheur.kernels import enumerate_pool
     from ckheur.measurements import resolve
-    from ckheur.models.fold_calibration import fold_calibrated, table_calibration_data, with_sim_params
-    from ckheur.models.prior import prior_spec
-    from ckheur.models.training import build_table, cross_validate, leave_cluster_out_cv
-    from ckheur.ops import get_family
+    from ckheur.learn.fold_calibration import fold_calibrated, table_calibration_data, with_sim_params
+    from ckheur.learn.prior import prior_spec
+    from ckheur.learn.training import build_table, cross_validate, leave_cluster_out_cv
+    from ckheur.families import get_family
     from ckheur.sim import load_params
     from ckheur.sim_calibration import calibrate, fit_report, neutral_params
     from ckheur.stages import compose_config

@@ -70,13 +70,13 @@ def bundle_problems(bundle: Path, n: int) -> tuple[list, list[str]]:
     """Distinct real problems for a bundle's family and the C program's field names."""
     import json
 
-    from ckheur.ops import get_family
+    from ckheur.families import get_family
 
     spec = json.loads((bundle / "feature_spec.json").read_text())
     family = get_family(spec["engine"])
     fields = list(family.problems.FIELDS)
     if spec["engine"] == "miopen":
-        from ckheur.models.selector import Selector
+        from ckheur.selection.selector import Selector
 
         name = FIND_DBS[spec["arch"]["name"]]
         shared = ROOT.parent / "shared" / "data" / "miopen_fdb" / name
@@ -111,10 +111,10 @@ def measure(bundle: Path, problems: list, fields: list[str], tmp: Path, cc: str,
     """Export and build one bundle, then time it in C, through ctypes and in Python."""
     import json
 
-    from ckheur.models.compiled import CompiledModel, build
-    from ckheur.models.export_c import export_bundle
-    from ckheur.models.exporting import problems_csv
-    from ckheur.models.selector import Selector
+    from ckheur.c_export.compiled import CompiledModel, build
+    from ckheur.c_export.generate import export_bundle
+    from ckheur.exporting import problems_csv
+    from ckheur.selection.selector import Selector
 
     res = export_bundle(bundle, tmp / f"c-{bundle.name}")
     binary = build(res.path, res.name, cc, shared=False)
@@ -125,7 +125,7 @@ def measure(bundle: Path, problems: list, fields: list[str], tmp: Path, cc: str,
     py = Selector.load(bundle, cache_size=0)
     compiled = Selector.load(bundle, cache_size=0)
     compiled.compiled = CompiledModel(lib, json.loads((res.path / "export.json").read_text()))
-    from ckheur.models.bundle import load_bundle
+    from ckheur.learn.bundle import load_bundle
 
     trees = load_bundle(bundle).booster.num_trees()  # ranking scores these; the TFLOPS companion is not run to rank
     return {"bundle": bundle.name, "kernels": res.num_kernels, "trees": trees, "c_us": c_us,
@@ -148,12 +148,12 @@ def main() -> None:
     ap.add_argument("--gemm", action="store_true", help="also a GEMM model trained here on SIMULATED data")
     args = ap.parse_args()
 
-    from ckheur.models.compiled import find_compiler
+    from ckheur.c_export.compiled import find_compiler
 
     cc = find_compiler()
     if cc is None:
         raise SystemExit("no C compiler: nothing to measure")
-    models = args.model or [ROOT / "bundles" / m for m in DEFAULT_MODELS]
+    models = args.model or [ROOT / "models" / m for m in DEFAULT_MODELS]
     with tempfile.TemporaryDirectory() as tmp:
         tmp = Path(tmp)
         if args.baseline is not None:
@@ -175,14 +175,14 @@ def main() -> None:
 def gemm(tmp: Path, cc: str, args) -> None:
     """A GEMM model trained here on SIMULATED data (5,216-kernel pool, analytic cascade to 256)."""
     from ckheur.config import plain
-    from ckheur.models.compiled import build
-    from ckheur.models.export_c import export_bundle
-    from ckheur.models.exporting import problems_csv
-    from ckheur.models.quick import train_quick_bundle
-    from ckheur.models.selector import Selector
-    from ckheur.ops import get_family
+    from ckheur.c_export.compiled import build
+    from ckheur.c_export.generate import export_bundle
+    from ckheur.exporting import problems_csv
+    from ckheur.learn.quick import train_quick_bundle
+    from ckheur.selection.selector import Selector
+    from ckheur.families import get_family
     from ckheur.problems import random_problems
-    from ckheur.problems.gemm import FIELDS as GEMM_FIELDS
+    from ckheur.families.gemm.problems import FIELDS as GEMM_FIELDS
     from ckheur.stages import compose_config
 
     cfg = compose_config(["op=gemm/universal"])

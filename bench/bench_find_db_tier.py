@@ -45,9 +45,9 @@ def main() -> None:
     args = ap.parse_args()
 
     from ckheur import Selector
-    from ckheur.problems.miopen_conv import FIELDS
+    from ckheur.families.miopen.problems import FIELDS
 
-    bundle = ROOT / "bundles" / f"miopen_{args.op}_fp16_gfx942"
+    bundle = ROOT / "models" / f"miopen_{args.op}_fp16_gfx942"
     t = time.perf_counter()
     with_fdb = Selector.load(bundle, find_db=args.find_db)
     load_s = time.perf_counter() - t

@@ -61,8 +61,8 @@ TUNANET = SHARED.parent / "miopen_tunanet"
 def tunanet_on_other_gpu(arch: str, folder: str, files: list, seed: int) -> None:
     """``arch``'s TunaNet on each file's in-domain problems (another GPU's measurements): first
     pick listed (beside chance and permuted inputs) and first listed pick fastest, per direction and dtype."""
-    from ckheur.miopen_fdb import arch_from_name, read_find_db
-    from ckheur.tunanet import first_pick_rates, load_tunanet
+    from ckheur.integrations.miopen.find_db import arch_from_name, read_find_db
+    from ckheur.integrations.miopen.tunanet import first_pick_rates, load_tunanet
 
     net = load_tunanet(folder, arch)
     print(f"TunaNet {arch} ({net.path.name}: {len(net.features)} inputs, {len(net.solvers)} solvers; the file embeds "
@@ -130,7 +130,7 @@ def score(table, booster, rows: np.ndarray) -> dict:
 
 def train(table, fit_rows, valid_rows, model: dict, objective: str, seed: int):
     """One booster with early stopping, and its training seconds."""
-    from ckheur.models.training import fit
+    from ckheur.learn.training import fit
 
     cat = [table.feature_names.index(c) for c in ("solver", "algorithm", "implementation", "dtype")
            if c in table.feature_names]
@@ -157,7 +157,7 @@ def tunanet_beside(table, booster, rows: np.ndarray, ranker) -> dict:
     """The model's picks and TunaNet's on the same held-out problems, those in TunaNet's domain."""
     from ckheur.metrics import censored_choice_report
     from ckheur.threads import predict
-    from ckheur.tunanet import in_domain
+    from ckheur.integrations.miopen.tunanet import in_domain
 
     held = np.unique(table.pid[rows])
     inside = [int(i) for i in held if in_domain(table.problems[i], ranker.dtype, ranker.net.arch)]
@@ -177,7 +177,7 @@ def tunanet_beside(table, booster, rows: np.ndarray, ranker) -> dict:
 def pooled_choice(tables: dict, model: dict, kind: str, seed: int, objective: str = "relative") -> dict:
     """One model for every dtype of a direction (the dtype a categorical feature), trained on the
     union of each dtype's training split of :func:`choice` and scored on each dtype's held-out part."""
-    from ckheur.models.training import Table
+    from ckheur.learn.training import Table
 
     dtypes = list(tables)
     splits = {d: split_rows(tables[d], kind, seed) for d in dtypes}
@@ -202,7 +202,7 @@ def pooled_choice(tables: dict, model: dict, kind: str, seed: int, objective: st
 
 def _rows(table, rows: np.ndarray):
     """The table restricted to some rows (problems renumbered)."""
-    from ckheur.models.training import Table
+    from ckheur.learn.training import Table
 
     used, pid = np.unique(table.pid[rows], return_inverse=True)
     sub = Table(X=table.X[rows], tflops=table.tflops[rows], pid=pid, kid=table.kid[rows],
@@ -217,7 +217,7 @@ def cross_gpu(a, b, model: dict, seed: int, bundle=None) -> dict:
     pick on GPU b's problems that a lists too (solvers of both tables only); beside it, a's own
     fastest solver as the pick on b: a lookup of the training file."""
     from ckheur.metrics import censored_choice_report
-    from ckheur.models.training import fit
+    from ckheur.learn.training import fit
     from ckheur.threads import predict
 
     common = {k.name for k in a.kernels} & {k.name for k in b.kernels}
@@ -262,7 +262,7 @@ def masked_report(bundle, table, scores: dict[int, dict], mode: str, listed: dic
     """The picks of the bundle on some of the table's rows (of scored problems) when it ranks only
     the solvers ``op.applicability=mode`` leaves (those it masks score lowest), in MIOpen's terms
     and ours."""
-    from ckheur.kernels import miopen_solvers
+    from ckheur.families.miopen import solvers as miopen_solvers
     from ckheur.metrics import censored_choice_report
 
     op = {**bundle.op, "applicability": mode, "listed": listed}
@@ -307,10 +307,10 @@ def applicability_figures(bundle, own, other, listed: dict, modes: list[str], ma
 
 
 def load_table(data: Path, arch: str, direction: str, dtype: str, name: str):
-    from ckheur.dataset import read_dataset
-    from ckheur.features import get_engine
+    from ckheur.data.dataset import read_dataset
+    from ckheur.families.engines import get_engine
     from ckheur.kernels import enumerate_pool
-    from ckheur.models.training import build_table
+    from ckheur.learn.training import build_table
     from ckheur.stages import compose_config, plain
 
     cfg = compose_config([f"op=miopen/{direction}", f"arch={arch}", f"op.dtype={dtype}"])
@@ -349,7 +349,7 @@ def applicability_summary(entries: list[dict]) -> list[str]:
 def applicability_section(args, data: Path, results: dict) -> None:
     """--applicability: per direction and dtype, each shipped bundle in-sample and on the other file."""
     from ckheur import Selector
-    from ckheur.miopen_fdb import arch_from_name, learn_listed, read_find_db
+    from ckheur.integrations.miopen.find_db import arch_from_name, learn_listed, read_find_db
 
     files = list(map(Path, args.files))
     arches = [arch_from_name(f, ["gfx90a", "gfx942", "gfx950"])[0] for f in files]
@@ -363,7 +363,7 @@ def applicability_section(args, data: Path, results: dict) -> None:
             tabs = [load_table(data, arch, direction, dtype, name)[0] for arch, name in zip(arches, names)]
             for i in range(len(files)):
                 j = (i + 1) % len(files)
-                bundle = Selector.load(ROOT / "bundles" / f"miopen_{direction}_{dtype}_{arches[i]}")
+                bundle = Selector.load(ROOT / "models" / f"miopen_{direction}_{dtype}_{arches[i]}")
                 if args.no_remember:
                     bundle.answers = {}  # the bundle's model alone, without its file's fastest solvers
                 figs = applicability_figures(bundle, tabs[i], tabs[j], listed[i], args.applicability,
@@ -421,7 +421,7 @@ def main() -> None:
     ap.add_argument("--tunanet-of", metavar="ARCH", help="score ARCH's TunaNet (from --tunanet) on --files, "
                     "another GPU's measurements, and stop (see 3. above)")
     args = ap.parse_args()
-    from ckheur.miopen_fdb import arch_from_name
+    from ckheur.integrations.miopen.find_db import arch_from_name
 
     if args.tunanet_of:
         tunanet_on_other_gpu(args.tunanet_of, args.tunanet or str(TUNANET), args.files, args.seed)
@@ -456,7 +456,7 @@ def main() -> None:
                     print(f"model settings: {results['model']}", flush=True)
                 ranker = None
                 if args.tunanet:
-                    from ckheur.tunanet import TunaNetRanker, load_tunanet
+                    from ckheur.integrations.miopen.tunanet import TunaNetRanker, load_tunanet
 
                     ranker = TunaNetRanker(load_tunanet(args.tunanet, arch), tb.kernels, direction, dtype)
                 for kind in args.splits:
@@ -495,7 +495,7 @@ def main() -> None:
                 tabs = [load_table(data, arch, direction, dtype, name) for arch, name in zip(arches, names)]
                 for i, j in ((0, 1), (1, 0)):
                     model = {**tabs[i][1], **overrides, "cross_trees": 1000}
-                    shipped = ROOT / "bundles" / f"miopen_{direction}_{dtype}_{arches[i]}"
+                    shipped = ROOT / "models" / f"miopen_{direction}_{dtype}_{arches[i]}"
                     bundle = None
                     if shipped.is_dir() and not args.cross_train:
                         from ckheur import Selector

@@ -3,7 +3,7 @@
 full-pool argmax of the same surrogate, over a set of problems?
 
 Surrogate: the GEMM model trained by `python run.py -m stage=sweep,train op=gemm` (in
-outputs/sim_bundles/, simulated data), else the analytic model (said so). Prints, per method
+outputs/sim_models/, simulated data), else the analytic model (said so). Prints, per method
 (discrete DE, random top-k), the share of problems where the search found the full-pool
 argmax, the mean and P10 ratio of predicted TFLOPS (search best / full-pool best), mean
 evaluations, and the median time per problem.
@@ -23,13 +23,13 @@ ROOT = Path(__file__).resolve().parents[1]
 
 def main(n_problems: int = 40, budget: int = 500) -> int:
     from ckheur.job import Job
-    from ckheur.models.predicting import selector_for
+    from ckheur.selection.predicting import selector_for
     from ckheur.problems import load_named_set
-    from ckheur.search import SearchOptions, search_problem
+    from ckheur.sweeping.search import SearchOptions, search_problem
     from ckheur.stages import compose_config
 
     job = Job.from_config(compose_config(["op=gemm"]))
-    selector, label = selector_for(job, bundles=ROOT / "bundles", sim_bundles=ROOT / "outputs" / "sim_bundles")
+    selector, label = selector_for(job, bundles=ROOT / "models", sim_models=ROOT / "outputs" / "sim_models")
     pool = job.pool.kernels
     problems = load_named_set("holdout", "gemm")[:n_problems]
     print(f"surrogate: {label}; pool {len(pool)} kernels; {len(problems)} holdout GEMMs; budget {budget}")

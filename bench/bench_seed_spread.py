@@ -28,9 +28,9 @@ def main() -> None:
     ap.add_argument("overrides", nargs="*", help="config overrides (after --), e.g. model.learning_rate=0.3")
     args = ap.parse_args()
 
-    from ckheur.dataset import read_dataset
+    from ckheur.data.dataset import read_dataset
     from ckheur.job import Job
-    from ckheur.models.trainer import Candidate, TrainOptions, train
+    from ckheur.learn.trainer import Candidate, TrainOptions, train
     from ckheur.stages import compose_config, plain
 
     cfg = compose_config(["op=fwd", "arch=gfx950", "model.prior=none", *args.overrides])

@@ -43,8 +43,8 @@ def dataframe_path(sel):
     simulator's relative column and the prior, when the model has them, computed in pandas)."""
     import pandas as pd
 
-    from ckheur.features.common import analytic_log_tflops
-    from ckheur.models.prior import prior_from_log_tflops
+    from ckheur.families.tile_features import analytic_log_tflops
+    from ckheur.learn.prior import prior_from_log_tflops
     from ckheur.threads import predict
 
     eng = sel.engine
@@ -80,7 +80,7 @@ def main() -> int:
     from ckheur.problems import load_named_set
 
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--model", type=Path, default=ROOT / "bundles" / "grouped_conv_fwd_bf16_gfx950")
+    ap.add_argument("--model", type=Path, default=ROOT / "models" / "grouped_conv_fwd_bf16_gfx950")
     ap.add_argument("--baseline", type=Path, default=None,
                     help="another bundle timed in the same process, interleaved (e.g. the previous shipped model)")
     ap.add_argument("--rounds", type=int, default=5, help="interleaved rounds over the problems for --baseline")

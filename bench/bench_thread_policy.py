@@ -36,11 +36,11 @@ WORKLOADS = ("small training", "active round")
 def _table():
     import numpy as np
 
-    from ckheur.dataset import read_dataset
-    from ckheur.features import get_engine
+    from ckheur.data.dataset import read_dataset
+    from ckheur.families.engines import get_engine
     from ckheur.kernels import enumerate_pool
     from ckheur.measurements import CK_GFX950_FWD
-    from ckheur.models.training import build_table
+    from ckheur.learn.training import build_table
     from ckheur.stages import compose_config, plain
 
     cfg = compose_config(["op=fwd", "arch=gfx950"])
@@ -59,8 +59,8 @@ def child(workload: str, policy: str, repeats: int) -> None:
         ckheur.threads.quiet_openmp = lambda: None
         ckheur.threads.train_threads = lambda *a: 0
         ckheur.threads.predict_threads = lambda *a: 0
-    from ckheur.models.acquisition import train_ensemble
-    from ckheur.models.training import Table, fit
+    from ckheur.sweeping.acquisition import train_ensemble
+    from ckheur.learn.training import Table, fit
     from ckheur.threads import predict
 
     tb, model, cat, np = _table()

@@ -142,7 +142,7 @@ def batch_scaled(tb, arch: dict, direction: str, ratio: float) -> np.ndarray:
     """Feature rows of ``tb`` with every problem's batch size times ``ratio`` (at least 1)."""
     import dataclasses
 
-    from ckheur.features import get_engine, pair_features
+    from ckheur.families.engines import get_engine, pair_features
 
     scaled = [dataclasses.replace(p, N=max(1, int(round(p.N * ratio)))) for p in tb.problems]
     return pair_features(get_engine("miopen"), scaled, tb.kernels, tb.pid, tb.kid, arch, direction, None)
@@ -166,7 +166,7 @@ def leave_gpu_out(ta, tb, arch_a: str, arch_b: str, direction: str, dtype: str, 
     out.append({"selector": f"random split on {arch_b} (its own data)", **random_split(tb, model, seed)})
     print(f"  {arch_b} {direction} {dtype} random split: top-1 {100 * out[0]['top1']:5.1f}%, eff "
           f"{100 * out[0]['efficiency']:6.2f}%", flush=True)
-    shipped = ROOT / "bundles" / f"miopen_{direction}_{dtype}_{arch_a}"
+    shipped = ROOT / "models" / f"miopen_{direction}_{dtype}_{arch_a}"
     # the same work per CU: B's batch times sqrt(CUs of A / CUs of B) (the square root measured
     # better than the full ratio on forward fp16, both ways)
     ratio = (arch_cfgs[arch_a]["num_cus"] / arch_cfgs[arch_b]["num_cus"]) ** 0.5
@@ -203,7 +203,7 @@ def leave_gpu_out(ta, tb, arch_a: str, arch_b: str, direction: str, dtype: str, 
 
 def tunanet_rows(tb, arch: str, direction: str, dtype: str, folder: str, add) -> list:
     """B's own TunaNet on B's problems in its domain (added through ``add``)."""
-    from ckheur.tunanet import TunaNetRanker, in_domain, load_tunanet
+    from ckheur.integrations.miopen.tunanet import TunaNetRanker, in_domain, load_tunanet
 
     try:
         ranker = TunaNetRanker(load_tunanet(folder, arch), tb.kernels, direction, dtype)
@@ -259,7 +259,7 @@ def main() -> None:
     ap.add_argument("--tunanet", default=str(TUNANET) if TUNANET.is_dir() else None)
     ap.add_argument("--out", default="outputs/bench/unseen.json")
     args = ap.parse_args()
-    from ckheur.miopen_fdb import arch_from_name
+    from ckheur.integrations.miopen.find_db import arch_from_name
     from ckheur.stages import compose_config, plain
 
     files = [Path(f) for f in args.files]

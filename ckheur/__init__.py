@@ -8,7 +8,7 @@ __all__ = ["Selector", "__version__"]
 def __getattr__(name: str):
     # Lazy: `import ckheur` stays light; `from ckheur import Selector` loads the model code.
     if name == "Selector":
-        from ckheur.models.selector import Selector
+        from ckheur.selection.selector import Selector
 
         return Selector
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -272,9 +272,9 @@ class MIOpenOpSchema:
     solvers: Dict[str, List[SolverSchema]] = field(default_factory=dict)  # arch name -> its solver table
     registry: List[SolverSchema] = field(default_factory=list)  # every solver MIOpen registers for the direction
     # Which solvers are ranked per problem: none (all), rules (MIOpen's IsApplicable rules we carry),
-    # listed (kinds of problem a find-db lists each solver for: listed below), both (ckheur.kernels.miopen_solvers)
+    # listed (kinds of problem a find-db lists each solver for: listed below), both (ckheur.families.miopen.solvers)
     applicability: Applicability = Applicability.none
-    listed: Dict[str, List[str]] = field(default_factory=dict)  # solver -> kinds (ckheur.miopen_fdb.learn_listed)
+    listed: Dict[str, List[str]] = field(default_factory=dict)  # solver -> kinds (ckheur.integrations.miopen.find_db.learn_listed)
     default_problems: str = MISSING
     model_name: str = MISSING
 
@@ -491,7 +491,7 @@ class ModelSchema:
 
 
 class FeatureSet(_Choice):
-    native = "native"  # the op family's feature engine (ckheur.features.<family>)
+    native = "native"  # the op family's feature engine (ckheur.families.engines.<family>)
     ck = "ck"  # CK's dispatcher features (grouped convolution): a model CK's predictor runs unchanged
 
 
@@ -521,7 +521,7 @@ class TrainSchema:
     compare: List[str] = field(default_factory=list)  # candidates "objective[+analytic][+prior]"
     warm_start: Optional[str] = None  # model dir to add trees to
     warm_start_trees: int = 100
-    output: Optional[str] = None  # default: {paths.bundles}/{model_name}; sim data: {paths.sim_bundles}/...
+    output: Optional[str] = None  # default: {paths.models}/{model_name}; sim data: {paths.sim_models}/...
     partial: PartialTarget = PartialTarget.naive  # target for problems where only some kernels were measured
     pairwise_weight: float = 1.0  # weight of the pairwise loss against the squared error of full problems
     cluster_cv: bool = True  # also a leave-cluster-out CV (folds of clustered problems)
@@ -560,7 +560,7 @@ class EvaluateSchema:
 @dataclass
 class PredictSchema:
     k: int = 5  # top-k kernels printed
-    model_dir: Optional[str] = None  # default: {paths.bundles}/{model_name}; none: analytic fallback
+    model_dir: Optional[str] = None  # default: {paths.models}/{model_name}; none: analytic fallback
     output: Optional[str] = None  # problems=<set>: CSV or JSON path; default predictions.csv in the run dir
     tuning_db: Optional[str] = None  # a tuning database: its exact hits win (the tier used is printed)
     find_db: Optional[str] = None  # miopen ops: MIOpen's find-db (<arch><CUs>.HIP.fdb.txt[.bz2]) answers next
@@ -628,8 +628,8 @@ class ProblemSchema:
 @dataclass
 class PathsSchema:
     data: str = "data"
-    bundles: str = "bundles"  # bundles trained on real measurements (the shipped ones are here)
-    sim_bundles: str = "outputs/sim_bundles"  # bundles trained on simulated data (never in bundles/)
+    models: str = "models"  # models trained on real measurements (the shipped ones are here)
+    sim_models: str = "outputs/sim_models"  # models trained on simulated data (never in models/)
     tuning: str = "tuning"  # tuning databases written by stage=tune
 
 

@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any, Mapping
 
-from ckheur.ops import Family, get_family
+from ckheur.families import Family, get_family
 
 
 @dataclass(frozen=True)

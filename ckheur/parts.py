@@ -1,6 +1,6 @@
 """Folders of Parquet part files: atomic writes, tolerant reads, a schema version.
 
-The storage under datasets, sweeps, imports and tuning databases (``ckheur.dataset`` gives the
+The storage under datasets, sweeps, imports and tuning databases (``ckheur.data.dataset`` gives the
 rows their meaning). Each part is written to a temporary file, synced and renamed into place,
 so a killed writer loses at most the part in flight and readers never see half a file.
 """

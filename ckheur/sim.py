@@ -1,7 +1,7 @@
 """Analytic performance model of CK tile kernels (in the spirit of AMD's Origami model).
 
 Vectorized over problems x kernels. A problem is seen through its implicit GEMM
-(G x M x N x K, see ckheur.problems.conv). For each kernel the model accounts for:
+(G x M x N x K, see ckheur.families.grouped_conv.problems). For each kernel the model accounts for:
 
 - tile quantization in M/N/K (padded work of the last tile in each dimension);
 - wave quantization: workgroups run in rounds of num_cus x occupancy slots;
@@ -27,7 +27,7 @@ from typing import Any, Mapping, Sequence
 
 import numpy as np
 
-from ckheur.kernels.base import DTYPE_BYTES
+from ckheur.families.kernel_base import DTYPE_BYTES
 
 PIPELINES = ("mem", "compv3", "compv4", "compv5", "compv6", "comp_async")
 DIRECTIONS = ("fwd", "bwd_data", "bwd_weight")

@@ -13,7 +13,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from ckheur.dataset import read_dataset
+from ckheur.data.dataset import read_dataset
 from ckheur.problems import CONV_FIELDS
 from conftest import ROOT, run_cli
 
@@ -165,7 +165,7 @@ def test_sigkill_mid_round_resumes_without_measuring_twice(tmp_path):
 
 
 def test_acquisition_prefers_shapes_far_from_measured_ones():
-    from ckheur.models.acquisition import Uncertainty, choose_batch, farthest_points
+    from ckheur.sweeping.acquisition import Uncertainty, choose_batch, farthest_points
 
     rng = np.random.default_rng(0)
     measured = rng.normal(0, 0.1, (20, 3))
@@ -188,7 +188,7 @@ def test_acquisition_prefers_shapes_far_from_measured_ones():
 
 
 def test_uncertainty_of_an_ensemble():
-    from ckheur.models.acquisition import uncertainty
+    from ckheur.sweeping.acquisition import uncertainty
 
     # two problems, three kernels each; members agree on problem 0, split on problem 1
     S = np.array([[0.9, 0.5, 0.1, 0.9, 0.8, 0.1],
@@ -202,7 +202,7 @@ def test_uncertainty_of_an_ensemble():
 
 def test_pair_features_per_problem_equals_the_grid():
     from ckheur.config import load_option
-    from ckheur.features import get_engine, pair_features
+    from ckheur.families.engines import get_engine, pair_features
     from ckheur.kernels import enumerate_pool
     from ckheur.problems import load_named_set
 
@@ -219,7 +219,7 @@ def test_pair_features_per_problem_equals_the_grid():
 
 
 def test_expected_improvement_over_the_best_measured_kernel():
-    from ckheur.models.acquisition import expected_improvement
+    from ckheur.sweeping.acquisition import expected_improvement
 
     # one problem, kernel 0 measured best; member 1 thinks kernel 2 beats it by 0.2, member 0 does not
     S = np.array([[0.9, 0.5, 0.8],

@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from ckheur.models.evaluation import (Scored, _baselines, catastrophic_rate, efficiency_matrix, first_applicable,
+from ckheur.evaluation.scoring import (Scored, _baselines, catastrophic_rate, efficiency_matrix, first_applicable,
                                       greedy_coverage_list)
 
 # Four problems, three kernels; efficiency of each (0: not measured or failed).

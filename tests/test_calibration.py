@@ -1,5 +1,5 @@
 """The simulator's calibration (ckheur.sim_calibration) and training's leakage guard
-(ckheur.models.fold_calibration), on the real gfx950 forward data."""
+(ckheur.learn.fold_calibration), on the real gfx950 forward data."""
 
 from __future__ import annotations
 
@@ -10,13 +10,13 @@ import pytest
 from scipy.stats import spearmanr
 
 from ckheur.config import load_option
-from ckheur.dataset import read_ck_csv
-from ckheur.features import get_engine
+from ckheur.data.dataset import read_ck_csv
+from ckheur.families.engines import get_engine
 from ckheur.kernels import enumerate_pool
-from ckheur.models.fold_calibration import fold_calibrated, table_calibration_data
-from ckheur.models.prior import prior_spec
-from ckheur.models.training import build_table
-from ckheur.ops import get_family
+from ckheur.learn.fold_calibration import fold_calibrated, table_calibration_data
+from ckheur.learn.prior import prior_spec
+from ckheur.learn.training import build_table
+from ckheur.families import get_family
 from ckheur.sim import load_params, predicted_tflops
 from ckheur.sim_calibration import SPACE, calibrate, calibration_data, fit_report, fit_score, neutral_params
 
@@ -142,8 +142,8 @@ def test_calibration_problems_are_found_by_content_for_their_op_only(ck_fwd_csv)
     its hash), for the op, dtype and arch they were measured on, while sim.yaml records that file."""
     from ckheur.config import load_option
     from ckheur.measurements import CK_GFX950_FWD_SHA256
-    from ckheur.models.fold_calibration import calibration_overlap
-    from ckheur.problems.conv import problem_from_dict
+    from ckheur.learn.fold_calibration import calibration_overlap
+    from ckheur.families.grouped_conv.problems import problem_from_dict
     from ckheur.problems.sources import read_csv
 
     real = list({p.key(): p for p in read_csv(ck_fwd_csv)}.values())

@@ -24,9 +24,9 @@ QUICK = ["train.folds=2", "train.cluster_cv=false", "model.max_trees=60", "model
 def test_ck_features_equal_ck_engine_on_every_oracle_row():
     """All 97 features of all 25,210 (problem, kernel) pairs, 2D and 3D, three directions: exact."""
     from ckheur.config import load_option
-    from ckheur.features import ck_conv
+    from ckheur.integrations.ck import features as ck_conv
     from ckheur.kernels import parse_name
-    from ckheur.problems.conv import CONV_FIELDS, problem_from_dict
+    from ckheur.families.grouped_conv.problems import CONV_FIELDS, problem_from_dict
 
     df = pd.read_csv(ORACLE, float_precision="round_trip")  # the oracle's 17 digits, read back exactly
     assert len(df) == 25210
@@ -76,8 +76,8 @@ def test_exported_folders_rank_as_the_bundle_on_every_shared_problem(ck_bundles,
     problem as the bundle's selector does, in all three directions."""
     import lightgbm as lgb
 
-    from ckheur.features import ck_conv
-    from ckheur.models.selector import Selector
+    from ckheur.integrations.ck import features as ck_conv
+    from ckheur.selection.selector import Selector
     from ckheur.problems.sources import read_csv
 
     problems = list({p.key(): p for p in read_csv(ck_fwd_csv)}.values())
@@ -138,7 +138,7 @@ def test_evaluate_scores_ck_folders_beside_the_model(ck_bundles, ck_fwd_csv, tmp
 def test_bagged_model_is_the_mean_of_its_members():
     import lightgbm as lgb
 
-    from ckheur.models.training import average_boosters
+    from ckheur.learn.training import average_boosters
 
     rng = np.random.default_rng(0)
     X = rng.normal(size=(400, 4))
@@ -151,7 +151,7 @@ def test_bagged_model_is_the_mean_of_its_members():
 
 
 def test_choice_prefers_the_simpler_candidate_unless_evidence_is_beyond_the_seed_spread():
-    from ckheur.models.trainer import choose
+    from ckheur.learn.trainer import choose
 
     def r(mean_f, sd_f, mean_g, sd_g, complexity, leaky=False):
         return {"cluster_cv": {"mean": mean_f, "mean_sd": sd_f, "p10": 0.0},
@@ -172,7 +172,7 @@ def test_recipes_are_candidates_chosen_beyond_the_paired_spread_with_one_seed():
     """train.compare=[relative+leaves63+lr0.1]: a recipe is a candidate; with one seed a richer one
     must beat the simpler by more than twice the standard error of their per-problem differences."""
     from ckheur.metrics import per_problem_efficiency
-    from ckheur.models.trainer import Candidate, TrainingError, choose
+    from ckheur.learn.trainer import Candidate, TrainingError, choose
 
     c = Candidate.parse("relative+leaves63+lr0.1")
     assert (c.leaves, c.learning_rate, c.name) == (63, 0.1, "relative+leaves63+lr0.1")
@@ -200,8 +200,8 @@ def test_recipes_are_candidates_chosen_beyond_the_paired_spread_with_one_seed():
 def test_bagged_bundles_train_warm_start_and_rank(tmp_path):
     """model.bagging_seeds through stage=train (CV and the final fit), a warm start (the new trees of
     each seed averaged and appended) and the selector."""
-    from ckheur.models.bundle import load_bundle
-    from ckheur.models.selector import Selector
+    from ckheur.learn.bundle import load_bundle
+    from ckheur.selection.selector import Selector
 
     common = ["stage=train", "op=fwd", f"data.paths=[{REAL}]", "train.folds=2", "train.cluster_cv=false",
               "model.max_trees=20", "model.prior=none", "model.bagging_seeds=3"]

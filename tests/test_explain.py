@@ -1,4 +1,4 @@
-"""Explaining one pick (ckheur.models.predicting.explain, stage=predict predict.explain=true): every
+"""Explaining one pick (ckheur.selection.predicting.explain, stage=predict predict.explain=true): every
 candidate of the pool once, the selector's pick first with the tier that decided, the model's
 rank and score, measured times where known (tuning database, MIOpen's find-db), and whether the
 kernel applies. One problem of each family: CK grouped convolution (shipped bundle, times from the
@@ -11,7 +11,7 @@ import bz2
 import pandas as pd
 import pytest
 
-from ckheur.models.predicting import explain
+from ckheur.selection.predicting import explain
 from conftest import ROOT, run_cli
 
 MI300X = ROOT / "tests" / "data" / "miopen_fdb" / "gfx942130.HIP.fdb.txt.bz2"
@@ -34,7 +34,7 @@ def test_explain_a_ck_convolution_pick_with_measured_times(tmp_path):
     from ckheur.backends import measure_function
     from ckheur.config import load_option
 
-    sel = Selector.load(ROOT / "bundles" / "grouped_conv_fwd_bf16_gfx950", tuning_db=tmp_path / "db",
+    sel = Selector.load(ROOT / "models" / "grouped_conv_fwd_bf16_gfx950", tuning_db=tmp_path / "db",
                         create_tuning_db=True)
     fwd = {"family": "grouped_conv", "direction": "fwd", "dtype": "bf16"}
     measure = measure_function({"name": "replay", "paths": [str(REAL)], "batch_pairs": 100}, fwd,
@@ -73,12 +73,12 @@ def test_explain_a_gemm_pick_says_which_kernels_do_not_support_the_problem():
 
 def test_explain_a_miopen_pick_beside_the_find_db():
     from ckheur import Selector
-    from ckheur.miopen_fdb import parse_line, problem_key, read_find_db
-    from ckheur.problems.miopen_conv import FIELDS, from_text, problem_from_dict, to_driver_line
+    from ckheur.integrations.miopen.find_db import parse_line, problem_key, read_find_db
+    from ckheur.families.miopen.problems import FIELDS, from_text, problem_from_dict, to_driver_line
 
     lines = [parse_line(t) for t in bz2.open(MI300X, "rt").read().splitlines()]
     line = next(ln for ln in lines if ln.key.direction == "F" and ln.key.dtypes == ("FP16",) and len(ln.entries) > 2)
-    sel = Selector.load(ROOT / "bundles" / "miopen_fwd_fp16_gfx942", find_db=MI300X)
+    sel = Selector.load(ROOT / "models" / "miopen_fwd_fp16_gfx942", find_db=MI300X)
     fdb = read_find_db(MI300X)
     problem = next(p for p in (problem_from_dict({f: row[f] for f in FIELDS}) for _, row in fdb.problems[
         (fdb.problems.direction == "fwd") & (fdb.problems.dtype == "fp16")].iterrows())

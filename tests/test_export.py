@@ -14,17 +14,17 @@ import pytest
 
 from ckheur.config import plain
 from ckheur.backends.abi import ConvProblemC, GemmProblemC
-from ckheur.models.compiled import build, find_compiler, load_compiled
-from ckheur.models.export_c import ExportError, export_bundle
-from ckheur.models.forest import goes_left, read_forest
-from ckheur.models.quick import train_quick_bundle
-from ckheur.models.selector import Selector
-from ckheur.problems.base import ProblemError
+from ckheur.c_export.compiled import build, find_compiler, load_compiled
+from ckheur.c_export.generate import ExportError, export_bundle
+from ckheur.learn.forest import goes_left, read_forest
+from ckheur.learn.quick import train_quick_bundle
+from ckheur.selection.selector import Selector
+from ckheur.families.problem_base import ProblemError
 from ckheur.problems import random_problems
-from ckheur.models.exporting import problems_csv
+from ckheur.exporting import problems_csv
 from conftest import ROOT, run_cli
 
-SHIPPED = ROOT / "bundles" / "grouped_conv_fwd_bf16_gfx950"
+SHIPPED = ROOT / "models" / "grouped_conv_fwd_bf16_gfx950"
 pytestmark = pytest.mark.skipif(find_compiler() is None, reason="no C compiler")
 
 
@@ -76,7 +76,7 @@ def shipped(tmp_path_factory):
 
 def test_shipped_model_parity_on_real_and_shipped_sets_and_random_problems(shipped, ck_fwd_csv, compose):
     from ckheur.problems import load_named_set
-    from ckheur.problems.conv import generate
+    from ckheur.families.grouped_conv.problems import generate
     from ckheur.problems.sources import read_csv
 
     py, compiled = shipped
@@ -93,7 +93,7 @@ def test_small_models_of_every_family_objective_and_split_kind(tmp_path, compose
     NaN-trained missing-value branches), bwd_weight (regression_log with analytic features, three seeds
     averaged into one model: model.bagging_seeds), GEMM
     (5,216 kernels: cascade, kernel-feature nodes tested at run time)."""
-    from ckheur.ops import get_family
+    from ckheur.families import get_family
 
     cases = [
         ("grouped_conv/fwd", dict(objective="relative", lgb_params={"zero_as_missing": True}), ["op.ndims=[2,3]"]),
@@ -150,7 +150,7 @@ def test_goes_left_follows_lightgbm_on_missing_zero_and_categorical_values():
 
 
 def test_error_codes_name_each_invalid_field(shipped):
-    from ckheur.problems.conv import CONV_FIELDS, _MIN_ONE
+    from ckheur.families.grouped_conv.problems import CONV_FIELDS, _MIN_ONE
 
     _, compiled = shipped
     lib, pre = compiled._lib, compiled.info["prefix"]
@@ -185,8 +185,8 @@ def test_python_and_c_share_one_validity_rule_and_a_latency_floor(shipped):
     """The same problems both ways: what the C selector refuses as invalid, Python refuses too
     (field ranges, 2^31 sizes, FLOPs and elements at 2^53), and both accept the rest; no
     predicted latency is below the launch floor on either side."""
-    from ckheur.kernels.base import LATENCY_FLOOR_MS
-    from ckheur.problems.conv import CONV_FIELDS, problem_from_dict
+    from ckheur.families.kernel_base import LATENCY_FLOOR_MS
+    from ckheur.families.grouped_conv.problems import CONV_FIELDS, problem_from_dict
 
     py, compiled = shipped
     lib, pre = compiled._lib, compiled.info["prefix"]
@@ -358,8 +358,8 @@ def test_export_stage_builds_and_checks(tmp_path):
 def test_miopen_export_parity_on_real_find_db_problems_errors_and_cli(tmp_path):
     """A solver-choice model trained on a real find-db slice: C equals Python on every imported
     problem (NCHW/NHWC, 2D/3D, grouped, bias), its own error codes, and the CLI reads layouts."""
-    from ckheur.dataset import read_dataset
-    from ckheur.problems.miopen_conv import FIELDS, LAYOUTS, problem_from_dict
+    from ckheur.data.dataset import read_dataset
+    from ckheur.families.miopen.problems import FIELDS, LAYOUTS, problem_from_dict
     from ckheur.backends.abi import MIOpenProblemC
 
     fdb = next((ROOT / "tests" / "data" / "miopen_fdb").glob("gfx942*"))
@@ -419,7 +419,7 @@ def _load_warned(bundle):
 def test_compiled_cache_rebuilds_damaged_entries(tmp_path, monkeypatch):
     """A truncated, garbage or deleted library, a corrupt export.json or a missing record: never
     loaded (no SIGBUS, no traceback), rebuilt once with a warning, then intact again."""
-    from ckheur.models.compiled import bundle_hash, trusted_cache_dir
+    from ckheur.c_export.compiled import bundle_hash, trusted_cache_dir
     from ckheur.parts import sha256_of
 
     monkeypatch.setenv("CKHEUR_CACHE_DIR", str(tmp_path / "cache"))
@@ -458,7 +458,7 @@ def test_compiled_cache_never_loads_what_it_did_not_build(tmp_path, monkeypatch)
     a folder: refused with a warning, a private folder used; a library planted there never runs."""
     import os
 
-    from ckheur.models.compiled import bundle_hash
+    from ckheur.c_export.compiled import bundle_hash
 
     marker = tmp_path / "planted_ran"
     src = tmp_path / "evil.c"

@@ -98,8 +98,8 @@ def test_evaluation_on_the_training_data_warns(tour):
 def test_ck_export_lists_its_kernels_names_its_features_and_holds_no_path(tour):
     import json
 
-    from ckheur.models.bundle import load_bundle
-    from ckheur.models.ck_format import CKFormatError, CKModel
+    from ckheur.learn.bundle import load_bundle
+    from ckheur.integrations.ck.model_folder import CKFormatError, CKModel
     from ckheur.problems import problem_from_dict
 
     folder = tour / "exports" / "ck" / "grouped_conv_forward_bf16_gfx950"
@@ -186,13 +186,13 @@ def test_the_analytic_fallback_is_labeled_relative_only(tmp_path):
     import csv
 
     line = "problem=convbfp16 -n 16 -c 256 -H 28 -W 28 -k 128 -y 3 -x 3 -p 1 -q 1"
-    r = run_cli("stage=predict", "op=fwd", "arch=gfx90a", line, f"paths.sim_bundles={tmp_path / 'none'}",
+    r = run_cli("stage=predict", "op=fwd", "arch=gfx90a", line, f"paths.sim_models={tmp_path / 'none'}",
                 f"hydra.run.dir={tmp_path / 'a'}")
     assert r.returncode == 0, r.stderr
     assert "analytic TFLOPS (relative only)" in r.stdout and "note: the analytic model's figures rank" in r.stdout
     rows = [ln.split() for ln in r.stdout.splitlines() if ln[:1].isdigit()]
     assert len(rows) == 5 and all(row[-1] == "-" for row in rows)
-    r = run_cli("stage=predict", "op=fwd", "arch=gfx90a", "problems=smoke", f"paths.sim_bundles={tmp_path / 'none'}",
+    r = run_cli("stage=predict", "op=fwd", "arch=gfx90a", "problems=smoke", f"paths.sim_models={tmp_path / 'none'}",
                 f"hydra.run.dir={tmp_path / 'b'}")
     assert r.returncode == 0, r.stderr
     with open(tmp_path / "b" / "predictions.csv") as f:

@@ -7,11 +7,11 @@ import json
 import numpy as np
 import pytest
 
-from ckheur.features import get_engine
+from ckheur.families.engines import get_engine
 from ckheur.kernels import KernelError, enumerate_pool
-from ckheur.kernels.gemm import GemmKernel, parse_name, support_arrays, support_mask
+from ckheur.families.gemm.kernels import GemmKernel, parse_name, support_arrays, support_mask
 from ckheur.problems import ProblemError, load_named_set
-from ckheur.problems.gemm import GemmProblem, problem_from_dict
+from ckheur.families.gemm.problems import GemmProblem, problem_from_dict
 from ckheur.stages import plain
 from conftest import run_cli
 
@@ -147,8 +147,8 @@ def test_llm_shapes_set():
 
 
 def _search(compose, **kw):
-    from ckheur.models.selector import Selector
-    from ckheur.search import SearchOptions, search_problem
+    from ckheur.selection.selector import Selector
+    from ckheur.sweeping.search import SearchOptions, search_problem
 
     cfg = compose(["op=gemm"])
     op, arch = plain(cfg.op), plain(cfg.arch)
@@ -181,7 +181,7 @@ def test_simulated_gemm_pipeline_end_to_end(tmp_path):
     r = run_cli("-m", "stage=sweep,train,evaluate,search", "op=gemm", "backend=sim", "problems=smoke", flt,
                 "train.folds=3", "model.max_trees=20", "search.budget=100", "problem.M=3000", "problem.N=6144",
                 "problem.K=4096", "evaluate.plots=false", f"paths.data={tmp_path / 'data'}",
-                f"paths.sim_bundles={tmp_path / 'sim'}", f"hydra.sweep.dir={tmp_path / 'multi'}")
+                f"paths.sim_models={tmp_path / 'sim'}", f"hydra.sweep.dir={tmp_path / 'multi'}")
     assert r.returncode == 0, r.stderr[-3000:]
     man = json.loads((tmp_path / "sim" / "gemm_universal_fp16_gfx950" / "train_manifest.json").read_text())
     assert man["data_kind"] == "simulated" and man["kernels"] > 100

@@ -15,11 +15,11 @@ import numpy as np
 import pytest
 
 from conftest import ROOT, run_cli
-from ckheur.dataset import read_dataset
+from ckheur.data.dataset import read_dataset
 from ckheur.parts import CorruptPartWarning
 from ckheur.problems import CONV_FIELDS
 
-SHIPPED = "bundles/grouped_conv_fwd_bf16_gfx950"
+SHIPPED = "models/grouped_conv_fwd_bf16_gfx950"
 REAL = "measurements/ck_gfx950/fwd_bf16_2d_miopen200.csv.gz"
 FWD = {"family": "grouped_conv", "direction": "fwd", "dtype": "bf16"}
 # Three real shapes of the CSV (problem_idx 0, 1, 2).
@@ -106,7 +106,7 @@ def test_backend_measure_records_provenance(tmp_path):
 
 def test_mismatched_database_is_refused(tmp_path):
     from ckheur import Selector
-    from ckheur.tuning_db import TuningDB, TuningDBError
+    from ckheur.data.tuning_db import TuningDB, TuningDBError
 
     sel = Selector.load(SHIPPED, tuning_db=tmp_path / "db", create_tuning_db=True)
     sel.select(P0, measure=Counting(sel), k=1)
@@ -134,7 +134,7 @@ def test_mismatched_database_is_refused(tmp_path):
 
 def test_corrupt_part_is_skipped_with_a_warning(tmp_path):
     from ckheur import Selector
-    from ckheur.tuning_db import TuningDB
+    from ckheur.data.tuning_db import TuningDB
 
     sel = Selector.load(SHIPPED, tuning_db=tmp_path / "db", create_tuning_db=True)
     sel.select(P0, measure=Counting(sel), k=3)
@@ -232,7 +232,7 @@ def test_concurrent_tune_runs_split_the_work_and_a_dead_runs_claims_expire(tmp_p
     measuring: together they time each pair once, and both see every problem tuned. A claim
     left by a killed run does not block the next run."""
     from ckheur.config import load_option
-    from ckheur.tuning_db import TuningDB
+    from ckheur.data.tuning_db import TuningDB
 
     bench = ROOT / "tests" / "data" / "fake_bench.py"
     args = ["stage=tune", "op=fwd",
@@ -258,7 +258,7 @@ def test_concurrent_tune_runs_split_the_work_and_a_dead_runs_claims_expire(tmp_p
     key = next(iter(db._runs))
     holder = subprocess.Popen([sys.executable, "-c", textwrap.dedent(f"""
         import sys, time
-        from ckheur.tuning_db import TuningDB
+        from ckheur.data.tuning_db import TuningDB
         db = TuningDB.open({str(tmp_path / 'db')!r}, {op!r}, "gfx950")
         assert db.claim({key!r}) is not None
         print("held", flush=True)
@@ -280,9 +280,9 @@ def _table(rows):
     import pandas as pd
 
     from ckheur.config import load_option
-    from ckheur.features import get_engine
+    from ckheur.families.engines import get_engine
     from ckheur.kernels import enumerate_pool
-    from ckheur.models.training import build_table
+    from ckheur.learn.training import build_table
 
     op, arch = load_option("op/grouped_conv/fwd"), load_option("arch/gfx950")
     op.update(direction="fwd", family="grouped_conv", ndims=[2])
@@ -296,7 +296,7 @@ def _table(rows):
 
 
 def test_partly_measured_problems_are_detected_and_naive_claims_a_false_oracle():
-    from ckheur.models.training import labels, pairwise_terms
+    from ckheur.learn.training import labels, pairwise_terms
 
     # Problem N=1: all three kernels measured, kernel 0 best. Problem N=2: kernels 1 and 2 only
     # (a tuning database); kernel 0 was not timed. Problem N=4: kernel 0 failed, 1 and 2 ran:
@@ -318,7 +318,7 @@ def test_partly_measured_problems_are_detected_and_naive_claims_a_false_oracle()
 
 
 def test_mixed_objective_gradient_matches_its_loss():
-    from ckheur.models.training import _mixed_loss
+    from ckheur.learn.training import _mixed_loss
 
     rng = np.random.default_rng(0)
     pid = np.repeat(np.arange(6), 4)
@@ -334,7 +334,7 @@ def test_mixed_objective_gradient_matches_its_loss():
 
 
 def test_partial_targets_train_and_drop_uses_full_problems_only():
-    from ckheur.models.training import TrainingError, fit
+    from ckheur.learn.training import TrainingError, fit
 
     rows = []
     for n in range(1, 41):

@@ -9,14 +9,14 @@ import shutil
 import numpy as np
 import pytest
 
-from ckheur.features import get_engine
+from ckheur.families.engines import get_engine
 from ckheur.kernels import enumerate_pool, parse_name
 from ckheur.metrics import pick_efficiency, selection_report, summarize
 from ckheur.problems import ConvProblem, load_named_set
 from ckheur.stages import plain
 from conftest import ROOT, run_cli
 
-SHIPPED = ROOT / "bundles" / "grouped_conv_fwd_bf16_gfx950"
+SHIPPED = ROOT / "models" / "grouped_conv_fwd_bf16_gfx950"
 ENGINE = get_engine("grouped_conv")
 
 
@@ -106,7 +106,7 @@ def test_selection_report_and_summary():
 def test_cv_groups_never_split_a_problem_and_key_includes_stride_pad_dilation(fwd, tmp_path):
     import pandas as pd
 
-    from ckheur.models.training import build_table, cross_validate
+    from ckheur.learn.training import build_table, cross_validate
 
     op, arch = fwd
     pool = enumerate_pool(op, arch).by_group()[2]
@@ -129,7 +129,7 @@ def test_cv_groups_never_split_a_problem_and_key_includes_stride_pad_dilation(fw
 def test_span_problems_take_each_field_block_from_the_set():
     """New problems for a distilled student: valid, new, and every field (or block of fields that
     belong together) is a value some problem of the set has."""
-    from ckheur.problems.conv import SPAN_BLOCKS, problem_from_dict
+    from ckheur.families.grouped_conv.problems import SPAN_BLOCKS, problem_from_dict
     from ckheur.problems.space import span_problems
 
     probs = [p for p in load_named_set("smoke") if p.ndim == 2]
@@ -146,8 +146,8 @@ def test_a_distilled_student_ranks_like_its_teacher_with_fewer_trees(fwd, ck_fwd
     """model.distill_trees: the student regresses the teacher's scores over the training problems
     and new ones drawn from their span; it has the trees asked for and its picks are (nearly) the
     teacher's best by the teacher's own scores, including on problems neither was trained on."""
-    from ckheur.dataset import read_dataset
-    from ckheur.models.training import build_table, distill, fit
+    from ckheur.data.dataset import read_dataset
+    from ckheur.learn.training import build_table, distill, fit
     from ckheur.problems.space import span_problems
     from ckheur.threads import predict
 
@@ -207,7 +207,7 @@ def small_model(tmp_path_factory, ck_fwd_csv):
 
 
 def test_bundle_has_every_file_and_round_trips(small_model):
-    from ckheur.models.bundle import load_bundle
+    from ckheur.learn.bundle import load_bundle
 
     files = {p.name for p in small_model.iterdir()}
     assert files == {"model.txt.gz", "tflops_model.txt.gz", "feature_spec.json", "kernels.json", "cv_metrics.json",
@@ -222,7 +222,7 @@ def test_bundle_has_every_file_and_round_trips(small_model):
 
 
 def test_bundle_errors_are_precise(small_model, tmp_path):
-    from ckheur.models.bundle import BundleError, load_bundle
+    from ckheur.learn.bundle import BundleError, load_bundle
 
     broken = tmp_path / "b"
     shutil.copytree(small_model, broken)
@@ -247,7 +247,7 @@ def test_bundle_errors_are_precise(small_model, tmp_path):
 
 
 def test_warm_start_adds_trees_and_refuses_mismatches(small_model, tmp_path, ck_fwd_csv):
-    from ckheur.models.bundle import load_bundle
+    from ckheur.learn.bundle import load_bundle
 
     before = load_bundle(small_model).booster.current_iteration()
     r = run_cli("stage=train", "op=fwd", f"data.paths=[{ck_fwd_csv}]", f"train.warm_start={small_model}",
@@ -266,12 +266,12 @@ def test_analytic_prior_in_training_selection_c_export_and_warm_start(tmp_path, 
     """model.prior=analytic: the bundle records the prior; the selector's scores are the trees'
     raw scores plus the prior training started from; the C export equals Python exactly; a warm
     start keeps the prior and appends trees."""
-    from ckheur.models.bundle import load_bundle
-    from ckheur.models.compiled import find_compiler, load_compiled
-    from ckheur.models.prior import pair_prior
-    from ckheur.models.selector import Selector
+    from ckheur.learn.bundle import load_bundle
+    from ckheur.c_export.compiled import find_compiler, load_compiled
+    from ckheur.learn.prior import pair_prior
+    from ckheur.selection.selector import Selector
     from ckheur.problems import problem_from_dict, random_problems
-    from ckheur.ops import get_family
+    from ckheur.families import get_family
     from ckheur.threads import predict
 
     out = tmp_path / "prior"
@@ -389,7 +389,7 @@ def test_predict_cli_with_model_and_analytic_fallback(tmp_path):
                 "problem.Hi=28", "problem.Wi=28", "problem.Y=3", "problem.X=3", "problem.pad_h=1", "problem.pad_w=1",
                 f"hydra.run.dir={tmp_path / 'a'}")
     assert r.returncode == 0, r.stderr
-    assert "ranked by: model bundles/grouped_conv_fwd_bf16_gfx950 (trained on real data)" in r.stdout
+    assert "ranked by: model models/grouped_conv_fwd_bf16_gfx950 (trained on real data)" in r.stdout
     assert r.stdout.count("grouped_conv_forward_bf16_2d_") == 6  # the top 5, then the selected kernel and its tier
     top1 = r.stdout.splitlines()[4].split()[1]
     assert f"selected: {top1} (tier: model)" in r.stdout
@@ -416,7 +416,7 @@ def test_train_without_data_says_what_to_do(tmp_path):
 def test_simulated_pipeline_end_to_end(tmp_path):
     r = run_cli("-m", "stage=sweep,train,evaluate", "op=bwd_weight", "problems=smoke", "evaluate.problems=holdout",
                 "train.folds=3", "model.max_trees=30", f"paths.data={tmp_path / 'data'}",
-                f"paths.sim_bundles={tmp_path / 'sim_models'}", f"paths.bundles={tmp_path / 'no_models'}",
+                f"paths.sim_models={tmp_path / 'sim_models'}", f"paths.models={tmp_path / 'no_models'}",
                 "evaluate.plots=false", f"hydra.sweep.dir={tmp_path / 'multi'}", in_process=False)
     assert r.returncode == 0, r.stderr
     bundle = tmp_path / "sim_models" / "grouped_conv_bwd_weight_bf16_gfx950"

@@ -14,9 +14,9 @@ import pandas as pd
 import pytest
 
 from ckheur.metrics import censored_choice_report
-from ckheur.miopen_fdb import FindDbError, arch_from_name, parse_line, problem_key, read_find_db
-from ckheur.problems.base import ProblemError
-from ckheur.problems.miopen_conv import problem_from_dict
+from ckheur.integrations.miopen.find_db import FindDbError, arch_from_name, parse_line, problem_key, read_find_db
+from ckheur.families.problem_base import ProblemError
+from ckheur.families.miopen.problems import problem_from_dict
 from conftest import ROOT, run_cli
 
 SLICES = ROOT / "tests" / "data" / "miopen_fdb"
@@ -172,7 +172,7 @@ def test_problem_type_keys_on_layout_and_bias():
 
 
 def test_import_writes_censored_rows_and_is_idempotent_by_content(tmp_path):
-    from ckheur.dataset import read_dataset
+    from ckheur.data.dataset import read_dataset
 
     src = tmp_path / "src" / MI300X.name
     src.parent.mkdir()
@@ -223,10 +223,10 @@ def test_bad_find_db_is_one_clear_error(tmp_path):
 def test_training_ranks_censored_solvers_last(tmp_path):
     """A model trained on an imported slice: censored rows are in the table with TFLOPS 0 (label 0
     under `relative`), and the model scores listed solvers above censored ones on its training data."""
-    from ckheur.dataset import read_dataset
-    from ckheur.features import get_engine
+    from ckheur.data.dataset import read_dataset
+    from ckheur.families.engines import get_engine
     from ckheur.kernels import enumerate_pool
-    from ckheur.models.training import build_table, fit
+    from ckheur.learn.training import build_table, fit
     from ckheur.stages import compose_config, plain
 
     data = tmp_path / "data"
@@ -286,8 +286,8 @@ def test_training_ranks_censored_solvers_last(tmp_path):
     sel = Selector.load(tmp_path / "model")
     ranked = sel.rank(line, k=None)
     assert len(ranked) == 12 and ranked[0][0] == r.stdout.split("selected: ")[1].split()[0]
-    r = run_cli("stage=predict", "op=miopen/fwd", "arch=gfx942", f"paths.bundles={tmp_path / 'none'}",
-                f"paths.sim_bundles={tmp_path / 'none'}", f"problem={line}", f"hydra.run.dir={tmp_path / 'rp2'}")
+    r = run_cli("stage=predict", "op=miopen/fwd", "arch=gfx942", f"paths.models={tmp_path / 'none'}",
+                f"paths.sim_models={tmp_path / 'none'}", f"problem={line}", f"hydra.run.dir={tmp_path / 'rp2'}")
     assert r.returncode == 2 and "no analytic model to fall back on" in r.stderr
     r = run_cli("stage=train", "op=miopen/fwd", "arch=gfx942", "features.analytic=true",
                 f"data.paths=[{data / 'miopen_fwd_fp16_gfx942' / 'gfx942130.parquet'}]",
@@ -316,7 +316,7 @@ def test_censored_choice_report_hand_computed():
     assert li["efficiency"]["mean"] == pytest.approx((0.5 + 1 + 5 / 5.05) / 3)
 
 
-SHIPPED = {(arch, d): ROOT / "bundles" / f"miopen_{d}_fp16_{arch}" for arch in ("gfx942", "gfx90a")
+SHIPPED = {(arch, d): ROOT / "models" / f"miopen_{d}_fp16_{arch}" for arch in ("gfx942", "gfx90a")
            for d in ("fwd", "bwd_data", "bwd_weight")}
 
 
@@ -325,7 +325,7 @@ def test_shipped_miopen_models_pick_listed_solvers_on_real_problems(tmp_path, ar
     """Each shipped bundle: real find-db data, the op's solver table, and on the real slice its
     picks are listed solvers far more often, and the fastest far more often, than the best fixed solver's."""
     from ckheur import Selector
-    from ckheur.dataset import read_dataset
+    from ckheur.data.dataset import read_dataset
 
     bundle = SHIPPED[arch, direction]
     manifest = json.loads((bundle / "train_manifest.json").read_text())
@@ -388,7 +388,7 @@ def test_find_db_answers_first_as_miopen_does(tmp_path):
     with pytest.raises(FindDbError, match="not a find-db of gfx942"):
         Selector.load(SHIPPED["gfx942", "fwd"], find_db=MI210)
     with pytest.raises(ProblemError, match="op family miopen"):
-        Selector.load(ROOT / "bundles" / "grouped_conv_fwd_bf16_gfx950", find_db=MI300X)
+        Selector.load(ROOT / "models" / "grouped_conv_fwd_bf16_gfx950", find_db=MI300X)
 
 
 def test_shipped_miopen_model_predicts_a_driver_line_and_exports_exactly(tmp_path, monkeypatch):
@@ -410,7 +410,7 @@ def test_shipped_miopen_model_predicts_a_driver_line_and_exports_exactly(tmp_pat
     assert r.returncode == 0, r.stderr
     assert f"selected: ConvDirectNaiveConvWrw (tier: find_db, measured 0.25 ms in {fdb})" in r.stdout
     from ckheur import Selector
-    from ckheur.models.compiled import find_compiler, load_compiled
+    from ckheur.c_export.compiled import find_compiler, load_compiled
     from test_export import assert_parity
 
     if find_compiler() is None:
@@ -419,8 +419,8 @@ def test_shipped_miopen_model_predicts_a_driver_line_and_exports_exactly(tmp_pat
     fdb = MI300X
     data = tmp_path / "d"
     assert run_cli("stage=import", f"import.path={fdb}", f"paths.data={data}", f"hydra.run.dir={tmp_path / 'r'}").returncode == 0
-    from ckheur.dataset import read_dataset
-    from ckheur.problems.miopen_conv import FIELDS
+    from ckheur.data.dataset import read_dataset
+    from ckheur.families.miopen.problems import FIELDS
 
     df = read_dataset(data / "miopen_bwd_weight_fp16_gfx942" / "gfx942130.parquet")
     real = [problem_from_dict(dict(zip(FIELDS, key))) for key, _ in df.groupby(list(FIELDS))]
@@ -434,7 +434,7 @@ def test_a_remembering_bundle_answers_its_training_problems_in_python_and_c(tmp_
     lines) is ranked first for that exact problem, in Python and in the exported C alike; an
     evaluation on the training data says so and scores as the lookup; other problems get the model."""
     from ckheur import Selector
-    from ckheur.models.compiled import find_compiler, load_compiled
+    from ckheur.c_export.compiled import find_compiler, load_compiled
     from test_export import assert_parity
 
     data = tmp_path / "data"
@@ -463,8 +463,8 @@ def test_a_remembering_bundle_answers_its_training_problems_in_python_and_c(tmp_
     if find_compiler() is None:
         pytest.skip("no C compiler")
     monkeypatch.setenv("CKHEUR_CACHE_DIR", str(tmp_path / "cache"))
-    from ckheur.dataset import read_dataset
-    from ckheur.problems.miopen_conv import FIELDS
+    from ckheur.data.dataset import read_dataset
+    from ckheur.families.miopen.problems import FIELDS
 
     df = read_dataset(path)
     real = [problem_from_dict(dict(zip(FIELDS, key))) for key, _ in df.groupby(list(FIELDS))]
@@ -480,7 +480,7 @@ def test_every_gpu_direction_and_dtype_has_a_shipped_bundle():
     for arch in ("gfx942", "gfx90a"):
         for direction in ("fwd", "bwd_data", "bwd_weight"):
             for dtype in ("fp32", "fp16", "bf16"):
-                bundle = ROOT / "bundles" / f"miopen_{direction}_{dtype}_{arch}"
+                bundle = ROOT / "models" / f"miopen_{direction}_{dtype}_{arch}"
                 manifest = json.loads((bundle / "train_manifest.json").read_text())
                 cv = json.loads((bundle / "cv_metrics.json").read_text())
                 cap = manifest["config"]["model"]["max_trees"]
@@ -494,7 +494,7 @@ def test_merging_into_a_user_find_db_keeps_every_other_line_as_it_was(tmp_path):
     """merge_find_db: a listed key gets the new solver's entry (replacing its own) in time order,
     a new key is appended, every other line is kept byte for byte in its place; a file that is
     not a find-db, or an existing one without merge=True, is refused and left unchanged."""
-    from ckheur.miopen_fdb import FindDbEntry, FindDbLine, algorithm_name, merge_find_db
+    from ckheur.integrations.miopen.find_db import FindDbEntry, FindDbLine, algorithm_name, merge_find_db
 
     src = _lines(MI300X)
     target = tmp_path / "gfx942130.HIP.3_2_0_abc.ufdb.txt"
@@ -528,8 +528,8 @@ def test_a_tuning_database_becomes_the_user_find_db_miopen_reads(tmp_path):
     format=miopen_find_db into an existing user find-db: every written entry is the find-db file's
     own entry for its problem and solver (time, workspace, algorithm), fastest first; the file's
     other lines stay as they were and its old text is kept; only measurements go in."""
-    from ckheur.dataset import read_dataset
-    from ckheur.miopen_fdb import tuning_db_lines
+    from ckheur.data.dataset import read_dataset
+    from ckheur.integrations.miopen.find_db import tuning_db_lines
 
     data, db = tmp_path / "data", tmp_path / "tuning"
     assert run_cli("stage=import", f"import.path={MI300X}", f"paths.data={data}",
@@ -589,9 +589,9 @@ def test_workspace_bytes_come_from_the_backend_and_are_unknown_in_older_datasets
 
     from ckheur.backends import BackendError, make_backend
     from ckheur.config import load_option
-    from ckheur.dataset import read_dataset, write_part
+    from ckheur.data.dataset import read_dataset, write_part
     from ckheur.job import Job
-    from ckheur.models.selector import Selector
+    from ckheur.selection.selector import Selector
     from ckheur.sweeping.tuning import tune
 
     op, arch = load_option("op/miopen/fwd"), load_option("arch/gfx942")
@@ -612,11 +612,11 @@ def test_workspace_bytes_come_from_the_backend_and_are_unknown_in_older_datasets
     failed = make_backend({**cmd, "workspace_regex": r"bytes=(\d+)"}, op, arch).measure([(nhwc, solver)])
     assert failed.status == ["failed"] and "workspace_regex" in failed.error[0]
     # The driver line is what MIOpenDriver reads back as the same problem.
-    from ckheur.problems.miopen_conv import from_text, to_driver_line
+    from ckheur.families.miopen.problems import from_text, to_driver_line
     assert from_text(to_driver_line(nhwc, "fp16"), "fwd", "fp16") == nhwc
     # Measured into a tuning database with its workspace; simulated rows replay as simulated, and a
     # dataset mixing them with measured ones is refused.
-    selector = Selector.load(ROOT / "bundles" / "miopen_fwd_fp16_gfx942")
+    selector = Selector.load(ROOT / "models" / "miopen_fwd_fp16_gfx942")
     summary = tune(selector, [nhwc], tmp_path / "db", job, backend=cmd, top_k=2, progress="none", log=lambda _: None)
     rows = read_dataset(tmp_path / "db")
     assert summary["problems_tuned"] == 1 and rows["workspace_bytes"].tolist() == [8, 8]

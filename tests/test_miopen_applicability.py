@@ -9,13 +9,13 @@ import bz2
 import numpy as np
 import pytest
 
-from ckheur.kernels import miopen_solvers as ms
-from ckheur.kernels.base import KernelError
+from ckheur.families.miopen import solvers as ms
+from ckheur.families.kernel_base import KernelError
 from ckheur.metrics import censored_choice_report
-from ckheur.miopen_fdb import learn_listed, read_find_db
-from ckheur.models.bundle import shipped_bundles_dir
-from ckheur.models.selector import Selector
-from ckheur.problems.miopen_conv import FIELDS, problem_from_dict
+from ckheur.integrations.miopen.find_db import learn_listed, read_find_db
+from ckheur.learn.bundle import shipped_models_dir
+from ckheur.selection.selector import Selector
+from ckheur.families.miopen.problems import FIELDS, problem_from_dict
 from conftest import ROOT
 
 
@@ -159,7 +159,7 @@ def test_masked_picks_leave_no_unlisted_pick():
 
 
 def test_shipped_bundle_opts_in_and_never_ranks_a_rejected_solver():
-    path = shipped_bundles_dir() / "miopen_bwd_data_fp16_gfx90a"
+    path = shipped_models_dir() / "miopen_bwd_data_fp16_gfx90a"
     p = conv(N=8, **DEPTHWISE_1X3)
     everything = [k for k, _ in Selector.load(path).rank(p, k=100)]
     assert "ConvOclDirectFwd" in everything  # the shipped default ranks every solver of the table
@@ -171,7 +171,7 @@ def test_shipped_bundle_opts_in_and_never_ranks_a_rejected_solver():
 def test_best_fixed_kernel_in_find_db_terms_by_hand():
     """stage=evaluate's censored table gives the best fixed kernel beside the model: its open pick
     the kernel of best mean efficiency, its listed pick the first of that order a problem lists."""
-    from ckheur.models.evaluation import Scored, evaluation_metrics
+    from ckheur.evaluation.scoring import Scored, evaluation_metrics
 
     # kernels a, b, c; NaN time: not listed. Efficiencies: p0 a=1 b=.5; p1 b=1 c=.5; p2 a=.8 b=1 c=.4
     t = [np.array([1.0, 2.0, np.nan]), np.array([np.nan, 1.0, 2.0]), np.array([1.25, 1.0, 2.5])]
@@ -196,7 +196,7 @@ def test_the_command_lines_applicability_reaches_a_shipped_bundle(tmp_path):
     """op.applicability=rules on the command line ranks a shipped bundle (trained without it) through
     the rules: the OpenCL direct solver is never listed for the depthwise 1x3 problem."""
     from conftest import run_cli
-    from ckheur.problems.miopen_conv import to_driver_line
+    from ckheur.families.miopen.problems import to_driver_line
 
     line = to_driver_line(conv(N=8, **DEPTHWISE_1X3), "fp16")
     args = ["stage=predict", "op=miopen/bwd_data", "op.dtype=fp16", "arch=gfx90a", "predict.k=40", f"problem={line}"]

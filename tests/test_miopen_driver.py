@@ -11,8 +11,8 @@ import sys
 
 import pytest
 
-from ckheur.miopen_fdb import parse_line, read_find_db
-from ckheur.problems.miopen_conv import FIELDS, problem_from_dict
+from ckheur.integrations.miopen.find_db import parse_line, read_find_db
+from ckheur.families.miopen.problems import FIELDS, problem_from_dict
 from conftest import ROOT, run_cli
 
 MI300X = ROOT / "tests" / "data" / "miopen_fdb" / "gfx942130.HIP.fdb.txt.bz2"
@@ -63,7 +63,7 @@ def test_miopen_driver_output_is_parsed_in_every_direction(fake_driver):
         job = Job(op, arch)
         solvers = {k.name: k for k in job.pool.kernels}
         p = _problems(direction, "fp16", 1)[0]
-        from ckheur.miopen_fdb import problem_key
+        from ckheur.integrations.miopen.find_db import problem_key
 
         line = _slice_lines(letter, "FP16")[problem_key(p, direction, "fp16").text()]
         listed = [e for e in line.entries if e.solver in solvers]
@@ -113,8 +113,8 @@ def test_tuning_a_network_through_miopen_driver_writes_its_measurements_as_the_u
     assert r.returncode == 0, r.stderr
     original = _slice_lines("F", "FP16")
     written = [parse_line(t) for t in target.read_text().splitlines()]
-    from ckheur.dataset import read_dataset
-    from ckheur.miopen_fdb import problem_key
+    from ckheur.data.dataset import read_dataset
+    from ckheur.integrations.miopen.find_db import problem_key
 
     rows = read_dataset(db)
     by_key = {problem_key(p, "fwd", "fp16").text(): p for p in problems}
@@ -126,9 +126,9 @@ def test_tuning_a_network_through_miopen_driver_writes_its_measurements_as_the_u
         assert ran[key] <= listed and not set(group.kernel[group.status != "ok"].astype(str)) & listed
     assert {ln.key.text() for ln in written} == set(ran) == set(by_key)
     top1_fastest = tuned_fastest = 0
-    from ckheur.models.selector import Selector
+    from ckheur.selection.selector import Selector
 
-    selector = Selector.load(ROOT / "bundles" / "miopen_fwd_fp16_gfx942")
+    selector = Selector.load(ROOT / "models" / "miopen_fwd_fp16_gfx942")
     for line in written:
         theirs = {e.solver: e for e in original[line.key.text()].entries}
         assert {e.solver for e in line.entries} == ran[line.key.text()]

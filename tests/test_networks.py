@@ -18,7 +18,7 @@ RESNET50, MOBILENET = DATA / "resnet50.onnx", DATA / "mobilenetv3_small.onnx"
 
 
 def _described(path, batch=None):
-    from ckheur.problems.conv import problem_from_dict
+    from ckheur.families.grouped_conv.problems import problem_from_dict
     from ckheur.problems.networks import onnx_layers
 
     return [problem_from_dict(layer.fields).describe() for layer in onnx_layers(path, batch)]
@@ -128,7 +128,7 @@ def test_a_training_log_gives_back_the_networks_problems_in_every_direction(tmp_
 
 
 def test_log_source_errors_and_skips(tmp_path):
-    from ckheur.problems import conv
+    from ckheur.families.grouped_conv import problems as conv
     from ckheur.problems.networks import read_miopen_log
 
     fields = conv.problem_from_dict({"N": 2, "C": 8, "K": 16, "Hi": 9, "Wi": 9, "Y": 3, "X": 3}).to_dict()

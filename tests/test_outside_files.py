@@ -30,8 +30,8 @@ def _lines(n: int = 40) -> list[str]:
 
 def _new_line(n: int, solver: str = "GemmBwdRest", time_ms: float = 0.5):
     """A find-db line of a problem the MI300X slice does not hold (batch ``n``)."""
-    from ckheur.miopen_fdb import FindDbEntry, FindDbLine, algorithm_name, problem_key
-    from ckheur.problems.miopen_conv import problem_from_dict
+    from ckheur.integrations.miopen.find_db import FindDbEntry, FindDbLine, algorithm_name, problem_key
+    from ckheur.families.miopen.problems import problem_from_dict
 
     p = problem_from_dict({"N": n, "C": 24, "K": 40, "Hi": 17, "Wi": 19, "Y": 3, "X": 3, "pad_h": 1, "pad_w": 1})
     return FindDbLine(problem_key(p, "bwd_data", "bf16"),
@@ -43,7 +43,7 @@ def _new_line(n: int, solver: str = "GemmBwdRest", time_ms: float = 0.5):
 def _merge_reading_slowly(target: Path, line, read_done, other_done) -> None:
     """Merge, pausing between reading the file and writing it until the other merge is done (or 2 s
     passed): without a lock the other merge runs in that pause; with one it waits for this one."""
-    import ckheur.miopen_fdb as fdb
+    import ckheur.integrations.miopen.find_db as fdb
 
     real = fdb._text
 
@@ -58,7 +58,7 @@ def _merge_reading_slowly(target: Path, line, read_done, other_done) -> None:
 
 
 def _merge_after(target: Path, line, read_done, other_done) -> None:
-    from ckheur.miopen_fdb import merge_find_db
+    from ckheur.integrations.miopen.find_db import merge_find_db
 
     read_done.wait(30)
     merge_find_db(target, [line], merge=True)
@@ -87,7 +87,7 @@ def test_two_merges_at_once_both_keep_their_entries(tmp_path):
 def test_a_merge_keeps_the_mode_backs_up_aside_and_only_when_something_changes(tmp_path):
     """A 600 user find-db stays 600 and so is its backup; merging what it already holds writes
     nothing (no backup, the file untouched); the backup is a whole copy of the old text."""
-    from ckheur.miopen_fdb import merge_find_db, parse_line
+    from ckheur.integrations.miopen.find_db import merge_find_db, parse_line
 
     target = tmp_path / USER_FDB
     before = "\n".join(_lines()) + "\n"
@@ -104,7 +104,7 @@ def test_a_merge_keeps_the_mode_backs_up_aside_and_only_when_something_changes(t
     assert not again["changed"] and again["backup"] is None and again["updated"] == 2
     assert target.read_text() == after and target.stat().st_ino == inode
     assert sorted(p.name for p in tmp_path.iterdir()) == sorted([USER_FDB, backup.name, f"{USER_FDB}.lock"])
-    from ckheur.miopen_fdb import FindDbError
+    from ckheur.integrations.miopen.find_db import FindDbError
 
     with pytest.raises(FindDbError, match="solver name '--help' is not one"):  # what the next merge would refuse
         merge_find_db(target, [_new_line(9, solver="--help")], merge=True)
@@ -154,7 +154,7 @@ def test_decompression_stops_at_the_cap(tmp_path, suffix):
 def test_compressed_find_dbs_and_csvs_are_refused_beyond_the_cap_in_one_line(tmp_path, low_caps):
     """stage=import of a bz2 find-db and of a gzipped CK CSV that expand past the cap: one line
     naming the file and the cap, nothing written; the find-db tier reads through the same cap."""
-    from ckheur.miopen_fdb import read_find_db
+    from ckheur.integrations.miopen.find_db import read_find_db
 
     fdb = _bomb(tmp_path / "gfx942130.HIP.fdb.txt.bz2", 2 << 20, (FWD_LINE + "\n").encode())
     header = b"kernel,problem_idx,N,C,K,G,Hi,Wi,Y,X,stride_h,stride_w,pad_h,pad_w,latency_ms,tflops,non_zero\n"
@@ -175,10 +175,10 @@ def test_bundle_and_ck_model_files_are_refused_beyond_the_cap(tmp_path, low_caps
     expands past the cap: BundleError / CKFormatError naming the file and the cap."""
     import shutil
 
-    from ckheur.models.bundle import BundleError, load_bundle
-    from ckheur.models.ck_format import CKFormatError, CKModel
+    from ckheur.learn.bundle import BundleError, load_bundle
+    from ckheur.integrations.ck.model_folder import CKFormatError, CKModel
 
-    src = ROOT / "bundles" / "miopen_fwd_fp16_gfx942"
+    src = ROOT / "models" / "miopen_fwd_fp16_gfx942"
     for name in ("model.txt.gz", "answers.json.gz"):
         bundle = tmp_path / name.split(".")[0]
         shutil.copytree(src, bundle)
@@ -210,7 +210,7 @@ def test_find_db_tier_serves_only_the_pools_solvers_of_the_direction(tmp_path):
     fdb = _fdb(tmp_path,
                FWD_LINE.replace("=", "=ConvDirectNaiveConvBwd:0.01,0,miopenConvolutionBwdDataAlgoDirect;", 1),
                other.replace("=", "=NoSuchSolver:0.01,0,miopenConvolutionFwdAlgoDirect;", 1))
-    sel = Selector.load(ROOT / "bundles" / "miopen_fwd_fp16_gfx942", find_db=fdb)
+    sel = Selector.load(ROOT / "models" / "miopen_fwd_fp16_gfx942", find_db=fdb)
     driver = "convfp16 -n {} -c 256 -H 56 -W 56 -k 256 -y 3 -x 3 -p 1 -q 1 -g 32 -F 1"
     for n in (32, 16):
         got = sel.select(driver.format(n))
@@ -227,11 +227,11 @@ def test_find_db_times_beyond_the_peak_are_never_answered_nor_imported(tmp_path)
     """An entry whose time implies more than the GPU's peak (the imports' rule) is no measurement:
     the find-db tier answers the next solver, stage=import skips and counts it, naming its line."""
     from ckheur import Selector
-    from ckheur.dataset import read_dataset
+    from ckheur.data.dataset import read_dataset
 
     fast = "ConvHipImplicitGemmGroupFwdXdlops:1e-09,0,miopenConvolutionFwdAlgoImplicitGEMM;"
     fdb = _fdb(tmp_path, FWD_LINE.replace("-32-1x1", "-8-1x1"), FWD_LINE.replace("=", "=" + fast, 1))
-    sel = Selector.load(ROOT / "bundles" / "miopen_fwd_fp16_gfx942", find_db=fdb)
+    sel = Selector.load(ROOT / "models" / "miopen_fwd_fp16_gfx942", find_db=fdb)
     got = sel.select("convfp16 -n 32 -c 256 -H 56 -W 56 -k 256 -y 3 -x 3 -p 1 -q 1 -g 32 -F 1")
     assert (got.kernel, got.source, got.latency_ms) == ("ConvBinWinogradRxSf2x3", "find_db", 0.22021)
     r = run_cli("stage=import", f"import.path={fdb}", f"paths.data={tmp_path / 'data'}",
@@ -247,7 +247,7 @@ def test_find_db_times_beyond_the_peak_are_never_answered_nor_imported(tmp_path)
 def test_a_user_find_db_imports_like_a_system_one(tmp_path):
     """stage=import of MIOpen's user find-db (<arch><CUs>.HIP.<version>.ufdb.txt): one dataset per
     direction and dtype, its rows the file's times."""
-    from ckheur.dataset import read_dataset
+    from ckheur.data.dataset import read_dataset
 
     lines = _lines(200)
     fdb = _fdb(tmp_path, *lines, name=USER_FDB)
@@ -261,7 +261,7 @@ def test_a_user_find_db_imports_like_a_system_one(tmp_path):
 def _copy_bundle(tmp_path: Path, name: str = "miopen_fwd_fp16_gfx942") -> Path:
     import shutil
 
-    return Path(shutil.copytree(ROOT / "bundles" / name, tmp_path / name))
+    return Path(shutil.copytree(ROOT / "models" / name, tmp_path / name))
 
 
 def _answers(bundle: Path) -> dict:
@@ -274,7 +274,7 @@ def _write_answers(bundle: Path, doc: dict) -> None:
 
 def test_conflicting_remembered_answers_are_refused(tmp_path):
     """One problem remembered with two kernels: neither can be trusted, the bundle is refused."""
-    from ckheur.models.bundle import BundleError, load_bundle
+    from ckheur.learn.bundle import BundleError, load_bundle
 
     bundle = _copy_bundle(tmp_path)
     doc = _answers(bundle)
@@ -294,7 +294,7 @@ def test_conflicting_remembered_answers_are_refused(tmp_path):
 def test_a_miopen_bundles_solver_names_must_be_the_tables(tmp_path, name):
     """A kernel name no forward table of the arch declares (a command-line flag, a backward-data
     solver in a forward bundle) is refused at load, named."""
-    from ckheur.models.bundle import BundleError, load_bundle
+    from ckheur.learn.bundle import BundleError, load_bundle
 
     bundle = _copy_bundle(tmp_path)
     kernels = json.loads((bundle / "kernels.json").read_text())
@@ -308,7 +308,7 @@ def test_leaves_whose_sum_can_overflow_are_refused(tmp_path):
     """Every leaf finite (1e308) but their sum over the trees infinite: refused at load."""
     import re
 
-    from ckheur.models.bundle import BundleError, load_bundle
+    from ckheur.learn.bundle import BundleError, load_bundle
 
     bundle = _copy_bundle(tmp_path, "grouped_conv_fwd_bf16_gfx950")
     text = gzip.decompress((bundle / "model.txt.gz").read_bytes()).decode()
@@ -326,7 +326,7 @@ def test_leaves_whose_sum_can_overflow_are_refused(tmp_path):
 def test_compiled_cache_key_covers_the_remembered_answers(tmp_path):
     """The compiled selector's key (bundle_hash) changes with every file of the bundle, the
     remembered answers included, so a build for the old answers is never reused."""
-    from ckheur.models.compiled import bundle_hash
+    from ckheur.c_export.compiled import bundle_hash
 
     bundle = _copy_bundle(tmp_path)
     before = bundle_hash(bundle)
@@ -341,7 +341,7 @@ def test_tunanet_statistics_and_layer_graph_are_checked(tmp_path):
     layer never computed, is one TunaNetError naming the file, never NaN scores or a traceback."""
     from test_tunanet import _write_net
 
-    from ckheur.tunanet import TunaNetError, load_tunanet
+    from ckheur.integrations.miopen.tunanet import TunaNetError, load_tunanet
 
     for value, field in ((0.0, "std"), (float("inf"), "std"), (float("nan"), "mean")):
         folder = _write_net(tmp_path / f"{field}{value}")
@@ -371,8 +371,8 @@ def test_deeply_nested_json_is_one_error(tmp_path):
     file: one error naming the file (never a RecursionError)."""
     from test_tunanet import _write_net
 
-    from ckheur.models.bundle import BundleError, load_bundle
-    from ckheur.tunanet import TunaNetError, load_tunanet
+    from ckheur.learn.bundle import BundleError, load_bundle
+    from ckheur.integrations.miopen.tunanet import TunaNetError, load_tunanet
 
     deep = "[" * 100_000 + "]" * 100_000
     bundle = _copy_bundle(tmp_path)
@@ -398,7 +398,7 @@ def test_a_find_db_is_parsed_once_and_its_cache_trusted_only_for_that_file(tmp_p
     import sys
     import warnings
 
-    from ckheur import miopen_fdb
+    from ckheur.integrations.miopen import find_db as miopen_fdb
 
     cache = tmp_path / "cache"
     monkeypatch.setenv("CKHEUR_FIND_DB_CACHE", str(cache))
@@ -415,7 +415,7 @@ def test_a_find_db_is_parsed_once_and_its_cache_trusted_only_for_that_file(tmp_p
     marked = first.problems.copy()
     marked.loc[0, "N"] = 987654321
     marked.to_parquet(entry / "problems.parquet")
-    code = ("import sys; from ckheur.miopen_fdb import read_find_db; "
+    code = ("import sys; from ckheur.integrations.miopen.find_db import read_find_db; "
             "print(int(read_find_db(sys.argv[1], 'gfx942').problems['N'].iloc[0]))")
     out = subprocess.run([sys.executable, "-c", code, str(src)], capture_output=True, text=True, timeout=300)
     assert out.stdout.strip() == "987654321", out.stderr[-2000:]

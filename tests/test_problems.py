@@ -8,8 +8,8 @@ import pytest
 
 from ckheur.problems import (ConvProblem, ProblemError, load_named_set, load_problem_set, parse_miopen,
                              problem_from_dict, shipped_sets)
-from ckheur.problems.conv import generate
-from ckheur.problems.conv import to_miopen
+from ckheur.families.grouped_conv.problems import generate
+from ckheur.families.grouped_conv.problems import to_miopen
 from ckheur.problems.sources import dedupe, read_csv, shard
 from ckheur.stages import plain
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import json
 
-from ckheur.dataset import read_dataset, write_part
-from ckheur.problems.miopen_conv import FIELDS
+from ckheur.data.dataset import read_dataset, write_part
+from ckheur.families.miopen.problems import FIELDS
 from conftest import ROOT, run_cli
 
 MI300X = ROOT / "tests" / "data" / "miopen_fdb" / "gfx942130.HIP.fdb.txt.bz2"

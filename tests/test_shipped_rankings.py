@@ -12,21 +12,21 @@ from pathlib import Path
 
 import pytest
 
-from ckheur.models.bundle import shipped_bundles_dir
-from ckheur.models.selector import Selector
-from ckheur.ops import get_family
+from ckheur.learn.bundle import shipped_models_dir
+from ckheur.selection.selector import Selector
+from ckheur.families import get_family
 
 RECORDED = json.loads(gzip.open(Path(__file__).parent / "data" / "shipped_rankings.json.gz", "rt").read())["bundles"]
 
 
 def test_every_shipped_bundle_is_recorded():
-    assert sorted(RECORDED) == sorted(p.name for p in shipped_bundles_dir().iterdir() if p.is_dir())
+    assert sorted(RECORDED) == sorted(p.name for p in shipped_models_dir().iterdir() if p.is_dir())
 
 
 @pytest.mark.parametrize("name", sorted(RECORDED))
 def test_shipped_bundle_ranks_as_recorded(name):
     entry = RECORDED[name]
-    selector = Selector.load(shipped_bundles_dir() / name)
+    selector = Selector.load(shipped_models_dir() / name)
     make = get_family(entry["family"]).problems.problem_from_dict
     for problem, top in zip(entry["problems"], entry["top"], strict=True):
         got = selector.rank(make(problem), k=len(top))

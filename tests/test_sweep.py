@@ -14,7 +14,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from ckheur.dataset import COLUMNS, DatasetError, read_ck_csv, read_dataset, write_part
+from ckheur.data.dataset import COLUMNS, DatasetError, read_ck_csv, read_dataset, write_part
 from ckheur.problems import CONV_FIELDS
 from conftest import ROOT, run_cli
 
@@ -285,7 +285,7 @@ def test_non_zero_rule_on_partial_counts(tmp_path, ck_fwd_csv):
     assert df.status.tolist() == expected
     assert "non_zero=0" in df.error[4] and "departs from the median" in df.error[7]
     # Suspect rows count as measurements unless excluded; wrong results never do.
-    from ckheur.dataset import usable
+    from ckheur.data.dataset import usable
 
     assert usable(df).sum() == 39 and usable(df, exclude_suspect=True).sum() == 38
 

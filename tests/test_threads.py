@@ -73,7 +73,7 @@ def test_training_and_scoring_use_the_policy(monkeypatch):
     does scoring, with the rows scored."""
     import numpy as np
 
-    from ckheur.models.training import Table, fit
+    from ckheur.learn.training import Table, fit
 
     seen = []
     monkeypatch.setattr("ckheur.threads.train_threads", lambda requested, rows, feats: seen.append((requested, rows)) or 1)

@@ -69,7 +69,7 @@ def test_find_db_import_is_all_or_nothing(tmp_path):
     assert import_fdb(tmp_path, other2, "import.dataset=gfx942130", "import.arch=gfx942", run="r4").returncode == 0
     # Overwrite: the old file's bwd_data dataset goes aside entirely (the new file has none), fwd is
     # rebuilt with the other file's part and the new one; twice within the same second.
-    from ckheur.dataset import read_dataset
+    from ckheur.data.dataset import read_dataset
 
     for run, time in (("r5", "0.5"), ("r6", "0.6")):  # two versions, replaced within the same second
         src.write_text(FWD_LINE + "\n" + wrw.replace(":0.5,", f":{time},") + "\n")
@@ -87,7 +87,7 @@ def test_find_db_import_is_all_or_nothing(tmp_path):
 
 def test_import_failure_midway_leaves_nothing(tmp_path, monkeypatch):
     """A write failing on the second dataset undoes the first and the overwrite's moves."""
-    from ckheur import dataset
+    from ckheur.data import dataset
     from ckheur.stages import compose_config, run_stage
 
     src = tmp_path / "gfx942130.HIP.fdb.txt"
@@ -133,7 +133,7 @@ def test_find_db_bad_lines_are_refused_with_the_line(tmp_path, case, needles):
 
 
 # ---------------------------------------------------------------- bundles are validated on load
-SHIPPED_FWD = ROOT / "bundles" / "grouped_conv_fwd_bf16_gfx950"
+SHIPPED_FWD = ROOT / "models" / "grouped_conv_fwd_bf16_gfx950"
 PREDICT = ("stage=predict", "problem=convbfp16 -n 16 -c 256 -H 28 -W 28 -k 128 -y 3 -x 3 -p 1 -q 1")
 
 
@@ -219,8 +219,8 @@ def bundle_copy(tmp_path):
 def test_hostile_bundles_are_refused_in_one_line(bundle_copy, tmp_path, name, edit, needles):
     """NaN thresholds once segfaulted predict, NaN leaves 'selected' the first kernel, a model cut
     short aborted the process, wrongly typed JSON gave tracebacks: each is now one line, exit 2."""
-    from ckheur.models.bundle import BundleError
-    from ckheur.models.selector import Selector
+    from ckheur.learn.bundle import BundleError
+    from ckheur.selection.selector import Selector
 
     folder, rewrite = bundle_copy
     rewrite(name, edit)
@@ -260,8 +260,8 @@ BASE = "convbfp16 -n 16 -c 64 -k 64 -H 14 -W 14 -y 3 -x 3 -p 1 -q 1"
     (BASE + " -t", ("flag -t has no value",)),
 ])
 def test_driver_lines_are_refused_naming_the_flag(line, needles):
-    from ckheur.problems.base import ProblemError
-    from ckheur.problems.conv import from_text
+    from ckheur.families.problem_base import ProblemError
+    from ckheur.families.grouped_conv.problems import from_text
 
     with pytest.raises(ProblemError) as e:
         from_text(line, "fwd", "bf16")
@@ -270,8 +270,8 @@ def test_driver_lines_are_refused_naming_the_flag(line, needles):
 
 
 def test_driver_lines_that_mean_the_op_still_parse():
-    from ckheur.problems.conv import from_text
-    from ckheur.problems.miopen_conv import from_text as miopen_from_text
+    from ckheur.families.grouped_conv.problems import from_text
+    from ckheur.families.miopen.problems import from_text as miopen_from_text
 
     p = from_text(BASE + " -n 16 -F 1 -t 1 -V 0 -i 5 -m conv --in_layout NHWC -s 0", "fwd", "bf16")  # same value twice
     assert (p.N, p.C, p.pad_h) == (16, 64, 1)
@@ -285,7 +285,7 @@ def test_predict_refuses_a_line_of_another_direction_and_a_bad_k(tmp_path):
               "-F 4 runs bwd_weight, not fwd")
     one_error(run_cli("stage=predict", f"problem={BASE}", "predict.k=-1", f"hydra.run.dir={tmp_path / 'b'}"),
               "predict.k=-1", ">= 1")
-    from ckheur.models.selector import Selector
+    from ckheur.selection.selector import Selector
 
     sel = Selector.load(SHIPPED_FWD)
     with pytest.raises(ValueError, match="k=-1"):
@@ -301,7 +301,7 @@ def test_a_planted_claim_link_is_never_followed_and_locks_are_removed(tmp_path):
     import hashlib
 
     from ckheur.errors import UserError
-    from ckheur.tuning_db import CLAIMS, TuningDB
+    from ckheur.data.tuning_db import CLAIMS, TuningDB
 
     db = TuningDB.open(tmp_path / "db", FWD_OP, "gfx950", create=True)
     victim = tmp_path / "victim.txt"
@@ -325,7 +325,7 @@ def test_first_writer_owns_a_new_tuning_database(tmp_path):
     and every process of another identity is refused before it writes a row."""
     import multiprocessing as mp
 
-    from ckheur.tuning_db import TuningDB
+    from ckheur.data.tuning_db import TuningDB
 
     ctx = mp.get_context("fork")
     start = ctx.Barrier(8)
@@ -354,7 +354,7 @@ def test_first_writer_owns_a_new_tuning_database(tmp_path):
 def test_reexport_replaces_a_planted_link_instead_of_writing_through_it(tmp_path, monkeypatch):
     """The self-check runs a binary built in a private folder; a README.md turned into a link to
     another file is replaced, the file it pointed to is untouched."""
-    from ckheur.models import exporting as export
+    from ckheur import exporting as export
 
     seen = []
     real = export.compare_with_python
@@ -448,7 +448,7 @@ def test_links_along_a_path_are_judged_where_they_lie(tmp_path, shared_and_priva
 
 
 def test_cache_inside_a_folder_others_can_change_is_not_used(tmp_path, monkeypatch):
-    from ckheur.models.compiled import trusted_cache_dir
+    from ckheur.c_export.compiled import trusted_cache_dir
 
     shared = tmp_path / "shared"
     (shared / "cache").mkdir(parents=True, mode=0o700)
@@ -510,7 +510,7 @@ def test_run_folders_that_cannot_be_written_are_one_line(tmp_path):
 
 
 def test_ctrl_c_during_evaluate_is_one_line_and_exit_130(tmp_path, monkeypatch, ck_fwd_csv):
-    from ckheur.models import evaluation
+    from ckheur.evaluation import scoring as evaluation
 
     def interrupted(*args, **kw):
         raise KeyboardInterrupt
@@ -538,7 +538,7 @@ def test_a_failed_multirun_job_is_reported_and_the_others_run(tmp_path):
 
 # ---------------------------------------------------------------- big jobs: progress and early checks
 def test_evaluate_checks_the_model_before_reading_data_and_shows_progress(tmp_path, monkeypatch, ck_fwd_csv):
-    from ckheur import dataset
+    from ckheur.data import dataset
 
     calls = []
     real = dataset.read_dataset

@@ -12,7 +12,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from ckheur.tunanet import FEATURE_FIELDS, TunaNetError, TunaNetRanker, in_domain, load_tunanet
+from ckheur.integrations.miopen.tunanet import FEATURE_FIELDS, TunaNetError, TunaNetRanker, in_domain, load_tunanet
 from conftest import ROOT, run_cli
 
 TUNANET = ROOT.parent / "shared" / "data" / "miopen_tunanet"
@@ -84,7 +84,7 @@ def test_reader_runs_a_hand_built_network_and_refuses_broken_files(tmp_path):
 
 
 def test_domain_is_miopens():
-    from ckheur.problems.miopen_conv import problem_from_dict
+    from ckheur.families.miopen.problems import problem_from_dict
 
     base = {"N": 8, "C": 64, "K": 64, "Hi": 28, "Wi": 28, "Y": 3, "X": 3, "pad_h": 1, "pad_w": 1}
     assert in_domain(problem_from_dict(base), "fp16") and not in_domain(problem_from_dict(base), "int8")
@@ -98,8 +98,8 @@ def test_miopens_files_match_their_reference_and_pick_as_measured(tmp_path):
     """Both GPUs' files reproduce their embedded outputs; on the MI300X slice's in-domain problems
     TunaNet's first listed pick is the fastest listed solver about as often as the data README
     measured on the whole file (76%), and stage=evaluate scores it beside the model there."""
-    from ckheur.miopen_fdb import read_find_db
-    from ckheur.problems.miopen_conv import problem_from_dict
+    from ckheur.integrations.miopen.find_db import read_find_db
+    from ckheur.families.miopen.problems import problem_from_dict
 
     gfx90a = load_tunanet(TUNANET, "gfx90a")
     assert gfx90a.check() < 1e-5 and gfx90a.offset == 13 and len(gfx90a.solvers) == 23
@@ -145,9 +145,9 @@ def test_gfx908_file_encoded_as_its_model_picks_listed_solvers_on_another_gpu():
     """gfx908's file embeds no reference: read as Gfx908Model encodes problems, its first pick on the
     MI210/250 slice's in-domain problems is a solver that file lists far above chance, and the same
     network fed permuted inputs loses that in forward and backward data (the order is the right one)."""
-    from ckheur.miopen_fdb import read_find_db
-    from ckheur.problems.miopen_conv import problem_from_dict
-    from ckheur.tunanet import first_pick_rates
+    from ckheur.integrations.miopen.find_db import read_find_db
+    from ckheur.families.miopen.problems import problem_from_dict
+    from ckheur.integrations.miopen.tunanet import first_pick_rates
 
     net = load_tunanet(TUNANET, "gfx908")
     assert len(net.features) == 24 and net.offset == 9 and len(net.solvers) == 9 and np.isnan(net.check())

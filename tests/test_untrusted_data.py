@@ -16,7 +16,7 @@ import pytest
 
 from conftest import ROOT
 
-SHIPPED = "bundles/grouped_conv_fwd_bf16_gfx950"
+SHIPPED = "models/grouped_conv_fwd_bf16_gfx950"
 P0 = {"N": 1, "C": 128, "K": 256, "Hi": 32, "Wi": 32, "Y": 2, "X": 2, "stride_h": 2, "stride_w": 2}
 # A stand-in benchmark: prints what its first argument names (as raw bytes), or misbehaves.
 FAKE_BENCHMARK = r'''
@@ -156,7 +156,7 @@ def test_tune_records_impossible_times_as_failures_and_never_serves_them(fake_be
     """Through stage=tune's code path: every attempt is recorded, failed with the reason, and the
     tuning database answers nothing for the problem."""
     from ckheur import Selector
-    from ckheur.dataset import read_dataset
+    from ckheur.data.dataset import read_dataset
     from ckheur.job import Job
     from ckheur.config import load_option
     from ckheur.sweeping.tuning import tune
@@ -179,7 +179,7 @@ def test_the_tuning_database_answers_only_valid_rows_of_the_pool(tmp_path):
     pool are never the answer; the fastest valid measurement of the pool is."""
     from ckheur import Selector
     from ckheur.backends import Results
-    from ckheur.dataset import read_dataset, write_part
+    from ckheur.data.dataset import read_dataset, write_part
 
     sel = Selector.load(SHIPPED, tuning_db=tmp_path / "db", create_tuning_db=True)
     p = sel.family.problems.problem_from_dict(P0)
@@ -207,7 +207,7 @@ def test_rows_stored_as_ok_beyond_the_peak_are_not_measurements():
     version or another tool stored as ok with an impossible time."""
     import pandas as pd
 
-    from ckheur.dataset import usable
+    from ckheur.data.dataset import usable
 
     rows = pd.DataFrame({"arch": "gfx942", "dtype": ["fp16", "fp16", "fp16", "fp32", "fp16"],
                          "status": ["ok", "ok", "ok", "ok", "failed"],
@@ -228,9 +228,9 @@ BASE = "convbfp16 -n 16 -c 64 -k 64 -H 14 -W 14 -y 3 -x 3 -p 1 -q 1"
     (BASE + " -I NHWC -O NHWC -f NCHW", ("mixed tensor layouts", "-f (--fil_layout) NCHW")),
 ])
 def test_driver_line_numbers_and_layouts_are_strict(line, needles):
-    from ckheur.problems.base import ProblemError
-    from ckheur.problems.conv import from_text
-    from ckheur.problems.miopen_conv import from_text as miopen_from_text
+    from ckheur.families.problem_base import ProblemError
+    from ckheur.families.grouped_conv.problems import from_text
+    from ckheur.families.miopen.problems import from_text as miopen_from_text
 
     for parse, text in ((from_text, line), (miopen_from_text, line.replace("convbfp16", "convfp16"))):
         with pytest.raises(ProblemError) as e:
@@ -243,7 +243,7 @@ def test_driver_line_numbers_and_layouts_are_strict(line, needles):
 
 def test_problem_fields_given_as_text_are_ascii_integers():
     from ckheur.problems import problem_from_dict
-    from ckheur.problems.base import ProblemError
+    from ckheur.families.problem_base import ProblemError
 
     assert problem_from_dict({**P0, "N": "4"}).N == 4
     for text in ("１６", "1_6", "٤"):
@@ -263,7 +263,7 @@ BWD_LINE = ("64-28-28-3x3-32-56-56-8-1x1-2x2-1x1-0-NCHW-FP16-B=GemmBwdRest:0.5,1
 # "renames" (the same where folders cannot trade places atomically).
 KILLED_IMPORT = '''
 import os, signal, sys
-from ckheur import dataset, importing
+from ckheur.data import dataset, importing
 from ckheur.config import load_option
 src, data, point = sys.argv[1:4]
 def die():
@@ -288,8 +288,8 @@ importing.import_file(src, data_root=data, op={}, arch=load_option("arch/gfx942"
 
 def test_an_overwrite_import_killed_at_any_point_leaves_complete_datasets(tmp_path):
     from ckheur.config import load_option
-    from ckheur.dataset import read_dataset
-    from ckheur.importing import import_file
+    from ckheur.data.dataset import read_dataset
+    from ckheur.data.importing import import_file
 
     arch = load_option("arch/gfx942")
     src, data = tmp_path / "gfx942130.HIP.fdb.txt", tmp_path / "data"
@@ -342,7 +342,7 @@ def test_an_overwrite_import_killed_at_any_point_leaves_complete_datasets(tmp_pa
                                  "256-56-56-3x3-256-56-56-32-1x1-1x1-1x1-0-NCHW-FP16-F_g\uff13\uff12"])
 def test_find_db_keys_take_ascii_digits_only(key):
     """A bias or group count written in other scripts' digits is not a number of this key."""
-    from ckheur.miopen_fdb import FindDbError, parse_line
+    from ckheur.integrations.miopen.find_db import FindDbError, parse_line
 
     with pytest.raises(FindDbError, match="find-db key"):
         parse_line(key + "=ConvBinWinogradRxSf2x3:0.22021,0,miopenConvolutionFwdAlgoWinograd")

@@ -41,7 +41,7 @@ def rows(folder: Path, family: str) -> list[str]:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--bundles", type=Path, default=ROOT / "bundles")
+    ap.add_argument("--bundles", type=Path, default=ROOT / "models")
     ap.add_argument("--family", default="miopen")
     args = ap.parse_args()
     print("| GPU | direction | dtype | problems | leaves / learning rate / trees (compared) "

@@ -2,7 +2,7 @@
 """The solver tables of conf/op/miopen/*.yaml, derived from MIOpen find-db files.
 
 Per direction and arch: every solver the file lists, its algorithm (the entries' MIOpen algo),
-implementation kind (from MIOpen's naming: ckheur.kernels.miopen_solvers.implementation_of)
+implementation kind (from MIOpen's naming: ckheur.families.miopen.solvers.implementation_of)
 and whether it ever asked for a workspace. Ids are stable across arches and runs: a solver keeps
 the id the op files give it (shipped models use ids as categorical codes), a new one takes the
 next free id, in name order. Prints YAML to paste into the op files (or writes them with --write).
@@ -111,7 +111,7 @@ def registry_tables(arch: str, declared: dict) -> dict:
     """{direction: (registry rows, ``arch``'s table)} from REGISTRY: every registered solver of
     the direction (``miopen_id`` beside ours), and those that run on ``arch``; a solver an op file
     already declares keeps its id and traits, a new one takes the next free id."""
-    from ckheur.kernels.miopen_solvers import implementation_of
+    from ckheur.families.miopen.solvers import implementation_of
 
     ids = {n: d["id"] for n, d in declared.items()}
     for _, name, _, _ in REGISTRY:
@@ -134,8 +134,8 @@ def registry_tables(arch: str, declared: dict) -> dict:
 
 def tables(paths: list[str]) -> dict:
     """{direction: {arch: [solver entries]}} from the files."""
-    from ckheur.kernels.miopen_solvers import implementation_of
-    from ckheur.miopen_fdb import arch_from_name, read_find_db
+    from ckheur.families.miopen.solvers import implementation_of
+    from ckheur.integrations.miopen.find_db import arch_from_name, read_find_db
 
     per: dict = {}
     names: set = set()

@@ -6,7 +6,7 @@
 ``problems`` draws, per shipped bundle, distinct real problems of its op, dtype and arch: the
 CK gfx950 sweep's shapes for the CK bundle, a seeded sample of the MIOpen find-db's problems for
 the MIOpen ones. ``rank`` ranks them with the bundles in DIR (default: this checkout's
-``bundles/``) through only ``Selector.load`` and ``Selector.rank``, the calls every version of
+``models/``) through only ``Selector.load`` and ``Selector.rank``, the calls every version of
 ckheur has, so the same command run in an older checkout records that version's rankings.
 ``tests/test_shipped_rankings.py`` compares today's rankings with the recorded ones.
 """
@@ -28,13 +28,13 @@ def real_problems(per_bundle: int, seed: int = 0) -> dict[str, dict]:
 
     sys.path.insert(0, str(ROOT))
     from ckheur.measurements import CK_GFX950_FWD
-    from ckheur.miopen_fdb import read_find_db
-    from ckheur.ops import get_family
+    from ckheur.integrations.miopen.find_db import read_find_db
+    from ckheur.families import get_family
     from ckheur.problems.sources import read_csv
 
     out: dict[str, dict] = {}
     fdbs: dict[str, object] = {}
-    for folder in sorted((ROOT / "bundles").iterdir()):
+    for folder in sorted((ROOT / "models").iterdir()):
         spec = json.loads((folder / "feature_spec.json").read_text())
         family, op = spec["op"]["family"], spec["op"]
         fields = list(get_family(family).problems.FIELDS)
@@ -62,8 +62,8 @@ def _plain(v: object) -> object:
 
 def rankings(problems: dict[str, dict], bundles: Path, top: int) -> dict[str, dict]:
     """The problems of each bundle with its top kernels: [[name, predicted TFLOPS], ...]."""
-    from ckheur.models.selector import Selector
-    from ckheur.ops import get_family
+    from ckheur.selection.selector import Selector
+    from ckheur.families import get_family
 
     out = {}
     for name, entry in problems.items():
@@ -84,7 +84,7 @@ def main(argv: list[str] | None = None) -> int:
     r = sub.add_parser("rank")
     r.add_argument("problems", type=Path)
     r.add_argument("out", type=Path)
-    r.add_argument("--bundles", type=Path, default=ROOT / "bundles")
+    r.add_argument("--bundles", type=Path, default=ROOT / "models")
     r.add_argument("--top", type=int, default=10)
     a = ap.parse_args(argv)
     if a.cmd == "problems":

@@ -2,7 +2,7 @@
 returning a :class:`Measurer`; heavy or optional imports stay inside the backend module.
 
 A measurer returns, for a list of pairs, parallel lists: latency_ms, latency_spread_ms,
-status (one of ckheur.dataset.STATUSES), error (the reason, empty when ok) and workspace_bytes
+status (one of ckheur.data.dataset.STATUSES), error (the reason, empty when ok) and workspace_bytes
 (-1 where the backend does not say).
 """
 
@@ -88,7 +88,7 @@ class BackendMeasure:
         return self.measurer.measure([(problem, self.kernels[n]) for n in names])
 
     def __call__(self, problem: Any, names: Sequence[str]) -> dict[str, float | None]:
-        from ckheur.dataset import ran_ok
+        from ckheur.data.dataset import ran_ok
 
         res = self.results(problem, names)
         return {n: (lat if ran_ok(st, lat) else None) for n, lat, st in zip(names, res.latency_ms, res.status)}

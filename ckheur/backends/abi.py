@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import ctypes
 
-from ckheur.problems.conv import CONV_FIELDS
+from ckheur.families.grouped_conv.problems import CONV_FIELDS
 
 DIRECTION_CODES = {"fwd": 0, "bwd_data": 1, "bwd_weight": 2}
 DTYPE_CODES = {"fp16": 0, "bf16": 1, "fp8": 2, "fp32": 3}

@@ -23,14 +23,14 @@ from typing import Any, Mapping, Sequence
 
 from ckheur.backends import BackendError, Measurer, Results
 from ckheur.parts import UNKNOWN_WORKSPACE
-from ckheur.ops import get_family
-from ckheur.problems.miopen import DIRECTION_FLAG
+from ckheur.families import get_family
+from ckheur.families.driver_line import DIRECTION_FLAG
 
 _UNITS = {"ms": 1.0, "us": 1e-3, "s": 1e3}
 
 
 def make(cfg: Mapping[str, Any], op: Mapping[str, Any], arch: Mapping[str, Any]) -> Measurer:
-    from ckheur.dataset import refuse_impossible
+    from ckheur.data.dataset import refuse_impossible
 
     if cfg["time_unit"] not in _UNITS:
         raise BackendError(f"backend.time_unit={cfg['time_unit']!r}: allowed values are {', '.join(_UNITS)}")

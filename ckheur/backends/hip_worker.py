@@ -20,7 +20,7 @@ from typing import Any
 import numpy as np
 
 from ckheur.backends.abi import DIRECTION_CODES, DTYPE_CODES, ConvProblemC
-from ckheur.problems.conv import CONV_FIELDS, WRITTEN_TENSOR, problem_from_dict
+from ckheur.families.grouped_conv.problems import CONV_FIELDS, WRITTEN_TENSOR, problem_from_dict
 
 
 def _shapes(p: dict) -> dict[str, tuple]:

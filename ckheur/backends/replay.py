@@ -10,12 +10,12 @@ from __future__ import annotations
 from typing import Any, Mapping, Sequence
 
 from ckheur.backends import BackendError, Measurer, Results
-from ckheur.dataset import SIMULATED
-from ckheur.ops import get_family
+from ckheur.data.dataset import SIMULATED
+from ckheur.families import get_family
 
 
 def make(cfg: Mapping[str, Any], op: Mapping[str, Any], arch: Mapping[str, Any]) -> Measurer:
-    from ckheur.dataset import read_dataset
+    from ckheur.data.dataset import read_dataset
 
     if not cfg.get("paths"):
         raise BackendError("backend=replay needs backend.paths=[dataset or CK CSV, ...]")

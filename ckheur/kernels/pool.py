@@ -30,7 +30,7 @@ class Pool:
 
 def enumerate_pool(op: Mapping[str, Any], arch: Mapping[str, Any], filter_expr: str | None = None) -> Pool:
     """All legal kernels of an op on an arch (``op``/``arch`` are plain config dicts)."""
-    from ckheur.ops import get_family
+    from ckheur.families import get_family
 
     family = get_family(op["family"])
     cands, rejected = family.kernels.candidates(op, arch)

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any, Mapping
 
-from ckheur.problems.conv import CONV_FIELDS, DIRECTIONS, ConvProblem, ProblemError, parse_miopen, problem_from_dict
+from ckheur.families.grouped_conv.problems import CONV_FIELDS, DIRECTIONS, ConvProblem, ProblemError, parse_miopen, problem_from_dict
 from ckheur.config import CONF_DIR, plain
 from ckheur.problems.sources import dedupe, load_source, shard
 

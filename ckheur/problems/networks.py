@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
-from ckheur.problems.base import ProblemError
+from ckheur.families.problem_base import ProblemError
 
 DIRECTIONS = ("fwd", "bwd_data", "bwd_weight")
 # MIOpen's logger prefixes "MIOpen(HIP): " (older ROCm: "MIOpen(OpenCL): ", TheRock: "MIOpen: "), then
@@ -44,7 +44,7 @@ def read_miopen_log(path: str | Path, build: Any, direction: str | None = None,
     occurrence: a layer's immediate runs ([LogCmdConvolution]) count as its weight, or its Find calls
     when it was never run. ``build(line)`` makes a problem of a driver line; lines of another
     direction or dtype are left out, transposed ones (``-m trans``) counted and skipped."""
-    from ckheur.problems.miopen import parse_driver_line
+    from ckheur.families.driver_line import parse_driver_line
 
     runs: Counter = Counter()
     finds: Counter = Counter()

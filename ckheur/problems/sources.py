@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any, Callable, Iterable, Mapping, Sequence
 
 from ckheur.config import CONF_DIR
-from ckheur.problems.base import ProblemError
+from ckheur.families.problem_base import ProblemError
 
 # ------------------------------------------------------------------ loading sets
 def resolve_path(path: str) -> Path:
@@ -32,7 +32,7 @@ def read_csv(path: str | Path, family: str = "grouped_conv") -> list:
     """Problems from a CSV with problem columns (extra columns such as kernel are ignored), one per
     row; checked as every imported table is (``ckheur.csv_table``), each distinct problem once."""
     from ckheur.csv_table import TableSpec, read_csv_table
-    from ckheur.ops import get_family
+    from ckheur.families import get_family
     from ckheur.parts import DatasetError
 
     mod = get_family(family).problems
@@ -76,7 +76,7 @@ def dedupe(problems: Iterable[Any]) -> list:
 
 def read_dataset_problems(path: str | Path, family: str = "grouped_conv") -> list:
     """The distinct problems of a dataset folder, Parquet file or CSV, in order of appearance."""
-    from ckheur.ops import get_family
+    from ckheur.families import get_family
     from ckheur.parts import DatasetError, read_parquet, read_parts
 
     path = Path(path)
@@ -123,7 +123,7 @@ def load_source(src: Mapping[str, Any], load_set: Callable[[str], list], family:
                 direction: str | None = None, dtype: str | None = None) -> list:
     """Problems of one source node (kind: inline, generate, csv, set, a network kind, or a family-specific
     kind); network kinds keep what runs in the op's ``direction`` and ``dtype`` (None: everything)."""
-    from ckheur.ops import get_family
+    from ckheur.families import get_family
 
     mod = get_family(family).problems
     kind = str(src.get("kind"))
@@ -176,7 +176,7 @@ def named_layers(src: Mapping[str, Any], family: str, direction: str | None = No
                  dtype: str | None = None) -> list[tuple[str, Any]]:
     """(layer name, problem) of a network source (kind onnx or torch), one per layer that runs in
     ``direction`` and per batch size of the source."""
-    from ckheur.ops import get_family
+    from ckheur.families import get_family
     from ckheur.problems import networks
 
     mod = get_family(family).problems

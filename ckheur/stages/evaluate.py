@@ -10,7 +10,7 @@ from ckheur.stages import Context, StageError, plain
 
 def _eval_data(cfg: Any, ctx: Context, op: dict, arch: dict) -> list[Path]:
     """Datasets to evaluate on; the default set is swept first when the backend is the simulator."""
-    from ckheur.dataset import dataset_dir
+    from ckheur.data.dataset import dataset_dir
 
     if cfg.data.eval_paths:
         from ckheur.measurements import resolve
@@ -43,8 +43,8 @@ def _eval_data(cfg: Any, ctx: Context, op: dict, arch: dict) -> list[Path]:
 def training_data_evaluated(model_dir: Path, paths: list[Path]) -> list[str]:
     """The evaluation datasets that the bundle was trained on: same content (sha256) as a dataset its
     train_manifest.json lists."""
-    from ckheur.models.bundle import resolve_model_dir
-    from ckheur.models.seen import manifest_datasets
+    from ckheur.learn.bundle import resolve_model_dir
+    from ckheur.evaluation.seen import manifest_datasets
     from ckheur.parts import sha256_of
 
     trained = {d["sha256"] for d in manifest_datasets(resolve_model_dir(model_dir))}
@@ -53,8 +53,8 @@ def training_data_evaluated(model_dir: Path, paths: list[Path]) -> list[str]:
 
 def _seen_unseen(model_dir: Path, selector: Any, job: Any, scored: Any, paths: list, tol: float) -> dict:
     """{"seen_unseen": ...} when some evaluated problems are in the bundle's training data, else {}."""
-    from ckheur.models.bundle import resolve_model_dir
-    from ckheur.models.seen import seen_mask, seen_unseen, training_keys
+    from ckheur.learn.bundle import resolve_model_dir
+    from ckheur.evaluation.seen import seen_mask, seen_unseen, training_keys
 
     keys, sources = training_keys(resolve_model_dir(model_dir), job.family, (selector.answers or {}).keys(), paths)
     mask = seen_mask(scored.rows, job.family, keys)
@@ -63,17 +63,17 @@ def _seen_unseen(model_dir: Path, selector: Any, job: Any, scored: Any, paths: l
 
 def run(cfg: Any, ctx: Context) -> dict:
     """Evaluate the model for op/dtype/arch on held-out measurements; write the report."""
-    from ckheur.dataset import keep_shard, read_dataset
+    from ckheur.data.dataset import keep_shard, read_dataset
     from ckheur.job import Job
-    from ckheur.models.evaluation import COLUMNS, check_options, evaluate
-    from ckheur.models.evaluation_report import write_report
-    from ckheur.models.predicting import applicability_of
-    from ckheur.models.selector import Selector
+    from ckheur.evaluation.scoring import COLUMNS, check_options, evaluate
+    from ckheur.evaluation.report import write_report
+    from ckheur.selection.predicting import applicability_of
+    from ckheur.selection.selector import Selector
 
     job, ev = Job.from_config(cfg), cfg.evaluate
     top_k = check_options(list(ev.top_k), float(ev.tie_tolerance))
     if ev.tunanet:  # checked and read before any data is swept or read
-        from ckheur.tunanet import load_tunanet
+        from ckheur.integrations.miopen.tunanet import load_tunanet
 
         if job.family.name != "miopen":
             raise StageError(f"evaluate.tunanet: TunaNet ranks MIOpen's solvers (op=miopen/...), not {job.family.name}")
@@ -84,7 +84,7 @@ def run(cfg: Any, ctx: Context) -> dict:
         model_dir = Path(ev.model_dir)
     else:  # the default bundle depends on the data's kind: read only that column first
         backends = read_dataset(paths, dedupe=False, columns=["backend"])["backend"]
-        model_dir = Path(cfg.paths.sim_bundles if "sim" in set(backends) else cfg.paths.bundles) / job.model_name
+        model_dir = Path(cfg.paths.sim_models if "sim" in set(backends) else cfg.paths.models) / job.model_name
     if ev.baseline and not Path(ev.baseline).is_dir():
         raise StageError(f"evaluate.baseline={ev.baseline}: no model bundle there")
     selector = Selector.load(model_dir, **({} if ev.cascade else {"cascade_threshold": 10**9}),
@@ -93,7 +93,7 @@ def run(cfg: Any, ctx: Context) -> dict:
     if selector.family.analytic:
         baselines["analytic model"] = Selector.analytic(selector.kernels, job.arch, job.direction, job.dtype, op=job.op)
     if ev.ck_models:
-        from ckheur.models.ck_format import CKModel, CKSelector
+        from ckheur.integrations.ck.model_folder import CKModel, CKSelector
 
         if job.family.name != "grouped_conv":
             raise StageError(f"evaluate.ck_models: CK's dispatcher models rank grouped convolutions, not {job.family.name}")
@@ -101,7 +101,7 @@ def run(cfg: Any, ctx: Context) -> dict:
             ck = CKSelector(CKModel.load(folder, job.arch), selector)
             baselines[ck.label] = ck
     if ev.tunanet:
-        from ckheur.tunanet import TunaNetRanker
+        from ckheur.integrations.miopen.tunanet import TunaNetRanker
 
         baselines["TunaNet"] = TunaNetRanker(net, selector.kernels, job.direction, job.dtype)
     gate_against = Selector.load(ev.baseline) if ev.baseline else None
@@ -131,7 +131,7 @@ def run(cfg: Any, ctx: Context) -> dict:
 
 def _print(m: dict) -> None:
     from ckheur.display import format_table
-    from ckheur.models.evaluation_report import beside_rows, censored_cells, pct, summary_rows
+    from ckheur.evaluation.report import beside_rows, censored_cells, pct, summary_rows
 
     print(f"evaluate: {m['problems_evaluated']} problems ({m['problems_skipped']} skipped), {m['data_kind']} data, "
           f"model {m['model_dir']}")
@@ -147,7 +147,7 @@ def _print(m: dict) -> None:
         print(f"evaluate: {m['remembered_problems']} of these problems are in the model's training data: it ranks "
               f"their fastest measured solver first (train.remember), so on them it scores as a lookup does")
     if "seen_unseen" in m:
-        from ckheur.models.seen import describe
+        from ckheur.evaluation.seen import describe
 
         print(f"evaluate: problems in the model's training data ({', '.join(m['seen_unseen']['from'])}) and not: "
               f"{describe(m['seen_unseen'])}")

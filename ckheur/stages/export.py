@@ -1,6 +1,6 @@
 """stage=export: a model bundle as a self-contained C99 package (built and checked against
-Python) or as CK's dispatcher model folder (``ckheur.models.exporting``); or a MIOpen tuning
-database's measurements as MIOpen's user find-db (``ckheur.miopen_fdb.write_user_find_db``)."""
+Python) or as CK's dispatcher model folder (``ckheur.exporting``); or a MIOpen tuning
+database's measurements as MIOpen's user find-db (``ckheur.integrations.miopen.find_db.write_user_find_db``)."""
 
 from __future__ import annotations
 
@@ -13,14 +13,14 @@ from ckheur.stages import Context, StageError
 def run(cfg: Any, ctx: Context) -> dict:
     """Export the op's model (or export.model_dir) to export.output."""
     from ckheur.job import Job
-    from ckheur.models.ck_format import folder_name
-    from ckheur.models.exporting import export_c_package, export_ck_folder
-    from ckheur.models.predicting import bundle_dir
+    from ckheur.integrations.ck.model_folder import folder_name
+    from ckheur.exporting import export_c_package, export_ck_folder
+    from ckheur.selection.predicting import bundle_dir
 
     job, opts = Job.from_config(cfg), cfg.export
     if str(opts.format) == "miopen_find_db":
         return _user_find_db(cfg, job)
-    model_dir = bundle_dir(job, bundles=cfg.paths.bundles, sim_bundles=cfg.paths.sim_bundles,
+    model_dir = bundle_dir(job, models=cfg.paths.models, sim_models=cfg.paths.sim_models,
                            explicit=opts.model_dir)
     if not model_dir.is_dir():
         raise StageError(f"model dir {model_dir} not found: train one (stage=train) or give export.model_dir=")
@@ -35,7 +35,7 @@ def run(cfg: Any, ctx: Context) -> dict:
 
 def _user_find_db(cfg: Any, job: Any) -> dict:
     """The tuning database's measurements into the user find-db export.output."""
-    from ckheur.miopen_fdb import write_user_find_db
+    from ckheur.integrations.miopen.find_db import write_user_find_db
     from ckheur.stages.tune import db_dir
 
     opts = cfg.export

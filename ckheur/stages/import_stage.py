@@ -1,4 +1,4 @@
-"""stage=import: a CK tile_engine CSV or a MIOpen find-db into datasets (``ckheur.importing``)."""
+"""stage=import: a CK tile_engine CSV or a MIOpen find-db into datasets (``ckheur.data.importing``)."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from ckheur.stages import Context, StageError, plain
 
 def run(cfg: Any, ctx: Context) -> dict:
     """Import import.path into {paths.data}/{family}_{direction}_{dtype}_{arch}/{dataset}.parquet."""
-    from ckheur.importing import import_file
+    from ckheur.data.importing import import_file
 
     opts = cfg["import"]
     if not opts.path:

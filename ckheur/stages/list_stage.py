@@ -8,7 +8,7 @@ from typing import Any
 
 from ckheur.display import format_table
 from ckheur.kernels import enumerate_pool
-from ckheur.ops import get_family
+from ckheur.families import get_family
 from ckheur.problems import load_problem_set
 from ckheur.stages import Context, plain
 

@@ -10,11 +10,11 @@ from ckheur.stages import Context, StageError, plain
 
 def selector_from_cfg(cfg: Any, job: Any, model_dir: str | None = None, tuning_db: str | None = None,
                       find_db: str | None = None) -> tuple[Any, str]:
-    """The job's selector and its label (``ckheur.models.predicting.selector_for``): ``model_dir``,
-    else predict.model_dir, else the bundle under paths.bundles / paths.sim_bundles, else analytic."""
-    from ckheur.models.predicting import selector_for
+    """The job's selector and its label (``ckheur.selection.predicting.selector_for``): ``model_dir``,
+    else predict.model_dir, else the bundle under paths.models / paths.sim_models, else analytic."""
+    from ckheur.selection.predicting import selector_for
 
-    return selector_for(job, bundles=cfg.paths.bundles, sim_bundles=cfg.paths.sim_bundles,
+    return selector_for(job, models=cfg.paths.models, sim_models=cfg.paths.sim_models,
                         model_dir=model_dir or cfg.predict.model_dir, tuning_db=tuning_db,
                         find_db=find_db)
 
@@ -22,7 +22,7 @@ def selector_from_cfg(cfg: Any, job: Any, model_dir: str | None = None, tuning_d
 def problem_from_cfg(cfg: Any, job: Any) -> Any:
     """The single problem given as problem.<field>=... or problem="<MIOpenDriver line>" (refused
     when it contradicts the op's direction or data type), or None."""
-    from ckheur.models.selector import as_problem
+    from ckheur.selection.selector import as_problem
 
     node = plain(cfg.problem)
     line = node.pop("miopen", None)
@@ -52,7 +52,7 @@ def run(cfg: Any, ctx: Context) -> dict:
     """Print the top-k kernels for one problem, or write predictions for a problem set."""
     from ckheur.display import format_table
     from ckheur.job import Job
-    from ckheur.models.predicting import RELATIVE_ONLY, relative_only, write_predictions
+    from ckheur.selection.predicting import RELATIVE_ONLY, relative_only, write_predictions
     from ckheur.problems import load_problem_set
     from ckheur.progress import Progress
 
@@ -106,11 +106,11 @@ def run(cfg: Any, ctx: Context) -> dict:
 
 
 def _explain(selector: Any, problem: Any, label: str, find_db: str | None, job: Any) -> dict:
-    """Print every candidate of one problem beside the pick (``ckheur.models.predicting.explain``)."""
+    """Print every candidate of one problem beside the pick (``ckheur.selection.predicting.explain``)."""
     from dataclasses import asdict
 
     from ckheur.display import format_table
-    from ckheur.models.predicting import explain
+    from ckheur.selection.predicting import explain
 
     rows = explain(selector, problem, find_db=find_db)
     ms = lambda v: "-" if v is None else f"{v:.4g}"  # noqa: E731

@@ -12,8 +12,8 @@ def run(cfg: Any, ctx: Context) -> dict:
     """Write network_report.md / .csv / .json / .png into the run folder and print the totals and plan."""
     from ckheur.display import format_table
     from ckheur.job import Job
-    from ckheur.models.network_report import PlanModel, expected_efficiency, layer_rows, totals, write_report
-    from ckheur.models.predicting import bundle_dir
+    from ckheur.evaluation.network_report import PlanModel, expected_efficiency, layer_rows, totals, write_report
+    from ckheur.selection.predicting import bundle_dir
     from ckheur.problems import layer_names, load_weighted_set
     from ckheur.stages.predict import selector_from_cfg
 
@@ -24,7 +24,7 @@ def run(cfg: Any, ctx: Context) -> dict:
                          f"report.overhead_s={rc.overhead_s} >= 0")
     tunanet = None
     if rc.tunanet:
-        from ckheur.tunanet import TunaNetRanker, load_tunanet
+        from ckheur.integrations.miopen.tunanet import TunaNetRanker, load_tunanet
 
         if job.family.name != "miopen":
             raise StageError(f"report.tunanet: TunaNet ranks MIOpen's solvers (op=miopen/...), not {job.family.name}")
@@ -33,7 +33,7 @@ def run(cfg: Any, ctx: Context) -> dict:
     selector, label = selector_from_cfg(cfg, job, model_dir=rc.model_dir, tuning_db=rc.tuning_db, find_db=rc.find_db)
     if rc.tunanet:
         tunanet = TunaNetRanker(tunanet_net, selector.kernels, job.direction, job.dtype)
-    model_dir = bundle_dir(job, bundles=cfg.paths.bundles, sim_bundles=cfg.paths.sim_bundles,
+    model_dir = bundle_dir(job, models=cfg.paths.models, sim_models=cfg.paths.sim_models,
                            explicit=rc.model_dir or cfg.predict.model_dir)
     eff, source = expected_efficiency(model_dir if selector.booster is not None else None)
     if eff is None:

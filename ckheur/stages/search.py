@@ -16,7 +16,7 @@ def run(cfg: Any, ctx: Context) -> dict:
     from ckheur.display import format_table
     from ckheur.job import Job
     from ckheur.problems import load_problem_set
-    from ckheur.search import SearchError, SearchOptions, search_problem
+    from ckheur.sweeping.search import SearchError, SearchOptions, search_problem
     from ckheur.stages.predict import problem_from_cfg, selector_from_cfg
 
     job = Job.from_config(cfg)

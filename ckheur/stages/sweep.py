@@ -15,7 +15,7 @@ from ckheur.stages import Context, StageError, plain
 def plan_from_cfg(cfg: Any) -> Any:
     """The sweep plan of a config: the job's pool on the problem set, into sweep.output or the
     problem set's dataset under paths.data."""
-    from ckheur.dataset import dataset_dir
+    from ckheur.data.dataset import dataset_dir
     from ckheur.job import Job
     from ckheur.problems import load_problem_set
     from ckheur.sweeping import plan_sweep

@@ -1,4 +1,4 @@
-"""stage=train: LightGBM on measured datasets (``ckheur.models.trainer``); the bundle records how
+"""stage=train: LightGBM on measured datasets (``ckheur.learn.trainer``); the bundle records how
 and on what it was trained."""
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ from ckheur.stages import Context, StageError, plain
 
 def data_paths(cfg: Any, op: dict, arch: dict, explicit: list, problems: str) -> list[Path]:
     """Datasets to read: the explicit list, else this op's sweep dataset of a problem set."""
-    from ckheur.dataset import dataset_dir
+    from ckheur.data.dataset import dataset_dir
     from ckheur.measurements import resolve
 
     paths = [resolve(p) for p in explicit] or [dataset_dir(cfg.paths.data, op, arch["name"], problems)]
@@ -25,7 +25,7 @@ def data_paths(cfg: Any, op: dict, arch: dict, explicit: list, problems: str) ->
 def candidates(cfg: Any) -> list:
     """The configured model (objective, features.*, model.prior, model.bagging_seeds, model.distill_trees),
     then train.compare's."""
-    from ckheur.models.trainer import Candidate
+    from ckheur.learn.trainer import Candidate
 
     bagging, distill = int(cfg.model.bagging_seeds), int(cfg.model.distill_trees)
     first = Candidate(str(cfg.model.objective), bool(cfg.features.analytic), str(cfg.model.prior) == "analytic",
@@ -40,7 +40,7 @@ def candidates(cfg: Any) -> list:
 
 def options(cfg: Any) -> Any:
     """The train node as the trainer's options."""
-    from ckheur.models.trainer import TrainOptions
+    from ckheur.learn.trainer import TrainOptions
 
     t = cfg.train
     return TrainOptions(folds=int(t.folds), inner_valid_fraction=float(t.inner_valid_fraction), seeds=int(t.seeds),
@@ -53,7 +53,7 @@ def options(cfg: Any) -> Any:
 
 def check_output(out: Path, overwrite: bool) -> None:
     """Refuse to train into a folder that already holds a bundle unless train.overwrite=true."""
-    from ckheur.models.bundle import REQUIRED
+    from ckheur.learn.bundle import REQUIRED
 
     if not overwrite and any((out / name).exists() for name in REQUIRED):
         raise StageError(f"train: {out} already holds a bundle; pass train.overwrite=true to replace it, "
@@ -63,7 +63,7 @@ def check_output(out: Path, overwrite: bool) -> None:
 def run(cfg: Any, ctx: Context) -> dict:
     """Train (or warm-start) a model bundle for the op/dtype/arch on the configured data."""
     from ckheur.job import Job
-    from ckheur.models.trainer import check_remember, train_bundle
+    from ckheur.learn.trainer import check_remember, train_bundle
 
     job = Job.from_config(cfg)
     check_remember(job, bool(cfg.train.remember))  # before any data is read
@@ -73,10 +73,10 @@ def run(cfg: Any, ctx: Context) -> dict:
     if cfg.train.output:
         out = Path(cfg.train.output)
     else:  # where the data's kind says: a model of simulated data never shadows a real one
-        from ckheur.dataset import read_dataset
+        from ckheur.data.dataset import read_dataset
 
         simulated = "sim" in set(read_dataset(paths, dedupe=False, columns=["backend"])["backend"])
-        out = Path(cfg.paths.sim_bundles if simulated else cfg.paths.bundles) / job.model_name
+        out = Path(cfg.paths.sim_models if simulated else cfg.paths.models) / job.model_name
     check_output(out, bool(cfg.train.overwrite))
     result = train_bundle(paths, job, out, model=plain(cfg.model), candidates=cands, options=options(cfg),
                           warm_start=cfg.train.warm_start, shard=plain(cfg.data.shard),

@@ -38,7 +38,7 @@ def record_batches(out: Path, batches: Sequence[tuple[Sequence, Callable]], meas
     A kill loses at most the batch in flight, and Ctrl-C stops cleanly after saving what was
     measured. Returns the attempts by status and whether the run was interrupted. The caller
     owns (and closes) the measurer."""
-    from ckheur.dataset import common_columns, measurement_rows, write_part
+    from ckheur.data.dataset import common_columns, measurement_rows, write_part
 
     common = common_columns(job.family.name, job.direction, job.dtype, job.arch_name, measurer.name,
                             measurer.warmup, measurer.repeat)
@@ -74,7 +74,7 @@ class SweepPlan:
 
     def columns(self) -> tuple[dict, dict]:
         """Dataset columns of the plan's problems (by key) and kernels (by name)."""
-        from ckheur.dataset import kernel_columns
+        from ckheur.data.dataset import kernel_columns
 
         return ({p.key(): p.to_dict() for p in self.problems},
                 {k.name: kernel_columns(k, self.job.family.name) for k in self.pool.kernels})
@@ -85,7 +85,7 @@ def plan_sweep(job: Job, problems: Sequence[Any], out: str | Path, *, backend: M
                log: Callable[[str], None] = print) -> SweepPlan:
     """The pool's kernels that can run each problem and the pairs already in the dataset ``out``;
     ``overwrite`` moves an old dataset aside first, ``retry_failed`` plans failed pairs again."""
-    from ckheur.dataset import USABLE, read_dataset
+    from ckheur.data.dataset import USABLE, read_dataset
 
     pool, family, out = job.pool, job.family, Path(out)
     if not pool.kernels:

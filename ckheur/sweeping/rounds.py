@@ -139,7 +139,7 @@ class _Rounds:
     """What the rounds share: the plan, the candidates' geometry and kernel indices, the config."""
 
     def __init__(self, options: RoundOptions, plan: SweepPlan) -> None:
-        from ckheur.features import get_engine
+        from ckheur.families.engines import get_engine
         from ckheur.problems.space import log_space
 
         self.options, self.plan, self.job = options, plan, plan.job
@@ -175,7 +175,7 @@ class _Rounds:
         return np.array([p.key() in done for p in self.problems], dtype=bool)
 
     def fixed_order(self) -> np.ndarray:
-        from ckheur.models.acquisition import stratified_order
+        from ckheur.sweeping.acquisition import stratified_order
         from ckheur.problems.space import cluster_shapes
 
         if self.order is None:
@@ -187,8 +187,8 @@ class _Rounds:
 
     # ------------------------------------------------------------------ the model's view
     def table(self) -> Any:
-        from ckheur.dataset import read_dataset
-        from ckheur.models.training import TrainingError, build_table
+        from ckheur.data.dataset import read_dataset
+        from ckheur.learn.training import TrainingError, build_table
 
         if not self.plan.out.exists():
             return None
@@ -240,7 +240,7 @@ class _Rounds:
 
     def scores_of(self, idx: np.ndarray, pid: np.ndarray, kid: np.ndarray) -> np.ndarray:
         """Feature rows of the pairs (problems[idx[pid]], kernels[kid])."""
-        from ckheur.features import pair_features
+        from ckheur.families.engines import pair_features
 
         return pair_features(self.engine, [self.problems[i] for i in idx], self.kernels, pid, kid, self.job.arch,
                              self.job.direction)
@@ -333,8 +333,8 @@ def sweep_rounds(plan: SweepPlan, options: RoundOptions, *, progress: str = "aut
 
 def _plan_round(R: _Rounds, rnd: int, left: int, budget: int, min_gain: float) -> tuple[dict, list]:
     """Choose the next round's pairs; returns its record (why, learning-curve point) and the pairs."""
-    from ckheur.models.acquisition import Uncertainty, choose_batch, farthest_points, oob_efficiency, uncertainty
-    from ckheur.models.acquisition import train_ensemble
+    from ckheur.sweeping.acquisition import Uncertainty, choose_batch, farthest_points, oob_efficiency, uncertainty
+    from ckheur.sweeping.acquisition import train_ensemble
 
     t0 = time.perf_counter()
     a = R.a
@@ -423,7 +423,7 @@ def _deepen(R: _Rounds, record: dict, tb: Any, boosters: list, rnd: int, left: i
             t0: float) -> tuple[dict, list]:
     """Every problem is measured: time more kernels of them, the unmeasured (problem, kernel)
     pairs with the largest expected improvement over the problem's best measured kernel."""
-    from ckheur.models.acquisition import expected_improvement
+    from ckheur.sweeping.acquisition import expected_improvement
     from ckheur.threads import predict
 
     size = min(left, int(round(budget * float(R.a["round_size"]))))

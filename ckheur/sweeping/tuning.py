@@ -23,9 +23,9 @@ def tune(selector: Any, problems: Sequence[Any], db: str | Path, job: Job, *, ba
     tuning database folder ``db`` (created if new); returns the summary (``interrupted`` after Ctrl-C).
     For one problem the summary also lists its ranking with what was measured (``problem``)."""
     from ckheur.backends import make_backend
-    from ckheur.dataset import kernel_columns
+    from ckheur.data.dataset import kernel_columns
     from ckheur.problems import ProblemError
-    from ckheur.tuning_db import TuningDB
+    from ckheur.data.tuning_db import TuningDB
 
     k = top_k
     if isinstance(k, bool) or not isinstance(k, int) or k < 1:

@@ -1,0 +1,1 @@
+"""Datasets of measurements, the tuning database, and importing them."""

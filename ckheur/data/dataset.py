@@ -1,0 +1,509 @@
+"""Measurement datasets: one row per (problem, kernel) attempt, stored as Parquet part files
+(``ckheur.parts``).
+
+A dataset is a folder ``{data}/{family}_{direction}_{dtype}_{arch}/{problems}.parquet/``
+holding ``part-*.parquet`` files. Each batch of a sweep is written to a temporary file and
+renamed into place, so a killed sweep loses at most the batch in flight, and readers never
+see half a file. Shard jobs write parts into the same folder; reading merges them and keeps
+the newest row per (arch, direction, dtype, problem, kernel). Failed attempts are rows too.
+"""
+
+from __future__ import annotations
+
+import functools
+from pathlib import Path
+from typing import Any, Iterable, Mapping, Sequence
+
+from ckheur.config import load_option
+from ckheur.families import get_family
+from ckheur.parts import SCHEMA_VERSION, UNKNOWN_WORKSPACE, DatasetError, read_parquet, read_parts, write_table
+from ckheur.families.grouped_conv.problems import CONV_FIELDS, DIRECTIONS
+from ckheur.version import __version__
+
+STATUSES = ("ok", "failed", "timeout", "unsupported", "wrong_result", "missing", "suspect", "censored")
+# A censored pair was not timed by itself but is known to lose: a find-db lists only the fastest
+# solvers of a problem, so an unlisted one is slower than the slowest listed (or does not apply).
+# Training ranks it below every measured pair of its problem; it is never a measurement.
+CENSORED = "censored"
+# A suspect run has a valid timing but a sanity count unlike the other kernels of its problem:
+# kept and reported; it counts as a measurement unless the user excludes suspects.
+USABLE = ("ok", "suspect")
+SIMULATED = "sim"  # the backend label of simulated rows: never a measurement, labeled so wherever they go
+# workspace_bytes: the device workspace the run used, -1 where the backend does not say (MIOpen's
+# find-db records it per solver and problem, and allocates by it).
+MEASURE_COLUMNS = ("latency_ms", "latency_spread_ms", "tflops", "status", "error", "workspace_bytes")
+PROVENANCE_COLUMNS = ("warmup", "repeat", "clock_mhz", "timestamp", "host", "ckheur_version", "schema_version")
+_STRINGS = {"layout", "pipeline", "scheduler", "epilogue", "kernel", "algorithm", "implementation"}
+_BOOLS = {"dsb", "si", "pad_m", "pad_n", "pad_k", "persistent", "workspace"}
+
+
+def columns(family: str = "grouped_conv") -> tuple[str, ...]:
+    """Dataset columns of an operator family: op, problem fields, kernel and traits, results."""
+    fam = get_family(family)
+    return ("op", "direction", "dtype", "arch", "backend", *fam.problems.FIELDS, "kernel", *fam.kernels.COLUMNS,
+            *MEASURE_COLUMNS, *PROVENANCE_COLUMNS)
+
+
+def identity(family: str = "grouped_conv") -> tuple[str, ...]:
+    """Columns identifying one (problem, kernel) pair."""
+    return ("arch", "direction", "dtype", *get_family(family).problems.FIELDS, "kernel")
+
+
+COLUMNS = columns("grouped_conv")
+DIRECTION_INDEX = {d: i for i, d in enumerate(DIRECTIONS)}
+
+
+def ran_ok(status: str, latency_ms: float) -> bool:
+    """Whether one attempt is a measurement: a usable status and a positive latency."""
+    return status in USABLE and latency_ms > 0
+
+
+def usable(df: Any, exclude_suspect: bool = False) -> Any:
+    """Mask of rows that are measurements to learn from and score against: positive TFLOPS, and
+    not beyond what the arch's peak allows (:func:`time_refusals`; rows an older version or
+    another tool recorded as ok are checked too)."""
+    import numpy as np
+
+    statuses = ["ok"] if exclude_suspect else list(USABLE)
+    tflops = df["tflops"].to_numpy(dtype=float)
+    ok = df["status"].isin(statuses).to_numpy() & (tflops > 0) & np.isfinite(tflops)
+    if len(df) and {"arch", "dtype"} <= set(df.columns):
+        for (arch, dtype), rows in df.groupby(["arch", "dtype"], observed=True, sort=False).indices.items():
+            limit = float(arch_peaks(str(arch)).get(str(dtype), np.inf)) * PEAK_MARGIN
+            ok[rows] &= tflops[rows] <= limit
+    return ok
+
+
+def fastest_by_problem(df: Any, family: str) -> dict[tuple, str]:
+    """Each problem's fastest usable measurement: {problem key (the family's fields): kernel name}."""
+    fields = list(get_family(family).problems.FIELDS)
+    ok = df[usable(df)]
+    if ok.empty:
+        return {}
+    best = ok.loc[ok.groupby(fields, observed=True, sort=False)["tflops"].idxmax()]
+    return dict(zip(problem_keys(best[fields]), best["kernel"].astype(str)))
+
+
+def problem_keys(frame: Any) -> list[tuple]:
+    """Each row's problem key as the problem objects' ``key()`` gives it: Python ints and strings,
+    not numpy scalars (the columns of ``frame`` are the family's fields, in order)."""
+    plain = lambda v: v if isinstance(v, str) else int(v)  # noqa: E731
+    return [tuple(plain(v) for v in row) for row in frame.itertuples(index=False, name=None)]
+
+
+def arrow_schema(family: str = "grouped_conv"):
+    """The versioned Arrow schema of a family's dataset."""
+    import pyarrow as pa
+
+    fam = get_family(family)
+    ints = {*fam.problems.FIELDS, *fam.kernels.COLUMNS, "workspace_bytes", "warmup", "repeat",
+            "schema_version"} - _STRINGS - _BOOLS
+    types = {c: pa.int64() for c in ints}
+    types.update({c: pa.float64() for c in ("latency_ms", "latency_spread_ms", "tflops", "clock_mhz")})
+    types.update({c: pa.bool_() for c in _BOOLS})
+    fields = [pa.field(c, types.get(c, pa.string())) for c in columns(family)]
+    return pa.schema(fields, metadata={"ckheur_schema_version": str(SCHEMA_VERSION), "ckheur_family": family})
+
+
+def _family_of(df: Any) -> str:
+    families = sorted({str(op).split("/")[0] for op in df["op"].unique()}) if len(df) else ["grouped_conv"]
+    if len(families) != 1:
+        raise DatasetError(f"rows of several operator families ({', '.join(families)}) in one dataset")
+    from ckheur.families import FAMILIES
+
+    if families[0] not in FAMILIES:
+        raise DatasetError(f"op {families[0]!r} in rows: the op column must start with one of {', '.join(FAMILIES)}")
+    return families[0]
+
+
+def keep_shard(df: Any, shard: Mapping[str, Any], family: str = "grouped_conv") -> Any:
+    """Rows of the problems in part ``shard.index`` of a seeded ``shard.count``-way split
+    (the split ``problems.shard`` makes with the same seed); ``count`` 1 keeps everything."""
+    from ckheur.problems.sources import shard_of
+
+    count, index, seed = int(shard.get("count", 1)), int(shard.get("index", 0)), int(shard.get("seed", 0))
+    if count <= 1 or not len(df):
+        return df
+    if not 0 <= index < count:
+        raise DatasetError(f"data.shard: need 0 <= index < count, got index={index}, count={count}")
+    keys = list(df[list(get_family(family).problems.FIELDS)].itertuples(index=False, name=None))
+    part = {k: shard_of(k, count, seed) for k in set(keys)}
+    return df[[part[k] == index for k in keys]]
+
+
+def dataset_dir(data_root: str | Path, op: Mapping[str, Any], arch: str, problems: str,
+                field: str = "problems.name") -> Path:
+    """Where the dataset of a problem set (or import) ``problems`` lives under ``data_root``; every
+    name in it is a single path component (``field`` names the option in the error)."""
+    from ckheur.files import check_name
+
+    folder = check_name(f"{op['family']}_{op['direction']}_{op['dtype']}_{arch}", "op family, direction, dtype and arch")
+    return Path(data_root) / folder / f"{check_name(problems, field)}.parquet"
+
+
+def write_part(folder: str | Path, rows: Sequence[Mapping[str, Any]] | Any, name: str | None = None,
+               commit: bool = True) -> Path:
+    """Write rows (dicts or a DataFrame) as one new part file, atomically (``ckheur.parts.write_table``
+    explains ``name`` and ``commit``)."""
+    import pandas as pd
+    import pyarrow as pa
+
+    df = rows if isinstance(rows, pd.DataFrame) else pd.DataFrame(list(rows))
+    if "op" not in df.columns:
+        raise DatasetError("rows lack dataset columns: op")
+    family = _family_of(df)
+    cols = columns(family)
+    missing = [c for c in cols if c not in df.columns]
+    if missing:
+        raise DatasetError(f"rows lack dataset columns: {', '.join(missing)}")
+    bad = sorted(set(map(str, df["status"])) - set(STATUSES))
+    if bad:
+        raise DatasetError(f"status {bad}: allowed values are {', '.join(STATUSES)}")
+    table = pa.Table.from_pandas(df[list(cols)], schema=arrow_schema(family), preserve_index=False)
+    return write_table(folder, table, name=name, commit=commit)
+
+
+def _read_one(path: Path, columns: Sequence[str] | None = None):
+    if path.is_dir():
+        return read_parts(path, columns=columns)[0]
+    if path.name.endswith((".csv", ".csv.gz")):
+        df = read_ck_csv(path)
+        return df if columns is None else df[[c for c in columns if c in df.columns]]
+    return read_parquet(path, columns)
+
+
+def read_dataset(paths: str | Path | Iterable[str | Path], dedupe: bool = True, columns: Sequence[str] | None = None):
+    """Read datasets (part folders, Parquet files or CK CSVs) into one DataFrame.
+
+    With ``dedupe`` the newest row per (arch, direction, dtype, problem, kernel) is kept.
+    ``columns``: only these (and what dedupe needs), text columns as categories: what large
+    evaluations read.
+    """
+    import pandas as pd
+
+    from ckheur.measurements import resolve
+
+    paths = [paths] if isinstance(paths, (str, Path)) else list(paths)
+    if columns is not None:
+        columns = list(dict.fromkeys([*columns, "op", "timestamp", "arch", "direction", "dtype", "kernel"]))
+    frames = []
+    for p in map(resolve, paths):
+        if not p.exists():
+            raise DatasetError(f"dataset {p} not found")
+        frames.append(_read_one(p, columns))
+    frames = [f for f in frames if len(f)]
+    df = pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(columns=list(COLUMNS))
+    if columns is not None and len(frames) > 1:  # categories of different parts concatenate as text
+        for c in df.columns:
+            if df[c].dtype == object:
+                df[c] = df[c].astype("category")
+    if dedupe and len(df) and _may_repeat(df, identity(_family_of(df))):
+        if isinstance(df["timestamp"].dtype, pd.CategoricalDtype):  # newest by the text, not by category order
+            df["timestamp"] = df["timestamp"].cat.reorder_categories(sorted(df["timestamp"].cat.categories),
+                                                                     ordered=True)
+        df = df.sort_values("timestamp", kind="stable").drop_duplicates(list(identity(_family_of(df))), keep="last")
+        df = df.reset_index(drop=True)
+    return df
+
+
+def row_hash(df: Any, cols: Sequence[str]) -> Any:
+    """A 64-bit hash per row of ``cols``, computed column by column (no copy of the frame): equal
+    rows hash equal; unequal rows almost never do, so callers confirm what a hash match suggests."""
+    import numpy as np
+    import pandas as pd
+
+    h = np.zeros(len(df), dtype=np.uint64)
+    for c in cols:
+        h = (h * np.uint64(0x100000001B3)) ^ pd.util.hash_pandas_object(df[c], index=False).to_numpy()
+    return h
+
+
+def _may_repeat(df: Any, cols: Sequence[str]) -> bool:
+    """Whether two rows may share ``cols``; False proves there is nothing to deduplicate, so
+    millions of rows are not sorted for nothing."""
+    import pandas as pd
+
+    return bool(pd.Series(row_hash(df, cols)).duplicated().any())
+
+
+# ------------------------------------------------------------------ CK tile_engine CSV import
+
+SUSPECT_RATIO = 4.0  # a non_zero count this many times off its problem's median is suspect
+
+
+def non_zero_status(problem_ids: Sequence[Any], non_zero: Sequence[float],
+                    ratio: float = SUSPECT_RATIO) -> tuple[Any, Any]:
+    """(status, reason) per row from CK's ``non_zero`` sanity counts (object arrays).
+
+    The count is not a correctness proof: CK's own sweeps often report far fewer non-zero
+    elements than the output size for valid runs, every kernel of the problem alike. So only
+    ``non_zero == 0`` is ``wrong_result``; a count more than ``ratio`` times away from the
+    median of the other kernels of the same problem is ``suspect``; anything else is ``ok``."""
+    import numpy as np
+    import pandas as pd
+
+    gid = pd.factorize(pd.Series(list(problem_ids)) if not isinstance(problem_ids, np.ndarray) else problem_ids)[0]
+    nz = pd.to_numeric(pd.Series(np.asarray(non_zero)), errors="coerce").to_numpy(dtype=float)
+    status, reason = np.full(len(nz), "ok", dtype=object), np.full(len(nz), "", dtype=object)
+    zero = nz == 0
+    status[zero], reason[zero] = "wrong_result", "non_zero=0: the kernel wrote no output"
+    # The median of the other positive counts of each row's problem, vectorized: sort the
+    # positive counts by (problem, count); removing a row's own count at rank r leaves a sorted
+    # list whose element i is at i + (i >= r).
+    rows = np.flatnonzero(nz > 0)  # NaN and 0 compare False: only real counts
+    order = np.lexsort((nz[rows], gid[rows]))
+    rows = rows[order]
+    g, v = gid[rows], nz[rows]
+    starts = np.r_[0, np.flatnonzero(np.diff(g)) + 1]
+    sizes = np.diff(np.r_[starts, len(g)])
+    start, others = np.repeat(starts, sizes), np.repeat(sizes, sizes) - 1
+    rank = np.arange(len(g)) - start
+    judge = np.flatnonzero(others >= 2)
+    if len(judge):
+        s0, m, r = start[judge], others[judge], rank[judge]
+
+        def remaining(i):
+            return v[s0 + i + (i >= r)]
+
+        med = (remaining((m - 1) // 2) + remaining(m // 2)) / 2
+        c = v[judge]
+        off = (c * ratio < med) | (c > med * ratio)
+        hit = rows[judge[off]]
+        status[hit] = "suspect"
+        reason[hit] = [f"non_zero={int(x)} departs from the median {y:.0f} of the other kernels of this problem"
+                       for x, y in zip(c[off], med[off])]
+    return status, reason
+
+
+def ck_csv_spec() -> Any:
+    """What a CK tile_engine grouped-conv CSV holds (older 17-column or current form)."""
+    from ckheur.csv_table import TableSpec
+    from ckheur.families.grouped_conv.problems import DEFAULTS, PARTNERS
+
+    required = ("kernel", "N", "C", "K", "Hi", "Wi", "Y", "X", "latency_ms")
+    return TableSpec("CK tile_engine CSV", required, integer=CONV_FIELDS, numeric=("latency_ms", "non_zero"),
+                     text=("kernel",), defaults={f: DEFAULTS[f] for f in CONV_FIELDS if f not in required},
+                     partners=PARTNERS)
+
+
+REPEAT_MAX_RATIO = 2.0  # repeats of one pair further apart than this are refused as conflicting
+PEAK_MARGIN = 1.25  # a time implying more than this times the arch's dense peak is impossible: refused
+# Winograd and FFT convolutions do fewer multiplications than the direct count the FLOPs are:
+# Winograd F(6x6, 3x3) about 5x fewer. MIOpen's own files reach 1.6x the dense peak with them.
+FEWER_MULTIPLIES_FACTOR = 4.0
+
+
+def arch_peaks(arch: str | Mapping[str, Any]) -> dict[str, float]:
+    """An arch's dense peak TFLOPS per dtype, from its config or its name (empty when unknown)."""
+    if not isinstance(arch, str):
+        return dict(arch.get("peak_tflops") or {})
+    return dict(_shipped_peaks(arch))
+
+
+@functools.lru_cache(maxsize=None)
+def _shipped_peaks(name: str) -> tuple:
+    try:
+        return tuple(load_option(f"arch/{name}")["peak_tflops"].items())
+    except (OSError, KeyError, TypeError, AttributeError):
+        return ()
+
+
+def time_refusals(latency_ms: Any, flops: Any, dtypes: Any, arch: str | Mapping[str, Any],
+                  fewer_multiplies: Any = None) -> list[str]:
+    """Why each measured time is not a measurement, '' where it is: the rule every import and
+    backend applies. Refused: a time that is not a positive finite number of milliseconds, and one
+    implying more than PEAK_MARGIN times the arch's dense peak for its dtype (``arch``: its config
+    or its name). Rows marked in ``fewer_multiplies`` (Winograd, FFT: fewer multiplications than
+    the FLOPs counted) may go FEWER_MULTIPLIES_FACTOR times further. Vectorized over rows;
+    ``dtypes`` may be one dtype for all."""
+    import numpy as np
+
+    lat = np.atleast_1d(np.asarray(latency_ms, dtype=float))
+    flops = np.broadcast_to(np.asarray(flops, dtype=float), lat.shape)
+    dtypes = np.broadcast_to(np.asarray(dtypes, dtype=object), lat.shape)
+    name = arch if isinstance(arch, str) else arch.get("name", "this arch")
+    peaks = arch_peaks(arch)
+    not_a_time = ~(np.isfinite(lat) & (lat > 0))
+    with np.errstate(divide="ignore", invalid="ignore"):
+        tflops = flops / (lat * 1e-3) / 1e12
+    names, which = np.unique(dtypes.astype(str), return_inverse=True)
+    peak = np.array([float(peaks.get(d, np.inf)) for d in names])[which.reshape(-1)] if len(lat) else np.zeros(0)
+    limit = peak * PEAK_MARGIN
+    if fewer_multiplies is not None:
+        limit = np.where(np.broadcast_to(np.asarray(fewer_multiplies, dtype=bool), lat.shape),
+                         limit * FEWER_MULTIPLIES_FACTOR, limit)
+    fast = ~not_a_time & (tflops > limit)
+    out = [""] * len(lat)
+    for i in np.flatnonzero(not_a_time):
+        out[i] = f"latency_ms={lat[i]}: a time must be a positive number of milliseconds"
+    for i in np.flatnonzero(fast):
+        out[i] = (f"latency_ms={lat[i]} implies {tflops[i]:,.0f} TFLOPS, above the {name} peak of {peak[i]:,.0f} "
+                  f"for {dtypes[i]}: not a real measurement")
+    return out
+
+
+def refuse_impossible(pairs: Sequence[tuple[Any, Any]], results: Any, dtype: str,
+                      arch: str | Mapping[str, Any]) -> int:
+    """Mark as failed, in place and with the reason, each attempt of ``results`` (a backend's
+    Results, in pair order) whose time breaks :func:`time_refusals`: such a time is never a
+    measurement, so the pair is measured again and never served. Returns how many."""
+    ran = [i for i, s in enumerate(results.status) if s in USABLE]
+    if not ran:
+        return 0
+    why = time_refusals([results.latency_ms[i] for i in ran], [pairs[i][0].flops for i in ran], dtype, arch)
+    for i, reason in zip(ran, why):
+        if reason:
+            results.status[i], results.error[i] = "failed", reason
+    return sum(map(bool, why))
+
+
+def import_ck_csv(path: str | Path, arch: str = "gfx950", tiles: Sequence[Mapping] | None = None):
+    """A CK tile_engine grouped-conv CSV (plain or gzipped) as dataset rows, and what the reader
+    did beyond copying: ``(DataFrame, {"defaults": {column: value}, "repeats": [...]})``.
+
+    Direction, dtype and ndim come from each kernel name. ``non_zero`` is judged by
+    :func:`non_zero_status` (0: ``wrong_result``; far from the problem's other kernels:
+    ``suspect``). Refused with the file line: a latency that is not a positive finite number, one
+    implying more than the arch's dense peak, and repeats of one (problem, kernel) pair more than
+    2x apart. Repeats that agree (CK's sweeps measure a shape listed twice twice, within about
+    12%) become one row: their median latency, their range as ``latency_spread_ms``; the report
+    lists them. ``tiles`` (the op's tile table) fills wave layouts and warp tiles; default:
+    shipped fwd op. Vectorized: each distinct problem and kernel name is checked once."""
+    import numpy as np
+    import pandas as pd
+
+    from ckheur.csv_table import Table, read_csv_table
+    from ckheur.kernels import KernelError, parse_name
+    from ckheur.problems import ProblemError, problem_from_dict
+    from ckheur.problems.sources import distinct_problems
+
+    path = Path(path)
+    table = read_csv_table(path, ck_csv_spec())
+    raw = table.frame
+    if tiles is None:
+        tiles = load_option("op/grouped_conv/fwd")["tiles"]
+    try:
+        pid, problems = distinct_problems(raw, CONV_FIELDS, problem_from_dict, path)
+    except ProblemError as e:
+        raise DatasetError(str(e)) from None
+    kid, names = pd.factorize(raw["kernel"].fillna(""))
+    kfirst = np.unique(kid, return_index=True)[1]
+    kernels = []
+    for i, name in zip(kfirst, names):
+        try:
+            kernels.append(parse_name(str(name), tiles))
+        except KernelError as e:
+            raise DatasetError(f"{path} line {Table.line(int(i))}: {e}") from None
+    p_ndim = np.array([p.ndim for p in problems])[pid]
+    k_ndim = np.array([k.ndim for k in kernels])[kid]
+    wrong = np.flatnonzero(p_ndim != k_ndim)
+    if len(wrong):
+        i = int(wrong[0])
+        raise DatasetError(f"{path} line {Table.line(i)}: kernel {names[kid[i]]} is {k_ndim[i]}D but the problem "
+                           f"{problems[pid[i]].describe()} is {p_ndim[i]}D")
+    lat = raw["latency_ms"].to_numpy(dtype=float)
+    flops = np.array([float(p.flops) for p in problems])[pid]
+    dtypes = np.array([k.dtype for k in kernels], dtype=object)[kid]
+    refused = time_refusals(lat, flops, dtypes, arch)
+    bad = [i for i, why in enumerate(refused) if why]
+    if bad:
+        raise DatasetError(f"{path} line {Table.line(bad[0])}: {refused[bad[0]]}"
+                           + (f" ({len(bad)} such lines)" if len(bad) > 1 else ""))
+    # Repeats of a pair: combined when they agree, refused when they conflict.
+    pair = pid.astype(np.int64) * len(kernels) + kid
+    keep, spread, repeats = _combine_repeats(path, pair, lat)
+    kcols = pd.DataFrame([kernel_columns(k) for k in kernels]).take(kid[keep]).reset_index(drop=True)
+    directions = np.array([k.direction for k in kernels], dtype=object)[kid]
+    n = len(keep)
+    stamp = pd.Timestamp(path.stat().st_mtime, unit="s", tz="UTC").isoformat(timespec="microseconds")
+    df = pd.DataFrame({
+        "op": np.array([f"grouped_conv/{k.direction}" for k in kernels], dtype=object)[kid[keep]],
+        "direction": directions[keep], "dtype": dtypes[keep],
+        "arch": arch, "backend": "ck_csv", **{f: raw[f].to_numpy()[keep] for f in CONV_FIELDS}, **kcols,
+        "latency_ms": lat[keep], "latency_spread_ms": spread, "tflops": flops[keep] / (lat[keep] * 1e-3) / 1e12,
+        "status": "ok", "error": "", "workspace_bytes": UNKNOWN_WORKSPACE,
+        "warmup": 3, "repeat": 10, "clock_mhz": np.nan,  # CK tile_engine defaults (data README)
+        "timestamp": stamp, "host": f"import:{path.name}", "ckheur_version": __version__,
+        "schema_version": SCHEMA_VERSION,
+    }, index=pd.RangeIndex(n))[list(COLUMNS)]
+    if "non_zero" in raw.columns:
+        df["status"], df["error"] = non_zero_status(pid[keep] * len(DIRECTION_INDEX) + pd.Series(
+            directions[keep]).map(DIRECTION_INDEX).to_numpy(), raw["non_zero"].to_numpy()[keep])
+    return df, {"defaults": table.defaults_applied, "repeats": repeats}
+
+
+def _combine_repeats(path: Path, pair: Any, lat: Any) -> tuple[Any, Any, list[list[int]]]:
+    """Rows to keep (the first of each pair), each kept row's latency replaced by the median of its
+    pair's repeats (in ``lat``, in place), their range (NaN without repeats), and the file lines of
+    each repeated pair. Repeats more than REPEAT_MAX_RATIO apart are a DatasetError naming them."""
+    import numpy as np
+
+    from ckheur.csv_table import Table
+
+    order = np.argsort(pair, kind="stable")
+    first = np.r_[True, pair[order][1:] != pair[order][:-1]]
+    starts = np.flatnonzero(first)
+    sizes = np.diff(np.r_[starts, len(order)])
+    keep_sorted = order[starts]
+    spread = np.full(len(starts), np.nan)
+    repeats = []
+    for j in np.flatnonzero(sizes > 1):
+        rows = order[starts[j]:starts[j] + sizes[j]]
+        vals = lat[rows]
+        lines = [Table.line(int(r)) for r in rows]
+        if vals.max() > REPEAT_MAX_RATIO * vals.min():
+            raise DatasetError(f"{path} lines {', '.join(map(str, lines))}: the same problem and kernel measured "
+                               f"{', '.join(f'{v:.4g}' for v in vals)} ms, more than {REPEAT_MAX_RATIO:g}x apart: "
+                               "conflicting repeats; remove the wrong ones")
+        lat[rows[0]] = float(np.median(vals))
+        spread[j] = float(vals.max() - vals.min())
+        repeats.append(lines)
+    by_line = np.argsort(keep_sorted)
+    return keep_sorted[by_line], spread[by_line], repeats
+
+
+def read_ck_csv(path: str | Path, arch: str = "gfx950", tiles: Sequence[Mapping] | None = None):
+    """A CK tile_engine grouped-conv CSV as dataset rows (:func:`import_ck_csv` without its report)."""
+    return import_ck_csv(path, arch, tiles)[0]
+
+
+def common_columns(family: str, direction: str, dtype: str, arch: str, backend: str, warmup: int = 0,
+                   repeat: int = 1) -> dict[str, Any]:
+    """Columns shared by every row a measuring run writes: op, arch, backend and provenance."""
+    import socket
+
+    return {"op": f"{family}/{direction}", "direction": direction, "dtype": dtype, "arch": arch, "backend": backend,
+            "warmup": warmup, "repeat": repeat, "host": socket.gethostname(), "ckheur_version": __version__,
+            "schema_version": SCHEMA_VERSION}
+
+
+def measurement_rows(pairs: Sequence[tuple[Any, Any]], results: Any, common: Mapping[str, Any],
+                     problem_cols: Mapping[tuple, Mapping[str, Any]], kernel_cols: Mapping[str, Mapping[str, Any]],
+                     clock_mhz: float = float("nan")) -> list[dict]:
+    """Dataset rows for measured pairs (a backend's Results, in pair order), stamped now in UTC.
+    Times that are not measurements (:func:`refuse_impossible`) are recorded as failed.
+
+    UTC ISO 8601 with microseconds, as imports use: "newest row wins" compares these strings."""
+    from datetime import datetime, timezone
+
+    stamp = datetime.now(timezone.utc).isoformat(timespec="microseconds")
+    refuse_impossible(pairs, results, common["dtype"], common["arch"])
+    rows = []
+    for i, (p, k) in enumerate(pairs):
+        lat = results.latency_ms[i]
+        ok = ran_ok(results.status[i], lat)
+        rows.append({**common, **problem_cols[p.key()], **kernel_cols[k.name], "latency_ms": lat,
+                     "latency_spread_ms": results.latency_spread_ms[i],
+                     "tflops": p.flops / (lat * 1e-3) / 1e12 if ok else float("nan"),
+                     "status": results.status[i], "error": results.error[i],
+                     "workspace_bytes": results.workspace_bytes[i], "timestamp": stamp,
+                     "clock_mhz": clock_mhz})
+    return rows
+
+
+def kernel_columns(k: Any, family: str = "grouped_conv") -> dict[str, Any]:
+    """The dataset's kernel columns for a kernel."""
+    traits = k.traits()
+    return {"kernel": k.name, **{c: traits[c] for c in get_family(family).kernels.COLUMNS}}
+
+

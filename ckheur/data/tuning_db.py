@@ -1,0 +1,278 @@
+"""Tuning database: measured (problem, kernel) results for one op family, direction, dtype and arch.
+
+It is an ordinary ckheur dataset folder (the same schema and atomic part files as sweeps and
+imports, so any of them can train a model), plus ``tuning_db.json`` naming what it is for.
+Several processes may record into it at once: each record is a new uniquely named part, so
+nothing is lost. One load builds an in-memory index, after which a lookup is one dict access;
+``refresh()`` reads only the parts written since. A corrupt part is skipped with a warning.
+A database recorded for another arch, dtype, direction or operator family is refused.
+
+Processes that tune the same database split the work by claiming a problem before measuring
+it (:meth:`TuningDB.claim`): a claim is an exclusive ``flock`` on ``claims/<problem>.lock``,
+which the operating system drops when its process ends, however it ends, so a claim left by a
+killed process has already expired. (On file systems without working ``flock``, such as some
+network mounts, claims always succeed: concurrent runs then measure twice, and lose nothing.)
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+import os
+import socket
+import uuid
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Collection, Mapping, Sequence
+
+from ckheur.errors import UserError
+from ckheur.files import make_folder, open_lock, open_new
+
+META = "tuning_db.json"
+CLAIMS = "claims"  # one lock file per problem being measured
+IDENTITY = ("family", "direction", "dtype", "arch")
+
+
+class TuningDBError(UserError):
+    """A tuning database is for another op or arch, or cannot be used; the message says which."""
+
+
+@dataclass
+class TuningDB:
+    """A tuning database opened for one op family, direction, dtype and arch."""
+
+    path: Path
+    family: str
+    direction: str
+    dtype: str
+    arch: str
+    _best: dict = field(default_factory=dict)  # problem key -> (kernel name, latency_ms) of the fastest usable run
+    _runs: dict = field(default_factory=dict)  # problem key -> {kernel name: (status, latency_ms or None)}
+    _parts: set = field(default_factory=set)
+
+    @classmethod
+    def open(cls, path: str | Path, op: Mapping[str, Any], arch: str, create: bool = False,
+             writable: bool = False) -> "TuningDB":
+        """Open the database at ``path`` for ``op`` (family, direction, dtype) on ``arch``; a missing
+        one is an error unless ``create``. ``writable``: check that records can be written, before
+        anything is measured. A database that is refused is never changed. Creation is atomic: of
+        two processes creating one database, the first owns it and the other is refused when it
+        wants another op or arch, before it writes anything."""
+        path = Path(path)
+        want = _identity(op, arch)
+        meta_file = path / META
+        if path.exists() and not path.is_dir():
+            raise TuningDBError(f"tuning database {path} is a file; give a folder")
+        present = [p.name for p in path.iterdir() if not p.name.startswith(".tmp-")] if path.is_dir() else []
+        if META not in present:  # (listed, not tested first: another process may create it meanwhile)
+            if present:
+                raise TuningDBError(f"{path} holds files but no {META}: not a tuning database, or its {META} was "
+                                    "lost (restore it, or give a new folder)")
+            if not create:
+                raise TuningDBError(f"tuning database {path} does not exist (stage=tune creates one; from Python "
+                                    "TuningDB.open(path, op, arch, create=True))")
+            _create_meta(path, {**want, "created_by": socket.gethostname()})
+        _refuse_mismatch(path, _read_meta(meta_file), want)
+        if writable:
+            _check_writable(path)
+        db = cls(path=path, **want)
+        db.refresh()
+        return db
+
+    def check_serves(self, op: Mapping[str, Any], arch: str) -> None:
+        """Refuse (TuningDBError) unless this database is for ``op`` on ``arch``."""
+        _refuse_mismatch(self.path, {k: getattr(self, k) for k in IDENTITY}, _identity(op, arch))
+
+    def refresh(self) -> int:
+        """Read the parts written since the last load (by this or another process); rows read."""
+        from ckheur.data.dataset import usable
+        from ckheur.parts import read_parts
+
+        df, names = read_parts(self.path, skip=self._parts)
+        self._parts.update(names)
+        if not len(df):
+            return 0
+        _refuse_mismatch(self.path, _identity_of(df), {k: getattr(self, k) for k in IDENTITY})
+        from ckheur.families import get_family
+
+        fields = list(get_family(self.family).problems.FIELDS)
+        df = df.sort_values("timestamp", kind="stable")  # newest row of a pair wins, as in read_dataset
+        keys = list(df[fields].itertuples(index=False, name=None))
+        good = usable(df) & _plausible(keys, df.latency_ms.to_numpy(dtype=float), self.family, self.dtype, self.arch)
+        for key, kernel, status, lat, good in zip(keys, df.kernel, df.status, df.latency_ms, good):
+            self._runs.setdefault(key, {})[kernel] = (status, float(lat) if good else None)
+        for key in set(keys):
+            times = [(lat, k) for k, (_, lat) in self._runs[key].items() if lat is not None]
+            if times:
+                lat, k = min(times)
+                self._best[key] = (k, lat)
+            else:
+                self._best.pop(key, None)
+        return len(df)
+
+    def best(self, key: tuple, kernels: Collection[str] | None = None) -> tuple[str, float] | None:
+        """(kernel, latency_ms) of the fastest usable measurement of a problem key, or None;
+        ``kernels``: only among these (the pool the answer is for)."""
+        hit = self._best.get(key)
+        if hit is None or kernels is None or hit[0] in kernels:
+            return hit
+        times = [(lat, k) for k, (_, lat) in self._runs[key].items() if lat is not None and k in kernels]
+        return (min(times)[1], min(times)[0]) if times else None
+
+    def runs(self, key: tuple) -> dict[str, tuple[str, float | None]]:
+        """Kernels attempted on a problem key: {kernel: (status, latency_ms or None)}, newest attempt."""
+        return dict(self._runs.get(key, {}))
+
+    def __len__(self) -> int:
+        return len(self._runs)
+
+    def __contains__(self, key: tuple) -> bool:
+        return key in self._best
+
+    def claim(self, key: tuple) -> "Claim | None":
+        """Claim a problem for measuring (release it with :meth:`Claim.release`); None while another
+        live process holds it. The lock file is opened without following links, never written,
+        and removed on release."""
+        folder = make_folder(self.path / CLAIMS, "tuning database claims folder")
+        lock = folder / f"{hashlib.sha256(repr(key).encode()).hexdigest()[:24]}.lock"
+        try:
+            import fcntl
+        except ImportError:  # no flock on this platform: every claim succeeds
+            return Claim(open_lock(lock), None)
+        for _ in range(100):  # a holder removing the file between our open and our lock: open it again
+            fd = open_lock(lock)
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                os.close(fd)
+                return None
+            except OSError:  # flock unsupported by the file system: as above
+                return Claim(fd, None)
+            try:
+                same = os.stat(lock, follow_symlinks=False).st_ino == os.fstat(fd).st_ino
+            except FileNotFoundError:
+                same = False
+            if same:
+                return Claim(fd, lock)
+            os.close(fd)
+        raise TuningDBError(f"cannot claim {lock}: it keeps being replaced")
+
+    def record(self, problem: Any, kernels: Sequence[Any], results: Any, backend: str = "callable",
+               warmup: int = 0, repeat: int = 1) -> Path:
+        """Append measurements of ``kernels`` on ``problem`` (a backend Results, same order) as one part."""
+        from ckheur.data.dataset import common_columns, kernel_columns, measurement_rows, write_part
+
+        common = common_columns(self.family, self.direction, self.dtype, self.arch, backend, warmup, repeat)
+        rows = measurement_rows([(problem, k) for k in kernels], results, common, {problem.key(): problem.to_dict()},
+                                {k.name: kernel_columns(k, self.family) for k in kernels})
+        part = write_part(self.path, rows)
+        self.refresh()
+        return part
+
+
+@dataclass
+class Claim:
+    """A held claim on one problem of a tuning database."""
+
+    fd: int
+    path: Path | None  # the lock file, removed on release (None: no lock to remove)
+
+    def release(self) -> None:
+        """Give the problem back: remove the lock file while holding it, then close (which drops
+        the lock); a process that opened the old file sees it is gone and opens a new one."""
+        if self.fd >= 0:
+            if self.path is not None:
+                with contextlib.suppress(OSError):
+                    os.unlink(self.path)
+            os.close(self.fd)
+            self.fd = -1
+
+
+def _plausible(keys: Sequence[tuple], latency_ms: Any, family: str, dtype: str, arch: str) -> Any:
+    """Mask of rows whose problem is valid and whose time passes the rule every import and backend
+    applies (``dataset.time_refusals``): a row written by another tool, or by an older version, is
+    data to check, never an answer by itself."""
+    import numpy as np
+
+    from ckheur.data.dataset import time_refusals
+    from ckheur.families import get_family
+    from ckheur.families.problem_base import ProblemError
+
+    fields = get_family(family).problems.FIELDS
+    flops: dict[tuple, float] = {}
+    for key in set(keys):
+        try:
+            flops[key] = float(get_family(family).problems.problem_from_dict(dict(zip(fields, key))).flops)
+        except (ProblemError, TypeError, ValueError):
+            flops[key] = float("nan")  # not a valid problem: never an answer
+    f = np.array([flops[k] for k in keys], dtype=float)
+    why = time_refusals(latency_ms, np.nan_to_num(f, nan=0.0), dtype, arch)
+    return np.isfinite(f) & ~np.array([bool(w) for w in why], dtype=bool)
+
+
+def _identity(op: Mapping[str, Any], arch: str) -> dict[str, str]:
+    return {"family": str(op["family"]), "direction": str(op["direction"]), "dtype": str(op["dtype"]), "arch": arch}
+
+
+def _read_meta(meta_file: Path) -> dict:
+    """A database's identity record; refused when unreadable or not an object naming it."""
+    try:
+        have = json.loads(meta_file.read_text())
+    except (json.JSONDecodeError, UnicodeDecodeError, RecursionError) as e:
+        raise TuningDBError(f"{meta_file}: corrupted ({e}); it should name {', '.join(IDENTITY)}") from None
+    except OSError as e:
+        raise TuningDBError(f"{meta_file}: cannot be read ({e.strerror or e})") from None
+    if not isinstance(have, dict):
+        raise TuningDBError(f"{meta_file}: a JSON {type(have).__name__}, not an object naming {', '.join(IDENTITY)}")
+    return {k: have.get(k) for k in IDENTITY}
+
+
+def _create_meta(path: Path, meta: dict) -> None:
+    """Create a database's identity record exactly once: written whole under a temporary name, then
+    hard-linked to its name, which fails if another process created it first (theirs then stands)."""
+    try:
+        make_folder(path, "tuning database")
+    except UserError as e:
+        raise TuningDBError(f"cannot create tuning database {path}: {e}") from None
+    tmp = path / f".tmp-{uuid.uuid4().hex[:12]}-{META}"
+    try:
+        with open_new(tmp) as f:
+            f.write(json.dumps(meta, indent=2) + "\n")
+        with contextlib.suppress(FileExistsError):
+            os.link(tmp, path / META)
+    except OSError as e:
+        raise TuningDBError(f"cannot create tuning database {path}: {e.strerror or e}") from None
+    finally:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+
+
+def _identity_of(df: Any) -> dict[str, Any]:
+    """The single (family, direction, dtype, arch) of a dataset's rows; several values: refused."""
+    out = {}
+    for name, col in (("family", df["op"].astype(str).str.split("/").str[0]), ("direction", df["direction"]),
+                      ("dtype", df["dtype"]), ("arch", df["arch"])):
+        vals = sorted(set(map(str, col)))
+        out[name] = vals[0] if len(vals) == 1 else vals
+    return out
+
+
+def _refuse_mismatch(path: Path, have: Mapping[str, Any], want: Mapping[str, Any]) -> None:
+    bad = [f"{k} {have[k]!r} (wanted {want[k]!r})" for k in IDENTITY if have.get(k) != want[k]]
+    if bad:
+        raise TuningDBError(f"tuning database {path} was recorded for another configuration: {', '.join(bad)}; "
+                            "it is never served for another arch, dtype, direction or op; use a separate folder")
+
+
+def _check_writable(path: Path) -> None:
+    """A TuningDBError unless a record part can be written in ``path`` (a real write, not a
+    permission-bit guess: read-only mounts and quotas count too)."""
+    import tempfile
+
+    try:
+        with tempfile.NamedTemporaryFile(dir=path, prefix=".write-check-"):
+            pass
+    except OSError as e:
+        raise TuningDBError(f"tuning database {path} cannot be written ({e.strerror or e}); nothing was measured") \
+            from None

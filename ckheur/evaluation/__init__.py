@@ -1,0 +1,1 @@
+"""Scoring selections against measurements, and the reports made of it."""

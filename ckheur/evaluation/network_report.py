@@ -1,0 +1,243 @@
+"""A network's report: per layer (a distinct convolution and its weight, how often the network runs it)
+ckheur's pick and the tier that decided it, MIOpen's own answer (its find-db, else TunaNet's first
+choice), their times, the expected gain, and a tuning plan: the layers to measure first for the
+largest expected saving per second of measuring.
+
+Times are measured where a tier measured them (tuning database, find-db) and predicted by the model
+otherwise; every row says which. The plan's saving and cost models are in ``PlanModel``.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any, Mapping, Sequence
+
+MEASURED_TIERS = ("tuning_db", "find_db", "measured")  # tiers whose time is a measurement
+# Tiers whose pick is the fastest measured kernel (training_data: the bundle remembers the problem's
+# fastest measured kernel): measuring again saves nothing.
+KNOWN_BEST_TIERS = (*MEASURED_TIERS, "training_data")
+
+
+@dataclass(frozen=True)
+class PlanModel:
+    """How the plan values measuring a layer.
+
+    Saving: a model pick runs at the model's expected efficiency ``efficiency`` of the layer's best
+    kernel on average (the bundle's cross-validated mean), so measuring recovers at most
+    ``weight x predicted time x (1 - efficiency)`` per network run; a layer answered by a measurement
+    (tuning database, find-db) or remembered from the bundle's training data saves nothing more. Cost: the model's ``candidates`` best kernels are
+    each run ``repeats`` times at their predicted time, plus ``overhead_s`` per run of the driver
+    (process start, kernel load)."""
+
+    efficiency: float
+    efficiency_source: str
+    candidates: int = 3
+    repeats: int = 10
+    overhead_s: float = 1.0
+
+    def cost_s(self, times_ms: Sequence[float]) -> float:
+        """Seconds to measure a layer whose candidates' predicted times are ``times_ms`` (best first)."""
+        return sum(self.overhead_s + self.repeats * t / 1e3 for t in list(times_ms)[: self.candidates])
+
+
+def expected_efficiency(model_dir: str | Path | None) -> tuple[float | None, str]:
+    """The bundle's cross-validated mean efficiency of its top-1 pick (leave-cluster-out when it has one,
+    else grouped), and where it comes from; None when the bundle has no CV metrics."""
+    path = Path(model_dir) / "cv_metrics.json" if model_dir else None
+    if path is None or not path.is_file():
+        return None, "no CV metrics"
+    cv = json.loads(path.read_text())
+    for key in ("cluster_cv_seed_mean", "grouped_cv_seed_mean"):
+        if isinstance(cv.get(key), Mapping) and cv[key].get("mean") is not None:
+            return float(cv[key]["mean"]), f"{path} {key}.mean"
+    return None, f"{path} has no mean efficiency"
+
+
+def _ms(problem: Any, tflops: float) -> float | None:
+    return float(problem.flops / (tflops * 1e12) * 1e3) if tflops and tflops > 0 else None
+
+
+def driver_command(problem: Any, family: Any, direction: str, dtype: str) -> str:
+    """The layer as a MIOpenDriver command of its direction (what MIOpen logs and what tuning runs)."""
+    from ckheur.families.driver_line import DIRECTION_FLAG
+
+    return f"{family.problems.to_driver_line(problem, dtype)} -F {DIRECTION_FLAG[direction]}"
+
+
+def layer_rows(selector: Any, weighted: Sequence[tuple[Any, int]], plan: PlanModel, tunanet: Any = None,
+               names: Mapping[tuple, Sequence[str]] | None = None) -> list[dict]:
+    """One row per distinct layer: the problem, its weight, the network's names for it (``names`` by
+    problem key, from ``ckheur.problems.layer_names``), ckheur's pick (tier, time), MIOpen's
+    answer (find-db, else TunaNet), the gain of the pick over MIOpen's answer (weight x ms), and the
+    plan's expected saving and measuring cost."""
+    rows = []
+    for i, (p, weight) in enumerate(weighted):
+        row = {"layer": i + 1, "problem": p.describe(), "weight": int(weight), "gflop": p.flops / 1e9,
+               "names": " ".join((names or {}).get(p.key(), [])),
+               "driver": driver_command(p, selector.family, selector.direction, selector.dtype)}
+        try:
+            ranked = selector.rank(p)
+            chosen = selector.select(p)
+        except ValueError as e:  # no kernel of the pool runs it (a 3D layer on a 2D pool): said, not dropped
+            rows.append({**row, "pick": None, "tier": "unranked", "pick_ms": None, "pick_time": None, "miopen": None,
+                         "miopen_source": None, "miopen_ms": None, "gain_vs_miopen_ms": None, "expected_saving_ms": 0.0,
+                         "measure_s": 0.0, "note": str(e)})
+            continue
+        pred = {name: _ms(p, tf) for name, tf in ranked}
+        measured = chosen.source in MEASURED_TIERS
+        pick_ms = chosen.latency_ms if chosen.latency_ms is not None else pred.get(chosen.kernel)
+        miopen = miopen_ms = miopen_source = None
+        hit = selector.find_db.best.get(p.key()) if selector.find_db is not None else None
+        if hit is not None:
+            miopen, miopen_ms, miopen_source = hit[0], hit[1], "find-db (measured)"
+        elif tunanet is not None:
+            try:
+                ks, scores, _ = tunanet._scores(p)
+            except ValueError:
+                ks = []
+            if len(ks):
+                miopen = ks[int(scores.argmax())].name
+                miopen_ms, miopen_source = pred.get(miopen), "TunaNet (time predicted by the model)"
+        known = chosen.source in KNOWN_BEST_TIERS
+        saving = 0.0 if known or pick_ms is None else weight * pick_ms * (1 - plan.efficiency)
+        top = [t for _, t in zip(range(plan.candidates), (pred[n] for n, _ in ranked)) if t is not None]
+        rows.append({
+            **row, "pick": chosen.kernel, "tier": chosen.source, "pick_ms": pick_ms,
+            "pick_time": "measured" if measured else "predicted",
+            "miopen": miopen, "miopen_source": miopen_source, "miopen_ms": miopen_ms,
+            "gain_vs_miopen_ms": None if miopen_ms is None or pick_ms is None else weight * (miopen_ms - pick_ms),
+            "expected_saving_ms": saving, "measure_s": 0.0 if known else plan.cost_s(top), "note": "",
+        })
+    order = sorted((r for r in rows if r["expected_saving_ms"] > 0),
+                   key=lambda r: (-r["expected_saving_ms"] / max(r["measure_s"], 1e-9), r["layer"]))
+    for rank, r in enumerate(order, start=1):
+        r["plan"] = rank
+    return rows
+
+
+def totals(rows: Sequence[Mapping[str, Any]]) -> dict:
+    """Network totals: layers, convolutions run (the weights), weighted time of ckheur's picks and of
+    MIOpen's answers (on the layers MIOpen answers), the gain, the plan's saving and cost."""
+    answered = [r for r in rows if r["miopen_ms"] is not None and r["pick_ms"] is not None]
+    return {
+        "layers": len(rows), "convolutions": sum(r["weight"] for r in rows),
+        "gflop": sum(r["weight"] * r["gflop"] for r in rows),
+        "pick_ms": sum(r["weight"] * r["pick_ms"] for r in rows if r["pick_ms"] is not None),
+        "layers_miopen_answers": len(answered),
+        "pick_ms_where_miopen_answers": sum(r["weight"] * r["pick_ms"] for r in answered),
+        "miopen_ms": sum(r["weight"] * r["miopen_ms"] for r in answered),
+        "gain_vs_miopen_ms": sum(r["gain_vs_miopen_ms"] for r in answered),
+        "expected_saving_ms": sum(r["expected_saving_ms"] for r in rows),
+        "measure_s": sum(r["measure_s"] for r in rows if r.get("plan")),
+        "tiers": {t: sum(r["tier"] == t for r in rows) for t in sorted({r["tier"] for r in rows})},
+    }
+
+
+def _f(v: Any, fmt: str = ".4g") -> str:
+    return "-" if v is None else format(v, fmt)
+
+
+def markdown(rows: Sequence[Mapping[str, Any]], tot: Mapping[str, Any], header: Mapping[str, str],
+             plan: PlanModel) -> str:
+    """The report as Markdown: header, totals, every layer, the tuning plan and how it was valued."""
+    lines = [f"# ckheur network report: {header['problems']}", ""]
+    lines += [f"- {k}: {v}" for k, v in header.items() if k != "problems"]
+    lines += ["", "## Totals", "",
+              f"{tot['layers']} distinct layers, {tot['convolutions']} convolutions per network run, "
+              f"{tot['gflop']:.3g} GFLOP. Picks by tier: {', '.join(f'{t} {n}' for t, n in tot['tiers'].items())}.", "",
+              f"- ckheur's picks: {tot['pick_ms']:.4g} ms per network run (weight x time, summed)",
+              f"- MIOpen's answers ({tot['layers_miopen_answers']} of {tot['layers']} layers): {tot['miopen_ms']:.4g} ms, "
+              f"ckheur's picks on the same layers {tot['pick_ms_where_miopen_answers']:.4g} ms: gain "
+              f"{tot['gain_vs_miopen_ms']:.4g} ms",
+              f"- tuning every planned layer: expected saving {tot['expected_saving_ms']:.4g} ms per run, "
+              f"for {tot['measure_s']:.4g} s of measuring", "",
+              "## Layers", "",
+              "| layer | problem | weight | in the network | ckheur pick | tier | ms | MIOpen's answer | source | ms "
+              "| gain ms (x weight) | plan |", "|---|---|---|---|---|---|---|---|---|---|---|---|"]
+    for r in rows:
+        names = r["names"].split()
+        named = ", ".join(names[:3]) + (f" +{len(names) - 3}" if len(names) > 3 else "") or "-"
+        if r["pick"] is None:
+            lines.append(f"| {r['layer']} | {r['problem']} | {r['weight']} | {named} | - | unranked: {r['note']} "
+                         "| - | - | - | - | - | - |")
+            continue
+        lines.append(f"| {r['layer']} | {r['problem']} | {r['weight']} | {named} | `{r['pick']}` | {r['tier']} | "
+                     f"{_f(r['pick_ms'])} {'(m)' if r['pick_time'] == 'measured' else '(p)'} | "
+                     f"{'`' + r['miopen'] + '`' if r['miopen'] else '-'} | {r['miopen_source'] or '-'} | "
+                     f"{_f(r['miopen_ms'])} | {_f(r['gain_vs_miopen_ms'])} | {r.get('plan', '-')} |")
+    planned = sorted((r for r in rows if r.get("plan")), key=lambda r: r["plan"])
+    lines += ["", "(m) measured, (p) predicted by the model.", "", "## Tuning plan", "",
+              "Measure the layers in this order: the largest expected saving per second of measuring first.", "",
+              "| order | layer | problem | expected saving ms per run | measuring s | saving per s | cumulative s | "
+              "MIOpenDriver command |", "|---|---|---|---|---|---|---|---|"]
+    spent = 0.0
+    for r in planned:
+        spent += r["measure_s"]
+        lines.append(f"| {r['plan']} | {r['layer']} | {r['problem']} | {r['expected_saving_ms']:.4g} | "
+                     f"{r['measure_s']:.3g} | {r['expected_saving_ms'] / max(r['measure_s'], 1e-9):.3g} | {spent:.3g} | "
+                     f"`{r['driver']}` |")
+    if not planned:
+        lines.append("| - | every layer is answered by a measurement | | | | | | |")
+    lines += ["", f"Saving model: a model pick runs at {plan.efficiency:.1%} of the layer's best kernel on average "
+              f"({plan.efficiency_source}); measuring recovers at most weight x predicted time x (1 - that). "
+              f"Cost model: the model's {plan.candidates} best kernels x {plan.repeats} runs at their predicted time, "
+              f"plus {plan.overhead_s:g} s per driver run. Layers answered by a measurement (tiers tuning_db, find_db, "
+              "training_data: the bundle's fastest measured kernel) are not planned."]
+    return "\n".join(lines) + "\n"
+
+
+def plot(rows: Sequence[Mapping[str, Any]], path: Path, title: str) -> None:
+    """Two panels: weighted time per layer (ckheur's pick, MIOpen's answer), and the plan's cumulative
+    expected saving against cumulative measuring seconds."""
+    import matplotlib
+
+    from ckheur.files import save_png
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(11, max(3.5, 0.18 * len(rows) + 1)))
+    y = list(range(len(rows)))
+    ax1.barh([v + 0.2 for v in y], [r["weight"] * (r["pick_ms"] or 0) for r in rows], height=0.4, label="ckheur's pick")
+    ax1.barh([v - 0.2 for v in y], [r["weight"] * (r["miopen_ms"] or 0) for r in rows], height=0.4,
+             label="MIOpen's answer")
+    ax1.set_yticks(y, [f"{r['layer']}" for r in rows], fontsize=6)
+    ax1.invert_yaxis()
+    ax1.set_xlabel("weight x time per network run (ms)")
+    ax1.set_ylabel("layer")
+    ax1.legend(fontsize=8)
+    planned = sorted((r for r in rows if r.get("plan")), key=lambda r: r["plan"])
+    cost, gain = [0.0], [0.0]
+    for r in planned:
+        cost.append(cost[-1] + r["measure_s"])
+        gain.append(gain[-1] + r["expected_saving_ms"])
+    ax2.plot(cost, gain, marker=".")
+    ax2.set_xlabel("measuring (s), in plan order")
+    ax2.set_ylabel("expected saving per network run (ms)")
+    ax2.set_title("tuning plan")
+    fig.suptitle(title, fontsize=10)
+    fig.tight_layout()
+    save_png(fig, path)
+    plt.close(fig)
+
+
+def write_report(out: Path, rows: Sequence[Mapping[str, Any]], tot: Mapping[str, Any], header: Mapping[str, str],
+                 plan: PlanModel) -> list[Path]:
+    """network_report.md, network_layers.csv, network_report.json and network_report.png into ``out``."""
+    import csv
+
+    from ckheur.files import replacing, write_file
+
+    written = [write_file(out / "network_report.md", markdown(rows, tot, header, plan))]
+    columns = list(rows[0]) + (["plan"] if "plan" not in rows[0] else [])
+    with replacing(out / "network_layers.csv") as f:
+        writer = csv.DictWriter(f, columns, lineterminator="\n")
+        writer.writeheader()
+        writer.writerows(rows)
+    written.append(out / "network_layers.csv")
+    written.append(write_file(out / "network_report.json", json.dumps(
+        {"header": dict(header), "plan_model": asdict(plan), "totals": dict(tot), "layers": list(rows)}, indent=2)))
+    plot(rows, out / "network_report.png", header["problems"])
+    return [*written, out / "network_report.png"]

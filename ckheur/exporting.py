@@ -1,0 +1,161 @@
+"""Exporting a bundle and proving the export: the C99 package built and run against the Python
+selector, and CK's dispatcher folder ranked the way CK's predictor ranks."""
+
+from __future__ import annotations
+
+import csv
+import io
+import subprocess
+import time
+from pathlib import Path
+from typing import Any, Callable, Mapping, Sequence
+
+from ckheur.learn.forest import ExportError
+
+
+def problems_csv(problems: Sequence[Any], fields: Sequence[str]) -> str:
+    """Problems as CSV with the family's field names (the input of ckheur_select)."""
+    buf = io.StringIO()
+    w = csv.writer(buf, lineterminator="\n")
+    w.writerow(fields)
+    for p in problems:
+        w.writerow([getattr(p, f) for f in fields])
+    return buf.getvalue()
+
+
+def compare_with_python(selector: Any, problems: Sequence[Any], binary: Path, fields: Sequence[str]) -> dict:
+    """Run ckheur_select on the problems and compare its top-1 kernels and scores with the selector's."""
+    from ckheur.families.problem_base import ProblemError
+
+    r = subprocess.run([str(binary), "--k", "1"], input=problems_csv(problems, fields), capture_output=True,
+                       text=True, timeout=600)
+    if r.returncode not in (0, 1):
+        raise ExportError(f"{binary} failed (exit {r.returncode}): {r.stderr[-500:]}")
+    c_rows = {int(row["row"]): (row["kernel"], float(row["score"])) for row in csv.DictReader(io.StringIO(r.stdout))}
+    same = both_invalid = 0
+    worst, mismatches = 0.0, []
+    for i, p in enumerate(problems):
+        try:
+            ks, scores, _ = selector._scores(p)
+        except ProblemError:
+            both_invalid += i not in c_rows
+            if i in c_rows:
+                mismatches.append(f"{p.describe()}: Python rejects it, C ranks it")
+            continue
+        j = int(scores.argmax())
+        if i not in c_rows:
+            mismatches.append(f"{p.describe()}: C rejects it, Python ranks it")
+            continue
+        name, score = c_rows[i]
+        worst = max(worst, abs(score - scores[j]) / max(abs(scores[j]), 1e-12))
+        if name == ks[j].name:
+            same += 1
+        else:
+            mismatches.append(f"{p.describe()}: C picks {name}, Python {ks[j].name}")
+    return {"problems": len(problems), "same_top1": same, "both_invalid": both_invalid,
+            "max_rel_score_diff": worst, "mismatches": mismatches}
+
+
+def _check_problems(selector: Any, count: int, seed: int) -> list:
+    """Seeded random problems of the groups the bundle's kernels serve."""
+    from ckheur.problems import random_problems
+
+    groups = sorted({k.group for k in selector.kernels}, key=str)
+    return random_problems(selector.family, groups, count, seed)
+
+
+def export_c_package(model_dir: str | Path, output: str | Path, *, name: str | None = None, overwrite: bool = False,
+                     build: bool = True, check_problems: int = 1000, seed: int = 0,
+                     log: Callable[[str], None] = print) -> dict:
+    """Write the bundle's C99 package into ``output``; with a C compiler (and ``build``), build
+    ckheur_select in a private folder, check it against the Python selector on ``check_problems``
+    seeded random problems and copy it into the package. An ExportError when C disagrees."""
+    from ckheur.files import private_folder, write_file
+    from ckheur.c_export.compiled import build as build_package
+    from ckheur.c_export.compiled import compile_command, find_compiler
+    from ckheur.c_export.generate import export_bundle
+    from ckheur.selection.selector import Selector
+
+    model_dir, out = Path(model_dir), Path(output)
+    t0 = time.perf_counter()
+    res = export_bundle(model_dir, out, name, overwrite=overwrite)
+    t_export = time.perf_counter() - t0
+    log(f"export: {model_dir} -> {out}/ ({res.num_kernels} kernels, {res.num_trees} trees, "
+        f"{res.source_bytes / 1e6:.2f} MB of source, {t_export:.1f} s)")
+    for note in res.notes:
+        log(f"export: NOTE {note}; the package says so")
+    for f in res.files:
+        log(f"  {f}")
+    summary: dict = {"output": str(out), "name": res.name, "source_bytes": res.source_bytes,
+                     "export_s": round(t_export, 2), "notes": res.notes}
+    cc = find_compiler()
+    srcs = [out / f"{res.name}.c", out / "ckheur_select.c"]
+    command = " ".join(compile_command(cc or "cc", srcs, out / "ckheur_select", shared=False))
+    if not build or cc is None:
+        log(f"export: not built ({'export.build=false' if cc else 'no C compiler found'}); build with:\n  {command}")
+        return summary
+    selector = Selector.load(model_dir)
+    probs = _check_problems(selector, check_problems, seed)
+    remembered = _remembered_problems(selector, check_problems, seed)  # the remembered answers are checked too
+    probs += remembered
+    # The check runs a binary built in a private folder from the sources just written, never one
+    # another user could have swapped in the output folder; the program is then copied there.
+    t0 = time.perf_counter()
+    with private_folder("ckheur-export-") as tmp:
+        for src in srcs + [out / f"{res.name}.h", out / "ckheur_abi.h"]:
+            write_file(tmp / src.name, src.read_bytes())
+        built = build_package(tmp, res.name, cc, shared=False)
+        t_build = time.perf_counter() - t0
+        check = compare_with_python(selector, probs, built, list(selector.family.problems.FIELDS))
+        binary = write_file(out / "ckheur_select", built.read_bytes(), mode=0o755)
+    log(f"export: built {binary} in {t_build:.1f} s ({command})")
+    log(f"export: check against the Python selector on {check['problems']} seeded random problems"
+        + (f" ({len(remembered)} of them remembered training problems)" if remembered else "") + ": "
+        f"same top-1 kernel {check['same_top1']}/{check['problems'] - check['both_invalid']}, "
+        f"max relative score difference {check['max_rel_score_diff']:.1e} "
+        f"({check['both_invalid']} rejected by both)")
+    summary.update(build_s=round(t_build, 2), check=check)
+    if check["mismatches"]:
+        raise ExportError("the compiled selector disagrees with Python:\n  " + "\n  ".join(check["mismatches"][:10]))
+    return summary
+
+
+def _remembered_problems(selector: Any, count: int, seed: int) -> list:
+    """Up to ``count`` seeded problems the bundle remembers (train.remember), as problems."""
+    import numpy as np
+
+    keys = sorted(selector.answers, key=str)
+    if not keys or count < 1:
+        return []
+    pick = np.random.default_rng(seed).choice(len(keys), size=min(count, len(keys)), replace=False)
+    fields = list(selector.family.problems.FIELDS)
+    return [selector.family.problems.problem_from_dict(dict(zip(fields, keys[i]))) for i in sorted(pick)]
+
+
+def export_ck_folder(model_dir: str | Path, output: str | Path, arch: Mapping[str, Any], *, overwrite: bool = False,
+                     check_problems: int = 1000, seed: int = 0, log: Callable[[str], None] = print) -> dict:
+    """Write the bundle as CK's dispatcher model folder, then rank ``check_problems`` seeded random
+    problems with it the way CK's predictor does; an ExportError unless every ranking equals the
+    Python selector's."""
+    from ckheur.integrations.ck.model_folder import CKModel, export_ck
+    from ckheur.selection.selector import Selector
+
+    out = Path(output)
+    res = export_ck(model_dir, out, overwrite=overwrite)
+    log(f"export: {model_dir} -> {out}/ in CK's dispatcher format ({res['trees']} trees, {res['features']} CK "
+        f"features, {res['kernels']} kernels): model_tflops.lgbm, feature_spec.json, train_manifest.json, kernels.json")
+    selector = Selector.load(model_dir)
+    ck = CKModel.load(out, arch)
+    same = ranked = 0
+    for p in _check_problems(selector, check_problems, seed):
+        try:
+            ks = selector._ranking(p)[0]
+        except ValueError:
+            continue
+        ranked += 1
+        same += [n for n, _ in ck.rank(p, ks)] == [k.name for k in ks]
+    log(f"export: ranked as CK's predictor ranks (its features, LightGBM, expm1, sorted): the same order as "
+        f"the Python selector on {same}/{ranked} seeded random problems")
+    if same != ranked:
+        raise ExportError(f"the CK folder ranks {ranked - same} of {ranked} problems differently from the bundle")
+    return {**res, "check": {"problems": ranked, "same_ranking": same}}

@@ -1,0 +1,94 @@
+"""Operator families. A new operator is its config (conf/op/<family>/), its problem type
+(ckheur/problems/<family>.py), its kernel type (ckheur/kernels/<family>.py) and its feature
+engine (ckheur/features/<family>.py), registered here; the stages only use these modules.
+
+Problem modules provide FIELDS, BATCH_FIELD, problem_from_dict, generate, SLICES, SOURCES
+(extra source kinds) and, where problems have a text form, from_text; kernel modules provide COLUMNS (dataset columns), TABLE, parse_name,
+from_traits, candidates, rejections (why each candidate is illegal on the arch), support_arrays
+and support_mask; feature modules are engines
+(ckheur/features/__init__.py) that say whether ckheur.sim models the family (ANALYTIC_MODEL).
+"""
+
+from __future__ import annotations
+
+import importlib
+from dataclasses import dataclass
+from pathlib import Path
+from types import ModuleType
+
+from ckheur.errors import UserError
+
+C_SOURCES = Path(__file__).resolve().parent  # the families' C feature code, under their folders
+
+
+@dataclass(frozen=True)
+class CExport:
+    """What the C export needs of a family: its problem struct in ckheur_abi.h (``ctype``: the
+    class of ckheur.backends.abi with its layout), its C sources (paths under ckheur/families/) in order,
+    text fields passed as an index into a list of the problem module (``enums``: field -> list
+    name), 0/1 fields, and whether its kernels are tiles."""
+
+    struct: str
+    ctype: str
+    sources: tuple[str, ...]
+    enums: tuple[tuple[str, str], ...] = ()
+    flags: tuple[str, ...] = ()
+    tiles: bool = True
+
+
+@dataclass(frozen=True)
+class Registration:
+    """An operator family's modules, and its C export (None: the family has no C code)."""
+
+    problems: str
+    kernels: str
+    features: str
+    c_export: CExport | None = None
+
+
+# The one registry of operator families.
+FAMILIES = {
+    "grouped_conv": Registration("ckheur.families.grouped_conv.problems", "ckheur.families.grouped_conv.kernels", "ckheur.families.grouped_conv.features",
+                                 CExport("ckheur_conv_problem", "ConvProblemC", ("conv_problem.c", "grouped_conv/grouped_conv.c"))),
+    "gemm": Registration("ckheur.families.gemm.problems", "ckheur.families.gemm.kernels", "ckheur.families.gemm.features",
+                         CExport("ckheur_gemm_problem", "GemmProblemC", ("gemm/gemm.c",), (("layout", "LAYOUTS"),))),
+    "miopen": Registration("ckheur.families.miopen.problems", "ckheur.families.miopen.solvers", "ckheur.families.miopen.features",
+                           CExport("ckheur_miopen_problem", "MIOpenProblemC", ("conv_problem.c", "miopen/miopen.c"),
+                                   (("layout", "LAYOUTS"),), flags=("bias",), tiles=False)),
+}
+
+
+@dataclass(frozen=True)
+class Family:
+    """An operator family's modules, imported on first use."""
+
+    name: str
+
+    @property
+    def problems(self) -> ModuleType:
+        return importlib.import_module(FAMILIES[self.name].problems)
+
+    @property
+    def kernels(self) -> ModuleType:
+        return importlib.import_module(FAMILIES[self.name].kernels)
+
+    @property
+    def features(self) -> ModuleType:
+        return importlib.import_module(FAMILIES[self.name].features)
+
+    @property
+    def c_export(self) -> CExport | None:
+        """What the C export needs of the family (None: it has no C code)."""
+        return FAMILIES[self.name].c_export
+
+    @property
+    def analytic(self) -> bool:
+        """Whether the analytic model (ckheur.sim) can rank this family's kernels."""
+        return bool(self.features.ANALYTIC_MODEL)
+
+
+def get_family(name: str) -> Family:
+    """The modules of an operator family."""
+    if name not in FAMILIES:
+        raise UserError(f"op family {name!r} unknown; known: {', '.join(FAMILIES)}")
+    return Family(name)

@@ -1,0 +1,1 @@
+"""The GEMM family (CK): problems, kernels, features, C code."""

@@ -1,0 +1,1 @@
+"""The grouped convolution family (CK): problems, kernels, features, C code."""

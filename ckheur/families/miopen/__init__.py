@@ -1,0 +1,1 @@
+"""MIOpen's convolution solvers: problems, the solver table, features, C code."""

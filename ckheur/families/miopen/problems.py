@@ -1,0 +1,96 @@
+"""MIOpen convolution problems: what MIOpen's find-db keys on, as one problem type.
+
+A grouped convolution (``ckheur.families.grouped_conv.problems``, in forward terms: C, Hi, Wi are the input, K,
+Ho, Wo the output) plus the tensor ``layout`` (NCHW, NHWC, or their 3D forms NCDHW, NDHWC: MIOpen
+runs a 3D problem of depth 1 with 3D solvers, so the layout says the spatial dimensions) and
+``bias``. Direction and data type are the op's, as for every family; sizes, FLOPs and
+the implicit-GEMM view are the convolution's.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Mapping
+
+from ckheur.families.problem_base import ProblemError, checked_fields, field_defaults
+from ckheur.families.grouped_conv.problems import CONV_FIELDS, PARTNERS, SLICES as CONV_SLICES, ConvProblem, to_miopen
+
+FIELDS = (*CONV_FIELDS, "layout", "bias")
+LAYOUTS = ("NCHW", "NHWC", "NCDHW", "NDHWC")  # the 3D layouts make a problem 3D, even of depth 1
+BATCH_FIELD = "N"
+
+
+@dataclass(frozen=True)
+class MIOpenConvProblem(ConvProblem):
+    """A grouped convolution as MIOpen keys it: with its tensor layout and bias."""
+
+    layout: str = "NCHW"
+    bias: int = 0
+
+    def __post_init__(self) -> None:
+        if self.layout not in LAYOUTS:
+            raise ProblemError(f"problem field layout={self.layout!r}: allowed values are {', '.join(LAYOUTS)}")
+        if isinstance(self.bias, bool) or self.bias not in (0, 1):
+            raise ProblemError(f"problem field bias={self.bias!r}: allowed values are 0, 1")
+        super().__post_init__()
+        if self.ndim == 2 and super().ndim == 3:
+            raise ProblemError(f"problem layout={self.layout} is 2D but depth fields are set: use "
+                               f"{self.layout[:2]}D{self.layout[2:]}")
+
+    @property
+    def ndim(self) -> int:
+        """Spatial dimensionality: the layout's."""
+        return 3 if "D" in self.layout else 2
+
+    @property
+    def group(self) -> str:
+        """Every solver of the pool is a candidate; which ones apply is what the find-db says."""
+        return "all"
+
+    def key(self) -> tuple:
+        return tuple(getattr(self, f) for f in FIELDS)
+
+    def describe(self) -> str:
+        return f"{super().describe()} {self.layout}" + (" bias" if self.bias else "")
+
+
+def problem_from_dict(d: Mapping[str, Any]) -> MIOpenConvProblem:
+    """Build a problem from a mapping of field names; unknown fields are an error."""
+    return MIOpenConvProblem(**checked_fields(d, FIELDS, ("N", "C", "K"), ("layout",)))
+
+
+DEFAULTS = field_defaults(MIOpenConvProblem)
+
+
+def to_driver_line(p: MIOpenConvProblem, dtype: str) -> str:
+    """A MIOpenDriver command line of the problem, with its layout (input, output and filter
+    alike) and bias: what :func:`from_text` reads back."""
+    line = to_miopen(p, dtype)
+    if p.layout not in ("NCHW", "NCDHW"):
+        line += f" -I {p.layout} -O {p.layout} -f {p.layout}"
+    return line + (" -b 1" if p.bias else "")
+
+
+def from_text(line: str, direction: str | None = None, dtype: str | None = None) -> MIOpenConvProblem:
+    """A problem from a MIOpenDriver command line, with its layout (``-I``/``--in_layout``, or
+    ``-O``, ``-f``: those given must agree, mixed layouts are refused) and bias (``-b``/``--bias``);
+    3D lines default to NCDHW, as MIOpenDriver does. Refused when its ``-F`` or data type
+    contradicts ``direction`` or ``dtype`` (the op it is ranked for)."""
+    from ckheur.families.driver_line import parse_driver_line
+
+    parsed = parse_driver_line(line)
+    parsed.check_op(direction, dtype, line)
+    layout = parsed.layout or ("NCDHW" if parsed.ndim == 3 else "NCHW")
+    return problem_from_dict({**parsed.values, "layout": layout, "bias": int(parsed.flags.get("-b", "0"))})
+
+
+def generate(seed: int, count: int, ndim: int = 2, shapes: Mapping[str, float] | None = None,
+             max_gflop: float = 20000.0) -> list[MIOpenConvProblem]:
+    """The convolution generator's problems, NCHW without bias."""
+    from ckheur.families.grouped_conv.problems import generate as conv_generate
+
+    return [problem_from_dict(p.to_dict()) for p in conv_generate(seed, count, ndim, shapes, max_gflop)]
+
+
+SOURCES: dict = {}
+SLICES = {**CONV_SLICES, "NHWC": lambda p, g: p.layout == "NHWC", "bias": lambda p, g: p.bias == 1}

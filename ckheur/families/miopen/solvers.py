@@ -1,0 +1,284 @@
+"""MIOpen solvers as the kernels of the ``miopen`` family: named as MIOpen names them, with traits
+declared per arch in the op's YAML (``conf/op/miopen/*.yaml``: algorithm, implementation kind,
+whether it needs a workspace). The pool of an op on an arch is its solver table for that arch.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+from typing import Any, Mapping, Sequence
+
+
+from ckheur.families.kernel_base import KernelError
+
+COLUMNS = ("solver_id", "algorithm", "implementation", "workspace")
+TABLE = ("name", "solver_id", "algorithm", "implementation", "workspace")
+ALGORITHMS = ("direct", "implicit_gemm", "winograd", "gemm", "fft")
+IMPLEMENTATIONS = ("asm", "hip", "ck", "mlir", "opencl", "rocblas", "naive", "other")
+
+
+@dataclass(frozen=True)
+class Solver:
+    """One MIOpen solver of a direction (its traits)."""
+
+    name: str
+    direction: str
+    solver_id: int  # stable across arches and pools (declared in the YAML): the model's categorical code
+    algorithm: str
+    implementation: str
+    workspace: bool = False
+
+    def __post_init__(self) -> None:
+        if self.algorithm not in ALGORITHMS:
+            raise KernelError(f"solver {self.name}: algorithm={self.algorithm!r}; allowed: {', '.join(ALGORITHMS)}")
+        if self.implementation not in IMPLEMENTATIONS:
+            raise KernelError(f"solver {self.name}: implementation={self.implementation!r}; "
+                              f"allowed: {', '.join(IMPLEMENTATIONS)}")
+
+    group = "all"  # every solver is a candidate for every problem of its direction
+
+    @property
+    def pipeline(self) -> str:
+        """The algorithm, where tile kernels name their pipeline (reports group picks by it)."""
+        return self.algorithm
+
+    def traits(self) -> dict:
+        return asdict(self)
+
+    def table_row(self) -> tuple:
+        return (self.name, self.solver_id, self.algorithm, self.implementation, self.workspace)
+
+
+def implementation_of(name: str) -> str:
+    """The implementation kind MIOpen's naming says (what the YAML declares for a new solver):
+    the grouped / 3D / plain ``...Xdlops`` implicit GEMMs are CK instances, the V4R* ones HIP."""
+    if name.startswith("ConvHipImplicitGemm") and ("Group" in name or name.endswith(("FwdXdlops", "BwdXdlops",
+                                                                                     "WrwXdlops"))):
+        return "ck"
+    rules = (("ConvDirectNaive", "naive"), ("ConvAsm", "asm"), ("ConvBin", "asm"), ("ConvMP", "asm"),
+             ("ConvWinoFury", "asm"), ("ConvCk", "ck"), ("ConvHip", "hip"), ("ConvMlir", "mlir"),
+             ("ConvOcl", "opencl"), ("fft", "opencl"), ("Gemm", "rocblas"))
+    return next((kind for prefix, kind in rules if name.startswith(prefix)), "other")
+
+
+def _table(op: Mapping[str, Any], arch: Mapping[str, Any]) -> list:
+    table = (op.get("solvers") or {}).get(arch["name"])
+    if not table:
+        raise KernelError(f"op {op['family']}/{op['direction']} declares no solvers for arch {arch['name']}; "
+                          f"declared: {', '.join(sorted(op.get('solvers') or {})) or 'none'}")
+    return list(table)
+
+
+def table_names(direction: str, arch: str) -> list[str]:
+    """The solver names this ckheur declares for a direction on an arch (``conf/op/miopen/<direction>.yaml``):
+    the only names an outside file (a find-db, a bundle) may give; KernelError when there is no table."""
+    from ckheur.config import load_option
+
+    try:
+        table = (load_option(f"op/miopen/{direction}").get("solvers") or {}).get(arch)
+    except OSError:
+        table = None
+    if not table:
+        raise KernelError(f"no MIOpen solver table for direction {direction!r} on arch {arch!r} "
+                          "(conf/op/miopen/<fwd|bwd_data|bwd_weight>.yaml declares them per arch)")
+    return [str(s["name"]) for s in table]
+
+
+def candidates(op: Mapping[str, Any], arch: Mapping[str, Any]) -> tuple[list, list]:
+    """The op's solver table for the arch."""
+    return [Solver(name=s["name"], direction=op["direction"], solver_id=int(s["id"]), algorithm=s["algorithm"],
+                   implementation=s["implementation"], workspace=bool(s["workspace"])) for s in _table(op, arch)], []
+
+
+def rejections(kernels: Sequence[Solver], op: Mapping[str, Any], arch: Mapping[str, Any]) -> list[list[str]]:
+    """No code-generation rules apply to solvers: the declared table is the pool."""
+    return [[] for _ in kernels]
+
+
+def parse_name(name: str, op: Mapping[str, Any] | None = None, arch: Mapping[str, Any] | None = None) -> Solver:
+    """A solver by its MIOpen name, from the op's solver table for the arch."""
+    if op is not None and arch is not None:
+        for s in candidates(op, arch)[0]:
+            if s.name == name:
+                return s
+        raise KernelError(f"solver {name!r} is not in the {op['direction']} table for {arch['name']}")
+    raise KernelError(f"solver {name!r}: give the op and arch whose solver table declares it")
+
+
+def from_traits(d: Mapping[str, Any]) -> Solver:
+    return Solver(**{k: v for k, v in d.items() if k in Solver.__dataclass_fields__})
+
+
+# Which solvers are ranked for a problem (``op.applicability``): ``none`` every solver of the table
+# (what the model learns to rank last when it does not apply; the shipped bundles rank so);
+# ``rules`` only those MIOpen's own IsApplicable does not reject (the simple rules below); ``listed``
+# only those the find-db the op learned from lists for problems of the same kind (``op.listed``);
+# ``both`` the two together.
+APPLICABILITY = ("none", "rules", "listed", "both")
+
+
+def support_arrays(kernels: Sequence[Solver]) -> dict:
+    """The solver names, which the applicability rules and the listed table key on."""
+    return {"n": len(kernels), "name": [k.name for k in kernels]}
+
+
+def group_kind(G: int, C: int) -> str:
+    """``dense`` (one group), ``depthwise`` (one input channel per group) or ``grouped``."""
+    return "dense" if G == 1 else "depthwise" if C == G else "grouped"
+
+
+def filter_kind(dims: Sequence[int]) -> str:
+    """``1x1`` (every filter dimension 1), ``square`` (all equal) or ``rect`` (1xN, Nx1, ...)."""
+    return "1x1" if all(d == 1 for d in dims) else "square" if len(set(dims)) == 1 else "rect"
+
+
+def listing_kind(layout: str, dtype: str, G: int, C: int, dims: Sequence[int]) -> str:
+    """The kind of problem the listed rule keys on: layout (which says 2D or 3D), data type, group
+    kind and filter kind, e.g. ``NCHW/fp16/depthwise/rect``."""
+    return f"{layout}/{dtype}/{group_kind(G, C)}/{filter_kind(dims)}"
+
+
+def problem_kind(p: Any, dtype: str) -> str:
+    """:func:`listing_kind` of a MIOpen problem (``MIOpenConvProblem``) of a data type."""
+    dims = (p.Z, p.Y, p.X) if p.ndim == 3 else (p.Y, p.X)
+    return listing_kind(p.layout, dtype, p.G, p.C, dims)
+
+
+def _ocl_direct_fwd(p: Any, direction: str, dtype: str) -> list[str]:
+    # conv_ocl_dir2D.cpp, ConvOclDirectFwd::IsApplicable
+    why = []
+    if p.ndim != 2 or p.layout != "NCHW":
+        why.append("2D NCHW only")
+    if direction == "bwd_weight":
+        why.append("forward and backward data only")
+    if p.pad_h != p.pad_w or p.stride_h != p.stride_w:
+        why.append("equal H and W pads and strides only")
+    if p.dilation_h != 1 or p.dilation_w != 1:
+        why.append("no dilation")
+    if max(p.stride_h, p.stride_w) > 2:
+        why.append("strides up to 2")
+    if p.G == 1:
+        if p.Y == 1 and p.X == 1:
+            why.append("ungrouped 1x1 is left to the 1x1 solvers")
+        elif not ((p.Y == p.X and p.Y in (3, 5, 7, 9, 11))
+                  or (p.Y == 5 and p.X in (10, 20) and p.stride_h == p.stride_w == 2 and p.pad_h == p.pad_w == 0)
+                  or (dtype == "fp16" and p.Y == p.X == 4 and p.pad_h == p.pad_w == 0)):
+            why.append("ungrouped filters: square 3, 5, 7, 9 or 11, 5x10 / 5x20 at stride 2, or fp16 4x4 unpadded")
+    if direction == "fwd" and dtype == "fp16" and p.stride_w == 2:
+        why.append("not forward fp16 at stride 2")
+    return why
+
+
+def _asm_1x1u(p: Any, direction: str, dtype: str) -> list[str]:
+    # conv_asm_1x1u.cpp, ConvAsm1x1U::IsApplicable
+    why = []
+    if p.ndim != 2 or p.layout != "NCHW":
+        why.append("2D NCHW only")
+    if direction == "bwd_weight" or dtype not in ("fp32", "fp16"):
+        why.append("forward and backward data, fp32 and fp16 only")
+    if (p.Y, p.X, p.pad_h, p.pad_w, p.dilation_h, p.dilation_w, p.G, p.bias) != (1, 1, 0, 0, 1, 1, 1, 0):
+        why.append("ungrouped unpadded undilated 1x1 without bias only")
+    if p.stride_h != p.stride_w or p.stride_w > 2:
+        why.append("equal strides up to 2")
+    return why
+
+
+def _gemm_1x1(stride: str) -> Any:
+    def rule(p: Any, direction: str, dtype: str) -> list[str]:
+        # gemm.cpp, GemmFwd1x1_0_1 / GemmFwd1x1_0_2 (gemm_bwd.cpp, gemm_wrw.cpp: their 1x1 twins) IsApplicable
+        dims = (p.Z, p.Y, p.X, p.pad_d, p.pad_h, p.pad_w) if p.ndim == 3 else (p.Y, p.X, p.pad_h, p.pad_w)
+        strides = (p.stride_d, p.stride_h, p.stride_w) if p.ndim == 3 else (p.stride_h, p.stride_w)
+        why = [] if dims == (1,) * (len(dims) // 2) + (0,) * (len(dims) // 2) else ["unpadded 1x1 only"]
+        if stride == "1" and any(s != 1 for s in strides):
+            why.append("stride 1 only")
+        if stride == "2" and all(s == 1 for s in strides):
+            why.append("a stride above 1 only")
+        return why
+    return rule
+
+
+def _layout(layouts: tuple, ndim: int, where: str) -> Any:
+    def rule(p: Any, direction: str, dtype: str) -> list[str]:
+        # where: the solver's IsApplicable checks the layout and the dimensionality
+        return [] if p.layout in layouts and p.ndim == ndim else [f"{ndim}D {' or '.join(layouts)} only ({where})"]
+    return rule
+
+
+def _fft(p: Any, direction: str, dtype: str) -> list[str]:
+    # fft.cpp, fft::IsApplicable
+    ok = (dtype == "fp32" and direction != "bwd_weight" and p.layout == "NCHW" and p.G == 1
+          and p.dilation_h == p.dilation_w == 1)
+    return [] if ok else ["2D NCHW ungrouped undilated fp32, forward and backward data only"]
+
+
+def _winograd_rxs(p: Any, direction: str, dtype: str) -> list[str]:
+    # conv_bin_winoRxS.cpp, ConvBinWinoRxS::IsApplicableBase
+    return [] if p.layout == "NCHW" else ["2D NCHW only"]
+
+
+def _winograd_rxs_g1(p: Any, direction: str, dtype: str) -> list[str]:
+    # conv_bin_winoRxS.cpp, ConvBinWinogradRxSf2x3g1::IsApplicable: the base rules and one group
+    return _winograd_rxs(p, direction, dtype) + ([] if p.G == 1 else ["one group only"])
+
+
+# The ConvAsmImplicitGemmGTCDynamic*NHWC solvers are 2D only, of either layout: older sources
+# reject NCHW too, but both find-dbs list them for NCHW problems (MIOpen transposes the tensors).
+RULES = {  # solver name -> the rule that lists why MIOpen's IsApplicable rejects a problem
+    "ConvOclDirectFwd": _ocl_direct_fwd,
+    "ConvAsm1x1U": _asm_1x1u,
+    "GemmFwd1x1_0_1": _gemm_1x1("1"), "GemmFwd1x1_0_2": _gemm_1x1("2"),
+    "GemmBwd1x1_stride1": _gemm_1x1("1"), "GemmBwd1x1_stride2": _gemm_1x1("2"), "GemmWrw1x1_stride1": _gemm_1x1("1"),
+    "fft": _fft,
+    # conv_asm_implicit_gemm_gtc_{fwd,bwd,wrw}_nhwc.cpp, IsApplicable: Is2d
+    **{f"ConvAsmImplicitGemmGTCDynamic{d}XdlopsNHWC": _layout(("NCHW", "NHWC"), 2, "Is2d")
+       for d in ("Fwd", "Bwd", "Wrw")},
+    "ConvBinWinogradRxSf2x3": _winograd_rxs, "ConvBinWinogradRxSf3x2": _winograd_rxs,
+    "ConvBinWinogradRxSf2x3g1": _winograd_rxs_g1,
+    # conv_hip_implicit_gemm_grouped_{fwd,bwd,wrw}_xdlops.cpp: 2D only (the 3D ones are their own solvers)
+    **{f"ConvHipImplicitGemmGroup{d}Xdlops": _layout(("NCHW", "NHWC"), 2, "Is2d")
+       for d in ("Fwd", "Bwd", "Wrw")},
+    # conv_hip_implicit_gemm_3d_grouped_{fwd,bwd,wrw}_xdlops.cpp: 3D only
+    **{f"ConvHipImplicitGemm3DGroup{d}Xdlops": _layout(("NCDHW", "NDHWC"), 3, "Is3d")
+       for d in ("Fwd", "Bwd", "Wrw")},
+}
+
+
+def rule_rejections(name: str, p: Any, direction: str, dtype: str) -> list[str]:
+    """Why MIOpen's own applicability check rejects solver ``name`` for problem ``p`` ([] when no
+    rule here rejects it; a solver without a rule here is never rejected)."""
+    rule = RULES.get(name)
+    return rule(p, direction, dtype) if rule is not None else []
+
+
+def support_mask(problem: Any, kernels: Mapping[str, Any], op: Mapping[str, Any]) -> tuple[Any, str]:
+    """Which solvers are ranked for the problem (``op.applicability``, see :data:`APPLICABILITY`) and
+    why none is. A step that would leave no solver is skipped: when the listed table knows none of
+    the rules' solvers for this kind of problem, it is asked for the same kind in any data type,
+    then they all stay, since a kind never listed says nothing."""
+    import numpy as np
+
+    mode = str(op.get("applicability") or "none")
+    if mode not in APPLICABILITY:
+        raise KernelError(f"op.applicability={mode!r}; allowed: {', '.join(APPLICABILITY)}")
+    ok = np.ones(kernels["n"], dtype=bool)
+    if mode == "none":
+        return ok, ""
+    names = kernels["name"]
+    if mode in ("rules", "both"):
+        ok &= np.array([not rule_rejections(n, problem, op["direction"], op["dtype"]) for n in names], dtype=bool)
+        if not ok.any():
+            return ok, f"MIOpen's applicability rules reject every solver of the table for {problem.describe()}"
+    if mode in ("listed", "both"):
+        listed = op.get("listed") or {}
+        if not listed:
+            raise KernelError(f"op.applicability={mode} needs op.listed, the kinds of problem each solver is "
+                              "listed for (ckheur.integrations.miopen.find_db.learn_listed from a find-db)")
+        kind = problem_kind(problem, op["dtype"])
+        seen = ok & np.array([kind in listed.get(n, ()) for n in names], dtype=bool)
+        if not seen.any():  # a kind the file never lists: the same kind in any data type
+            layout, _, rest = kind.split("/", 2)
+            seen = ok & np.array([any(k.split("/", 2)[0::2] == [layout, rest] for k in listed.get(n, ()))
+                                  for n in names], dtype=bool)
+        if seen.any():
+            ok = seen
+    return ok, ""

@@ -1,0 +1,1 @@
+"""Learning: training tables, cross-validation, candidates and their choice, the prior, bundles."""

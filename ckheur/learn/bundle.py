@@ -1,0 +1,399 @@
+"""Model bundles: the LightGBM model (gzipped text) with everything needed to use and audit it.
+
+Files: model.txt.gz, [tflops_model.txt.gz], feature_spec.json, kernels.json, cv_metrics.json,
+feature_importances.json, train_manifest.json, [answers.json.gz: the fastest measured kernel of
+each training problem, which the selector ranks first for that exact problem (train.remember)].
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+import math
+import re
+import zlib
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Mapping
+
+from ckheur.errors import UserError
+
+REQUIRED = ("model.txt.gz", "feature_spec.json", "kernels.json", "train_manifest.json")
+ANSWERS = "answers.json.gz"
+SPEC_KEYS = ("engine", "encoding_version", "feature_names", "categorical", "analytic", "objective", "arch", "op")
+
+
+def shipped_models_dir() -> Path:
+    """Where the shipped models are: ckheur/models in a wheel, models/ in a source checkout."""
+    here = Path(__file__).resolve().parent.parent
+    return here / "models" if (here / "models").is_dir() else here.parent / "models"
+
+
+def resolve_model_dir(path: str | Path) -> Path:
+    """A model folder as given; a missing ``models/<name>`` is looked up among the shipped bundles
+    (so an installed wheel finds them from any directory). Other paths are never redirected."""
+    path = Path(path)
+    if path.is_dir() or path.is_absolute() or path.parent != Path("models"):
+        return path
+    shipped = shipped_models_dir() / path.name
+    return shipped if shipped.is_dir() else path
+
+
+class BundleError(UserError):
+    """A model bundle is missing, corrupted, or incompatible; the message says precisely how."""
+
+
+@dataclass
+class Bundle:
+    path: Path
+    booster: Any
+    tflops_booster: Any  # None when the main model already predicts TFLOPS (regression_log)
+    spec: dict
+    kernels: list
+    cv_metrics: dict
+    manifest: dict
+    answers: dict | None = None  # problem key -> kernel name: the training data's fastest (train.remember)
+
+
+def _write_json(path: Path, obj: Any) -> None:
+    from ckheur.files import write_file
+
+    write_file(path, json.dumps(obj, indent=2, sort_keys=True, default=str) + "\n")
+
+
+def save_bundle(path: str | Path, booster: Any, tflops_booster: Any, spec: Mapping, kernels: list,
+                cv_metrics: Mapping, importances: Mapping, manifest: Mapping, answers: Mapping | None = None) -> Path:
+    """Write a bundle folder (replacing the files of an older bundle there); ``answers``: the
+    problems it remembers (``write_answers``)."""
+    from ckheur.files import make_folder, write_file
+
+    path = make_folder(path, "bundle folder")
+    write_file(path / "model.txt.gz", gzip.compress(booster.model_to_string().encode(), mtime=0))
+    extra = path / "tflops_model.txt.gz"
+    if tflops_booster is not None:
+        write_file(extra, gzip.compress(tflops_booster.model_to_string().encode(), mtime=0))
+    elif extra.exists() or extra.is_symlink():
+        extra.unlink()
+    _write_json(path / "feature_spec.json", dict(spec))
+    _write_json(path / "kernels.json", [k.traits() for k in kernels])
+    _write_json(path / "cv_metrics.json", dict(cv_metrics))
+    _write_json(path / "feature_importances.json", dict(importances))
+    _write_json(path / "train_manifest.json", dict(manifest))
+    if answers is not None:
+        write_answers(path, answers, spec["op"]["family"])
+    elif (path / ANSWERS).exists() or (path / ANSWERS).is_symlink():
+        (path / ANSWERS).unlink()
+    return path
+
+
+def write_answers(path: str | Path, answers: Mapping[tuple, str], family: str) -> Path:
+    """The bundle's remembered answers: {problem key (the family's fields): kernel name}."""
+    from ckheur.files import write_file
+    from ckheur.families import get_family
+
+    fields = list(get_family(family).problems.FIELDS)
+    keys = sorted(answers, key=lambda k: tuple(str(v) if isinstance(v, str) else v for v in k))
+    doc = {"about": "the fastest measured kernel of each training problem; ranked first for that exact problem",
+           "fields": fields, "keys": [list(k) for k in keys], "kernels": [answers[k] for k in keys]}
+    return write_file(Path(path) / ANSWERS, gzip.compress(json.dumps(doc, separators=(",", ":")).encode(), mtime=0))
+
+
+def _read_answers(path: Path, fields: list, kernels: list) -> dict:
+    from ckheur import files
+
+    try:
+        doc = json.loads(files.read_compressed(path, files.BUNDLE_LIMIT_BYTES))
+        names = {k.name for k in kernels}
+        ok = doc["fields"] == fields and len(doc["keys"]) == len(doc["kernels"]) and all(
+            isinstance(k, list) and len(k) == len(fields) for k in doc["keys"]) and set(doc["kernels"]) <= names
+    except files.TooLargeError as e:
+        raise BundleError(str(e)) from None
+    except (OSError, EOFError, zlib.error, ValueError, KeyError, TypeError, RecursionError) as e:
+        raise BundleError(f"{path}: not a bundle's answers ({str(e)[:200]})") from None
+    if not ok:
+        raise BundleError(f"{path}: answers must list keys of the fields {fields} and kernels of kernels.json")
+    answers: dict = {}
+    for key, name in zip(doc["keys"], doc["kernels"]):
+        try:
+            known = answers.setdefault(tuple(key), name)
+        except TypeError:  # a key holding a list or an object
+            raise BundleError(f"{path}: a key holds something other than numbers and names: {key!r:.120}") from None
+        if known != name:  # which of the two is the fastest is unknowable: neither is trusted
+            raise BundleError(f"{path}: the problem {tuple(key)!r:.200} is remembered with two kernels ({known}, "
+                              f"{name}): conflicting answers")
+    return answers
+
+
+def _read_json(path: Path) -> Any:
+    try:
+        return json.loads(path.read_text())
+    except (json.JSONDecodeError, UnicodeDecodeError, RecursionError) as e:
+        raise BundleError(f"{path}: corrupted JSON ({e})") from None
+    except OSError as e:
+        raise BundleError(f"{path}: cannot be read ({e.strerror or e})") from None
+
+
+# Tree shapes every path that evaluates a model supports (LightGBM, the C export's parser, the
+# compiled selector): deeper trees are refused on load, wider ones by the C export (64 leaves).
+MAX_TREE_DEPTH = 256
+MAX_TREE_LEAVES = 1 << 16
+# The largest score a model may reach (the sum over its trees of their largest |leaf|): beyond it
+# scores are no prediction (the shipped models stay below 62), sums could overflow, and the +1
+# that ranks a remembered answer first would be lost in rounding (doubles are exact to 2^53).
+MAX_SCORE = float(1 << 40)
+
+
+def _numbers(block: Mapping[str, str], key: str, count: int, kind: type, where: str,
+             infinite: bool = False) -> list:
+    """A tree's array field: ``count`` numbers of ``kind`` (floats finite, or also infinite when
+    ``infinite``: LightGBM writes ``inf`` thresholds), or a BundleError; NaN never."""
+    text = block.get(key)
+    if text is None:
+        raise BundleError(f"{where}: no {key}")
+    try:
+        values = [kind(v) for v in text.split()]
+    except ValueError:
+        raise BundleError(f"{where}: {key} holds something that is not a number") from None
+    if len(values) != count:
+        raise BundleError(f"{where}: {key} has {len(values)} values, {count} expected")
+    if kind is float and not all(not math.isnan(v) and (infinite or math.isfinite(v)) for v in values):
+        raise BundleError(f"{where}: {key} holds " + ("NaN" if infinite else "a non-finite value (NaN or infinity)"))
+    return values
+
+
+def check_model_text(text: str, path: Path, num_features: int) -> int:
+    """Refuse (BundleError) a LightGBM model text that any ckheur path could not evaluate safely:
+    cut short, a NaN threshold, leaves not finite, children that do not form a tree, features out of
+    range, trees deeper than MAX_TREE_DEPTH, leaves that can sum beyond MAX_SCORE. Returns the number
+    of trees."""
+    head, sep, body = text.partition("\nTree=")
+    if not text.startswith("tree\n") or "\nend of trees" not in text or not text.isascii():
+        raise BundleError(f"{path}: not a whole LightGBM model (cut short, or not a model file)")
+    header = dict(ln.split("=", 1) for ln in head.splitlines() if "=" in ln)
+    if header.get("num_class", "1") != "1" or header.get("num_tree_per_iteration", "1") != "1":
+        raise BundleError(f"{path}: a multiclass model; a kernel score is one number")
+    if header.get("max_feature_idx") != str(num_features - 1):
+        raise BundleError(f"{path}: the model reads {header.get('max_feature_idx')!r} + 1 features, the spec lists "
+                          f"{num_features}")
+    trees = "Tree=" + body.split("end of trees", 1)[0] if sep else ""
+    starts = [m.start() for m in re.finditer(r"^Tree=", trees, re.M)]
+    # LightGBM cuts the trees apart by the header's sizes: they must be the blocks' true lengths.
+    sizes = [b - a for a, b in zip(starts, starts[1:] + [len(trees)])]
+    if header.get("tree_sizes", "").split() != [str(n) for n in sizes]:
+        raise BundleError(f"{path}: the header's tree_sizes do not match its {len(sizes)} trees")
+    blocks = [trees[a:a + n] for a, n in zip(starts, sizes)]
+    bound = 0.0  # the largest |score| the trees can sum to
+    for i, raw in enumerate(blocks):
+        where = f"{path} tree {i}"
+        block = dict(ln.split("=", 1) for ln in raw.splitlines() if "=" in ln)
+        try:
+            leaves = int(block.get("num_leaves", ""))
+            cats = int(block.get("num_cat", "0"))
+        except ValueError:
+            raise BundleError(f"{where}: num_leaves / num_cat are not integers") from None
+        if not 1 <= leaves <= MAX_TREE_LEAVES or cats < 0:
+            raise BundleError(f"{where}: {leaves} leaves (1 to {MAX_TREE_LEAVES} supported)")
+        bound += max(abs(v) for v in _numbers(block, "leaf_value", leaves, float, where))
+        if not bound <= MAX_SCORE:
+            raise BundleError(f"{path}: the trees' leaves can sum to {bound:.3g} by tree {i}, beyond the "
+                              f"{MAX_SCORE:.3g} a score may reach (no real model comes near; sums could overflow)")
+        if leaves == 1:
+            continue
+        n = leaves - 1
+        feature = _numbers(block, "split_feature", n, int, where)
+        threshold = _numbers(block, "threshold", n, float, where, infinite=True)
+        decision = _numbers(block, "decision_type", n, int, where)
+        children = [_numbers(block, "left_child", n, int, where), _numbers(block, "right_child", n, int, where)]
+        if not all(0 <= f < num_features for f in feature):
+            raise BundleError(f"{where}: a split on a feature outside 0..{num_features - 1}")
+        if cats:
+            bounds = _numbers(block, "cat_boundaries", cats + 1, int, where)
+            if bounds[0] != 0 or any(b > c for b, c in zip(bounds, bounds[1:])):
+                raise BundleError(f"{where}: cat_boundaries are not increasing from 0")
+            _numbers(block, "cat_threshold", bounds[-1], int, where)
+        for d, t in zip(decision, threshold):
+            if d & 1 and not (float(t).is_integer() and 0 <= t < cats):  # categorical: an index into cat_boundaries
+                raise BundleError(f"{where}: a categorical split names category set {t}, the tree has {cats}")
+        # Every internal node but the root and every leaf is a child exactly once; walking from the
+        # root then reaches them all, without a cycle. Depth is measured on the way.
+        seen_nodes, seen_leaves = [0] * n, [0] * leaves
+        for c in children[0] + children[1]:
+            if c >= 0:
+                if not 0 < c < n:
+                    raise BundleError(f"{where}: a child points to node {c} (nodes 1..{n - 1} can be children)")
+                seen_nodes[c] += 1
+            else:
+                if not 0 <= ~c < leaves:
+                    raise BundleError(f"{where}: a child points to leaf {~c} (the tree has {leaves})")
+                seen_leaves[~c] += 1
+        if any(v != 1 for v in seen_nodes[1:]) or any(v != 1 for v in seen_leaves):
+            raise BundleError(f"{where}: its children do not form a tree (a node or leaf reached twice or never)")
+        stack, depth = [(0, 1)], 0
+        while stack:
+            node, level = stack.pop()
+            depth = max(depth, level)
+            if depth > MAX_TREE_DEPTH:
+                raise BundleError(f"{where}: deeper than {MAX_TREE_DEPTH} levels")
+            stack += [(c, level + 1) for c in (children[0][node], children[1][node]) if c >= 0]
+    return len(blocks)
+
+
+def _read_booster(path: Path, num_features: int) -> Any:
+    """A checked LightGBM booster from a gzipped model text."""
+    from ckheur import files
+    from ckheur.threads import lightgbm
+
+    lgb = lightgbm()
+    try:
+        text = files.read_compressed(path, files.BUNDLE_LIMIT_BYTES).decode()
+    except files.TooLargeError as e:
+        raise BundleError(str(e)) from None
+    except (OSError, EOFError, UnicodeDecodeError, zlib.error) as e:
+        raise BundleError(f"{path}: corrupted model file ({str(e).splitlines()[0][:200]})") from None
+    check_model_text(text, path, num_features)
+    try:
+        return lgb.Booster(model_str=text)
+    except lgb.basic.LightGBMError as e:
+        raise BundleError(f"{path}: corrupted model file ({str(e).splitlines()[0][:200]})") from None
+
+
+def _check_spec(spec: Any, where: Path) -> None:
+    """Refuse a feature spec whose fields have the wrong types (a BundleError naming the field)."""
+    from omegaconf import OmegaConf
+    from omegaconf.errors import OmegaConfBaseException
+
+    from ckheur.config import SCHEMAS, ArchSchema
+    from ckheur.learn.training import OBJECTIVES
+
+    if not isinstance(spec, dict):
+        raise BundleError(f"{where}: a JSON {type(spec).__name__}, not an object")
+    lacking = [k for k in SPEC_KEYS if k not in spec]
+    if lacking:
+        raise BundleError(f"{where} lacks {', '.join(lacking)}")
+
+    def need(ok: bool, field: str, what: str) -> None:
+        if not ok:
+            raise BundleError(f"{where}: {field} must be {what}, not {spec.get(field)!r:.80}")
+
+    def is_params(p: Any) -> bool:  # the simulator's parameters: numbers, and per-pipeline tables of numbers
+        def finite(v: Any) -> bool:
+            return isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
+        return isinstance(p, dict) and all(finite(v) or (isinstance(v, dict) and all(
+            finite(x) or (isinstance(x, dict) and all(map(finite, x.values()))) for x in v.values()))
+            for v in p.values())
+
+    need(isinstance(spec["engine"], str), "engine", "a string")
+    need(isinstance(spec["encoding_version"], int) and not isinstance(spec["encoding_version"], bool),
+         "encoding_version", "an integer")
+    need(isinstance(spec["feature_names"], list) and all(isinstance(f, str) for f in spec["feature_names"]),
+         "feature_names", "a list of strings")
+    need(isinstance(spec["categorical"], list) and set(spec["categorical"]) <= set(spec["feature_names"]),
+         "categorical", "a list of feature names")
+    need(isinstance(spec["analytic"], bool), "analytic", "true or false")
+    need(spec["objective"] in OBJECTIVES, "objective", f"one of {', '.join(OBJECTIVES)}")
+    need(isinstance(spec["op"], dict) and all(isinstance(spec["op"].get(k), str) for k in ("family", "direction",
+                                                                                         "dtype")),
+         "op", "an object naming family, direction and dtype")
+    need(spec["op"]["family"] in SCHEMAS["op"], "op", f"an op of a family of {', '.join(SCHEMAS['op'])}")
+    need(spec.get("analytic_params") is None or is_params(spec["analytic_params"]), "analytic_params",
+         "null or an object of finite numbers")
+    prior = spec.get("prior")
+    need(prior is None or (isinstance(prior, dict) and prior.get("kind") == "analytic" and isinstance(
+        prior.get("scale"), (int, float)) and math.isfinite(prior["scale"]) and is_params(prior.get("params"))),
+        "prior", "null or an object with kind analytic, a finite scale and the simulator's params")
+    for field, schema in (("arch", ArchSchema), ("op_config", SCHEMAS["op"][spec["op"]["family"]])):
+        node = spec.get(field)
+        if node is None and field == "op_config":
+            continue
+        try:
+            need(isinstance(node, dict), field, "an object")
+            OmegaConf.merge(OmegaConf.structured(schema), node)
+        except (OmegaConfBaseException, ValueError, TypeError) as e:
+            key = getattr(e, "full_key", None)
+            raise BundleError(f"{where}: {field}{'.' + key if key else ''}: {str(e).splitlines()[0][:200]}") from None
+
+
+def _check_solvers(kernels: list, spec: Mapping, where: Path) -> None:
+    """A MIOpen bundle's kernels must be solvers of this ckheur's table for its direction and arch
+    (their names reach benchmark commands and find-db lines): a BundleError names the first that is not."""
+    from ckheur.families.kernel_base import KernelError
+    from ckheur.families.miopen.solvers import table_names
+
+    direction, arch = spec["op"]["direction"], spec["arch"]["name"]
+    try:
+        known = set(table_names(direction, arch))
+    except KernelError as e:
+        raise BundleError(f"{where}: {e}") from None
+    for k in kernels:
+        if k.name not in known or k.direction != direction:
+            raise BundleError(f"{where}: solver {str(k.name)[:120]!r} ({k.direction}) is not a {direction} solver of "
+                              f"the {arch} table (conf/op/miopen/{direction}.yaml)")
+
+
+def load_bundle(path: str | Path) -> Bundle:
+    """Load and verify a bundle: every JSON field of the right type, the model texts whole and
+    their trees sound (finite, shaped as every path can evaluate), the features this ckheur's
+    engine computes. A bad bundle is a BundleError naming the file and what is wrong."""
+    from ckheur.families.engines import get_engine
+    from ckheur.families import get_family
+
+    path = resolve_model_dir(path)
+    if not path.is_dir():
+        raise BundleError(f"model bundle {path} not found")
+    missing = [f for f in REQUIRED if not (path / f).exists()]
+    if missing:
+        raise BundleError(f"model bundle {path} is incomplete: missing {', '.join(missing)}")
+    spec = _read_json(path / "feature_spec.json")
+    _check_spec(spec, path / "feature_spec.json")
+    try:
+        engine = get_engine(spec["engine"])
+    except ValueError as e:
+        raise BundleError(f"{path}: {e}") from None
+    if spec["encoding_version"] != engine.ENCODING_VERSION:
+        raise BundleError(f"{path}: features encoded with version {spec['encoding_version']}, this ckheur computes "
+                          f"version {engine.ENCODING_VERSION}; retrain the model")
+    expected = engine.feature_names(spec["analytic"])
+    if spec["feature_names"] != expected:
+        diff = sorted(set(spec["feature_names"]) ^ set(expected))
+        raise BundleError(f"{path}: feature names differ from this ckheur's engine ({', '.join(diff) or 'order'})")
+    booster = _read_booster(path / "model.txt.gz", len(expected))
+    extra = path / "tflops_model.txt.gz"
+    tflops_booster = _read_booster(extra, len(expected)) if extra.exists() else None
+    if spec["objective"] != "regression_log" and tflops_booster is None:
+        raise BundleError(f"{path}: objective {spec['objective']} needs tflops_model.txt.gz for TFLOPS estimates")
+    traits = _read_json(path / "kernels.json")
+    if not isinstance(traits, list) or not traits or not all(isinstance(d, dict) for d in traits):
+        raise BundleError(f"{path / 'kernels.json'}: must be a non-empty list of kernel objects")
+    try:
+        from_traits = get_family(spec["op"]["family"]).kernels.from_traits
+        kernels = [from_traits(d) for d in traits]
+    except (TypeError, ValueError, KeyError, AttributeError) as e:
+        raise BundleError(f"{path / 'kernels.json'}: {e}") from None
+    if spec["op"]["family"] == "miopen":
+        _check_solvers(kernels, spec, path / "kernels.json")
+    cv = _read_json(path / "cv_metrics.json") if (path / "cv_metrics.json").exists() else {}
+    manifest = _read_json(path / "train_manifest.json")
+    for name, obj in (("cv_metrics.json", cv), ("train_manifest.json", manifest)):
+        if not isinstance(obj, dict):
+            raise BundleError(f"{path / name}: a JSON {type(obj).__name__}, not an object")
+    answers = None
+    if (path / ANSWERS).exists():
+        answers = _read_answers(path / ANSWERS, list(get_family(spec["op"]["family"]).problems.FIELDS), kernels)
+    return Bundle(path=path, booster=booster, tflops_booster=tflops_booster, spec=spec, kernels=kernels,
+                  cv_metrics=cv, manifest=manifest, answers=answers)
+
+
+def incompatibilities(spec: Mapping, other: Mapping) -> list[str]:
+    """Why a bundle cannot be warm-started with another feature spec ([] if it can)."""
+    out = []
+    for key in ("engine", "encoding_version", "feature_names", "analytic", "objective", "prior"):
+        if spec.get(key) != other.get(key):
+            a, b = spec.get(key), other.get(key)
+            if key == "feature_names":
+                a, b = f"{len(a or [])} features", f"{len(b or [])} features"
+            out.append(f"{key}: bundle has {a}, this run has {b}")
+    if spec.get("arch", {}).get("name") != other.get("arch", {}).get("name"):
+        out.append(f"arch: bundle has {spec.get('arch', {}).get('name')}, this run has {other.get('arch', {}).get('name')}")
+    if spec.get("op") != other.get("op"):
+        out.append(f"op: bundle has {spec.get('op')}, this run has {other.get('op')}")
+    return out

@@ -1,0 +1,558 @@
+"""Training a model bundle: candidates cross-validated over seeds, one chosen, the final fit.
+
+    from ckheur.learn.trainer import Candidate, TrainOptions, train
+    result = train(df, job, model=model_cfg,
+                   candidates=[Candidate("relative"), Candidate.parse("relative+analytic+prior")],
+                   options=TrainOptions(seeds=5))
+    result.booster, result.spec, result.cv_metrics      # what a bundle holds (models.bundle.save_bundle)
+
+A candidate is an objective with its inputs: the feature set (ckheur's own, or CK's dispatcher
+features: ``+ck``), the simulator's TFLOPS as features (``+analytic``), the simulator as a prior
+the trees correct (``+prior``) and bagging (``+bag5``: five seeds averaged into one model). Each is
+scored by grouped K-fold CV and, with enough problems, leave-cluster-out CV, over several
+seeds; the choice rule (:func:`choose`) prefers the simpler candidate unless a richer one wins by
+more than its spread over seeds on both.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable, Mapping, Sequence
+
+import numpy as np
+
+from ckheur.job import Job
+from ckheur.learn.training import OBJECTIVES, TrainingError
+
+# Leave-cluster-out CV needs clusters worth the name: at least this many problems per
+# cluster (5 clusters: 50 problems); below it candidates are compared by grouped CV.
+CLUSTER_MIN_PROBLEMS = 10
+FEATURE_SETS = ("native", "ck")  # ckheur's engine of the op family; CK's dispatcher features (grouped conv)
+CHOICE_RULES = ("simpler", "best")
+
+
+@dataclass(frozen=True)
+class Candidate:
+    """A model to cross-validate: its objective and inputs."""
+
+    objective: str
+    analytic: bool = False  # the simulator's TFLOPS as features
+    prior: bool = False  # the simulator's ranking as init score, the trees learn corrections
+    features: str = "native"  # native (the family's engine) or ck (CK's dispatcher features)
+    bagging: int = 1  # seeds averaged into one model
+    leaves: int = 0  # num_leaves of this candidate (0: the model config's)
+    learning_rate: float = 0.0  # learning rate of this candidate (0: the model config's)
+    distill: int = 0  # > 0: a student of this many trees replaces the trained model (training.distill)
+
+    def __post_init__(self) -> None:
+        if self.objective not in OBJECTIVES:
+            raise TrainingError(f"objective {self.objective!r}: allowed values are {', '.join(OBJECTIVES)}")
+        if self.features not in FEATURE_SETS:
+            raise TrainingError(f"feature set {self.features!r}: allowed values are {', '.join(FEATURE_SETS)}")
+        if self.features == "ck" and (self.analytic or self.prior):
+            raise TrainingError("CK's feature set (+ck) takes neither +analytic nor +prior: CK's predictor has no "
+                                "simulator")
+        if self.bagging < 1:
+            raise TrainingError(f"bagging {self.bagging}: must be >= 1")
+        if self.distill < 0:
+            raise TrainingError(f"distill {self.distill}: the student's trees, >= 1 (0: no distillation)")
+        if self.leaves < 0 or self.leaves == 1 or not 0 <= self.learning_rate <= 1:
+            raise TrainingError(f"leaves={self.leaves}, learning_rate={self.learning_rate}: leaves is 0 (the model "
+                                "config's) or at least 2; learning_rate is 0 (the config's) or in (0, 1]")
+
+    @classmethod
+    def parse(cls, text: str, bagging: int = 1, distill: int = 0) -> "Candidate":
+        """A candidate from ``objective[+analytic][+prior][+ck][+bagN][+leavesN][+lrX][+distillN]``
+        (train.compare's entries; leaves and lr override the model config's ``num_leaves`` and
+        ``learning_rate``; distillN distills the model into a student of N trees)."""
+        objective, *flags = str(text).split("+")
+        known = {"analytic", "prior", "ck"}
+        numbered = {kind: [f for f in flags if re.fullmatch(pattern, f)] for kind, pattern in
+                    (("bag", r"bag\d+"), ("leaves", r"leaves([2-9]|\d\d+)"), ("lr", r"lr(0?\.\d+|1(\.0*)?)"),
+                     ("distill", r"distill[1-9]\d*"))}
+        bad = [f for f in flags if f not in known and not any(f in v for v in numbered.values())]
+        if objective not in OBJECTIVES or bad or len(set(flags)) < len(flags) or any(len(v) > 1 for v in numbered.values()):
+            raise TrainingError(f"train.compare entry {text!r}: use an objective ({', '.join(OBJECTIVES)}) optionally "
+                                "followed by +analytic (simulator features), +prior (simulator as prior), +ck (CK's "
+                                "feature set), +bagN (N seeds averaged), +leavesN (num_leaves), +lrX (learning rate) "
+                                "and +distillN (a student of N trees)")
+        first = lambda kind, cut, cast, default: cast(numbered[kind][0][cut:]) if numbered[kind] else default  # noqa: E731
+        return cls(objective, "analytic" in flags, "prior" in flags, "ck" if "ck" in flags else "native",
+                   first("bag", 3, int, bagging), first("leaves", 6, int, 0), first("lr", 2, float, 0.0),
+                   first("distill", 7, int, distill))
+
+    @property
+    def name(self) -> str:
+        return (self.objective + ("+analytic" if self.analytic else "") + ("+prior" if self.prior else "")
+                + ("+ck" if self.features == "ck" else "") + (f"+bag{self.bagging}" if self.bagging > 1 else "")
+                + (f"+leaves{self.leaves}" if self.leaves else "") + (f"+lr{self.learning_rate:g}" if self.learning_rate else "")
+                + (f"+distill{self.distill}" if self.distill else ""))
+
+    def model(self, model: Mapping[str, Any]) -> dict:
+        """The model settings this candidate trains with: the config's, with its own overrides."""
+        return {**model, "bagging_seeds": self.bagging, "distill_trees": self.distill,
+                **({"num_leaves": self.leaves} if self.leaves else {}),
+                **({"learning_rate": self.learning_rate} if self.learning_rate else {})}
+
+    @property
+    def uses_simulator(self) -> bool:
+        return self.analytic or self.prior
+
+
+@dataclass
+class TrainOptions:
+    """How candidates are scored and chosen (the ``train`` config node)."""
+
+    folds: int = 5
+    inner_valid_fraction: float = 0.15
+    seeds: int = 3  # seeds per candidate when there are several candidates
+    seed: int = 0
+    cluster_cv: bool = True
+    shape_clusters: int = 5
+    select_by: str = "cluster_cv"  # the estimate "best" chooses by, and the one "simpler" names first
+    choice: str = "simpler"  # simpler: the simplest candidate unless another wins beyond its spread; best
+    partial: str = "naive"
+    pairwise_weight: float = 1.0
+    sim_calibration: str = "fold"
+    calibration_iterations: int = 2000
+    warm_start_trees: int = 100
+    regime_cv: tuple = ()  # size regimes (problems.space.SIZE_REGIMES) held out a third at a time, reported
+
+
+@dataclass
+class Trained:
+    """What :func:`train` produced: a bundle's content, and how it was chosen."""
+
+    booster: Any
+    tflops_booster: Any
+    spec: dict
+    kernels: list
+    cv_metrics: dict
+    importances: dict
+    table: Any  # the chosen candidate's training table
+    oof: dict | None  # the chosen candidate's out-of-fold scores: {"oof", "fold"} (None on a warm start)
+    report: dict  # the training table's report: rows used, skipped, problems measured fully / partly
+    chosen: Candidate
+
+
+def engine_of(family: str, features: str) -> Any:
+    """The feature engine module of a family's feature set."""
+    from ckheur.families.engines import get_engine
+
+    if features == "native":
+        return get_engine(family)
+    if family != "grouped_conv":
+        raise TrainingError(f"CK's feature set (+ck, features.engine=ck) is for grouped convolution, not {family}")
+    from ckheur.integrations.ck import features as ck_conv
+
+    return ck_conv
+
+
+def seed_summary(metrics: Sequence[Mapping[str, Any]]) -> dict:
+    """Efficiency mean and P10, top-1, averaged over seeds, with their spread (sd over seeds)."""
+    mean = [m["efficiency"]["mean"] for m in metrics]
+    p10 = [m["efficiency"]["p10"] for m in metrics]
+    top1 = [m["top1"] for m in metrics]
+    return {"mean": float(np.mean(mean)), "p10": float(np.mean(p10)), "top1": float(np.mean(top1)),
+            "mean_sd": float(np.std(mean)), "p10_sd": float(np.std(p10)), "seeds": len(metrics),
+            "per_seed_mean": [float(x) for x in mean], "per_seed_p10": [float(x) for x in p10]}
+
+
+def choose(results: Sequence[Mapping[str, Any]], rule: str = "simpler", select_by: str = "cluster_cv") -> int:
+    """The index of the chosen result (dicts with ``grouped_cv``, ``cluster_cv`` seed summaries or
+    None, ``complexity`` and ``leaky``).
+
+    ``simpler``: start from the simplest candidate (fewest inputs; of the same inputs, the fewest
+    leaves, then the one averaging most seeds, whose figures move least; then in listed order) and
+    move to a richer one only when it beats the current choice by more than its own spread over
+    seeds in mean efficiency, on cluster CV and grouped CV both (grouped CV alone without cluster
+    CV): with a couple of hundred problems, a margin within the seed noise is not evidence. With
+    one seed the spread is twice the standard error of the per-problem paired difference of the
+    two candidates' out-of-fold efficiencies (``per_problem`` in the results). ``best``: the
+    highest mean (then P10) by ``select_by``."""
+    if rule not in CHOICE_RULES:
+        raise TrainingError(f"train.choice={rule!r}: allowed values are {', '.join(CHOICE_RULES)}")
+    usable = [i for i, r in enumerate(results) if not r["leaky"]] or list(range(len(results)))
+    if rule == "best":
+        key = select_by if all(results[i][select_by] for i in usable) else "grouped_cv"
+        return max(usable, key=lambda i: (results[i][key]["mean"], results[i][key]["p10"]))
+    order = sorted(usable, key=lambda i: (results[i]["complexity"], i))
+    chosen = order[0]
+    for i in order[1:]:
+        estimates = [e for e in ("cluster_cv", "grouped_cv") if results[i][e] and results[chosen][e]]
+        if all(results[i][e]["mean"] - results[chosen][e]["mean"] > _spread(results[i], results[chosen], e)
+               for e in estimates):
+            chosen = i
+    return chosen
+
+
+def _spread(result: Mapping[str, Any], other: Mapping[str, Any], estimate: str) -> float:
+    """The margin a gain in mean efficiency must exceed: the spread over seeds, or with one seed
+    twice the standard error of the paired per-problem difference (grouped CV's out-of-fold)."""
+    if result[estimate].get("seeds", 1) > 1 or estimate != "grouped_cv" or result.get("per_problem") is None \
+            or other.get("per_problem") is None:
+        return result[estimate]["mean_sd"]
+    diff = np.asarray(result["per_problem"]) - np.asarray(other["per_problem"])
+    return float(2 * diff.std(ddof=1) / np.sqrt(len(diff))) if len(diff) > 1 else 0.0
+
+
+def train(df: Any, job: Job, *, model: Mapping[str, Any], candidates: Sequence[Candidate], options: TrainOptions,
+          warm: Any = None, leaky_data: Callable[[Any], tuple[bool, int]] | None = None, exclude_suspect: bool = False,
+          log: Callable[[str], None] = print) -> Trained:
+    """Cross-validate ``candidates`` on the measurements ``df`` (dataset rows) of the job (its op
+    on its arch, over its kernel pool), choose one, and fit it on all the data (or add trees to
+    ``warm``, a loaded bundle). ``leaky_data(table) -> (is the simulator calibrated on this data, on how many
+    of its problems)`` turns the leakage guard on (``models.fold_calibration``)."""
+    from ckheur.learn.bundle import incompatibilities
+    from ckheur.learn.fold_calibration import fold_calibrated
+    from ckheur.learn.prior import pair_prior, prior_spec
+    from ckheur.learn.training import build_table, cross_validate, fit, leave_cluster_out_cv
+    from ckheur.problems.space import SIZE_REGIMES, regime_groups
+
+    bad = [r for r in options.regime_cv if r not in SIZE_REGIMES]
+    if bad:
+        raise TrainingError(f"train.regime_cv={list(options.regime_cv)}: allowed values are {', '.join(SIZE_REGIMES)}")
+    from ckheur.version import __version__
+
+    t0 = time.perf_counter()
+    family, op, arch, pool, sim_params = job.family, job.op, job.arch, job.pool.kernels, job.sim_params
+    tables: dict[tuple[str, bool], Any] = {}
+
+    def table(features: str, analytic: bool) -> Any:
+        if (features, analytic) not in tables:
+            tables[features, analytic] = build_table(df, op, arch, pool, engine_of(family.name, features),
+                                                     sim_params if analytic else None, exclude_suspect)
+        return tables[features, analytic]
+
+    first = candidates[0]
+    base = table(first.features, first.analytic)
+    rep = base.report
+    _report_table(rep, options, model, log)
+    seeds = [options.seed + i for i in range(max(1, options.seeds))] if len(candidates) > 1 else [options.seed]
+    leaky, fitted_on = (False, 0)
+    if warm is None and leaky_data is not None and any(c.uses_simulator for c in candidates):
+        leaky, fitted_on = leaky_data(base)
+    prior = prior_spec({**model, "prior": "analytic"}, family, sim_params) if any(c.prior for c in candidates) else None
+    with_prior: dict[Candidate, Any] = {}
+
+    def cand_table(c: Candidate) -> Any:
+        tb = table(c.features, c.analytic)
+        if not c.prior:
+            return tb
+        key = dataclasses.replace(c, bagging=1)
+        if key not in with_prior:
+            with_prior[key] = dataclasses.replace(tb, prior=pair_prior(
+                engine_of(family.name, c.features), tb.problems, tb.kernels, tb.pid, tb.kid, arch, op["direction"],
+                prior, c.objective))
+        return with_prior[key]
+
+    # Seeds vary the models only: the folds, clusters and early-stopping splits are train.seed's, so
+    # the spread over seeds is the models' own (what a retrained model would vary by).
+    cv_kw = {"partial": options.partial, "pair_weight": options.pairwise_weight, "split_seed": options.seed}
+    folds, inner = options.folds, options.inner_valid_fraction
+    clusters = max(folds, options.shape_clusters)
+    clusters_ok = len(base.problems) >= CLUSTER_MIN_PROBLEMS * clusters
+    if options.cluster_cv and not clusters_ok:
+        log(f"train: leave-cluster-out CV skipped: {len(base.problems)} problems, fewer than "
+            f"{CLUSTER_MIN_PROBLEMS} per cluster x {clusters} clusters")
+    cluster_cv = options.cluster_cv and clusters_ok
+    guard = options.sim_calibration == "fold"
+
+    def recalibrated(c: Candidate) -> bool:
+        """Does the candidate's CV recalibrate the simulator in each fold (the leakage guard)?"""
+        return guard and leaky and c.uses_simulator
+
+    if warm is None and any(map(recalibrated, candidates)):
+        if options.calibration_iterations < 1:
+            raise TrainingError(f"train.calibration_iterations={options.calibration_iterations}: must be at least 1 "
+                                "(search steps of each fold's calibration; 2000 by default)")
+        log(f"train: the simulator was calibrated on this data ({fitted_on} of its {len(base.problems)} problems): "
+            f"each CV fold of the candidates that use it recalibrates it on its training problems "
+            f"({options.calibration_iterations} steps; train.sim_calibration=fold)")
+
+    def model_of(c: Candidate) -> dict:
+        return c.model(model)
+
+    def fold_kw(c: Candidate, tb: Any, sd: int) -> dict:
+        """CV options of a candidate: with the leakage guard, a per-fold calibrated table."""
+        if not recalibrated(c):
+            return cv_kw
+        return {**cv_kw, "fold_table": fold_calibrated(
+            tb, engine_of(family.name, c.features), arch, op["direction"], sim_params, c.analytic,
+            prior if c.prior else None, c.objective, options.calibration_iterations, sd)}
+
+    results: list[dict] = []
+    chosen = candidates[0]
+    if warm is not None:  # more trees of the same kind: as many seeds averaged as the bundle has
+        chosen = dataclasses.replace(chosen, bagging=int(warm.spec.get("bagging_seeds", 1)))
+    else:
+        for c in candidates:
+            tb = cand_table(c)
+            cat = [tb.feature_names.index(n) for n in engine_of(family.name, c.features).CATEGORICAL]
+            runs = [cross_validate(tb, model_of(c), c.objective, cat, folds, inner, sd, **fold_kw(c, tb, sd))
+                    for sd in seeds]
+            fam = [leave_cluster_out_cv(tb, model_of(c), c.objective, cat, folds, inner, clusters, sd,
+                                       **fold_kw(c, tb, sd)) for sd in seeds] if cluster_cv else []
+            regimes = {name: seed_summary([cross_validate(tb, model_of(c), c.objective, cat, 3, inner, sd,
+                                                          groups=regime_groups(tb.problems, name), **fold_kw(c, tb, sd))
+                                           ["metrics"] for sd in seeds]) for name in options.regime_cv}
+            results.append({
+                "candidate": c, "leaky": c.uses_simulator and leaky and not guard, "fold_calibrated": recalibrated(c),
+                "complexity": (len(tb.feature_names) + c.prior, model_of(c)["num_leaves"], -c.bagging), "seeds": seeds,
+                "oof": runs[0]["oof"], "per_problem": _oof_efficiency(tb, runs[0]["oof"]),
+                "fold": runs[0]["fold"], "best_iterations": [b for r in runs for b in r["best_iterations"]],
+                "metrics": runs[0]["metrics"], "grouped_cv": seed_summary([r["metrics"] for r in runs]),
+                "cluster_cv": seed_summary([r["metrics"] for r in fam]) if fam else None,
+                "cluster_cv_detail": {"clusters": clusters, "cluster_sizes": fam[0]["cluster_sizes"],
+                                     "best_iterations": fam[0]["best_iterations"], **fam[0]["metrics"]} if fam else None,
+                "regime_cv": regimes})
+            log(_candidate_line(results[-1], len(seeds)))
+            cap = int(model_of(c)["max_trees"])
+            capped = sum(b >= cap for b in results[-1]["best_iterations"])
+            if capped:
+                log(f"train: WARNING {c.name}: early stopping reached the cap model.max_trees={cap} in {capped} of "
+                    f"{len(results[-1]['best_iterations'])} fits: its CV figure is a floor; raise the cap")
+        if len(candidates) > 1:
+            pick = choose(results, options.choice, options.select_by if cluster_cv else "grouped_cv")
+            chosen = results[pick]["candidate"]
+            log(f"train: chose {chosen.name} by the {options.choice} rule over seeds {', '.join(map(str, seeds))} ("
+                + ("the simplest candidate unless another wins by more than its spread (over seeds; with one seed "
+                   "twice the paired per-problem standard error) on "
+                   + ("cluster and grouped CV" if cluster_cv else "grouped CV") if options.choice == "simpler" else
+                   f"highest mean, then P10, of {(options.select_by if cluster_cv else 'grouped_cv').replace('_', ' ')}")
+                + ")")
+    engine = engine_of(family.name, chosen.features)
+    fit_kw = {"partial": options.partial, "pair_weight": options.pairwise_weight}
+    tb = cand_table(chosen)
+    names = tb.feature_names
+    cat = [names.index(n) for n in engine.CATEGORICAL]
+    spec = {"engine": getattr(engine, "NAME", op["family"]), "encoding_version": engine.ENCODING_VERSION,
+            "feature_names": names, "categorical": list(engine.CATEGORICAL), "analytic": chosen.analytic,
+            "analytic_params": dict(sim_params) if chosen.analytic else None, "objective": chosen.objective,
+            "prior": prior if chosen.prior else None, "arch": dict(arch),
+            "op": {"family": op["family"], "direction": op["direction"], "dtype": op["dtype"]},
+            "op_config": dict(op), "bagging_seeds": chosen.bagging, "ckheur_version": __version__}
+    everything = np.arange(len(tb.X))
+    oof = None
+    if warm is not None:
+        why = incompatibilities(warm.spec, spec)
+        if why:
+            raise TrainingError(f"train.warm_start={warm.path} is incompatible: " + "; ".join(why))
+        n_trees = options.warm_start_trees
+        booster = fit(tb, everything, model_of(chosen), chosen.objective, cat, options.seed, n_trees,
+                      init_model=warm.booster, **fit_kw)
+        log(f"train: warm start from {warm.path}: {warm.booster.current_iteration()} trees + {n_trees} on this data"
+            + (f" (each of {chosen.bagging} seeds, averaged)" if chosen.bagging > 1 else ""))
+        cv_metrics = {"warm_start_from": str(warm.path), "previous": warm.cv_metrics}
+    else:
+        picked = next(r for r in results if r["candidate"] == chosen)
+        n_trees = max(10, int(np.median(picked["best_iterations"])))
+        booster = fit(tb, everything, model_of(chosen), chosen.objective, cat, options.seed, n_trees, **fit_kw)
+        cv_metrics = _cv_metrics(chosen, spec, n_trees, results, picked, options, seeds, rep, cluster_cv, model)
+        oof = {"oof": picked["oof"], "fold": picked["fold"]}
+    tflops_booster = None
+    if chosen.features == "ck" and chosen.objective == "relative":  # a companion CK's predictor can run
+        from ckheur.integrations.ck.model_folder import ck_companion
+
+        tflops_booster = ck_companion(tb, booster, model, options.seed)
+        spec["tflops_model"] = "ck_companion"
+    elif chosen.objective != "regression_log":
+        tflops_booster = fit(tb, everything, {**model, "bagging_seeds": 1}, "regression_log", cat, options.seed,
+                             int(model["companion_trees"]))
+    gains = booster.feature_importance(importance_type="gain")
+    importances = dict(sorted(zip(names, map(float, gains)), key=lambda kv: -kv[1]))
+    measured = sorted(set(tb.kid.tolist()))
+    rep = {**rep, "train_seconds": round(time.perf_counter() - t0, 2)}
+    return Trained(booster, tflops_booster, spec, [tb.kernels[i] for i in measured], cv_metrics, importances, tb, oof,
+                   rep, chosen)
+
+
+def _report_table(rep: Mapping[str, Any], options: TrainOptions, model: Mapping[str, Any],
+                  log: Callable[[str], None]) -> None:
+    """Say what the training table holds and what was left out."""
+    log(f"train: {rep['rows_used']} rows, {rep['problems']} problems, {rep['kernels_measured']} of {rep['pool']} "
+        f"pool kernels measured (only those become candidates)")
+    if rep["rows_kernel_not_in_pool"]:
+        log(f"train: {rep['rows_kernel_not_in_pool']} rows skipped: kernel not in the legal pool "
+            f"(e.g. {', '.join(rep['kernels_not_in_pool'][:3])})")
+    if rep["rows_not_used_by_status"]:
+        log(f"train: rows skipped by status: {rep['rows_not_used_by_status']}")
+    if rep["problems_partly_measured"] and not rep["problems_fully_measured"]:
+        log("train: no problem is fully measured: CV efficiency is against each problem's best measured kernel "
+            "(optimistic where the best kernel was not timed)")
+    if rep["problems_partly_measured"]:
+        log(f"train: {rep['problems_partly_measured']} of {rep['problems']} problems are partly measured "
+            f"(tuning databases, interrupted sweeps); target for them: train.partial={options.partial}"
+            + (" (applies to the relative objective)" if str(model["objective"]) != "relative" else ""))
+
+
+def _cv_metrics(chosen: Candidate, spec: Mapping[str, Any], n_trees: int, results: Sequence[dict], picked: dict,
+                options: TrainOptions, seeds: list[int], rep: Mapping[str, Any], cluster_cv: bool,
+                model: Mapping[str, Any]) -> dict:
+    """The bundle's record of how its model was scored and chosen (cv_metrics.json)."""
+    def entry(r: dict) -> dict:
+        c = r["candidate"]
+        return {"candidate": c.name, "objective": c.objective, "analytic": c.analytic, "prior": c.prior,
+                "features": c.features, "bagging": c.bagging, "leaves": c.leaves or None,
+                "learning_rate": c.learning_rate or None, "leaky": r["leaky"],
+                "fold_calibrated": r["fold_calibrated"], "best_iterations": r["best_iterations"], **r["metrics"],
+                "grouped_cv_seed_mean": r["grouped_cv"], "cluster_cv_seed_mean": r["cluster_cv"],
+                **({"regime_cv_seed_mean": r["regime_cv"]} if r.get("regime_cv") else {})}
+
+    return {
+        "chosen": {"candidate": chosen.name, "objective": chosen.objective, "analytic": chosen.analytic,
+                   "features": chosen.features, "bagging": chosen.bagging,
+                   "num_leaves": int(chosen.model(model)["num_leaves"]),
+                   "learning_rate": float(chosen.model(model)["learning_rate"]),
+                   "prior": spec["prior"] and {k: v for k, v in spec["prior"].items() if k != "params"},
+                   "trees": n_trees},
+        "choice_rule": options.choice if len(results) > 1 else None,
+        "selected_by": (options.select_by if cluster_cv else "grouped_cv") if len(results) > 1 else None,
+        "seeds": seeds, "folds": options.folds, "group_key": "full problem identity (every field) within one direction",
+        "early_stopping": f"inner group split ({options.inner_valid_fraction:.0%}) of the training folds",
+        "partial_target": options.partial, "problems_fully_measured": rep["problems_fully_measured"],
+        "problems_partly_measured": rep["problems_partly_measured"], "cluster_cv": picked["cluster_cv_detail"],
+        "cluster_cv_seed_mean": picked["cluster_cv"], "grouped_cv_seed_mean": picked["grouped_cv"],
+        "candidates": [entry(r) for r in results]}
+
+
+def _oof_efficiency(tb: Any, oof: np.ndarray) -> np.ndarray:
+    """Per problem, the out-of-fold pick's efficiency (the rows grouped CV scores)."""
+    from ckheur.metrics import per_problem_efficiency
+
+    scored = tb.full[tb.pid] if tb.full is not None and tb.full.any() else np.ones(len(oof), bool)
+    return per_problem_efficiency(tb.pid[scored], oof[scored], tb.tflops[scored])
+
+
+def _candidate_line(r: dict, n_seeds: int) -> str:
+    """One line on a candidate's CV."""
+    e, g, f = r["metrics"]["efficiency"], r["grouped_cv"], r["cluster_cv"]
+    seeds = f" (mean of {n_seeds} seeds, sd {100 * g['mean_sd']:.2f} / {100 * g['p10_sd']:.2f})" if n_seeds > 1 else ""
+    return (f"train: CV {r['candidate'].name}: grouped mean {100 * g['mean']:.2f}% P10 {100 * g['p10']:.2f}%{seeds}; "
+            f"median {100 * e['median']:.2f}% min {100 * e['min']:.2f}% top-1 {100 * r['metrics']['top1']:.1f}%, "
+            f"trees {r['best_iterations'][:5]}"
+            + (f"; leave-cluster-out mean {100 * f['mean']:.2f}% P10 {100 * f['p10']:.2f}%"
+               + (f" (sd {100 * f['mean_sd']:.2f} / {100 * f['p10_sd']:.2f})" if n_seeds > 1 else "") if f else "")
+            + "".join(f"; {name.replace('_', ' ')} regimes held out mean {100 * v['mean']:.2f}% P10 {100 * v['p10']:.2f}%"
+                      + (f" (sd {100 * v['mean_sd']:.2f} / {100 * v['p10_sd']:.2f})" if n_seeds > 1 else "")
+                      for name, v in (r.get("regime_cv") or {}).items())
+            + ("  [simulator calibrated on this data: optimistic, not selectable]" if r["leaky"] else "")
+            + ("  [simulator recalibrated in each fold]" if r["fold_calibrated"] else ""))
+
+
+def check_remember(job: Job, remember: bool) -> None:
+    """Remembered answers are for MIOpen's solvers (find-db data); a TrainingError otherwise."""
+    if remember and job.family.name != "miopen":
+        raise TrainingError(f"train.remember: remembered answers are for MIOpen's solvers (find-db data, op=miopen/...), "
+                            f"not the {job.family.name} family")
+
+
+def train_bundle(paths: Sequence[str | Path], job: Job, output: str | Path, *, model: Mapping[str, Any],
+                 candidates: Sequence[Candidate], options: TrainOptions, warm_start: str | Path | None = None,
+                 shard: Mapping[str, Any] | None = None, exclude_suspect: bool = False, remember: bool = False,
+                 names: Sequence[str] | None = None, config: Mapping[str, Any] | None = None,
+                 run_dir: str | Path | None = None, log: Callable[[str], None] = print) -> dict:
+    """Train (or warm-start from the bundle ``warm_start``) the job's model on the datasets or CK
+    CSVs ``paths`` and save the bundle to ``output`` with a manifest of what it was trained on
+    (``names``: the paths as the user wrote them; ``config``: the job's whole config). With
+    ``run_dir``, the out-of-fold predictions and CV metrics are written there too. ``remember``
+    (MIOpen's solvers): the bundle also keeps each training problem's fastest measured solver and
+    ranks it first for that exact problem, so it answers at least as its own find-db would.
+    Returns the bundle's path, the chosen candidate, its trees and the CV metrics."""
+    import sys
+
+    from ckheur.data.dataset import SIMULATED, keep_shard, read_dataset
+    from ckheur.learn.bundle import load_bundle, save_bundle
+    from ckheur.learn.fold_calibration import calibration_overlap
+    from ckheur.parts import sha256_of
+    from ckheur.threads import lightgbm
+
+    paths = [Path(p) for p in paths]
+    check_remember(job, remember)
+    warm = load_bundle(warm_start) if warm_start else None
+    log(f"train: reading {', '.join(map(str, paths))}")
+    df = read_dataset(paths)
+    if shard is not None:
+        df = keep_shard(df, dict(shard), job.family.name)
+    hashes = {str(g): sha256_of(p) for g, p in zip(names or paths, paths)}
+    backends = sorted(set(df.backend.dropna()))
+    simulated = SIMULATED in backends
+
+    def leaky_data(table: Any) -> tuple[bool, int]:
+        """Is the simulator calibrated on this data (the calibration file itself, an import of it
+        (imports.json), or data holding its problems: a subset, a replay, a re-export), and on how
+        many of its problems?"""
+        fitted_with = _calibration_hashes()
+        fitted_on = 0 if simulated else calibration_overlap(table.problems, job.op, job.arch, fitted_with)
+        return bool(fitted_with & _origins(paths, hashes.values())) or fitted_on > 0, fitted_on
+
+    result = train(df, job, model=model, candidates=candidates, options=options, warm=warm, leaky_data=leaky_data,
+                   exclude_suspect=exclude_suspect, log=log)
+    cv_metrics = {**result.cv_metrics, "data_backend": backends, "simulated": simulated} if warm is None \
+        else result.cv_metrics
+    if result.oof is not None and run_dir is not None:
+        _write_oof(Path(run_dir), result.table, result.oof, result.cv_metrics)
+    rep = result.report
+    manifest = {
+        "datasets": [{"path": p, "sha256": h} for p, h in hashes.items()], "rows": rep["rows_used"],
+        "problems": rep["problems"], "kernels": len(result.kernels), "data_backend": backends,
+        "data_kind": "simulated" if simulated else "real",
+        "skipped": {k: v for k, v in rep.items() if k.startswith("rows_")},
+        "config": dict(config or {}), "versions": _versions(lightgbm()),
+        "timestamp": time.strftime("%Y-%m-%dT%H:%M:%S%z"), "train_seconds": rep["train_seconds"],
+        "command": sys.argv}
+    answers = None
+    if remember:
+        from ckheur.data.dataset import fastest_by_problem
+
+        answers = fastest_by_problem(df, job.family.name)
+        manifest["remembered_problems"] = len(answers)
+        log(f"train: remembers the fastest measured solver of its {len(answers)} problems (train.remember)")
+    save_bundle(output, result.booster, result.tflops_booster, result.spec, result.kernels, cv_metrics,
+                result.importances, manifest, answers)
+    return {"bundle": str(output), "chosen": result.chosen.name, "trees": result.booster.current_iteration(),
+            "simulated": simulated, "cv": cv_metrics}
+
+
+def _origins(paths: Sequence[Path], hashes: Any) -> set[str]:
+    """sha256 of the data read and of every file imported into the datasets read (imports.json)."""
+    from ckheur.data.importing import read_record
+
+    return set(hashes).union(*(read_record(p) for p in paths if p.is_dir()))
+
+
+def _calibration_hashes() -> set[str]:
+    """sha256 of the data the shipped simulator parameters were calibrated on."""
+    from ckheur.config import load_option
+
+    return set(load_option("backend/sim").get("calibration_sha256") or [])
+
+
+def _write_oof(out_dir: Path, tb: Any, oof: dict, cv_metrics: dict) -> None:
+    """Out-of-fold predictions (oof.parquet) and the CV metrics of a training, into a run folder."""
+    import json
+
+    import pandas as pd
+
+    from ckheur.files import make_folder, replacing, write_file
+
+    make_folder(out_dir, "run folder")
+    with replacing(out_dir / "oof.parquet", binary=True) as f:
+        pd.DataFrame({"problem": tb.pid, "kernel": [tb.kernels[i].name for i in tb.kid], "tflops": tb.tflops,
+                      "oof_score": oof["oof"], "fold": oof["fold"]}).to_parquet(f)
+    write_file(out_dir / "cv_metrics.json", json.dumps(cv_metrics, indent=2))
+
+
+def _versions(lgb: Any) -> dict:
+    """Versions of what trained the bundle."""
+    import platform
+
+    import numpy
+    import pandas
+
+    return {"python": platform.python_version(), "lightgbm": lgb.__version__, "numpy": numpy.__version__,
+            "pandas": pandas.__version__}

@@ -1,1 +1,0 @@
-"""Models: training, bundles, and the Selector."""

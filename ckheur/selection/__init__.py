@@ -1,0 +1,1 @@
+"""The Selector (a bundle plus exact tiers) and predicting with it."""

@@ -1,0 +1,184 @@
+"""Predicting with a job's model: which bundle serves an op on an arch (a trained one, else a
+simulated one, else the analytic model, labeled), predictions for a problem set written as
+they come, and one problem's pick explained beside every candidate."""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Sequence
+
+from ckheur.errors import UserError
+from ckheur.job import Job
+
+
+def bundle_dir(job: Job, *, models: str | Path, sim_models: str | Path, explicit: str | Path | None = None) -> Path:
+    """The bundle folder for the job: ``explicit`` if given, else ``models`` (or the shipped
+    models), else ``sim_models`` when only a simulated model exists. It may not exist."""
+    from ckheur.learn.bundle import resolve_model_dir
+
+    model_dir = resolve_model_dir(explicit or Path(models) / job.model_name)
+    if not explicit and not model_dir.is_dir() and (Path(sim_models) / job.model_name).is_dir():
+        model_dir = Path(sim_models) / job.model_name
+    return model_dir
+
+
+def selector_for(job: Job, *, models: str | Path, sim_models: str | Path, model_dir: str | Path | None = None,
+                 tuning_db: str | Path | None = None, find_db: str | Path | None = None) -> tuple[Any, str]:
+    """The job's trained model (as ``bundle_dir`` finds it), or the analytic model when there is
+    none; with the label that says which. ``tuning_db`` and ``find_db``: the exact tiers
+    (``Selector.select``)."""
+    from ckheur.selection.selector import Selector
+
+    found = bundle_dir(job, models=models, sim_models=sim_models, explicit=model_dir)
+    if found.is_dir():
+        sel = Selector.load(found, tuning_db=tuning_db, find_db=find_db, **applicability_of(job.op))
+        return sel, sel.label
+    if model_dir:
+        raise UserError(f"model dir {found} not found")
+    if not job.family.analytic:  # (the miopen family: find_db serves only beside a model)
+        raise UserError(f"no trained model {found} for {job.model_name}, and the {job.family.name} family has no "
+                        f"analytic model to fall back on: train one (stage=train) or give predict.model_dir")
+    return (Selector.analytic(job.pool.kernels, job.arch, job.direction, job.dtype, op=job.op, tuning_db=tuning_db),
+            f"ANALYTIC MODEL (fallback: no trained model {found} for {job.model_name})")
+
+
+def applicability_of(op: Any) -> dict:
+    """The job's ``op.applicability`` (and ``op.listed``) as Selector.load options when set, so the
+    command line reaches a bundle trained without them; {} keeps the bundle's own."""
+    mode = str(op.get("applicability") or "none")
+    return {} if mode == "none" else {"applicability": mode, "listed": op.get("listed")}
+
+
+RELATIVE_ONLY = ("the analytic model's figures rank kernels against each other; they are not calibrated to "
+                 "measurements (too optimistic, about 3.3x on real gfx950 problems), so no latency is given: "
+                 "train a model on measurements for absolute figures")
+
+
+def relative_only(selector: Any) -> bool:
+    """Whether a selector ranks with the analytic model alone (no trained model): its figures are relative."""
+    return selector.booster is None
+
+
+def write_predictions(selector: Any, problems: Sequence[Any], out: str | Path, *, k: int = 5,
+                      label: str | None = None, progress: Any = None) -> Counter:
+    """Rank each problem's kernels and write the top ``k`` as CSV rows (``.csv``) or JSON records
+    (``.json``) as they come: memory does not grow with the problems; the file appears whole
+    when done. Returns the tiers that selected (``Selector.select``), counted."""
+    import csv
+
+    from ckheur.files import make_folder, replacing
+
+    out = Path(out)
+    if out.suffix not in (".csv", ".json"):
+        raise UserError(f"predict.output={out}: give a .csv or .json file")
+    label = label or selector.label
+    make_folder(out.parent, "predict.output folder")
+    fields = list(selector.family.problems.FIELDS)
+    columns = [*fields, "rank", "kernel", "pred_tflops", "pred_latency_ms", "ranked_by", "selected", "tier", "note"]
+    tiers: Counter = Counter()
+    relative = relative_only(selector)
+    with replacing(out) as f:
+        writer = csv.DictWriter(f, columns, lineterminator="\n") if out.suffix == ".csv" else None
+        if writer is not None:
+            writer.writeheader()
+        else:
+            f.write("[")
+        first = True
+        try:
+            for i, p in enumerate(problems):
+                try:
+                    ranked = selector.rank(p, k=k)
+                    chosen = selector.select(p)
+                    tiers[chosen.source] += 1
+                    records = [{**p.to_dict(), "rank": j + 1, "kernel": n, "pred_tflops": tf,
+                                "pred_latency_ms": p.flops / (tf * 1e12) * 1e3 if tf > 0 and not relative else None,
+                                "ranked_by": label, "selected": chosen.kernel, "tier": chosen.source,
+                                "note": "analytic: pred_tflops relative only" if relative else None}
+                               for j, (n, tf) in enumerate(ranked)]
+                except ValueError as e:
+                    records = [{**p.to_dict(), "rank": None, "kernel": None, "pred_tflops": None, "note": str(e)}]
+                if writer is not None:
+                    writer.writerows(records)
+                else:
+                    for rec in records:
+                        f.write(("\n" if first else ",\n") + json.dumps(rec))
+                        first = False
+                if progress is not None and ((i + 1) % 256 == 0 or i + 1 == len(problems)):
+                    progress.update((i % 256) + 1)
+        finally:
+            if progress is not None:
+                progress.close()
+        if writer is None:
+            f.write("\n]\n")
+    return tiers
+
+
+@dataclass(frozen=True)
+class ExplainedKernel:
+    """One kernel of the pool for one problem, as :func:`explain` shows it."""
+
+    kernel: str
+    rank: int | None  # the model's rank among the candidates it scored (1: its first choice); None: not scored
+    score: float | None  # the model's score (higher ranks first)
+    pred_ms: float | None  # the predicted time, when the model predicts one
+    tuned_ms: float | None  # measured in the tuning database (None: not there, or the run failed)
+    tuned_status: str  # the tuning database's status for it ('' when never attempted)
+    find_db_ms: float | None  # MIOpen's find-db time for the problem (MIOpen's solvers, with a find-db)
+    applies: bool | None  # MIOpen: listed in the find-db; other families: legal and supports the problem
+    why: str  # what ``applies`` rests on
+    picked: bool  # the selector's pick
+    tier: str  # on the picked row, the tier that decided (Selector.select); '' on the others
+
+
+def explain(selector: Any, problem: Any, *, find_db: str | Path | None = None) -> list[ExplainedKernel]:
+    """Every kernel of the selector's pool for one problem, the pick first, then by model rank:
+    score, predicted time, measured times (tuning database, find-db) and whether it applies.
+    ``find_db``: MIOpen's find-db file giving every listed solver's time (default: the selector's)."""
+    import numpy as np
+
+    from ckheur.integrations.miopen.find_db import find_db_listing
+    from ckheur.selection.selector import as_problem
+
+    p = as_problem(problem, selector.family.name, selector.direction, selector.dtype)
+    chosen = selector.select(p)
+    scored, scores, tflops = selector._scores(p)
+    order = np.argsort(-np.asarray(scores), kind="stable")
+    rank = {scored[i].name: r + 1 for r, i in enumerate(order)}
+    at = {k.name: i for i, k in enumerate(scored)}
+    timed = selector.booster is None or selector.tflops_booster is not None or selector.objective == "regression_log"
+    runs = selector.tuning_db.runs(p.key()) if selector.tuning_db is not None else {}
+    if find_db is None and selector.find_db is not None:
+        find_db = selector.find_db.path
+    listed = None
+    if find_db is not None:
+        listed = find_db_listing(find_db, p, selector.direction, selector.dtype, selector.arch["name"])
+    pool = selector._pools.get(p.group)
+    mask, reason = selector.family.kernels.support_mask(p, pool.support, selector.op) if pool else (None, "")
+    supported = {k.name: bool(ok) for k, ok in zip(pool.kernels, mask)} if pool else {}
+    rows = []
+    for k in selector.kernels:
+        i = at.get(k.name)
+        status, lat = runs.get(k.name, ("", None))
+        if k.name not in supported:
+            applies, why = False, f"for {k.group} problems, not {p.group}"
+        elif not supported[k.name]:
+            applies, why = False, reason or "the family's support rules exclude it for this problem"
+        elif selector.family.name != "miopen":
+            applies, why = True, "legal in the pool and supports the problem" + \
+                ("" if i is not None else "; not scored: below the analytic pre-ranking's top (cascade)")
+        elif listed is None:
+            applies, why = None, "no find-db given" if find_db is None else "the find-db does not hold this problem"
+        else:
+            applies = k.name in listed or None
+            why = "listed in the find-db" if applies else "not listed in the find-db: not applicable, or slower " \
+                "than the slowest listed solver"
+        rows.append(ExplainedKernel(
+            kernel=k.name, rank=rank.get(k.name), score=None if i is None else float(scores[i]),
+            pred_ms=float(p.flops / (tflops[i] * 1e12) * 1e3) if i is not None and timed and tflops[i] > 0 else None,
+            tuned_ms=lat, tuned_status=status, find_db_ms=(listed or {}).get(k.name), applies=applies, why=why,
+            picked=k.name == chosen.kernel, tier=chosen.source if k.name == chosen.kernel else ""))
+    last = len(rows) + 1
+    return sorted(rows, key=lambda r: (not r.picked, r.rank or last, r.kernel))
