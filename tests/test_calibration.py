@@ -10,7 +10,7 @@ import pytest
 from scipy.stats import spearmanr
 
 from ckheur.config import load_option
-from ckheur.data.dataset import read_ck_csv
+from ckheur.integrations.ck.tile_engine_csv import read_ck_csv
 from ckheur.families.engines import get_engine
 from ckheur.kernels import enumerate_pool
 from ckheur.learn.fold_calibration import fold_calibrated, table_calibration_data

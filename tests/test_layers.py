@@ -11,7 +11,8 @@ PACKAGE = Path(__file__).resolve().parents[1] / "ckheur"
 # Lowest first. A module may import modules of its own layer or of lower ones.
 LAYERS = [
     ("ckheur.version", "ckheur.errors", "ckheur.threads", "ckheur.display", "ckheur.metrics", "ckheur.config",
-     "ckheur.measurements", "ckheur.files", "ckheur.parts", "ckheur.csv_table", "ckheur.progress"),
+     "ckheur.measurements", "ckheur.files", "ckheur.parts", "ckheur.csv_table", "ckheur.progress",
+     "ckheur.formats"),
     ("ckheur.families",),  # the registry: family modules by path, imported on first use
     ("ckheur.families.problem_base", "ckheur.families.kernel_base", "ckheur.families.driver_line"),
     ("ckheur.families.grouped_conv.problems", "ckheur.families.gemm.problems", "ckheur.families.miopen.problems"),
@@ -79,6 +80,31 @@ def test_every_import_points_down_the_pipeline():
     upward = [f"{a} (layer {_layer(a)}) imports {b} (layer {_layer(b)})"
               for a, deps in _graph().items() for b in deps if _layer(b) > _layer(a)]
     assert not upward, "\n".join(sorted(upward))
+
+
+# Only these import other tools' code (ckheur.integrations); the core reaches it through the
+# registries of ckheur.formats.
+MAY_IMPORT_INTEGRATIONS = ("ckheur.integrations", "ckheur.stages", "ckheur.exporting", "ckheur.cli", "ckheur.__main__")
+
+
+def test_the_core_never_imports_integrations():
+    graph = _graph()
+    core = [n for n in graph if not any(n == m or n.startswith(m + ".") for m in MAY_IMPORT_INTEGRATIONS)]
+    found = [f"{a} imports {b}" for a in core for b in graph[a] if b.startswith("ckheur.integrations")]
+    assert not found, "\n".join(sorted(found))
+
+
+def test_every_format_registry_entry_resolves():
+    """A registry line naming a module or function that does not exist would fail only when used."""
+    from ckheur import formats
+
+    refs = [ref for _, ref in formats.IMPORTERS]
+    for table in (formats.READERS, formats.ENGINES, formats.EXACT_TIERS, formats.LISTINGS, formats.COMPANIONS):
+        refs += list(table.values())
+    assert len(refs) >= 7
+    for ref in refs:
+        assert ref.startswith("ckheur.integrations."), ref
+        assert formats.resolve(ref) is not None
 
 
 def test_no_import_circles():

@@ -6,10 +6,10 @@ import csv
 
 import pytest
 
-from ckheur.problems import (ConvProblem, ProblemError, load_named_set, load_problem_set, parse_miopen,
+from ckheur.problems import (ConvProblem, ProblemError, load_named_set, load_problem_set, from_driver_line,
                              problem_from_dict, shipped_sets)
 from ckheur.families.grouped_conv.problems import generate
-from ckheur.families.grouped_conv.problems import to_miopen
+from ckheur.families.grouped_conv.problems import to_driver_line
 from ckheur.problems.sources import dedupe, read_csv, shard
 from ckheur.stages import plain
 
@@ -88,33 +88,33 @@ def test_validation_errors_name_field_and_value(fields, msg):
 
 
 def test_miopen_parser_2d():
-    p, d = parse_miopen("./bin/MIOpenDriver convbfp16 -n 16 -c 256 -H 28 -W 28 -k 128 -y 3 -x 3 "
+    p, d = from_driver_line("./bin/MIOpenDriver convbfp16 -n 16 -c 256 -H 28 -W 28 -k 128 -y 3 -x 3 "
                         "-p 1 -q 1 -u 2 -v 2 -l 1 -j 1 -m conv -g 4 -F 1 -t 1 --in_layout NHWC")
     assert p == ConvProblem(N=16, C=256, K=128, G=4, Hi=28, Wi=28, Y=3, X=3, pad_h=1, pad_w=1,
                             stride_h=2, stride_w=2)
     assert d == ("fwd",)
-    assert parse_miopen("conv -n 1 -c 3 -k 8 -H 8 -W 8 -y 1 -x 1 -F 2")[1] == ("bwd_data",)
-    assert parse_miopen("convfp16 -n 1 -c 3 -k 8 -H 8 -W 8 -y 1 -x 1")[1] == ("fwd", "bwd_data", "bwd_weight")
+    assert from_driver_line("conv -n 1 -c 3 -k 8 -H 8 -W 8 -y 1 -x 1 -F 2")[1] == ("bwd_data",)
+    assert from_driver_line("convfp16 -n 1 -c 3 -k 8 -H 8 -W 8 -y 1 -x 1")[1] == ("fwd", "bwd_data", "bwd_weight")
 
 
 def test_miopen_parser_3d_and_round_trip():
     line = ("convbfp16 -n 2 -c 64 -k 144 -! 16 -H 56 -W 56 -@ 3 -y 3 -x 3 -$ 1 -p 1 -q 1 "
             "-# 2 -u 2 -v 2 -^ 1 -l 1 -j 1 -g 1 --spatial_dim 3 -F 4  # comment")
-    p, d = parse_miopen(line)
+    p, d = from_driver_line(line)
     assert (p.Di, p.Z, p.pad_d, p.stride_d, p.dilation_d) == (16, 3, 1, 2, 1)
     assert p.ndim == 3 and d == ("bwd_weight",)
-    assert parse_miopen(to_miopen(p))[0] == p
+    assert from_driver_line(to_driver_line(p))[0] == p
     q = ConvProblem(N=3, C=16, K=32, G=2, Hi=9, Wi=11, Y=3, X=1, pad_h=1, stride_w=2, dilation_h=2)
-    assert parse_miopen(to_miopen(q))[0] == q
+    assert from_driver_line(to_driver_line(q))[0] == q
 
 
 def test_miopen_parser_errors():
     with pytest.raises(ProblemError, match="expected a command"):
-        parse_miopen("-n 1 -c 3")
+        from_driver_line("-n 1 -c 3")
     with pytest.raises(ProblemError, match="-c .C. must be an integer"):
-        parse_miopen("conv -n 1 -c three")
+        from_driver_line("conv -n 1 -c three")
     with pytest.raises(ProblemError, match="unknown flag -Q"):
-        parse_miopen("conv -n 1 -Q 3")
+        from_driver_line("conv -n 1 -Q 3")
 
 
 def test_shards_partition_a_set():

@@ -14,7 +14,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from ckheur.data.dataset import COLUMNS, DatasetError, read_ck_csv, read_dataset, write_part
+from ckheur.data.dataset import COLUMNS, DatasetError, read_dataset, write_part
+from ckheur.integrations.ck.tile_engine_csv import read_ck_csv
 from ckheur.problems import CONV_FIELDS
 from conftest import ROOT, run_cli
 

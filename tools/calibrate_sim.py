@@ -24,7 +24,7 @@ DEFAULT_CSV = ROOT / "ckheur" / "measurements" / "ck_gfx950" / "fwd_bf16_2d_miop
 def load_real(csv_path: Path):
     """Calibration data (problems x kernels, measured TFLOPS) of a real CK forward CSV."""
     from ckheur.config import load_option
-    from ckheur.data.dataset import read_ck_csv
+    from ckheur.integrations.ck.tile_engine_csv import read_ck_csv
     from ckheur.kernels import parse_name
     from ckheur.problems import problem_from_dict
     from ckheur.families.grouped_conv.problems import CONV_FIELDS

@@ -391,138 +391,40 @@ def recover_staging(data_root: str | Path, name: str, log: Callable[[str], None]
     return done
 
 
-def is_find_db(path: Path) -> bool:
-    """Whether a path names a MIOpen find-db file (a system one, or a user find-db: ``.ufdb.txt``)."""
-    return ".fdb.txt" in Path(path).name or ".ufdb.txt" in Path(path).name
-
-
 def import_file(path: str | Path, *, data_root: str | Path, op: Mapping[str, Any], arch: Mapping[str, Any],
                 dataset: str | None = None, find_db_arch: str | None = None, overwrite: bool = False,
                 log: Callable[[str], None] = print) -> dict:
-    """Import a CK tile_engine CSV (for ``op``'s family and tiles, on ``arch``) or a MIOpen find-db
-    (every direction and dtype it holds; its arch from the file name, else ``find_db_arch``) into
-    datasets under ``data_root``, as one transaction. ``dataset``: the datasets' name (default: the
-    file name up to its first dot). Returns the datasets written or already holding the file,
-    and where replaced ones were kept aside."""
+    """Import a measurement file into datasets under ``data_root``, as one transaction, by the
+    importer ``ckheur.formats`` names for its file name: a CK tile_engine CSV (for ``op``'s family
+    and tiles, on ``arch``) or a MIOpen find-db (every direction and dtype it holds; its arch from
+    the file name, else ``find_db_arch``). ``dataset``: the datasets' name (default: the file name
+    up to its first dot). Returns the datasets written or already holding the file, and where
+    replaced ones were kept aside."""
+    from ckheur.formats import importer_for
+
     src = Path(path)
     if not src.is_file():
         raise ImportRefused(f"import.path={src}: " + ("not a file" if src.exists() else "not found"))
-    if is_find_db(src):
-        return _import_find_db(src, data_root, dataset, find_db_arch, arch, overwrite, log)
-    return _import_ck_csv(src, data_root, op, arch, dataset, overwrite, log)
+    return importer_for(src.name)(src, data_root=data_root, op=op, arch=arch, dataset=dataset,
+                                  find_db_arch=find_db_arch, overwrite=overwrite, log=log)
 
 
-def _dataset_name(src: Path, dataset: str | None) -> str:
+def dataset_name(src: Path, dataset: str | None) -> str:
+    """The datasets' name: ``dataset``, else the file name up to its first dot."""
     from ckheur.files import check_name
 
     return check_name(dataset, "import.dataset") if dataset else \
         check_name(src.name.split(".")[0], "import.dataset (default: the file name up to its first dot)")
 
 
-def _nothing_to_do(done: Sequence[Path], sha: str, log: Callable[[str], None]) -> dict:
+def nothing_to_do(done: Sequence[Path], sha: str, log: Callable[[str], None]) -> dict:
+    """Say that the datasets already hold the file; the import's result."""
     for target in done:
         log(f"import: {target} already holds this file (sha256 {sha[:12]}); nothing to do")
     return {"datasets": [str(t) for t in done], "kept_aside": {}}
 
 
-def _import_ck_csv(src: Path, data_root: str | Path, op: Mapping[str, Any], arch: Mapping[str, Any],
-                   dataset: str | None, overwrite: bool, log: Callable[[str], None]) -> dict:
-    from ckheur.data.dataset import DatasetError, dataset_dir, import_ck_csv
-    from ckheur.parts import sha256_of
-
-    name = _dataset_name(src, dataset)
-    recover_staging(data_root, name, log)
-    try:
-        sha = sha256_of(src)
-        done = already_imported(data_root, name, sha, src.name)
-        if done:
-            return _nothing_to_do(done, sha, log)
-        df, report = import_ck_csv(src, arch=arch["name"], tiles=op["tiles"])
-    except (DatasetError, OSError, EOFError) as e:
-        raise ImportRefused(str(e) if isinstance(e, DatasetError) else f"{src}: cannot be read ({e})") from None
-    for column, value in report["defaults"].items():
-        log(f"import: {src.name} has no column {column}: every row takes {column}={value}")
-    if report["repeats"]:
-        lines = "; ".join("lines " + ", ".join(map(str, r)) for r in report["repeats"][:3])
-        log(f"import: {len(report['repeats'])} (problem, kernel) pairs are measured more than once ({lines}"
-            f"{' ...' if len(report['repeats']) > 3 else ''}): each is one row with the median of its repeats, "
-            "their range in latency_spread_ms")
-    targets = {}
-    for (direction, dtype), part in df.groupby(["direction", "dtype"]):
-        targets[dataset_dir(data_root, {**op, "direction": direction, "dtype": dtype}, arch["name"], name,
-                            field="import.dataset")] = part
-    plan = plan_import(data_root, name, sha, src.name, list(targets), overwrite)
-    with ImportTransaction(plan) as txn:
-        for target in plan.targets:
-            txn.add(target, targets[target])
-    return _report(txn, log)
-
-
-def _import_find_db(src: Path, data_root: str | Path, dataset: str | None, find_db_arch: str | None,
-                    job_arch: Mapping[str, Any], overwrite: bool, log: Callable[[str], None]) -> dict:
-    """One find-db: one dataset per direction and dtype it holds, every listed solver timed and every
-    other solver of the arch's table ``censored``."""
-    from ckheur.config import CONF_DIR, load_option
-    from ckheur.data.dataset import dataset_dir
-    from ckheur.integrations.miopen.find_db import FindDbError, arch_from_name, dataset_rows, read_find_db
-    from ckheur.parts import sha256_of
-
-    known = sorted(p.stem for p in (CONF_DIR / "arch").glob("*.yaml"))
-    t0 = time.perf_counter()
-    try:
-        if find_db_arch:
-            arch, cus = str(find_db_arch), None
-            if arch not in known:
-                raise ImportRefused(f"import.arch={arch!r}: allowed values are {', '.join(known)}")
-        else:
-            arch, cus = arch_from_name(src, known)
-        name = _dataset_name(src, dataset)
-        recover_staging(data_root, name, log)
-        sha = sha256_of(src)
-        done = already_imported(data_root, name, sha, src.name)
-        if done:
-            return _nothing_to_do(done, sha, log)
-        fdb = read_find_db(src, arch)
-    except FindDbError as e:
-        raise ImportRefused(str(e)) from None
-    except (OSError, EOFError) as e:
-        raise ImportRefused(f"{src}: cannot be read ({e})") from None
-    arch_cfg = dict(job_arch) if job_arch.get("name") == arch else load_option(f"arch/{arch}")
-    if cus is not None and cus != arch_cfg.get("num_cus"):
-        log(f"import: the file was measured on {arch} with {cus} CUs (conf/arch/{arch}.yaml says "
-            f"{arch_cfg.get('num_cus')}): the datasets are labeled {arch}")
-    stamp = time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(src.stat().st_mtime)) + "+00:00"
-    rep = fdb.report
-    log(f"import: {src.name}: {rep['lines']} lines, {rep['problems']} problems, {rep['entries']} listed "
-        f"solver times ({arch}{f', {cus} CUs' if cus else ''})")
-    for reason, n in {**rep["skipped_keys"], **rep["skipped_entries"]}.items():
-        log(f"import: skipped {n}: {reason}")
-    if rep.get("problems_out_of_time_order"):
-        log(f"import: {rep['problems_out_of_time_order']} problems listed their solvers out of time order (sorted)")
-    if not rep["problems"]:
-        raise ImportRefused(f"{src}: no problem left to import (every line was skipped, above); nothing was written")
-    ops = {}
-    for direction, dtype in sorted(tuple(k.split("/")) for k in rep["by_direction_dtype"]):
-        op = {**load_option(f"op/miopen/{direction}"), "direction": direction, "dtype": dtype}
-        if not (op.get("solvers") or {}).get(arch):
-            raise ImportRefused(f"conf/op/miopen/{direction}.yaml has no solver table for {arch}; "
-                                f"tools/miopen_solvers.py derives one from find-db files")
-        ops[dataset_dir(data_root, op, arch, name, field="import.dataset")] = op
-    plan = plan_import(data_root, name, sha, src.name, list(ops), overwrite)
-    with ImportTransaction(plan) as txn:
-        for target in plan.targets:  # one direction and dtype at a time: its rows are written, then freed
-            op = ops[target]
-            rows, left = dataset_rows(fdb, op["direction"], op["dtype"], arch, op["solvers"][arch], src.name, stamp)
-            txn.add(target, rows)
-            if left["listed_solvers_outside_pool"]:
-                log(f"import: {op['direction']} {op['dtype']}: listed solvers not in the {arch} table, left out: "
-                    f"{left['listed_solvers_outside_pool']}")
-    out = _report(txn, log)
-    log(f"import: done in {time.perf_counter() - t0:.1f}s")
-    return out
-
-
-def _report(txn: ImportTransaction, log: Callable[[str], None]) -> dict:
+def import_report(txn: ImportTransaction, log: Callable[[str], None]) -> dict:
     """Say what an import did."""
     plan = txn.plan
     for target, old in txn.moved.items():

@@ -17,19 +17,14 @@ if TYPE_CHECKING:
     import numpy as np
 
 
-# Engines besides each family's own, by the name bundles record (feature_spec.json "engine").
-OTHER_ENGINES = {"ck_grouped_conv": "ckheur.integrations.ck.features"}  # CK's dispatcher features (grouped conv)
-
-
 def get_engine(name: str) -> ModuleType:
-    """A feature engine module: an operator family's own (registered in ckheur.families), or another
-    by its name (``OTHER_ENGINES``)."""
-    import importlib
-
+    """A feature engine module: an operator family's own (registered in ckheur.families), or
+    another tool's by the name bundles record (``ckheur.formats.ENGINES``)."""
     from ckheur.families import get_family
+    from ckheur.formats import ENGINES, resolve
 
-    if name in OTHER_ENGINES:
-        return importlib.import_module(OTHER_ENGINES[name])
+    if name in ENGINES:
+        return resolve(ENGINES[name])
     return get_family(name).features
 
 

@@ -147,9 +147,7 @@ def engine_of(family: str, features: str) -> Any:
         return get_engine(family)
     if family != "grouped_conv":
         raise TrainingError(f"CK's feature set (+ck, features.engine=ck) is for grouped convolution, not {family}")
-    from ckheur.integrations.ck import features as ck_conv
-
-    return ck_conv
+    return get_engine("ck_grouped_conv")
 
 
 def seed_summary(metrics: Sequence[Mapping[str, Any]]) -> dict:
@@ -356,9 +354,9 @@ def train(df: Any, job: Job, *, model: Mapping[str, Any], candidates: Sequence[C
         oof = {"oof": picked["oof"], "fold": picked["fold"]}
     tflops_booster = None
     if chosen.features == "ck" and chosen.objective == "relative":  # a companion CK's predictor can run
-        from ckheur.integrations.ck.model_folder import ck_companion
+        from ckheur.formats import COMPANIONS, resolve
 
-        tflops_booster = ck_companion(tb, booster, model, options.seed)
+        tflops_booster = resolve(COMPANIONS["ck_companion"])(tb, booster, model, options.seed)
         spec["tflops_model"] = "ck_companion"
     elif chosen.objective != "regression_log":
         tflops_booster = fit(tb, everything, {**model, "bagging_seeds": 1}, "regression_log", cat, options.seed,

@@ -8,13 +8,13 @@ from __future__ import annotations
 
 from typing import Any, Mapping
 
-from ckheur.families.grouped_conv.problems import CONV_FIELDS, DIRECTIONS, ConvProblem, ProblemError, parse_miopen, problem_from_dict
+from ckheur.families.grouped_conv.problems import CONV_FIELDS, DIRECTIONS, ConvProblem, ProblemError, from_driver_line, problem_from_dict
 from ckheur.config import CONF_DIR, plain
 from ckheur.problems.sources import dedupe, load_source, shard
 
 __all__ = [
     "CONV_FIELDS", "DIRECTIONS", "ConvProblem", "ProblemError", "problem_from_dict",
-    "parse_miopen", "load_problem_set", "load_weighted_set", "layer_names", "load_named_set", "set_node", "shipped_sets", "random_problems",
+    "from_driver_line", "load_problem_set", "load_weighted_set", "layer_names", "load_named_set", "set_node", "shipped_sets", "random_problems",
 ]
 
 

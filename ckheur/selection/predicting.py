@@ -139,7 +139,7 @@ def explain(selector: Any, problem: Any, *, find_db: str | Path | None = None) -
     ``find_db``: MIOpen's find-db file giving every listed solver's time (default: the selector's)."""
     import numpy as np
 
-    from ckheur.integrations.miopen.find_db import find_db_listing
+    from ckheur.formats import LISTINGS, resolve
     from ckheur.selection.selector import as_problem
 
     p = as_problem(problem, selector.family.name, selector.direction, selector.dtype)
@@ -154,7 +154,7 @@ def explain(selector: Any, problem: Any, *, find_db: str | Path | None = None) -
         find_db = selector.find_db.path
     listed = None
     if find_db is not None:
-        listed = find_db_listing(find_db, p, selector.direction, selector.dtype, selector.arch["name"])
+        listed = resolve(LISTINGS["find_db"])(find_db, p, selector.direction, selector.dtype, selector.arch["name"])
     pool = selector._pools.get(p.group)
     mask, reason = selector.family.kernels.support_mask(p, pool.support, selector.op) if pool else (None, "")
     supported = {k.name: bool(ok) for k, ok in zip(pool.kernels, mask)} if pool else {}

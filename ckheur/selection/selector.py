@@ -32,7 +32,7 @@ from __future__ import annotations
 from collections import OrderedDict
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Mapping, NamedTuple
+from typing import Any, Callable, Mapping, NamedTuple, Sequence
 
 import numpy as np
 
@@ -127,6 +127,15 @@ class _Pool:
                      {use: sub(t) for use, t in self.terms.items()}, None)
 
 
+@dataclass(frozen=True)
+class ExactTier:
+    """A source of exact answers served before the model: ``answer(problem key)`` gives
+    ``(kernel name, time ms)`` or None; ``source`` labels its selections."""
+
+    source: str
+    answer: Callable[[tuple], "tuple[str, float] | None"]
+
+
 class Selector:
     """Ranks an op's kernel pool for problems with a trained model (or the analytic model)."""
 
@@ -136,7 +145,7 @@ class Selector:
                  cascade_threshold: int = CASCADE_THRESHOLD, cascade_top: int = CASCADE_TOP, cache_size: int = 4096,
                  label: str = "", op: Mapping[str, Any] | None = None, tuning_db: Any = None,
                  create_tuning_db: bool = False, prior: Mapping[str, Any] | None = None,
-                 find_db: Any = None) -> None:
+                 find_db: Any = None, exact: Sequence[ExactTier] = ()) -> None:
         from ckheur.families import get_family
         from ckheur.sim import kernel_arrays as sim_kernel_arrays
 
@@ -161,6 +170,11 @@ class Selector:
         self._kernel_names = frozenset(k.name for k in self._all_kernels)  # what an exact tier may answer
         self.tuning_db = self._open_db(tuning_db, create_tuning_db)
         self.find_db = self._open_find_db(find_db)
+        # The exact tiers, in the order they answer: the tuning database, the find-db, then any given.
+        self.exact: list[ExactTier] = [
+            *([ExactTier("tuning_db", lambda key: self.tuning_db.best(key, self._kernel_names))] if self.tuning_db
+              is not None else []),
+            *([ExactTier("find_db", self.find_db.best.get)] if self.find_db is not None else []), *exact]
         self._field_set = frozenset(self.family.problems.FIELDS)
         self._cache: OrderedDict = OrderedDict()
         self._cache_size = cache_size
@@ -238,43 +252,20 @@ class Selector:
                    op=op, tuning_db=tuning_db, create_tuning_db=create_tuning_db)
 
     def _open_find_db(self, find_db: Any) -> Any:
-        """MIOpen's answers from a find-db (a path or ``FindDbAnswers``) for this op and arch: only
-        solvers of this pool with a positive finite time are ever served (others are counted in
-        ``refused``)."""
-        import dataclasses
-        import math
+        """The find-db tier (a path, or answers ready to serve) through ``ckheur.formats``."""
+        from ckheur.formats import EXACT_TIERS, resolve
 
-        from ckheur.integrations.miopen.find_db import FindDbAnswers, find_db_answers
-
-        if find_db is None:
-            return None
-        if self.family.name != "miopen":
-            raise ProblemError(f"find_db: a MIOpen find-db answers for MIOpen's solvers (op family miopen), not "
-                               f"the {self.family.name} family")
-        pool = self._kernel_names
-        if not isinstance(find_db, FindDbAnswers):
-            find_db = find_db_answers(find_db, self.direction, self.dtype, self.arch["name"], sorted(pool))
-        if (find_db.arch, find_db.direction, find_db.dtype) != (self.arch["name"], self.direction, self.dtype):
-            raise ProblemError(f"find_db {find_db.path} answers {find_db.direction}/{find_db.dtype} on {find_db.arch}, "
-                               f"not {self.direction}/{self.dtype} on {self.arch['name']}")
-        served = {key: hit for key, hit in find_db.best.items()
-                  if hit[0] in pool and isinstance(hit[1], (int, float)) and math.isfinite(hit[1]) and hit[1] > 0}
-        if len(served) < len(find_db.best):
-            refused = dict(find_db.refused)
-            for solver, _ in (hit for key, hit in find_db.best.items() if key not in served):
-                refused[str(solver)] = refused.get(str(solver), 0) + 1
-            find_db = dataclasses.replace(find_db, best=served, refused=refused)
-        return find_db
+        return None if find_db is None else resolve(EXACT_TIERS["find_db"])(self, find_db)
 
     def _exact(self, key: tuple | None) -> Selection | None:
-        """The exact tiers: a tuning database hit, else a find-db hit."""
+        """The first exact tier's answer (tuning database, find-db, then the tiers given), if any."""
         if key is None:
             return None
-        hit = self.tuning_db.best(key, self._kernel_names) if self.tuning_db is not None else None
-        if hit is not None:
-            return Selection(hit[0], "tuning_db", hit[1])
-        hit = self.find_db.best.get(key) if self.find_db is not None else None
-        return Selection(hit[0], "find_db", hit[1]) if hit is not None else None
+        for tier in self.exact:
+            hit = tier.answer(key)
+            if hit is not None and hit[0] in self._kernel_names:
+                return Selection(hit[0], tier.source, hit[1])
+        return None
 
     def _open_db(self, db: Any, create: bool = False) -> Any:
         """The tuning database (a path or an open one), checked to serve this selector's op and arch;
@@ -313,7 +304,7 @@ class Selector:
         ranked are timed; if none runs, the next k, until one does or the pool is exhausted.
         Every attempt, failures included, is recorded in the tuning database when there is one."""
         db = self.tuning_db
-        exact = self.tuning_db is not None or self.find_db is not None
+        exact = bool(self.exact)
         hit = self._exact(self._lookup_key(problem)) if exact else None
         if hit is not None:
             return hit

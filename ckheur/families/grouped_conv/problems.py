@@ -265,28 +265,26 @@ def generate(seed: int, count: int, ndim: int = 2, shapes: Mapping[str, float] |
     kinds = dict(shapes or {f: 1.0 for f in SHAPE_KINDS if (f == "conv3d") == (ndim == 3)})
     return draw_distinct(seed, count, kinds, SHAPE_KINDS, sample)
 
-def parse_miopen(line: str) -> tuple[ConvProblem, tuple[str, ...]]:
+def from_driver_line(line: str) -> tuple[ConvProblem, tuple[str, ...]]:
     """Parse one MIOpenDriver command line into (problem, the directions its ``-F`` runs)."""
     parsed = parse_driver_line(line)
     return problem_from_dict(parsed.values), parsed.directions
 
 
-def to_miopen(p: ConvProblem, dtype: str = "bf16") -> str:
-    """Format a problem as a MIOpenDriver command line (inverse of parse_miopen)."""
+def to_driver_line(p: ConvProblem, dtype: str = "bf16") -> str:
+    """A problem as a MIOpenDriver command line (the inverse of from_driver_line; each convolution
+    family's module has one)."""
     return driver_line(p.to_dict(), CONV_FIELDS, p.ndim, dtype)
 
 
-to_driver_line = to_miopen  # each convolution family's module has one: its problems as MIOpenDriver lines
-
-
-def read_miopen_file(path: Any) -> list[ConvProblem]:
+def read_driver_lines(path: Any) -> list[ConvProblem]:
     """Problems from a text file of MIOpenDriver lines ('#' comments and blank lines skipped)."""
     out = []
     for i, line in enumerate(Path(path).read_text().splitlines(), start=1):
         if not line.strip() or line.lstrip().startswith("#"):
             continue
         try:
-            out.append(parse_miopen(line)[0])
+            out.append(from_driver_line(line)[0])
         except ProblemError as e:
             raise ProblemError(f"{path} line {i}: {e}") from None
     return out
@@ -302,7 +300,7 @@ def from_text(line: str, direction: str | None = None, dtype: str | None = None)
     parsed.check_op(direction, dtype, line)
     return problem_from_dict(parsed.values)
 
-SOURCES = {"miopen": read_miopen_file}  # source kinds only this family has
+SOURCES = {"driver_lines": read_driver_lines}  # source kinds only this family has
 
 SLICES = {
     "1x1": lambda p, g: p.Z * p.Y * p.X == 1,

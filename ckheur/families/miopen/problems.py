@@ -13,7 +13,8 @@ from dataclasses import dataclass
 from typing import Any, Mapping
 
 from ckheur.families.problem_base import ProblemError, checked_fields, field_defaults
-from ckheur.families.grouped_conv.problems import CONV_FIELDS, PARTNERS, SLICES as CONV_SLICES, ConvProblem, to_miopen
+from ckheur.families.grouped_conv.problems import CONV_FIELDS, PARTNERS, SLICES as CONV_SLICES, ConvProblem
+from ckheur.families.grouped_conv.problems import to_driver_line as conv_driver_line
 
 FIELDS = (*CONV_FIELDS, "layout", "bias")
 LAYOUTS = ("NCHW", "NHWC", "NCDHW", "NDHWC")  # the 3D layouts make a problem 3D, even of depth 1
@@ -65,7 +66,7 @@ DEFAULTS = field_defaults(MIOpenConvProblem)
 def to_driver_line(p: MIOpenConvProblem, dtype: str) -> str:
     """A MIOpenDriver command line of the problem, with its layout (input, output and filter
     alike) and bias: what :func:`from_text` reads back."""
-    line = to_miopen(p, dtype)
+    line = conv_driver_line(p, dtype)
     if p.layout not in ("NCHW", "NCDHW"):
         line += f" -I {p.layout} -O {p.layout} -f {p.layout}"
     return line + (" -b 1" if p.bias else "")

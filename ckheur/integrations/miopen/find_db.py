@@ -451,6 +451,34 @@ def find_db_answers(path: str | Path, direction: str, dtype: str, arch: str,
     return FindDbAnswers(Path(path), arch, direction, dtype, best, refused)
 
 
+def serve_find_db(selector: Any, find_db: Any) -> FindDbAnswers:
+    """MIOpen's answers from a find-db (a path or ``FindDbAnswers``) for a selector's op and arch: only
+    solvers of this pool with a positive finite time are ever served (others are counted in
+    ``refused``)."""
+    import dataclasses
+    import math
+
+    from ckheur.families.problem_base import ProblemError
+
+    if selector.family.name != "miopen":
+        raise ProblemError(f"find_db: a MIOpen find-db answers for MIOpen's solvers (op family miopen), not "
+                           f"the {selector.family.name} family")
+    pool = selector._kernel_names
+    if not isinstance(find_db, FindDbAnswers):
+        find_db = find_db_answers(find_db, selector.direction, selector.dtype, selector.arch["name"], sorted(pool))
+    if (find_db.arch, find_db.direction, find_db.dtype) != (selector.arch["name"], selector.direction, selector.dtype):
+        raise ProblemError(f"find_db {find_db.path} answers {find_db.direction}/{find_db.dtype} on {find_db.arch}, "
+                           f"not {selector.direction}/{selector.dtype} on {selector.arch['name']}")
+    served = {key: hit for key, hit in find_db.best.items()
+              if hit[0] in pool and isinstance(hit[1], (int, float)) and math.isfinite(hit[1]) and hit[1] > 0}
+    if len(served) < len(find_db.best):
+        refused = dict(find_db.refused)
+        for solver, _ in (hit for key, hit in find_db.best.items() if key not in served):
+            refused[str(solver)] = refused.get(str(solver), 0) + 1
+        find_db = dataclasses.replace(find_db, best=served, refused=refused)
+    return find_db
+
+
 def find_db_listing(path: str | Path, problem: Any, direction: str, dtype: str, arch: str) -> dict[str, float] | None:
     """Every solver a find-db lists for one problem (``MIOpenConvProblem``) of a direction and data
     type, with its time in ms; None when the file does not hold the problem."""
