@@ -85,9 +85,10 @@ def bundle_problems(bundle: Path, n: int) -> tuple[list, list[str]]:
         step = max(1, len(keys) // n)  # spread over the file, not its first block
         return [family.problems.problem_from_dict(dict(zip(fields, k))) for k in keys[::step][:n]], fields
     from ckheur.measurements import CK_GFX950_FWD
+    from ckheur.families import get_family
     from ckheur.problems.sources import read_csv
 
-    return distinct(read_csv(CK_GFX950_FWD), n), fields
+    return distinct(read_csv(CK_GFX950_FWD, get_family("grouped_conv")), n), fields
 
 
 def extract_bundle(rev: str, bundle: str, into: Path) -> Path:

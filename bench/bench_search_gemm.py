@@ -24,6 +24,7 @@ ROOT = Path(__file__).resolve().parents[1]
 def main(n_problems: int = 40, budget: int = 500) -> int:
     from ckheur.job import Job
     from ckheur.selection.predicting import selector_for
+    from ckheur.families import get_family
     from ckheur.problems import load_named_set
     from ckheur.sweeping.search import SearchOptions, search_problem
     from ckheur.stages import compose_config
@@ -31,7 +32,7 @@ def main(n_problems: int = 40, budget: int = 500) -> int:
     job = Job.from_config(compose_config(["op=gemm"]))
     selector, label = selector_for(job, bundles=ROOT / "models", sim_models=ROOT / "outputs" / "sim_models")
     pool = job.pool.kernels
-    problems = load_named_set("holdout", "gemm")[:n_problems]
+    problems = load_named_set("holdout", get_family("gemm"))[:n_problems]
     print(f"surrogate: {label}; pool {len(pool)} kernels; {len(problems)} holdout GEMMs; budget {budget}")
     for method in ("de", "random"):
         options = SearchOptions(method=method, budget=budget)

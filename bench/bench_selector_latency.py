@@ -77,6 +77,7 @@ def main() -> int:
 
     from ckheur import Selector
     from ckheur.kernels import enumerate_pool
+    from ckheur.families import get_family
     from ckheur.problems import load_named_set
 
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -90,7 +91,7 @@ def main() -> int:
         if m is not None and not m.is_dir():
             print(f"model {m} not found", file=sys.stderr)
             return 2
-    problems = [p for p in load_named_set("holdout") if p.ndim == 2][:200]
+    problems = [p for p in load_named_set("holdout", get_family("grouped_conv")) if p.ndim == 2][:200]
     sel = Selector.load(model, cache_size=0)
     if args.baseline is not None:
         against_baseline(sel, Selector.load(args.baseline, cache_size=0), problems, args.rounds)

@@ -19,12 +19,13 @@ def main() -> None:
     from ckheur.config import load_option
 
     from ckheur.kernels import enumerate_pool
+    from ckheur.families import get_family
     from ckheur.problems import load_named_set
     from ckheur.sim import kernel_arrays, load_params, predict_latency_ms, problem_arrays, simulate
 
     op, arch = load_option("op/grouped_conv/fwd"), load_option("arch/gfx950")
     kernels = enumerate_pool(op, arch).by_group()[2]
-    problems = load_named_set("train_fwd_2d")
+    problems = load_named_set("train_fwd_2d", get_family("grouped_conv"))
     params = {**load_params(), "dtype": "bf16"}
     pairs = len(problems) * len(kernels)
 

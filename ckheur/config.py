@@ -102,7 +102,7 @@ class Objective(_Choice):
 class SourceKind(_Choice):
     inline = "inline"
     generate = "generate"
-    miopen = "miopen"
+    driver_lines = "driver_lines"  # a text file of MIOpenDriver command lines (convolutions)
     csv = "csv"
     dataset = "dataset"  # the problems of a dataset folder, Parquet file or CK CSV
     set = "set"

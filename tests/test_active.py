@@ -204,12 +204,13 @@ def test_pair_features_per_problem_equals_the_grid():
     from ckheur.config import load_option
     from ckheur.families.engines import get_engine, pair_features
     from ckheur.kernels import enumerate_pool
+    from ckheur.families import get_family
     from ckheur.problems import load_named_set
 
     arch = load_option("arch/gfx950")
     op = {**load_option("op/grouped_conv/fwd"), "ndims": [2]}
     pool = enumerate_pool(op, arch).kernels
-    probs = [p for p in load_named_set("smoke") if p.ndim == 2][:8]
+    probs = [p for p in load_named_set("smoke", get_family("grouped_conv")) if p.ndim == 2][:8]
     eng = get_engine("grouped_conv")
     rng = np.random.default_rng(1)
     pid, kid = rng.integers(0, len(probs), 60), rng.integers(0, len(pool), 60)

@@ -144,9 +144,10 @@ def test_calibration_problems_are_found_by_content_for_their_op_only(ck_fwd_csv)
     from ckheur.measurements import CK_GFX950_FWD_SHA256
     from ckheur.learn.fold_calibration import calibration_overlap
     from ckheur.families.grouped_conv.problems import problem_from_dict
+    from ckheur.families import get_family
     from ckheur.problems.sources import read_csv
 
-    real = list({p.key(): p for p in read_csv(ck_fwd_csv)}.values())
+    real = list({p.key(): p for p in read_csv(ck_fwd_csv, get_family("grouped_conv"))}.values())
     other = problem_from_dict({"N": 3, "C": 24, "K": 40, "Hi": 17, "Wi": 19, "Y": 3, "X": 3})
     fwd, arch, sha = load_option("op/grouped_conv/fwd"), load_option("arch/gfx950"), [CK_GFX950_FWD_SHA256]
     assert len(real) == 185 and calibration_overlap(real[:40] + [other], fwd, arch, sha) == 40

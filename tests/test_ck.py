@@ -78,9 +78,10 @@ def test_exported_folders_rank_as_the_bundle_on_every_shared_problem(ck_bundles,
 
     from ckheur.integrations.ck import features as ck_conv
     from ckheur.selection.selector import Selector
+    from ckheur.families import get_family
     from ckheur.problems.sources import read_csv
 
-    problems = list({p.key(): p for p in read_csv(ck_fwd_csv)}.values())
+    problems = list({p.key(): p for p in read_csv(ck_fwd_csv, get_family("grouped_conv"))}.values())
     assert len(problems) == 185
     for op, (bundle, folder) in ck_bundles.items():
         spec = json.loads((folder / "feature_spec.json").read_text())

@@ -75,13 +75,15 @@ def shipped(tmp_path_factory):
 
 
 def test_shipped_model_parity_on_real_and_shipped_sets_and_random_problems(shipped, ck_fwd_csv, compose):
+    from ckheur.families import get_family
     from ckheur.problems import load_named_set
     from ckheur.families.grouped_conv.problems import generate
+    from ckheur.families import get_family
     from ckheur.problems.sources import read_csv
 
     py, compiled = shipped
-    real = list({p.key(): p for p in read_csv(ck_fwd_csv)}.values())  # its 185 shapes (one row per kernel)
-    sets = [p for name in ("nets", "holdout", "smoke") for p in load_named_set(name)]
+    real = list({p.key(): p for p in read_csv(ck_fwd_csv, get_family("grouped_conv"))}.values())  # its 185 shapes (one row per kernel)
+    sets = [p for name in ("nets", "holdout", "smoke") for p in load_named_set(name, get_family("grouped_conv"))]
     rand = generate(5, 1500) + generate(6, 200, ndim=3)
     got = assert_parity(py, compiled, real + sets + rand)
     assert len(real) == 185 and got["ranked"] >= len(real) + 1500

@@ -10,6 +10,7 @@ import pytest
 from ckheur.families.engines import get_engine
 from ckheur.kernels import KernelError, enumerate_pool
 from ckheur.families.gemm.kernels import GemmKernel, parse_name, support_arrays, support_mask
+from ckheur.families import get_family
 from ckheur.problems import ProblemError, load_named_set
 from ckheur.families.gemm.problems import GemmProblem, problem_from_dict
 from ckheur.stages import plain
@@ -136,14 +137,14 @@ def test_edge_shapes_are_filtered_with_a_reason(gemm, tmp_path):
 
 
 def test_llm_shapes_set():
-    probs = load_named_set("gemm_llm", "gemm")
+    probs = load_named_set("gemm_llm", get_family("gemm"))
     assert {p.M for p in probs} >= {1, 16, 128, 1024, 4096, 16384}
     assert GemmProblem(M=1024, N=28672, K=4096).key() in {p.key() for p in probs}  # Llama-3 8B gate/up
     assert GemmProblem(M=64, N=4096, K=7168).key() in {p.key() for p in probs}  # DeepSeek-V3 expert
     with pytest.raises(ProblemError, match="has no gemm problems"):
         from ckheur.problems import load_problem_set, set_node
 
-        load_problem_set(plain(set_node("nets")), "gemm")
+        load_problem_set(plain(set_node("nets")), get_family("gemm"))
 
 
 def _search(compose, **kw):

@@ -28,9 +28,10 @@ P0 = {"N": 1, "C": 128, "K": 256, "Hi": 32, "Wi": 32, "Y": 2, "X": 2, "stride_h"
 
 @pytest.fixture
 def real_problems():
+    from ckheur.families import get_family
     from ckheur.problems.sources import dedupe, read_csv
 
-    return dedupe(read_csv(ROOT / "ckheur" / REAL))
+    return dedupe(read_csv(ROOT / "ckheur" / REAL, get_family("grouped_conv")))
 
 
 class Counting:
@@ -151,11 +152,12 @@ WRITER = textwrap.dedent("""
     from ckheur import Selector
     from ckheur.backends import measure_function
     from ckheur.config import load_option
+    from ckheur.families import get_family
     from ckheur.problems.sources import dedupe, read_csv
     sel = Selector.load("{model}", tuning_db=sys.argv[1], create_tuning_db=True)
     m = measure_function({{"name": "replay", "paths": ["{real}"], "batch_pairs": 100}},
                          {{"family": "grouped_conv", "direction": "fwd", "dtype": "bf16"}}, load_option("arch/gfx950"), sel.kernels)
-    probs = dedupe(read_csv("{csv}"))[int(sys.argv[2]):int(sys.argv[3])]
+    probs = dedupe(read_csv("{csv}", get_family("grouped_conv")))[int(sys.argv[2]):int(sys.argv[3])]
     for p in probs:
         sel.select(p, measure=m, k=2)
 """)
@@ -387,9 +389,10 @@ def test_evaluate_reports_hybrid_time_weighted_and_tie_aware(small_model_dir, tm
     assert m["efficiency"]["mean"] <= m["hybrid"]["3"]["mean"] <= 1.0
     assert 0 < m["efficiency"]["time_weighted"] <= 1 and "time_weighted" in m["baselines"]["best fixed kernel"]
     assert m["top1"] <= m["top1_tie_aware"] <= 1 and m["tie_tolerance"] == 0.02
+    from ckheur.families import get_family
     from ckheur.problems.sources import dedupe, read_csv, shard
 
-    assert m["problems_evaluated"] == len(shard(dedupe(read_csv(ck_fwd_csv)), 1, 3, seed=0))
+    assert m["problems_evaluated"] == len(shard(dedupe(read_csv(ck_fwd_csv, get_family("grouped_conv"))), 1, 3, seed=0))
     assert "model top-3 measured" in r.stdout
 
 

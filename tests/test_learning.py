@@ -12,6 +12,7 @@ import pytest
 from ckheur.families.engines import get_engine
 from ckheur.kernels import enumerate_pool, parse_name
 from ckheur.metrics import pick_efficiency, selection_report, summarize
+from ckheur.families import get_family
 from ckheur.problems import ConvProblem, load_named_set
 from ckheur.stages import plain
 from conftest import ROOT, run_cli
@@ -34,7 +35,7 @@ def test_single_and_batch_features_agree_exactly(fwd, direction, analytic):
 
     op, arch = fwd
     kernels = enumerate_pool(op, arch).by_group()[2]
-    probs = [p for p in load_named_set("smoke") if p.ndim == 2]
+    probs = [p for p in load_named_set("smoke", get_family("grouped_conv")) if p.ndim == 2]
     params = {**load_params(), "dtype": "bf16"} if analytic else None
     kern = ENGINE.kernel_arrays(kernels)
     batch = ENGINE.features(ENGINE.problem_arrays(probs, direction), kern, arch, direction, params)
@@ -53,7 +54,7 @@ def test_features_of_parsed_and_enumerated_kernels_are_equal(fwd, ck_fwd_csv):
     with open(ck_fwd_csv) as f:
         names = sorted({r["kernel"] for r in csv.DictReader(f)})
     parsed = [parse_name(n, op["tiles"]) for n in names]
-    probs = load_named_set("smoke")[:5]
+    probs = load_named_set("smoke", get_family("grouped_conv"))[:5]
     prob = ENGINE.problem_arrays(probs, "fwd")
     a = ENGINE.features(prob, ENGINE.kernel_arrays(parsed), arch, "fwd")
     b = ENGINE.features(prob, ENGINE.kernel_arrays([enumerated[k.name] for k in parsed]), arch, "fwd")
@@ -113,7 +114,7 @@ def test_cv_groups_never_split_a_problem_and_key_includes_stride_pad_dilation(fw
     base = dict(N=4, C=64, K=64, Hi=14, Wi=14, Y=3, X=3, pad_h=1, pad_w=1)
     variants = [base, {**base, "stride_h": 2, "stride_w": 2}, {**base, "pad_h": 0, "pad_w": 0},
                 {**base, "dilation_h": 2, "dilation_w": 2, "pad_h": 2, "pad_w": 2}]
-    probs = [ConvProblem(**v) for v in variants] + [p for p in load_named_set("smoke") if p.ndim == 2]
+    probs = [ConvProblem(**v) for v in variants] + [p for p in load_named_set("smoke", get_family("grouped_conv")) if p.ndim == 2]
     rng = np.random.default_rng(0)
     rows = [{"arch": "gfx950", "direction": "fwd", "dtype": "bf16", "status": "ok", "kernel": k.name,
              "tflops": float(rng.uniform(1, 100)), **p.to_dict()} for p in probs for k in pool]
@@ -132,7 +133,7 @@ def test_span_problems_take_each_field_block_from_the_set():
     from ckheur.families.grouped_conv.problems import SPAN_BLOCKS, problem_from_dict
     from ckheur.problems.space import span_problems
 
-    probs = [p for p in load_named_set("smoke") if p.ndim == 2]
+    probs = [p for p in load_named_set("smoke", get_family("grouped_conv")) if p.ndim == 2]
     new = span_problems(probs, 40, 0, problem_from_dict, SPAN_BLOCKS)
     keys = [p.key() for p in new]
     assert len(new) == 40 and len(set(keys)) == 40 and not set(keys) & {p.key() for p in probs}

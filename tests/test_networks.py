@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from ckheur.config import plain
+from ckheur.families import get_family
 from ckheur.problems import ProblemError, load_problem_set, load_weighted_set
 
 onnx = pytest.importorskip("onnx", reason="the ONNX importer needs the onnx package (the test extra installs it)")
@@ -58,18 +59,18 @@ def test_mobilenetv3_small_has_its_54_convolutions_with_the_papers_shapes():
 def test_onnx_source_weights_repeated_layers_and_takes_batches(compose):
     cfg = compose(["op=miopen/fwd", "op.dtype=fp32", "arch=gfx942", "problems=onnx",
                    f"problems.sources.0.path={RESNET50}", "problems.sources.0.batch=[4,16]"])
-    weighted = load_weighted_set(plain(cfg.problems), "miopen", "fwd", "fp32")
+    weighted = load_weighted_set(plain(cfg.problems), get_family("miopen"), "fwd", "fp32")
     assert sum(w for _, w in weighted) == 2 * 53
     assert {p.N for p, _ in weighted} == {4, 16}
     by = {p.describe(): w for p, w in weighted}
     assert by["N4 C256 K64 G1 56x56 k1x1 s1 p0 NCHW"] == 2  # conv2_2 and conv2_3's first 1x1
     assert by["N16 C256 K256 G1 14x14 k3x3 s1 p1 NCHW"] == 5  # conv4_2 .. conv4_6
     with pytest.raises(ProblemError, match="the network is fp32 and the op is fp16"):
-        load_problem_set(plain(cfg.problems), "miopen", "fwd", "fp16")
+        load_problem_set(plain(cfg.problems), get_family("miopen"), "fwd", "fp16")
     with pytest.raises(ProblemError, match="none of its 53 convolutions runs in bwd_data"):
-        load_problem_set(plain(cfg.problems), "miopen", "bwd_data", "fp32")
+        load_problem_set(plain(cfg.problems), get_family("miopen"), "bwd_data", "fp32")
     training = {**plain(cfg.problems), "sources": [{**plain(cfg.problems)["sources"][0], "training": True}]}
-    assert len(load_weighted_set(training, "miopen", "bwd_weight", "fp32")) == len(weighted)
+    assert len(load_weighted_set(training, get_family("miopen"), "bwd_weight", "fp32")) == len(weighted)
 
 
 def test_onnx_conv_transpose_is_the_backward_data_of_its_convolution(tmp_path):
@@ -120,10 +121,10 @@ def test_a_training_log_gives_back_the_networks_problems_in_every_direction(tmp_
     log.write_text("\n".join(text) + "\n")
     net = {"name": "net", "sources": [{"kind": "onnx", "family": family, "path": str(MOBILENET), "batch": [32]}]}
     from_log = {"name": "log", "sources": [{"kind": "miopen_log", "family": family, "path": str(log)}]}
-    expected = {p.key(): 2 * w for p, w in load_weighted_set(net, family, "fwd", "fp32")}  # two steps
+    expected = {p.key(): 2 * w for p, w in load_weighted_set(net, get_family(family), "fwd", "fp32")}  # two steps
     assert sum(expected.values()) == 2 * 54
     for direction in ("fwd", "bwd_data", "bwd_weight"):
-        got = {p.key(): w for p, w in load_weighted_set(from_log, family, direction, "fp32")}
+        got = {p.key(): w for p, w in load_weighted_set(from_log, get_family(family), direction, "fp32")}
         assert got == expected, direction
 
 
@@ -170,7 +171,7 @@ def test_torch_module_convolutions_on_the_meta_device():
     assert all(p.device.type == "cpu" for p in net.parameters())  # the caller's module is left as it was
     source = {"name": "t", "sources": [{"kind": "torch", "family": "grouped_conv", "module": "test_networks:_small_net",
                                         "input_shape": [8, 3, 32, 32], "batch": [2]}]}
-    assert [(p.describe(), w) for p, w in load_weighted_set(source, "grouped_conv", "fwd", "fp32")] == [
+    assert [(p.describe(), w) for p, w in load_weighted_set(source, get_family("grouped_conv"), "fwd", "fp32")] == [
         ("N2 C3 K16 G1 32x32 k3x3 s1 p1", 1), ("N2 C16 K16 G1 32x32 k3x3 s1 p1", 2)]
 
 

@@ -6,6 +6,7 @@ import csv
 
 import pytest
 
+from ckheur.families import get_family
 from ckheur.problems import (ConvProblem, ProblemError, load_named_set, load_problem_set, from_driver_line,
                              problem_from_dict, shipped_sets)
 from ckheur.families.grouped_conv.problems import generate
@@ -28,7 +29,7 @@ def test_flops_and_output_size_match_real_measurements(ck_fwd_csv):
 
 
 def test_csv_source_reads_the_real_file(ck_fwd_csv):
-    probs = read_csv(ck_fwd_csv)
+    probs = read_csv(ck_fwd_csv, get_family("grouped_conv"))
     assert len(probs) == 3760
     # 188 problem indices, of which some shapes were measured twice.
     assert len(dedupe(probs)) == 185
@@ -44,9 +45,9 @@ def test_problem_csv_checks_partner_columns_and_cells(tmp_path):
     for name, (text, msg) in bad.items():
         (tmp_path / name).write_text(text)
         with pytest.raises(ProblemError, match=msg):
-            read_csv(tmp_path / name)
+            read_csv(tmp_path / name, get_family("grouped_conv"))
     (tmp_path / "ok.csv").write_text("N,C,K,Hi,Wi,Y,X,stride_h,stride_w\n1,64,64,28,28,3,3,2,1\n")
-    (p,) = read_csv(tmp_path / "ok.csv")
+    (p,) = read_csv(tmp_path / "ok.csv", get_family("grouped_conv"))
     assert (p.stride_h, p.stride_w, p.Ho, p.Wo) == (2, 1, 13, 26)
 
 
@@ -128,9 +129,10 @@ def test_shards_partition_a_set():
 
 
 def test_shard_config_applies(compose):
-    full = load_problem_set(plain(compose(["problems=smoke"]).problems))
+    full = load_problem_set(plain(compose(["problems=smoke"]).problems), get_family("grouped_conv"))
     parts = [load_problem_set(plain(compose(["problems=smoke", f"problems.shard.index={i}",
-                                             "problems.shard.count=3"]).problems)) for i in range(3)]
+                                             "problems.shard.count=3"]).problems), get_family("grouped_conv"))
+             for i in range(3)]
     assert sorted(p.key() for part in parts for p in part) == sorted(p.key() for p in full)
     assert all(parts)
 
@@ -147,7 +149,7 @@ def test_generator_is_deterministic_and_covers_shape_kinds():
 
 
 def test_smoke_set_covers_direction_relevant_features():
-    probs = load_named_set("smoke")
+    probs = load_named_set("smoke", get_family("grouped_conv"))
     assert 15 <= len(probs) <= 25
     assert any(p.Y == p.X == 1 for p in probs) and any(p.Y == p.X == 3 for p in probs)
     assert any(p.stride_h == 2 for p in probs) and any(1 < p.G < p.C for p in probs)
@@ -156,21 +158,21 @@ def test_smoke_set_covers_direction_relevant_features():
 
 def test_training_sets_at_ck_scale():
     for d in ("fwd", "bwd_data", "bwd_weight"):
-        assert len(load_named_set(f"train_{d}_2d")) == 1500
-        assert len(load_named_set(f"train_{d}_3d")) == 150
-        assert len(load_named_set(f"train_{d}")) == 1650
+        assert len(load_named_set(f"train_{d}_2d", get_family("grouped_conv"))) == 1500
+        assert len(load_named_set(f"train_{d}_3d", get_family("grouped_conv"))) == 150
+        assert len(load_named_set(f"train_{d}", get_family("grouped_conv"))) == 1650
 
 
 def test_holdout_is_disjoint_from_every_training_set():
-    holdout = {p.key() for p in load_named_set("holdout")}
+    holdout = {p.key() for p in load_named_set("holdout", get_family("grouped_conv"))}
     assert len(holdout) >= 250
     for name in shipped_sets():
         if name.startswith("train_"):
-            assert not holdout & {p.key() for p in load_named_set(name)}, name
+            assert not holdout & {p.key() for p in load_named_set(name, get_family("grouped_conv"))}, name
 
 
 def test_nets_set_has_real_layers_at_three_batches():
-    probs = load_named_set("nets")
+    probs = load_named_set("nets", get_family("grouped_conv"))
     assert {p.N for p in probs} == {1, 8, 32}
     resnet_stem = ConvProblem(N=8, C=3, K=64, Hi=224, Wi=224, Y=7, X=7, stride_h=2, stride_w=2, pad_h=3, pad_w=3)
     resnext_3x3 = ConvProblem(N=32, C=128, K=128, G=32, Hi=56, Wi=56, Y=3, X=3, pad_h=1, pad_w=1)
@@ -185,11 +187,11 @@ def test_nets_set_has_real_layers_at_three_batches():
 
 def test_unknown_set_and_bad_source(tmp_path):
     with pytest.raises(ProblemError, match="problem set 'nope' not found; shipped sets: .*smoke"):
-        load_named_set("nope")
+        load_named_set("nope", get_family("grouped_conv"))
     bad = tmp_path / "bad.csv"
     bad.write_text("N,C,K,Hi,Wi\n1,8,6,4,4\n1,8,8,0,4\n")
     with pytest.raises(ProblemError, match="line 3: problem field Hi=0"):
-        read_csv(bad)
+        read_csv(bad, get_family("grouped_conv"))
 
 
 def test_ck_gfx950_fwd_set_is_the_real_shapes(ck_fwd_csv):
@@ -198,6 +200,6 @@ def test_ck_gfx950_fwd_set_is_the_real_shapes(ck_fwd_csv):
     raw = pd.read_csv(ck_fwd_csv)
     fields = ["N", "C", "K", "G", "Hi", "Wi", "Y", "X", "stride_h", "stride_w", "pad_h", "pad_w"]
     real = {tuple(int(v) for v in r) for r in raw[fields].itertuples(index=False, name=None)}
-    probs = load_named_set("ck_gfx950_fwd")
+    probs = load_named_set("ck_gfx950_fwd", get_family("grouped_conv"))
     assert len(probs) == len(real) == 185
     assert {tuple(getattr(p, f) for f in fields) for p in probs} == real

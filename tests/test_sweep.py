@@ -323,6 +323,7 @@ def test_replay_serves_real_data_and_marks_missing(tmp_path, ck_fwd_csv):
 
 def test_sim_is_deterministic_per_seed():
     from ckheur.kernels import enumerate_pool
+    from ckheur.families import get_family
     from ckheur.problems import load_named_set
     from ckheur.config import load_option
     from ckheur.sim import load_params, simulate
@@ -331,7 +332,7 @@ def test_sim_is_deterministic_per_seed():
     arch = load_option("arch/gfx950")
     op.update(direction="fwd", dtype="bf16")
     kernels = enumerate_pool(op, arch).by_group()[2]
-    probs = [p for p in load_named_set("smoke") if p.ndim == 2]
+    probs = [p for p in load_named_set("smoke", get_family("grouped_conv")) if p.ndim == 2]
     params = load_params()
     a = simulate(probs, kernels, arch, params, "fwd", seed=1)
     assert np.array_equal(a, simulate(probs, kernels, arch, params, "fwd", seed=1))

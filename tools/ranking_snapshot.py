@@ -39,7 +39,7 @@ def real_problems(per_bundle: int, seed: int = 0) -> dict[str, dict]:
         family, op = spec["op"]["family"], spec["op"]
         fields = list(get_family(family).problems.FIELDS)
         if family == "grouped_conv":
-            probs = read_csv(CK_GFX950_FWD, family)
+            probs = read_csv(CK_GFX950_FWD, get_family(family))
             rows = sorted({tuple(p.to_dict()[f] for f in fields) for p in probs})
         else:
             arch = spec["arch"]["name"]

@@ -161,7 +161,10 @@ class CompiledModel:
                       self._tflops.ctypes.data_as(ctypes.POINTER(ctypes.c_double)))
         self._dtype = DTYPE_CODES[info["dtype"]]
         self._direction = DIRECTION_CODES[info["direction"]]
-        self._struct, self._enums = c_family(self.family).ctype, c_family(self.family).enums
+        from ckheur.families import get_family
+
+        cf = c_family(get_family(self.family))  # the library records its family by name
+        self._struct, self._enums = cf.ctype, cf.enums
 
     def problem_struct(self, p: Any) -> ctypes.Structure:
         """The C struct of a problem object (its fields by name; enums as indices)."""

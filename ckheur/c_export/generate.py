@@ -57,15 +57,14 @@ class CFamily:
     tiles: bool = True
 
 
-def c_family(name: str) -> CFamily:
-    """The C description of an op family; an ExportError when it has no C code."""
+def c_family(family: Any) -> CFamily:
+    """The C description of an op family (``ckheur.families.Family``); an ExportError when it has no C code."""
     from ckheur.backends import abi
-    from ckheur.families import FAMILIES, get_family
+    from ckheur.families import FAMILIES
 
-    family = get_family(name)
     c = family.c_export
     if c is None:
-        raise ExportError(f"op family {name!r} has no C feature code; families with one: "
+        raise ExportError(f"op family {family.name!r} has no C feature code; families with one: "
                           f"{', '.join(n for n, r in FAMILIES.items() if r.c_export)}")
     return CFamily(c.struct, getattr(abi, c.ctype), c.sources,
                    {f: tuple(getattr(family.problems, lst)) for f, lst in c.enums}, c.flags, c.tiles)
@@ -273,7 +272,7 @@ def _sim_c(tag: str, kernels: Sequence[Any], arch: Mapping[str, Any], params: Ma
 
 def _errors(family: Any) -> list[tuple[str, int, str]]:
     """(macro, code, message) of every error the exported library can return."""
-    cf = c_family(family.name)
+    cf = c_family(family)
     errs = [
         ("NULL", -1, "a pointer argument is NULL"),
         ("K", -2, "k must be >= 1"),
@@ -320,7 +319,7 @@ def export_bundle(model_dir: str | Path, output: str | Path, name: str | None = 
     from ckheur.families.engines import get_engine
     from ckheur.families.tile_features import coverage_occupancy
     from ckheur.learn.bundle import load_bundle
-    from ckheur.families import C_SOURCES, FAMILIES, get_family
+    from ckheur.families import C_SOURCES, FAMILIES
     from ckheur.sim import CASCADE_THRESHOLD, CASCADE_TOP, load_params
 
     b = load_bundle(model_dir)
@@ -328,8 +327,8 @@ def export_bundle(model_dir: str | Path, output: str | Path, name: str | None = 
     if spec["engine"] not in FAMILIES or FAMILIES[spec["engine"]].c_export is None:
         raise ExportError(f"{b.path}: its {spec['engine']} features have no C implementation; a bundle on CK's "
                           "features exports to CK's dispatcher format (export.format=ck)")
-    family = get_family(spec["op"]["family"])
-    cf = c_family(family.name)
+    family = b.family
+    cf = c_family(family)
     engine = get_engine(spec["engine"])
     arch, direction, dtype = spec["arch"], spec["op"]["direction"], spec["op"]["dtype"]
     op_cfg = spec.get("op_config") or spec["op"]

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any, Iterable, Mapping, Sequence
 
 from ckheur.config import load_option
-from ckheur.families import get_family
+from ckheur.families import Family, get_family
 from ckheur.parts import SCHEMA_VERSION, DatasetError, read_parquet, read_parts, write_table
 from ckheur.families.grouped_conv.problems import DIRECTIONS
 from ckheur.version import __version__
@@ -37,19 +37,18 @@ _STRINGS = {"layout", "pipeline", "scheduler", "epilogue", "kernel", "algorithm"
 _BOOLS = {"dsb", "si", "pad_m", "pad_n", "pad_k", "persistent", "workspace"}
 
 
-def columns(family: str = "grouped_conv") -> tuple[str, ...]:
+def columns(family: Family) -> tuple[str, ...]:
     """Dataset columns of an operator family: op, problem fields, kernel and traits, results."""
-    fam = get_family(family)
-    return ("op", "direction", "dtype", "arch", "backend", *fam.problems.FIELDS, "kernel", *fam.kernels.COLUMNS,
+    return ("op", "direction", "dtype", "arch", "backend", *family.problems.FIELDS, "kernel", *family.kernels.COLUMNS,
             *MEASURE_COLUMNS, *PROVENANCE_COLUMNS)
 
 
-def identity(family: str = "grouped_conv") -> tuple[str, ...]:
+def identity(family: Family) -> tuple[str, ...]:
     """Columns identifying one (problem, kernel) pair."""
-    return ("arch", "direction", "dtype", *get_family(family).problems.FIELDS, "kernel")
+    return ("arch", "direction", "dtype", *family.problems.FIELDS, "kernel")
 
 
-COLUMNS = columns("grouped_conv")
+COLUMNS = columns(get_family("grouped_conv"))  # CK grouped convolution's (its CSVs, the shipped measurements)
 DIRECTION_INDEX = {d: i for i, d in enumerate(DIRECTIONS)}
 
 
@@ -74,9 +73,9 @@ def usable(df: Any, exclude_suspect: bool = False) -> Any:
     return ok
 
 
-def fastest_by_problem(df: Any, family: str) -> dict[tuple, str]:
+def fastest_by_problem(df: Any, family: Family) -> dict[tuple, str]:
     """Each problem's fastest usable measurement: {problem key (the family's fields): kernel name}."""
-    fields = list(get_family(family).problems.FIELDS)
+    fields = list(family.problems.FIELDS)
     ok = df[usable(df)]
     if ok.empty:
         return {}
@@ -91,21 +90,20 @@ def problem_keys(frame: Any) -> list[tuple]:
     return [tuple(plain(v) for v in row) for row in frame.itertuples(index=False, name=None)]
 
 
-def arrow_schema(family: str = "grouped_conv"):
+def arrow_schema(family: Family):
     """The versioned Arrow schema of a family's dataset."""
     import pyarrow as pa
 
-    fam = get_family(family)
-    ints = {*fam.problems.FIELDS, *fam.kernels.COLUMNS, "workspace_bytes", "warmup", "repeat",
+    ints = {*family.problems.FIELDS, *family.kernels.COLUMNS, "workspace_bytes", "warmup", "repeat",
             "schema_version"} - _STRINGS - _BOOLS
     types = {c: pa.int64() for c in ints}
     types.update({c: pa.float64() for c in ("latency_ms", "latency_spread_ms", "tflops", "clock_mhz")})
     types.update({c: pa.bool_() for c in _BOOLS})
     fields = [pa.field(c, types.get(c, pa.string())) for c in columns(family)]
-    return pa.schema(fields, metadata={"ckheur_schema_version": str(SCHEMA_VERSION), "ckheur_family": family})
+    return pa.schema(fields, metadata={"ckheur_schema_version": str(SCHEMA_VERSION), "ckheur_family": family.name})
 
 
-def _family_of(df: Any) -> str:
+def _family_of(df: Any) -> Family:
     families = sorted({str(op).split("/")[0] for op in df["op"].unique()}) if len(df) else ["grouped_conv"]
     if len(families) != 1:
         raise DatasetError(f"rows of several operator families ({', '.join(families)}) in one dataset")
@@ -113,10 +111,10 @@ def _family_of(df: Any) -> str:
 
     if families[0] not in FAMILIES:
         raise DatasetError(f"op {families[0]!r} in rows: the op column must start with one of {', '.join(FAMILIES)}")
-    return families[0]
+    return get_family(families[0])  # a dataset records its family by name
 
 
-def keep_shard(df: Any, shard: Mapping[str, Any], family: str = "grouped_conv") -> Any:
+def keep_shard(df: Any, shard: Mapping[str, Any], family: Family) -> Any:
     """Rows of the problems in part ``shard.index`` of a seeded ``shard.count``-way split
     (the split ``problems.shard`` makes with the same seed); ``count`` 1 keeps everything."""
     from ckheur.problems.sources import shard_of
@@ -126,7 +124,7 @@ def keep_shard(df: Any, shard: Mapping[str, Any], family: str = "grouped_conv") 
         return df
     if not 0 <= index < count:
         raise DatasetError(f"data.shard: need 0 <= index < count, got index={index}, count={count}")
-    keys = list(df[list(get_family(family).problems.FIELDS)].itertuples(index=False, name=None))
+    keys = list(df[list(family.problems.FIELDS)].itertuples(index=False, name=None))
     part = {k: shard_of(k, count, seed) for k in set(keys)}
     return df[[part[k] == index for k in keys]]
 
@@ -348,12 +346,12 @@ def refuse_impossible(pairs: Sequence[tuple[Any, Any]], results: Any, dtype: str
     return sum(map(bool, why))
 
 
-def common_columns(family: str, direction: str, dtype: str, arch: str, backend: str, warmup: int = 0,
+def common_columns(family: Family, direction: str, dtype: str, arch: str, backend: str, warmup: int = 0,
                    repeat: int = 1) -> dict[str, Any]:
     """Columns shared by every row a measuring run writes: op, arch, backend and provenance."""
     import socket
 
-    return {"op": f"{family}/{direction}", "direction": direction, "dtype": dtype, "arch": arch, "backend": backend,
+    return {"op": f"{family.name}/{direction}", "direction": direction, "dtype": dtype, "arch": arch, "backend": backend,
             "warmup": warmup, "repeat": repeat, "host": socket.gethostname(), "ckheur_version": __version__,
             "schema_version": SCHEMA_VERSION}
 
@@ -382,9 +380,9 @@ def measurement_rows(pairs: Sequence[tuple[Any, Any]], results: Any, common: Map
     return rows
 
 
-def kernel_columns(k: Any, family: str = "grouped_conv") -> dict[str, Any]:
+def kernel_columns(k: Any, family: Family) -> dict[str, Any]:
     """The dataset's kernel columns for a kernel."""
     traits = k.traits()
-    return {"kernel": k.name, **{c: traits[c] for c in get_family(family).kernels.COLUMNS}}
+    return {"kernel": k.name, **{c: traits[c] for c in family.kernels.COLUMNS}}
 
 

@@ -43,13 +43,20 @@ class TuningDB:
     """A tuning database opened for one op family, direction, dtype and arch."""
 
     path: Path
-    family: str
+    family: str  # the op family's name, as the database records it
     direction: str
     dtype: str
     arch: str
     _best: dict = field(default_factory=dict)  # problem key -> (kernel name, latency_ms) of the fastest usable run
     _runs: dict = field(default_factory=dict)  # problem key -> {kernel name: (status, latency_ms or None)}
     _parts: set = field(default_factory=set)
+
+    @property
+    def family_modules(self) -> Any:
+        """The recorded family's modules (``ckheur.families.Family``)."""
+        from ckheur.families import get_family
+
+        return get_family(self.family)
 
     @classmethod
     def open(cls, path: str | Path, op: Mapping[str, Any], arch: str, create: bool = False,
@@ -94,12 +101,10 @@ class TuningDB:
         if not len(df):
             return 0
         _refuse_mismatch(self.path, _identity_of(df), {k: getattr(self, k) for k in IDENTITY})
-        from ckheur.families import get_family
-
-        fields = list(get_family(self.family).problems.FIELDS)
+        fields = list(self.family_modules.problems.FIELDS)
         df = df.sort_values("timestamp", kind="stable")  # newest row of a pair wins, as in read_dataset
         keys = list(df[fields].itertuples(index=False, name=None))
-        good = usable(df) & _plausible(keys, df.latency_ms.to_numpy(dtype=float), self.family, self.dtype, self.arch)
+        good = usable(df) & _plausible(keys, df.latency_ms.to_numpy(dtype=float), self.family_modules, self.dtype, self.arch)
         for key, kernel, status, lat, good in zip(keys, df.kernel, df.status, df.latency_ms, good):
             self._runs.setdefault(key, {})[kernel] = (status, float(lat) if good else None)
         for key in set(keys):
@@ -163,9 +168,9 @@ class TuningDB:
         """Append measurements of ``kernels`` on ``problem`` (a backend Results, same order) as one part."""
         from ckheur.data.dataset import common_columns, kernel_columns, measurement_rows, write_part
 
-        common = common_columns(self.family, self.direction, self.dtype, self.arch, backend, warmup, repeat)
+        common = common_columns(self.family_modules, self.direction, self.dtype, self.arch, backend, warmup, repeat)
         rows = measurement_rows([(problem, k) for k in kernels], results, common, {problem.key(): problem.to_dict()},
-                                {k.name: kernel_columns(k, self.family) for k in kernels})
+                                {k.name: kernel_columns(k, self.family_modules) for k in kernels})
         part = write_part(self.path, rows)
         self.refresh()
         return part
@@ -189,21 +194,20 @@ class Claim:
             self.fd = -1
 
 
-def _plausible(keys: Sequence[tuple], latency_ms: Any, family: str, dtype: str, arch: str) -> Any:
+def _plausible(keys: Sequence[tuple], latency_ms: Any, family: Any, dtype: str, arch: str) -> Any:
     """Mask of rows whose problem is valid and whose time passes the rule every import and backend
     applies (``dataset.time_refusals``): a row written by another tool, or by an older version, is
     data to check, never an answer by itself."""
     import numpy as np
 
     from ckheur.data.dataset import time_refusals
-    from ckheur.families import get_family
     from ckheur.families.problem_base import ProblemError
 
-    fields = get_family(family).problems.FIELDS
+    fields = family.problems.FIELDS
     flops: dict[tuple, float] = {}
     for key in set(keys):
         try:
-            flops[key] = float(get_family(family).problems.problem_from_dict(dict(zip(fields, key))).flops)
+            flops[key] = float(family.problems.problem_from_dict(dict(zip(fields, key))).flops)
         except (ProblemError, TypeError, ValueError):
             flops[key] = float("nan")  # not a valid problem: never an answer
     f = np.array([flops[k] for k in keys], dtype=float)

@@ -1,6 +1,6 @@
 """Evaluating a selector on measurements: per problem, the model's pick against the measured oracle.
 
-    rows = group_by_problem(df, "grouped_conv")            # a dataset's measurements, by problem
+    rows = group_by_problem(df, job.family)                 # a dataset's measurements, by problem
     result = score_problems(rows, selector, "fwd", top_k=(3,), progress=bar)
 
 Built for large data: a dataset is read with only the columns evaluation needs (strings as
@@ -39,14 +39,13 @@ class ProblemRows:
         return len(self.keys)
 
 
-def group_by_problem(df: Any, family: str, exclude_suspect: bool = False) -> ProblemRows:
+def group_by_problem(df: Any, family: Any, exclude_suspect: bool = False) -> ProblemRows:
     """Group a dataset frame's rows by problem (``family``'s problem fields), as arrays."""
     import pandas as pd
 
     from ckheur.data.dataset import CENSORED, row_hash, usable
-    from ckheur.families import get_family
 
-    fields = list(get_family(family).problems.FIELDS)
+    fields = list(family.problems.FIELDS)
     codes, _ = pd.factorize(row_hash(df, fields))  # by a hash of the fields: no copy of millions of rows
     first = np.unique(codes, return_index=True)[1]
     if any((df[f].to_numpy()[first][codes] != df[f].to_numpy()).any() for f in fields):  # a hash collision
@@ -385,7 +384,7 @@ def evaluate(selector: Any, df: Any, job: Job, *, top_k: Sequence[int] = (), tie
     baselines = dict(baselines or {})
     bar = Progress(problems * (1 + len(baselines) + (gate_against is not None)), progress, log_every_s,
                    prefix="evaluate", unit="problem")
-    rows = group_by_problem(df, job.family.name, exclude_suspect)
+    rows = group_by_problem(df, job.family, exclude_suspect)
     try:
         scored = score_problems(rows, selector, job.direction, top_k, progress=bar.update)
         if not scored.rows:

@@ -54,6 +54,18 @@ class Bundle:
     manifest: dict
     answers: dict | None = None  # problem key -> kernel name: the training data's fastest (train.remember)
 
+    @property
+    def family(self) -> Any:
+        """The op family the bundle was trained for (``ckheur.families.Family``)."""
+        return family_of(self.spec)
+
+
+def family_of(spec: Mapping) -> Any:
+    """The op family a bundle's spec records by name."""
+    from ckheur.families import get_family
+
+    return get_family(spec["op"]["family"])
+
 
 def _write_json(path: Path, obj: Any) -> None:
     from ckheur.files import write_file
@@ -80,18 +92,17 @@ def save_bundle(path: str | Path, booster: Any, tflops_booster: Any, spec: Mappi
     _write_json(path / "feature_importances.json", dict(importances))
     _write_json(path / "train_manifest.json", dict(manifest))
     if answers is not None:
-        write_answers(path, answers, spec["op"]["family"])
+        write_answers(path, answers, family_of(spec))
     elif (path / ANSWERS).exists() or (path / ANSWERS).is_symlink():
         (path / ANSWERS).unlink()
     return path
 
 
-def write_answers(path: str | Path, answers: Mapping[tuple, str], family: str) -> Path:
+def write_answers(path: str | Path, answers: Mapping[tuple, str], family: Any) -> Path:
     """The bundle's remembered answers: {problem key (the family's fields): kernel name}."""
     from ckheur.files import write_file
-    from ckheur.families import get_family
 
-    fields = list(get_family(family).problems.FIELDS)
+    fields = list(family.problems.FIELDS)
     keys = sorted(answers, key=lambda k: tuple(str(v) if isinstance(v, str) else v for v in k))
     doc = {"about": "the fastest measured kernel of each training problem; ranked first for that exact problem",
            "fields": fields, "keys": [list(k) for k in keys], "kernels": [answers[k] for k in keys]}
@@ -313,29 +324,11 @@ def _check_spec(spec: Any, where: Path) -> None:
             raise BundleError(f"{where}: {field}{'.' + key if key else ''}: {str(e).splitlines()[0][:200]}") from None
 
 
-def _check_solvers(kernels: list, spec: Mapping, where: Path) -> None:
-    """A MIOpen bundle's kernels must be solvers of this ckheur's table for its direction and arch
-    (their names reach benchmark commands and find-db lines): a BundleError names the first that is not."""
-    from ckheur.families.kernel_base import KernelError
-    from ckheur.families.miopen.solvers import table_names
-
-    direction, arch = spec["op"]["direction"], spec["arch"]["name"]
-    try:
-        known = set(table_names(direction, arch))
-    except KernelError as e:
-        raise BundleError(f"{where}: {e}") from None
-    for k in kernels:
-        if k.name not in known or k.direction != direction:
-            raise BundleError(f"{where}: solver {str(k.name)[:120]!r} ({k.direction}) is not a {direction} solver of "
-                              f"the {arch} table (conf/op/miopen/{direction}.yaml)")
-
-
 def load_bundle(path: str | Path) -> Bundle:
     """Load and verify a bundle: every JSON field of the right type, the model texts whole and
     their trees sound (finite, shaped as every path can evaluate), the features this ckheur's
     engine computes. A bad bundle is a BundleError naming the file and what is wrong."""
     from ckheur.families.engines import get_engine
-    from ckheur.families import get_family
 
     path = resolve_model_dir(path)
     if not path.is_dir():
@@ -364,13 +357,17 @@ def load_bundle(path: str | Path) -> Bundle:
     traits = _read_json(path / "kernels.json")
     if not isinstance(traits, list) or not traits or not all(isinstance(d, dict) for d in traits):
         raise BundleError(f"{path / 'kernels.json'}: must be a non-empty list of kernel objects")
+    family = family_of(spec)
     try:
-        from_traits = get_family(spec["op"]["family"]).kernels.from_traits
-        kernels = [from_traits(d) for d in traits]
+        kernels = [family.kernels.from_traits(d) for d in traits]
     except (TypeError, ValueError, KeyError, AttributeError) as e:
         raise BundleError(f"{path / 'kernels.json'}: {e}") from None
-    if spec["op"]["family"] == "miopen":
-        _check_solvers(kernels, spec, path / "kernels.json")
+    check_known = getattr(family.kernels, "check_known", None)  # a family whose kernel names are a fixed table
+    if check_known is not None:
+        try:
+            check_known(kernels, spec["op"]["direction"], spec["arch"]["name"])
+        except UserError as e:
+            raise BundleError(f"{path / 'kernels.json'}: {e}") from None
     cv = _read_json(path / "cv_metrics.json") if (path / "cv_metrics.json").exists() else {}
     manifest = _read_json(path / "train_manifest.json")
     for name, obj in (("cv_metrics.json", cv), ("train_manifest.json", manifest)):
@@ -378,7 +375,7 @@ def load_bundle(path: str | Path) -> Bundle:
             raise BundleError(f"{path / name}: a JSON {type(obj).__name__}, not an object")
     answers = None
     if (path / ANSWERS).exists():
-        answers = _read_answers(path / ANSWERS, list(get_family(spec["op"]["family"]).problems.FIELDS), kernels)
+        answers = _read_answers(path / ANSWERS, list(family.problems.FIELDS), kernels)
     return Bundle(path=path, booster=booster, tflops_booster=tflops_booster, spec=spec, kernels=kernels,
                   cv_metrics=cv, manifest=manifest, answers=answers)
 

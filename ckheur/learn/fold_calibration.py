@@ -25,12 +25,13 @@ def calibration_overlap(problems: Sequence[Any], op: Mapping[str, Any], arch: Ma
     record that file (``calibration_sha256``) and the op, dtype and arch are the ones it measures;
     so a subset, a replay or a re-export of those measurements is recognized too."""
     from ckheur.measurements import CK_GFX950_FWD, CK_GFX950_FWD_OP, CK_GFX950_FWD_SHA256
+    from ckheur.families import get_family
     from ckheur.problems.sources import read_csv
 
     mine = {"family": op["family"], "direction": op["direction"], "dtype": op["dtype"], "arch": arch["name"]}
     if CK_GFX950_FWD_SHA256 not in set(calibration_sha256) or mine != CK_GFX950_FWD_OP or not problems:
         return 0
-    fitted = {p.key() for p in read_csv(CK_GFX950_FWD, op["family"])}
+    fitted = {p.key() for p in read_csv(CK_GFX950_FWD, get_family("grouped_conv"))}  # the shipped CSV (checked above)
     return sum(p.key() in fitted for p in problems)
 
 

@@ -475,7 +475,7 @@ def train_bundle(paths: Sequence[str | Path], job: Job, output: str | Path, *, m
     log(f"train: reading {', '.join(map(str, paths))}")
     df = read_dataset(paths)
     if shard is not None:
-        df = keep_shard(df, dict(shard), job.family.name)
+        df = keep_shard(df, dict(shard), job.family)
     hashes = {str(g): sha256_of(p) for g, p in zip(names or paths, paths)}
     backends = sorted(set(df.backend.dropna()))
     simulated = SIMULATED in backends
@@ -507,7 +507,7 @@ def train_bundle(paths: Sequence[str | Path], job: Job, output: str | Path, *, m
     if remember:
         from ckheur.data.dataset import fastest_by_problem
 
-        answers = fastest_by_problem(df, job.family.name)
+        answers = fastest_by_problem(df, job.family)
         manifest["remembered_problems"] = len(answers)
         log(f"train: remembers the fastest measured solver of its {len(answers)} problems (train.remember)")
     save_bundle(output, result.booster, result.tflops_booster, result.spec, result.kernels, cv_metrics,

@@ -10,6 +10,7 @@ from typing import Any, Mapping
 
 from ckheur.families.grouped_conv.problems import CONV_FIELDS, DIRECTIONS, ConvProblem, ProblemError, from_driver_line, problem_from_dict
 from ckheur.config import CONF_DIR, plain
+from ckheur.families import Family
 from ckheur.problems.sources import dedupe, load_source, shard
 
 __all__ = [
@@ -37,7 +38,7 @@ def set_node(name: str) -> Any:
     return OmegaConf.merge(OmegaConf.structured(ProblemSetSchema), raw)
 
 
-def load_named_set(name: str, family: str = "grouped_conv", _stack: tuple[str, ...] = (),
+def load_named_set(name: str, family: Family, _stack: tuple[str, ...] = (),
                    direction: str | None = None, dtype: str | None = None) -> list:
     """All problems of a family in a shipped set (no sharding)."""
     if name in _stack:
@@ -45,18 +46,18 @@ def load_named_set(name: str, family: str = "grouped_conv", _stack: tuple[str, .
     return _build(plain(set_node(name)), family, _stack + (name,), apply_shard=False, op=(direction, dtype))
 
 
-def load_problem_set(node: Mapping[str, Any], family: str = "grouped_conv", direction: str | None = None,
+def load_problem_set(node: Mapping[str, Any], family: Family, direction: str | None = None,
                      dtype: str | None = None) -> list:
     """Problems of a family in a composed ``problems`` node: sources, exclusions, dedupe, shard;
     ``direction`` and ``dtype`` (the op's) select what network sources (logs, models) give."""
     probs = _build(node, family, (str(node.get("name")),), apply_shard=True, op=(direction, dtype))
-    if not probs and not any(str(s.get("family", "grouped_conv")) == family for s in node.get("sources") or []):
+    if not probs and not any(str(s.get("family", "grouped_conv")) == family.name for s in node.get("sources") or []):
         families = sorted({str(s.get("family", "grouped_conv")) for s in node.get("sources") or []})
-        raise ProblemError(f"problem set {node.get('name')!r} has no {family} problems (it has: {', '.join(families)})")
+        raise ProblemError(f"problem set {node.get('name')!r} has no {family.name} problems (it has: {', '.join(families)})")
     return probs
 
 
-def load_weighted_set(node: Mapping[str, Any], family: str = "grouped_conv", direction: str | None = None,
+def load_weighted_set(node: Mapping[str, Any], family: Family, direction: str | None = None,
                       dtype: str | None = None) -> list[tuple[Any, int]]:
     """The distinct problems of ``load_problem_set`` with their weights: how often each occurs in the
     sources before dedupe (a network's repeated layers, a log's repeated commands)."""
@@ -68,27 +69,27 @@ def load_weighted_set(node: Mapping[str, Any], family: str = "grouped_conv", dir
     return [(p, counts[p.key()]) for p in dedupe(probs)]
 
 
-def layer_names(node: Mapping[str, Any], family: str = "grouped_conv", direction: str | None = None,
+def layer_names(node: Mapping[str, Any], family: Family, direction: str | None = None,
                 dtype: str | None = None) -> dict[tuple, list[str]]:
     """The names of the network layers (sources of kind onnx, torch) behind each problem key."""
     from ckheur.problems.sources import named_layers
 
     names: dict[tuple, list[str]] = {}
     for src in node.get("sources") or []:
-        if src.get("kind") in ("onnx", "torch") and str(src.get("family", "grouped_conv")) == family:
+        if src.get("kind") in ("onnx", "torch") and str(src.get("family", "grouped_conv")) == family.name:
             for name, p in named_layers(src, family, direction, dtype):
                 names.setdefault(p.key(), []).append(name)
     return names
 
 
-def _build(node: Mapping[str, Any], family: str, stack: tuple[str, ...], apply_shard: bool,
+def _build(node: Mapping[str, Any], family: Family, stack: tuple[str, ...], apply_shard: bool,
            op: tuple = (None, None), keep_repeats: bool = False) -> list:
     def load_set(n: str) -> list:
         return load_named_set(n, family, stack, *op)
 
     probs: list = []
     for src in node.get("sources") or []:
-        if str(src.get("family", "grouped_conv")) == family or src.get("kind") == "set":
+        if str(src.get("family", "grouped_conv")) == family.name or src.get("kind") == "set":
             probs.extend(load_source(src, load_set, family, *op))
     if keep_repeats:
         return probs
@@ -104,16 +105,11 @@ def _build(node: Mapping[str, Any], family: str, stack: tuple[str, ...], apply_s
     return probs
 
 
-def random_problems(family: Any, groups: list, count: int, seed: int) -> list:
+def random_problems(family: Family, groups: list, count: int, seed: int) -> list:
     """Seeded random valid problems of an op family spread over kernel groups (conv: 2D/3D; GEMM:
     layouts; "all", where every kernel is a candidate: the family's default generator)."""
     per = max(1, count // max(1, len(groups)))
     out = []
     for i, g in enumerate(groups):
-        if family.name == "gemm":
-            out += family.problems.generate(seed + i, per, layouts=(g,))
-        elif g == "all":
-            out += family.problems.generate(seed + i, per)
-        else:
-            out += family.problems.generate(seed + i, per, ndim=int(g))
+        out += family.problems.generate_group(seed + i, per, g)
     return out

@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any, Callable, Iterable, Mapping, Sequence
 
 from ckheur.config import CONF_DIR
+from ckheur.families import Family
 from ckheur.families.problem_base import ProblemError
 
 # ------------------------------------------------------------------ loading sets
@@ -28,16 +29,15 @@ def resolve_path(path: str) -> Path:
     raise ProblemError(f"problem source path {path!r} not found (looked in {CONF_DIR} and {Path.cwd()})")
 
 
-def read_csv(path: str | Path, family: str = "grouped_conv") -> list:
+def read_csv(path: str | Path, family: Family) -> list:
     """Problems from a CSV with problem columns (extra columns such as kernel are ignored), one per
     row; checked as every imported table is (``ckheur.csv_table``), each distinct problem once."""
     from ckheur.csv_table import TableSpec, read_csv_table
-    from ckheur.families import get_family
     from ckheur.parts import DatasetError
 
-    mod = get_family(family).problems
+    mod = family.problems
     text = tuple(f for f in mod.FIELDS if isinstance(mod.DEFAULTS.get(f), str))
-    spec = TableSpec(f"{family} problem CSV", tuple(f for f in mod.FIELDS if f not in mod.DEFAULTS),
+    spec = TableSpec(f"{family.name} problem CSV", tuple(f for f in mod.FIELDS if f not in mod.DEFAULTS),
                      integer=tuple(f for f in mod.FIELDS if f not in text), text=text,
                      partners=getattr(mod, "PARTNERS", ()))
     try:
@@ -74,15 +74,14 @@ def dedupe(problems: Iterable[Any]) -> list:
     return list(seen.values())
 
 
-def read_dataset_problems(path: str | Path, family: str = "grouped_conv") -> list:
+def read_dataset_problems(path: str | Path, family: Family) -> list:
     """The distinct problems of a dataset folder, Parquet file or CSV, in order of appearance."""
-    from ckheur.families import get_family
     from ckheur.parts import DatasetError, read_parquet, read_parts
 
     path = Path(path)
     if path.name.endswith((".csv", ".csv.gz")):
         return dedupe(read_csv(path, family))
-    mod = get_family(family).problems
+    mod = family.problems
     try:
         df = read_parts(path, columns=mod.FIELDS)[0] if path.is_dir() else read_parquet(path, mod.FIELDS)
     except DatasetError as e:
@@ -119,13 +118,11 @@ def _with_batches(problems: list, batches: Sequence[int], mod: Any) -> list:
 NETWORK_KINDS = ("miopen_log", "onnx", "torch")  # convolutions from where users have them (problems.networks)
 
 
-def load_source(src: Mapping[str, Any], load_set: Callable[[str], list], family: str = "grouped_conv",
+def load_source(src: Mapping[str, Any], load_set: Callable[[str], list], family: Family,
                 direction: str | None = None, dtype: str | None = None) -> list:
     """Problems of one source node (kind: inline, generate, csv, set, a network kind, or a family-specific
     kind); network kinds keep what runs in the op's ``direction`` and ``dtype`` (None: everything)."""
-    from ckheur.families import get_family
-
-    mod = get_family(family).problems
+    mod = family.problems
     kind = str(src.get("kind"))
     if kind == "miopen_log":
         return _with_batches(_network_source(src, mod, family, direction, dtype), list(src.get("batch") or []), mod)
@@ -153,11 +150,11 @@ def load_source(src: Mapping[str, Any], load_set: Callable[[str], list], family:
         probs = load_set(str(src["name"]))
     else:
         allowed = ["inline", "generate", "csv", "dataset", "set", *NETWORK_KINDS, *mod.SOURCES]
-        raise ProblemError(f"problem source kind={kind!r} not available for {family}; allowed: {', '.join(allowed)}")
+        raise ProblemError(f"problem source kind={kind!r} not available for {family.name}; allowed: {', '.join(allowed)}")
     return _with_batches(probs, list(src.get("batch") or []), mod)
 
 
-def _network_source(src: Mapping[str, Any], mod: Any, family: str, direction: str | None, dtype: str | None) -> list:
+def _network_source(src: Mapping[str, Any], mod: Any, family: Family, direction: str | None, dtype: str | None) -> list:
     """One problem per occurrence of a convolution command in a MIOpen log."""
     from ckheur.problems import networks
 
@@ -166,20 +163,19 @@ def _network_source(src: Mapping[str, Any], mod: Any, family: str, direction: st
                                     dtype if src.get("dtype") is None else str(src["dtype"]))
 
 
-def _check_conv_family(mod: Any, family: str, kind: str) -> None:
+def _check_conv_family(mod: Any, family: Family, kind: str) -> None:
     if not hasattr(mod, "from_text"):
         raise ProblemError(f"problem source kind={kind} gives convolutions: its family must be grouped_conv or "
-                           f"miopen, not {family}")
+                           f"miopen, not {family.name}")
 
 
-def named_layers(src: Mapping[str, Any], family: str, direction: str | None = None,
+def named_layers(src: Mapping[str, Any], family: Family, direction: str | None = None,
                  dtype: str | None = None) -> list[tuple[str, Any]]:
     """(layer name, problem) of a network source (kind onnx or torch), one per layer that runs in
     ``direction`` and per batch size of the source."""
-    from ckheur.families import get_family
     from ckheur.problems import networks
 
-    mod = get_family(family).problems
+    mod = family.problems
     kind = str(src["kind"])
     _check_conv_family(mod, family, kind)
     where = f"problem source kind={kind} {src.get('path') or src.get('module')}"

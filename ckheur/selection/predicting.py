@@ -142,7 +142,7 @@ def explain(selector: Any, problem: Any, *, find_db: str | Path | None = None) -
     from ckheur.formats import LISTINGS, resolve
     from ckheur.selection.selector import as_problem
 
-    p = as_problem(problem, selector.family.name, selector.direction, selector.dtype)
+    p = as_problem(problem, selector.family, selector.direction, selector.dtype)
     chosen = selector.select(p)
     scored, scores, tflops = selector._scores(p)
     order = np.argsort(-np.asarray(scores), kind="stable")

@@ -37,6 +37,7 @@ from typing import Any, Callable, Mapping, NamedTuple, Sequence
 import numpy as np
 
 from ckheur.families.tile_features import analytic_log_tflops
+from ckheur.families import Family
 from ckheur.families.kernel_base import LATENCY_FLOOR_MS
 from ckheur.learn.prior import prior_from_log_tflops
 from ckheur.families.problem_base import ProblemError
@@ -44,20 +45,17 @@ from ckheur.sim import CASCADE_THRESHOLD, CASCADE_TOP, kernel_terms, predicted_t
 from ckheur.threads import predict
 
 
-def as_problem(problem: Any, family: str = "grouped_conv", direction: str | None = None,
-               dtype: str | None = None) -> Any:
+def as_problem(problem: Any, family: Family, direction: str | None = None, dtype: str | None = None) -> Any:
     """A problem object from a problem, a dict with the family's field names, or its text form
     (convolutions: a MIOpenDriver line, refused when it contradicts ``direction`` or ``dtype``)."""
-    from ckheur.families import get_family
-
-    mod = get_family(family).problems
+    mod = family.problems
     if hasattr(problem, "key") and hasattr(problem, "gemm"):
         return problem
     if isinstance(problem, str) and hasattr(mod, "from_text"):
         return mod.from_text(problem, direction, dtype)
     if isinstance(problem, Mapping):
         return mod.problem_from_dict({k: v for k, v in problem.items() if v is not None})
-    raise TypeError(f"problem must be a problem object or a dict of {family} fields"
+    raise TypeError(f"problem must be a problem object or a dict of {family.name} fields"
                     + (" or a MIOpenDriver line" if hasattr(mod, "from_text") else "")
                     + f", not {type(problem).__name__}")
 
@@ -310,7 +308,7 @@ class Selector:
             return hit
         from ckheur.data.dataset import ran_ok, refuse_impossible
 
-        p = as_problem(problem, self.family.name, self.direction, self.dtype)
+        p = as_problem(problem, self.family, self.direction, self.dtype)
         hit = self._exact(p.key()) if exact else None  # the same problem spelled differently (a MIOpenDriver line)
         if hit is not None:
             return hit
@@ -434,7 +432,7 @@ class Selector:
     def _scores(self, problem: Any) -> tuple[list, np.ndarray, np.ndarray]:
         """(kernels, scores, predicted TFLOPS) over the pool's candidates for a problem, in pool order
         (cached): what ``rank`` sorts, and what evaluations and exports compare."""
-        p = as_problem(problem, self.family.name, self.direction, self.dtype)
+        p = as_problem(problem, self.family, self.direction, self.dtype)
         key = p.key()
         hit = self._cache.get(key)
         if hit is None:

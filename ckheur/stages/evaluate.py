@@ -106,7 +106,7 @@ def run(cfg: Any, ctx: Context) -> dict:
         baselines["TunaNet"] = TunaNetRanker(net, selector.kernels, job.direction, job.dtype)
     gate_against = Selector.load(ev.baseline) if ev.baseline else None
     fields = list(job.family.problems.FIELDS)
-    df = keep_shard(read_dataset(paths, columns=[*COLUMNS, *fields]), plain(cfg.data.shard), job.family.name)
+    df = keep_shard(read_dataset(paths, columns=[*COLUMNS, *fields]), plain(cfg.data.shard), job.family)
     metrics, scored = evaluate(
         selector, df, job, top_k=top_k, tie_tolerance=float(ev.tie_tolerance),
         exclude_suspect=bool(cfg.data.exclude_suspect), baselines=baselines, gate_against=gate_against,

@@ -7,8 +7,7 @@ from collections import Counter
 from typing import Any
 
 from ckheur.display import format_table
-from ckheur.kernels import enumerate_pool
-from ckheur.families import get_family
+from ckheur.job import Job
 from ckheur.problems import load_problem_set
 from ckheur.stages import Context, plain
 
@@ -20,10 +19,9 @@ def _by_group(items: Any) -> str:
 
 def run(cfg: Any, ctx: Context) -> dict:
     """Print pool and problems; write kernels.csv and problems.csv to the run's output dir."""
-    op, arch, st = plain(cfg.op), plain(cfg.arch), cfg.list
-    family = get_family(op["family"])
-    pool = enumerate_pool(op, arch, cfg.kernels.filter)
-    problems = load_problem_set(plain(cfg.problems), op["family"], str(op["direction"]), str(op["dtype"]))
+    job, st = Job.from_config(cfg), cfg.list
+    op, arch, family, pool = job.op, job.arch, job.family, job.pool
+    problems = load_problem_set(plain(cfg.problems), family, job.direction, job.dtype)
     op_choice = ctx.choices.get("op", op["direction"])
     space = f", tile_space={op['tile_space']}" if "tile_space" in op else ""
     print(f"op={op_choice} ({op['family']} {op['direction']}, {op['dtype']}{space})"

@@ -29,12 +29,11 @@ def problem_from_cfg(cfg: Any, job: Any) -> Any:
     fields = {k: v for k, v in node.items() if v is not None}
     if line and fields:
         raise StageError("give the problem either as problem=\"<MIOpenDriver line>\" or as problem.<field>=..., not both")
-    family = job.family.name
     if line:
         if not hasattr(job.family.problems, "from_text"):
-            raise StageError(f"problem=<MIOpenDriver line> is for convolutions; give {family} fields as problem.<field>=...")
-        return as_problem(str(line), family, job.direction, job.dtype)
-    return as_problem(fields, family) if fields else None
+            raise StageError(f"problem=<MIOpenDriver line> is for convolutions; give {job.family.name} fields as problem.<field>=...")
+        return as_problem(str(line), job.family, job.direction, job.dtype)
+    return as_problem(fields, job.family) if fields else None
 
 
 def set_named_on_command_line() -> bool:
@@ -94,7 +93,7 @@ def run(cfg: Any, ctx: Context) -> dict:
             if hasattr(job.family.problems, "from_text") else ""
         raise StageError(f"stage=predict needs a problem: give one as {example}problem.<field>=..., or a whole set "
                          f"as problems=<set> (e.g. problems={cfg.problems.name}, this op's default)")
-    problems = load_problem_set(plain(cfg.problems), job.family.name, job.direction, job.dtype)
+    problems = load_problem_set(plain(cfg.problems), job.family, job.direction, job.dtype)
     out = Path(cfg.predict.output) if cfg.predict.output else ctx.output_dir / "predictions.csv"
     tiers = write_predictions(selector, problems, out, k=k, label=label, progress=Progress(
         len(problems), cfg.predict.progress, float(cfg.predict.log_every_s), prefix="predict", unit="problem"))

@@ -29,7 +29,7 @@ def run(cfg: Any, ctx: Context) -> dict:
         if job.family.name != "miopen":
             raise StageError(f"report.tunanet: TunaNet ranks MIOpen's solvers (op=miopen/...), not {job.family.name}")
         tunanet_net = load_tunanet(rc.tunanet, job.arch_name)
-    weighted = load_weighted_set(plain(cfg.problems), job.family.name, job.direction, job.dtype)
+    weighted = load_weighted_set(plain(cfg.problems), job.family, job.direction, job.dtype)
     selector, label = selector_from_cfg(cfg, job, model_dir=rc.model_dir, tuning_db=rc.tuning_db, find_db=rc.find_db)
     if rc.tunanet:
         tunanet = TunaNetRanker(tunanet_net, selector.kernels, job.direction, job.dtype)
@@ -39,7 +39,7 @@ def run(cfg: Any, ctx: Context) -> dict:
     if eff is None:
         eff, source = float(rc.assumed_efficiency), f"assumed (report.assumed_efficiency; {source})"
     plan = PlanModel(eff, source, int(rc.candidates), int(rc.repeats), float(rc.overhead_s))
-    names = layer_names(plain(cfg.problems), job.family.name, job.direction, job.dtype)
+    names = layer_names(plain(cfg.problems), job.family, job.direction, job.dtype)
     rows = layer_rows(selector, weighted, plan, tunanet, names)
     tot = totals(rows)
     paths = [str(s.get("path") or s.get("module")) for s in plain(cfg.problems)["sources"] if s.get("path") or s.get("module")]

@@ -24,7 +24,7 @@ def run(cfg: Any, ctx: Context) -> dict:
     options.check()
     selector, label = selector_from_cfg(cfg, job, cfg.search.model_dir)
     single = problem_from_cfg(cfg, job)
-    problems = [single] if single is not None else load_problem_set(plain(cfg.problems), job.family.name, job.direction, job.dtype)
+    problems = [single] if single is not None else load_problem_set(plain(cfg.problems), job.family, job.direction, job.dtype)
     results = []
     for p in problems:
         try:

@@ -28,7 +28,7 @@ def run(cfg: Any, ctx: Context) -> dict:
     job, tc = Job.from_config(cfg), cfg.tune
     selector, label = selector_from_cfg(cfg, job, tc.model_dir)
     single = problem_from_cfg(cfg, job)
-    problems = [single] if single is not None else load_problem_set(plain(cfg.problems), job.family.name, job.direction, job.dtype)
+    problems = [single] if single is not None else load_problem_set(plain(cfg.problems), job.family, job.direction, job.dtype)
     summary = tune(selector, problems, db_dir(cfg, job), job, backend=plain(cfg.backend), top_k=int(tc.top_k),
                    progress=str(tc.progress), log_every_s=float(tc.log_every_s), claim_poll_s=float(tc.claim_poll_s),
                    label=label)

@@ -40,7 +40,7 @@ def record_batches(out: Path, batches: Sequence[tuple[Sequence, Callable]], meas
     owns (and closes) the measurer."""
     from ckheur.data.dataset import common_columns, measurement_rows, write_part
 
-    common = common_columns(job.family.name, job.direction, job.dtype, job.arch_name, measurer.name,
+    common = common_columns(job.family, job.direction, job.dtype, job.arch_name, measurer.name,
                             measurer.warmup, measurer.repeat)
     statuses: Counter = Counter()
     try:
@@ -77,7 +77,7 @@ class SweepPlan:
         from ckheur.data.dataset import kernel_columns
 
         return ({p.key(): p.to_dict() for p in self.problems},
-                {k.name: kernel_columns(k, self.job.family.name) for k in self.pool.kernels})
+                {k.name: kernel_columns(k, self.job.family) for k in self.pool.kernels})
 
 
 def plan_sweep(job: Job, problems: Sequence[Any], out: str | Path, *, backend: Mapping[str, Any],

@@ -44,7 +44,7 @@ def tune(selector: Any, problems: Sequence[Any], db: str | Path, job: Job, *, ba
     by_key = {p.key(): p for p in problems}
 
     measurer = make_backend(backend, job.op, job.arch)
-    kcols = {kern.name: kernel_columns(kern, job.family.name) for ks in ranked.values() for kern in ks}
+    kcols = {kern.name: kernel_columns(kern, job.family) for ks in ranked.values() for kern in ks}
     pcols = {key: by_key[key].to_dict() for key in ranked}
     already = sum(kern.name in tdb.runs(key) for key, ks in ranked.items() for kern in ks[:k])
     bar = Progress(sum(len(_wanted(tdb, ks, key, k)) for key, ks in ranked.items()), progress, log_every_s,

@@ -123,6 +123,12 @@ def generate(seed: int, count: int, ndim: int = 2, shapes: Mapping[str, float] |
 
     return draw_distinct(seed, count, dict(shapes or {f: 1.0 for f in SHAPE_KINDS}), SHAPE_KINDS, sample)
 
+
+def generate_group(seed: int, count: int, group: str) -> list[GemmProblem]:
+    """Seeded problems a kernel group serves (a group is the kernels' layout)."""
+    return generate(seed, count, layouts=(group,))
+
+
 BATCH_FIELD = "M"  # what a source's `batch` list replaces: tokens
 
 SOURCES: dict = {}  # no extra source kinds beyond inline/generate/csv/set

@@ -265,6 +265,12 @@ def generate(seed: int, count: int, ndim: int = 2, shapes: Mapping[str, float] |
     kinds = dict(shapes or {f: 1.0 for f in SHAPE_KINDS if (f == "conv3d") == (ndim == 3)})
     return draw_distinct(seed, count, kinds, SHAPE_KINDS, sample)
 
+
+def generate_group(seed: int, count: int, group: Any) -> list[ConvProblem]:
+    """Seeded problems a kernel group serves (a group is the kernels' dimensionality)."""
+    return generate(seed, count) if group == "all" else generate(seed, count, ndim=int(group))
+
+
 def from_driver_line(line: str) -> tuple[ConvProblem, tuple[str, ...]]:
     """Parse one MIOpenDriver command line into (problem, the directions its ``-F`` runs)."""
     parsed = parse_driver_line(line)

@@ -93,5 +93,11 @@ def generate(seed: int, count: int, ndim: int = 2, shapes: Mapping[str, float] |
     return [problem_from_dict(p.to_dict()) for p in conv_generate(seed, count, ndim, shapes, max_gflop)]
 
 
+
+def generate_group(seed: int, count: int, group: str) -> list[MIOpenConvProblem]:
+    """Seeded problems a solver group serves (every solver serves every problem: group "all")."""
+    return generate(seed, count)
+
+
 SOURCES: dict = {}
 SLICES = {**CONV_SLICES, "NHWC": lambda p, g: p.layout == "NHWC", "bias": lambda p, g: p.bias == 1}

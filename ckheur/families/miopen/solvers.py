@@ -282,3 +282,13 @@ def support_mask(problem: Any, kernels: Mapping[str, Any], op: Mapping[str, Any]
         if seen.any():
             ok = seen
     return ok, ""
+
+
+def check_known(kernels: Sequence[Any], direction: str, arch: str) -> None:
+    """Loaded solvers must be solvers of this ckheur's table for ``direction`` and ``arch`` (their
+    names reach benchmark commands and find-db lines): a KernelError names the first that is not."""
+    known = set(table_names(direction, arch))
+    for k in kernels:
+        if k.name not in known or k.direction != direction:
+            raise KernelError(f"solver {str(k.name)[:120]!r} ({k.direction}) is not a {direction} solver of "
+                              f"the {arch} table (conf/op/miopen/{direction}.yaml)")

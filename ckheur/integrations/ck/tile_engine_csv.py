@@ -6,6 +6,7 @@ from pathlib import Path
 from typing import Any, Callable, Mapping, Sequence
 
 from ckheur.config import load_option
+from ckheur.families import get_family
 from ckheur.data.dataset import (COLUMNS, DIRECTION_INDEX, DatasetError, kernel_columns, non_zero_status,
                                  time_refusals)
 from ckheur.families.grouped_conv.problems import CONV_FIELDS
@@ -82,7 +83,8 @@ def import_ck_csv(path: str | Path, arch: str = "gfx950", tiles: Sequence[Mappin
     # Repeats of a pair: combined when they agree, refused when they conflict.
     pair = pid.astype(np.int64) * len(kernels) + kid
     keep, spread, repeats = _combine_repeats(path, pair, lat)
-    kcols = pd.DataFrame([kernel_columns(k) for k in kernels]).take(kid[keep]).reset_index(drop=True)
+    conv = get_family("grouped_conv")  # CK's CSVs hold grouped convolutions
+    kcols = pd.DataFrame([kernel_columns(k, conv) for k in kernels]).take(kid[keep]).reset_index(drop=True)
     directions = np.array([k.direction for k in kernels], dtype=object)[kid]
     n = len(keep)
     stamp = pd.Timestamp(path.stat().st_mtime, unit="s", tz="UTC").isoformat(timespec="microseconds")

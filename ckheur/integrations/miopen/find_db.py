@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Any, Mapping, Sequence
 
 from ckheur.errors import UserError
+from ckheur.families import get_family
 from ckheur.families.grouped_conv.problems import output_sizes
 
 DIRECTIONS = {"F": "fwd", "B": "bwd_data", "W": "bwd_weight"}
@@ -898,5 +899,5 @@ def dataset_rows(fdb: FindDb, direction: str, dtype: str, arch: str, solvers: Se
     cols["schema_version"] = np.full(n, SCHEMA_VERSION, dtype=np.int64)
     df = pd.DataFrame(cols)
     left = {"listed_solvers_outside_pool": outside["solver"].value_counts().to_dict()}
-    return df[list(columns("miopen"))], left
+    return df[list(columns(get_family("miopen")))], left  # this file's rows are the miopen family's
 
