@@ -114,7 +114,7 @@ def measure(bundle: Path, problems: list, fields: list[str], tmp: Path, cc: str,
 
     from ckheur.c_export.compiled import CompiledModel, build
     from ckheur.c_export.generate import export_bundle
-    from ckheur.exporting import problems_csv
+    from ckheur.c_export.checked import problems_csv
     from ckheur.selection.selector import Selector
 
     res = export_bundle(bundle, tmp / f"c-{bundle.name}")
@@ -178,7 +178,7 @@ def gemm(tmp: Path, cc: str, args) -> None:
     from ckheur.config import plain
     from ckheur.c_export.compiled import build
     from ckheur.c_export.generate import export_bundle
-    from ckheur.exporting import problems_csv
+    from ckheur.c_export.checked import problems_csv
     from ckheur.learn.quick import train_quick_bundle
     from ckheur.selection.selector import Selector
     from ckheur.families import get_family

@@ -38,7 +38,7 @@ def test_ck_features_equal_ck_engine_on_every_oracle_row():
         probs = [problem_from_dict({f: int(v) for f, v in zip(CONV_FIELDS, r) if not pd.isna(v)})
                  for r in df.loc[rows, list(CONV_FIELDS)].itertuples(index=False)]
         got[rows] = ck_conv.features(ck_conv.problem_arrays(probs, "fwd"), ck_conv.kernel_arrays(
-            [parse_name(kernel, tiles)]), {"name": "gfx950"}, "fwd")
+            [parse_name(kernel, {"tiles": tiles})]), {"name": "gfx950"}, "fwd")
     given = {f: df[f].fillna({"Di": 1, "Z": 1, "stride_d": 1, "pad_d": 0}.get(f, 1 if "dilation" in f else 0))
              for f in CONV_FIELDS}
     for j, n in enumerate(names):

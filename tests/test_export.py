@@ -21,7 +21,7 @@ from ckheur.learn.quick import train_quick_bundle
 from ckheur.selection.selector import Selector
 from ckheur.families.problem_base import ProblemError
 from ckheur.problems import random_problems
-from ckheur.exporting import problems_csv
+from ckheur.c_export.checked import problems_csv
 from conftest import ROOT, run_cli
 
 SHIPPED = ROOT / "models" / "grouped_conv_fwd_bf16_gfx950"

@@ -124,7 +124,7 @@ def test_ck_export_lists_its_kernels_names_its_features_and_holds_no_path(tour):
     from ckheur.config import load_option
 
     stranger = parse_name("grouped_conv_forward_bf16_2d_256x256x64_compv5_intrawave",
-                          load_option("op/grouped_conv/fwd")["tiles"])
+                          load_option("op/grouped_conv/fwd"))
     with pytest.raises(CKFormatError, match="1 candidate kernel\\(s\\) the model was not trained on"):
         ck.rank(p, [*bundle.kernels, stranger])
 

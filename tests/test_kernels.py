@@ -57,9 +57,9 @@ def test_real_data_kernels_are_in_the_pool_and_round_trip(compose, ck_fwd_csv):
         names = sorted({r["kernel"] for r in csv.DictReader(f)})
     assert len(names) == 20
     for legacy in names:
-        k = parse_name(legacy, op["tiles"])
+        k = parse_name(legacy, op)
         assert format_name(k, legacy=True) == legacy
-        assert parse_name(k.name, op["tiles"]) == k
+        assert parse_name(k.name, op) == k
         # The parsed kernel is the enumerated one: same wave layout and warp tile, not zeros.
         assert pool[k.name] == k
 
@@ -73,7 +73,7 @@ def test_every_pool_name_round_trips(compose):
         assert any(k.dsb and k.si for k in pool.kernels)
         assert any(k.scheduler == "interwave" for k in pool.kernels)
         for k in pool.kernels:
-            assert parse_name(k.name, tiles) == k
+            assert parse_name(k.name, {"tiles": tiles}) == k
 
 
 def test_trait_rules(compose):

@@ -53,7 +53,7 @@ def test_features_of_parsed_and_enumerated_kernels_are_equal(fwd, ck_fwd_csv):
     enumerated = {k.name: k for k in enumerate_pool(op, arch).kernels}
     with open(ck_fwd_csv) as f:
         names = sorted({r["kernel"] for r in csv.DictReader(f)})
-    parsed = [parse_name(n, op["tiles"]) for n in names]
+    parsed = [parse_name(n, op) for n in names]
     probs = load_named_set("smoke", get_family("grouped_conv"))[:5]
     prob = ENGINE.problem_arrays(probs, "fwd")
     a = ENGINE.features(prob, ENGINE.kernel_arrays(parsed), arch, "fwd")

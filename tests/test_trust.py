@@ -354,7 +354,7 @@ def test_first_writer_owns_a_new_tuning_database(tmp_path):
 def test_reexport_replaces_a_planted_link_instead_of_writing_through_it(tmp_path, monkeypatch):
     """The self-check runs a binary built in a private folder; a README.md turned into a link to
     another file is replaced, the file it pointed to is untouched."""
-    from ckheur import exporting as export
+    from ckheur.c_export import checked as export
 
     seen = []
     real = export.compare_with_python

@@ -40,7 +40,7 @@ def load_real(csv_path: Path):
     pid = np.array([index[k] for k in keys])
     kid = df.kernel.map({n: i for i, n in enumerate(names)}).to_numpy()
     problems = [problem_from_dict(dict(zip(CONV_FIELDS, k))) for k in pkeys]
-    kernels = [parse_name(n, op["tiles"]) for n in names]
+    kernels = [parse_name(n, op) for n in names]
     return calibration_data(problem_arrays(problems, "fwd"), kernel_arrays(kernels), pid, kid,
                             df.tflops.to_numpy(), arch, "fwd")
 

@@ -1,1 +1,1 @@
-"""Other tools' files (CK's, MIOpen's): imported only by stages and exporting, never by the core."""
+"""Other tools' files (CK's, MIOpen's): imported by stages, and by the core only through ckheur.formats."""

@@ -23,16 +23,15 @@ def _eval_data(cfg: Any, ctx: Context, op: dict, arch: dict) -> list[Path]:
             from omegaconf import open_dict
 
             from ckheur.problems import set_node
-            from ckheur.stages import sweep
+            from ckheur.stages.common import plan_from_cfg
+            from ckheur.sweeping import sweep_all
 
             print(f"evaluate: no dataset for problems={name}; measuring it through backend=sim first")
             sub = cfg.copy()
             with open_dict(sub):
                 sub.problems = set_node(name)
-            from ckheur.files import make_folder
-
-            sweep.run(sub, Context(output_dir=make_folder(ctx.output_dir / "sweep_eval", "run folder"),
-                                   choices=ctx.choices))
+            summary = sweep_all(plan_from_cfg(sub), progress=str(cfg.sweep.progress))
+            print(f"evaluate: measured {summary['attempts']} pairs through backend=sim into {summary['dataset']}")
     missing = [str(p) for p in paths if not p.exists()]
     if missing:
         raise StageError(f"evaluation data not found: {', '.join(missing)}; sweep the problems first "

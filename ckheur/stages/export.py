@@ -1,5 +1,5 @@
 """stage=export: a model bundle as a self-contained C99 package (built and checked against
-Python) or as CK's dispatcher model folder (``ckheur.exporting``); or a MIOpen tuning
+Python) or as CK's dispatcher model folder (``ckheur.c_export.checked``); or a MIOpen tuning
 database's measurements as MIOpen's user find-db (``ckheur.integrations.miopen.find_db.write_user_find_db``)."""
 
 from __future__ import annotations
@@ -14,7 +14,8 @@ def run(cfg: Any, ctx: Context) -> dict:
     """Export the op's model (or export.model_dir) to export.output."""
     from ckheur.job import Job
     from ckheur.integrations.ck.model_folder import folder_name
-    from ckheur.exporting import export_c_package, export_ck_folder
+    from ckheur.c_export.checked import export_c_package
+    from ckheur.integrations.ck.model_folder import export_ck_folder
     from ckheur.selection.predicting import bundle_dir
 
     job, opts = Job.from_config(cfg), cfg.export
@@ -36,7 +37,7 @@ def run(cfg: Any, ctx: Context) -> dict:
 def _user_find_db(cfg: Any, job: Any) -> dict:
     """The tuning database's measurements into the user find-db export.output."""
     from ckheur.integrations.miopen.find_db import write_user_find_db
-    from ckheur.stages.tune import db_dir
+    from ckheur.stages.common import db_dir
 
     opts = cfg.export
     if not opts.output:

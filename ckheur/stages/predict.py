@@ -6,34 +6,7 @@ from pathlib import Path
 from typing import Any
 
 from ckheur.stages import Context, StageError, plain
-
-
-def selector_from_cfg(cfg: Any, job: Any, model_dir: str | None = None, tuning_db: str | None = None,
-                      find_db: str | None = None) -> tuple[Any, str]:
-    """The job's selector and its label (``ckheur.selection.predicting.selector_for``): ``model_dir``,
-    else predict.model_dir, else the bundle under paths.models / paths.sim_models, else analytic."""
-    from ckheur.selection.predicting import selector_for
-
-    return selector_for(job, models=cfg.paths.models, sim_models=cfg.paths.sim_models,
-                        model_dir=model_dir or cfg.predict.model_dir, tuning_db=tuning_db,
-                        find_db=find_db)
-
-
-def problem_from_cfg(cfg: Any, job: Any) -> Any:
-    """The single problem given as problem.<field>=... or problem="<MIOpenDriver line>" (refused
-    when it contradicts the op's direction or data type), or None."""
-    from ckheur.selection.selector import as_problem
-
-    node = plain(cfg.problem)
-    line = node.pop("miopen", None)
-    fields = {k: v for k, v in node.items() if v is not None}
-    if line and fields:
-        raise StageError("give the problem either as problem=\"<MIOpenDriver line>\" or as problem.<field>=..., not both")
-    if line:
-        if not hasattr(job.family.problems, "from_text"):
-            raise StageError(f"problem=<MIOpenDriver line> is for convolutions; give {job.family.name} fields as problem.<field>=...")
-        return as_problem(str(line), job.family, job.direction, job.dtype)
-    return as_problem(fields, job.family) if fields else None
+from ckheur.stages.common import problem_from_cfg, selector_from_cfg
 
 
 def set_named_on_command_line() -> bool:

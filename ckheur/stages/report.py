@@ -15,7 +15,7 @@ def run(cfg: Any, ctx: Context) -> dict:
     from ckheur.evaluation.network_report import PlanModel, expected_efficiency, layer_rows, totals, write_report
     from ckheur.selection.predicting import bundle_dir
     from ckheur.problems import layer_names, load_weighted_set
-    from ckheur.stages.predict import selector_from_cfg
+    from ckheur.stages.common import selector_from_cfg
 
     rc = cfg.report
     job = Job.from_config(cfg)

@@ -17,7 +17,7 @@ def run(cfg: Any, ctx: Context) -> dict:
     from ckheur.job import Job
     from ckheur.problems import load_problem_set
     from ckheur.sweeping.search import SearchError, SearchOptions, search_problem
-    from ckheur.stages.predict import problem_from_cfg, selector_from_cfg
+    from ckheur.stages.common import problem_from_cfg, selector_from_cfg
 
     job = Job.from_config(cfg)
     options = SearchOptions(**{k: v for k, v in plain(cfg.search).items() if k != "model_dir"})

@@ -5,26 +5,11 @@ from __future__ import annotations
 
 import json
 import sys
-from pathlib import Path
 from typing import Any
 
 from ckheur.files import write_file
 from ckheur.stages import Context, StageError, plain
-
-
-def plan_from_cfg(cfg: Any) -> Any:
-    """The sweep plan of a config: the job's pool on the problem set, into sweep.output or the
-    problem set's dataset under paths.data."""
-    from ckheur.data.dataset import dataset_dir
-    from ckheur.job import Job
-    from ckheur.problems import load_problem_set
-    from ckheur.sweeping import plan_sweep
-
-    job, st = Job.from_config(cfg), cfg.sweep
-    problems = load_problem_set(plain(cfg.problems), job.family, job.direction, job.dtype)
-    out = Path(st.output) if st.output else dataset_dir(cfg.paths.data, job.op, job.arch_name, cfg.problems.name)
-    return plan_sweep(job, problems, out, backend=plain(cfg.backend), overwrite=bool(st.overwrite),
-                      retry_failed=bool(st.retry_failed))
+from ckheur.stages.common import plan_from_cfg
 
 
 def run(cfg: Any, ctx: Context) -> dict:

@@ -6,23 +6,17 @@ from __future__ import annotations
 
 import json
 import sys
-from pathlib import Path
 from typing import Any
 
 from ckheur.files import write_file
 from ckheur.stages import Context, plain
 
 
-def db_dir(cfg: Any, job: Any) -> Path:
-    """The tuning database of the job: tune.db, else under paths.tuning."""
-    return Path(cfg.tune.db) if cfg.tune.db else Path(cfg.paths.tuning) / job.slug
-
-
 def run(cfg: Any, ctx: Context) -> dict:
     """Measure the model's top-k kernels per problem through the backend into the tuning database."""
     from ckheur.job import Job
     from ckheur.problems import load_problem_set
-    from ckheur.stages.predict import problem_from_cfg, selector_from_cfg
+    from ckheur.stages.common import db_dir, problem_from_cfg, selector_from_cfg
     from ckheur.sweeping import tune
 
     job, tc = Job.from_config(cfg), cfg.tune

@@ -94,8 +94,9 @@ class GemmKernel:
                 int(self.persistent), self.lds_bytes)
 
 
-def parse_name(name: str) -> GemmKernel:
-    """Parse a CK gemm_universal kernel name."""
+def parse_name(name: str, op: Mapping[str, Any] | None = None, arch: Mapping[str, Any] | None = None) -> GemmKernel:
+    """Parse a CK gemm_universal kernel name (``op`` and ``arch``: the families' common signature;
+    the name says everything)."""
     m = _NAME_RE.match(name.strip())
     if not m:
         raise KernelError(f"kernel name {name!r} is not a CK gemm_universal name; expected gemm_universal_"

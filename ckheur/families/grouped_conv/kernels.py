@@ -13,7 +13,7 @@ import itertools
 import re
 from dataclasses import asdict, dataclass
 from functools import cached_property
-from typing import Any, Mapping, Sequence
+from typing import Any, Mapping
 
 from ckheur.families.kernel_base import DTYPE_BYTES, KernelError, all_support_arrays, all_support_mask, tile_problems
 from ckheur.families.kernel_base import tile_rejections as rejections  # noqa: F401 - the family's legality rules
@@ -104,12 +104,14 @@ def from_traits(d: Mapping) -> ConvKernel:
 support_arrays, support_mask = all_support_arrays, all_support_mask
 
 
-def parse_name(name: str, tiles: Sequence[Mapping] | None = None) -> ConvKernel:
-    """Parse a CK kernel name (current or older form); wave/warp tile come from ``tiles``.
+def parse_name(name: str, op: Mapping[str, Any] | None = None, arch: Mapping[str, Any] | None = None) -> ConvKernel:
+    """Parse a CK kernel name (current or older form); wave/warp tile come from the op's tiles.
 
-    ``tiles`` is the op's tile table (dicts with tile_m/n/k, wave, warp_tile). A tile absent
-    from it gets zeros for wave and warp tile, which pool membership checks then reject.
+    ``op["tiles"]`` is the op's tile table (dicts with tile_m/n/k, wave, warp_tile). A tile absent
+    from it gets zeros for wave and warp tile, which pool membership checks then reject. (``arch``:
+    the families' common signature; a CK name does not depend on it.)
     """
+    tiles = (op or {}).get("tiles")
     m = _NAME_RE.match(name.strip())
     if not m:
         raise KernelError(

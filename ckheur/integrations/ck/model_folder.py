@@ -21,13 +21,12 @@ CK's feature set exports as such a folder:
 
 from __future__ import annotations
 
-import gzip
 import hashlib
 import json
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Mapping, Sequence
+from typing import Any, Callable, Mapping, Sequence
 
 import numpy as np
 
@@ -287,3 +286,33 @@ class CKSelector:
         ranked = dict(self.ck.rank(problem, ks))
         tf = np.array([ranked[k.name] for k in ks])
         return ks, tf, tf
+
+
+def export_ck_folder(model_dir: str | Path, output: str | Path, arch: Mapping[str, Any], *, overwrite: bool = False,
+                     check_problems: int = 1000, seed: int = 0, log: Callable[[str], None] = print) -> dict:
+    """Write the bundle as CK's dispatcher model folder, then rank ``check_problems`` seeded random
+    problems with it the way CK's predictor does; an ExportError unless every ranking equals the
+    Python selector's."""
+    from ckheur.c_export.checked import check_problems as seeded_problems
+    from ckheur.learn.forest import ExportError
+    from ckheur.selection.selector import Selector
+
+    out = Path(output)
+    res = export_ck(model_dir, out, overwrite=overwrite)
+    log(f"export: {model_dir} -> {out}/ in CK's dispatcher format ({res['trees']} trees, {res['features']} CK "
+        f"features, {res['kernels']} kernels): model_tflops.lgbm, feature_spec.json, train_manifest.json, kernels.json")
+    selector = Selector.load(model_dir)
+    ck = CKModel.load(out, arch)
+    same = ranked = 0
+    for p in seeded_problems(selector, check_problems, seed):
+        try:
+            ks = selector._ranking(p)[0]
+        except ValueError:
+            continue
+        ranked += 1
+        same += [n for n, _ in ck.rank(p, ks)] == [k.name for k in ks]
+    log(f"export: ranked as CK's predictor ranks (its features, LightGBM, expm1, sorted): the same order as "
+        f"the Python selector on {same}/{ranked} seeded random problems")
+    if same != ranked:
+        raise ExportError(f"the CK folder ranks {ranked - same} of {ranked} problems differently from the bundle")
+    return {**res, "check": {"problems": ranked, "same_ranking": same}}

@@ -62,7 +62,7 @@ def import_ck_csv(path: str | Path, arch: str = "gfx950", tiles: Sequence[Mappin
     kernels = []
     for i, name in zip(kfirst, names):
         try:
-            kernels.append(parse_name(str(name), tiles))
+            kernels.append(parse_name(str(name), {"tiles": tiles}))
         except KernelError as e:
             raise DatasetError(f"{path} line {Table.line(int(i))}: {e}") from None
     p_ndim = np.array([p.ndim for p in problems])[pid]

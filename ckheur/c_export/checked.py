@@ -1,5 +1,5 @@
-"""Exporting a bundle and proving the export: the C99 package built and run against the Python
-selector, and CK's dispatcher folder ranked the way CK's predictor ranks."""
+"""Exporting a bundle as the C99 package and proving it: built, run and compared with the Python
+selector on seeded random problems (and the problems it remembers)."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import io
 import subprocess
 import time
 from pathlib import Path
-from typing import Any, Callable, Mapping, Sequence
+from typing import Any, Callable, Sequence
 
 from ckheur.learn.forest import ExportError
 
@@ -56,7 +56,7 @@ def compare_with_python(selector: Any, problems: Sequence[Any], binary: Path, fi
             "max_rel_score_diff": worst, "mismatches": mismatches}
 
 
-def _check_problems(selector: Any, count: int, seed: int) -> list:
+def check_problems(selector: Any, count: int, seed: int) -> list:
     """Seeded random problems of the groups the bundle's kernels serve."""
     from ckheur.problems import random_problems
 
@@ -95,7 +95,7 @@ def export_c_package(model_dir: str | Path, output: str | Path, *, name: str | N
         log(f"export: not built ({'export.build=false' if cc else 'no C compiler found'}); build with:\n  {command}")
         return summary
     selector = Selector.load(model_dir)
-    probs = _check_problems(selector, check_problems, seed)
+    probs = check_problems(selector, check_problems, seed)
     remembered = _remembered_problems(selector, check_problems, seed)  # the remembered answers are checked too
     probs += remembered
     # The check runs a binary built in a private folder from the sources just written, never one
@@ -130,32 +130,3 @@ def _remembered_problems(selector: Any, count: int, seed: int) -> list:
     pick = np.random.default_rng(seed).choice(len(keys), size=min(count, len(keys)), replace=False)
     fields = list(selector.family.problems.FIELDS)
     return [selector.family.problems.problem_from_dict(dict(zip(fields, keys[i]))) for i in sorted(pick)]
-
-
-def export_ck_folder(model_dir: str | Path, output: str | Path, arch: Mapping[str, Any], *, overwrite: bool = False,
-                     check_problems: int = 1000, seed: int = 0, log: Callable[[str], None] = print) -> dict:
-    """Write the bundle as CK's dispatcher model folder, then rank ``check_problems`` seeded random
-    problems with it the way CK's predictor does; an ExportError unless every ranking equals the
-    Python selector's."""
-    from ckheur.integrations.ck.model_folder import CKModel, export_ck
-    from ckheur.selection.selector import Selector
-
-    out = Path(output)
-    res = export_ck(model_dir, out, overwrite=overwrite)
-    log(f"export: {model_dir} -> {out}/ in CK's dispatcher format ({res['trees']} trees, {res['features']} CK "
-        f"features, {res['kernels']} kernels): model_tflops.lgbm, feature_spec.json, train_manifest.json, kernels.json")
-    selector = Selector.load(model_dir)
-    ck = CKModel.load(out, arch)
-    same = ranked = 0
-    for p in _check_problems(selector, check_problems, seed):
-        try:
-            ks = selector._ranking(p)[0]
-        except ValueError:
-            continue
-        ranked += 1
-        same += [n for n, _ in ck.rank(p, ks)] == [k.name for k in ks]
-    log(f"export: ranked as CK's predictor ranks (its features, LightGBM, expm1, sorted): the same order as "
-        f"the Python selector on {same}/{ranked} seeded random problems")
-    if same != ranked:
-        raise ExportError(f"the CK folder ranks {ranked - same} of {ranked} problems differently from the bundle")
-    return {**res, "check": {"problems": ranked, "same_ranking": same}}

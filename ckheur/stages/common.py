@@ -1,0 +1,57 @@
+"""What several stages share: turning the config into a selector, a problem, a sweep plan, a
+tuning database path. Stages import this module, never each other."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from ckheur.stages import StageError, plain
+
+
+def selector_from_cfg(cfg: Any, job: Any, model_dir: str | None = None, tuning_db: str | None = None,
+                      find_db: str | None = None) -> tuple[Any, str]:
+    """The job's selector and its label (``ckheur.selection.predicting.selector_for``): ``model_dir``,
+    else predict.model_dir, else the bundle under paths.models / paths.sim_models, else analytic."""
+    from ckheur.selection.predicting import selector_for
+
+    return selector_for(job, models=cfg.paths.models, sim_models=cfg.paths.sim_models,
+                        model_dir=model_dir or cfg.predict.model_dir, tuning_db=tuning_db,
+                        find_db=find_db)
+
+
+def problem_from_cfg(cfg: Any, job: Any) -> Any:
+    """The single problem given as problem.<field>=... or problem="<MIOpenDriver line>" (refused
+    when it contradicts the op's direction or data type), or None."""
+    from ckheur.selection.selector import as_problem
+
+    node = plain(cfg.problem)
+    line = node.pop("miopen", None)
+    fields = {k: v for k, v in node.items() if v is not None}
+    if line and fields:
+        raise StageError("give the problem either as problem=\"<MIOpenDriver line>\" or as problem.<field>=..., not both")
+    if line:
+        if not hasattr(job.family.problems, "from_text"):
+            raise StageError(f"problem=<MIOpenDriver line> is for convolutions; give {job.family.name} fields as problem.<field>=...")
+        return as_problem(str(line), job.family, job.direction, job.dtype)
+    return as_problem(fields, job.family) if fields else None
+
+
+def db_dir(cfg: Any, job: Any) -> Path:
+    """The tuning database of the job: tune.db, else under paths.tuning."""
+    return Path(cfg.tune.db) if cfg.tune.db else Path(cfg.paths.tuning) / job.slug
+
+
+def plan_from_cfg(cfg: Any) -> Any:
+    """The sweep plan of a config: the job's pool on the problem set, into sweep.output or the
+    problem set's dataset under paths.data."""
+    from ckheur.data.dataset import dataset_dir
+    from ckheur.job import Job
+    from ckheur.problems import load_problem_set
+    from ckheur.sweeping import plan_sweep
+
+    job, st = Job.from_config(cfg), cfg.sweep
+    problems = load_problem_set(plain(cfg.problems), job.family, job.direction, job.dtype)
+    out = Path(st.output) if st.output else dataset_dir(cfg.paths.data, job.op, job.arch_name, cfg.problems.name)
+    return plan_sweep(job, problems, out, backend=plain(cfg.backend), overwrite=bool(st.overwrite),
+                      retry_failed=bool(st.retry_failed))
