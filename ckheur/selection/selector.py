@@ -71,7 +71,7 @@ class RankedKernel(NamedTuple):
 class Selection:
     """A selected kernel and the tier that chose it.
 
-    ``latency_ms`` is measured for ``tuning_db`` and ``measured``, predicted otherwise;
+    ``latency_ms`` is measured for an exact tier (``tuning_db``, ``find_db``, ...) and ``measured``, predicted otherwise;
     ``timed`` maps each kernel measured by this call to its latency (None: the run failed)."""
 
     kernel: str
@@ -191,14 +191,16 @@ class Selector:
     def load(cls, model_dir: str | Path, *, compiled: bool = False, tuning_db: Any = None,
              create_tuning_db: bool = False, find_db: Any = None, cache_size: int = 4096,
              cascade_threshold: int = CASCADE_THRESHOLD, cascade_top: int = CASCADE_TOP,
-             applicability: str | None = None, listed: Mapping[str, Any] | None = None) -> "Selector":
+             applicability: str | None = None, listed: Mapping[str, Any] | None = None,
+             exact: Sequence[ExactTier] = ()) -> "Selector":
         """A selector from a model bundle folder (verified on load).
 
         ``compiled=True`` ranks through the model exported as C (built with the system compiler
         once, cached by the bundle's hash); without a compiler it warns and uses the Python path.
         ``tuning_db``: a tuning database (a path, or an open ``TuningDB``) whose exact hits
         ``select`` returns first (``create_tuning_db``: create a missing one). ``find_db``: MIOpen's
-        find-db file (a path, bz2 or text, or ``FindDbAnswers``), answered from next. ``cache_size``:
+        find-db file (a path, bz2 or text, or ``FindDbAnswers``), answered from next; ``exact``: more
+        exact tiers, answered from after those. ``cache_size``:
         problems whose scores are kept; pools above ``cascade_threshold`` kernels are pre-ranked by
         the analytic model and its ``cascade_top`` scored by the model. ``applicability`` and
         ``listed`` replace the bundle's ``op.applicability`` / ``op.listed`` (MIOpen ops: which
@@ -219,7 +221,7 @@ class Selector:
                   sim_params=load_params(), objective=spec["objective"], op=op,
                   prior=spec.get("prior"), label=f"model {b.path} (trained on {b.manifest.get('data_kind', 'unknown')} data)",
                   tuning_db=tuning_db, create_tuning_db=create_tuning_db, cache_size=cache_size,
-                  cascade_threshold=cascade_threshold, cascade_top=cascade_top, find_db=find_db)
+                  cascade_threshold=cascade_threshold, cascade_top=cascade_top, find_db=find_db, exact=exact)
         sel.answers = dict(b.answers or {})
         if compiled:
             import warnings
