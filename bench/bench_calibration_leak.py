@@ -27,7 +27,7 @@ import time
 import numpy as np
 
 REAL = "measurements/ck_gfx950/fwd_bf16_2d_miopen200.csv.gz"
-# The recipe shipped for the forward model (bundles/grouped_conv_fwd_bf16_gfx950).
+# The recipe shipped for the forward model (models/grouped_conv_fwd_bf16_gfx950).
 MODES = ("shipped", "global", "fold")
 RECIPE = ["model=relative_prior", "features.analytic=true"]
 

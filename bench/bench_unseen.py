@@ -7,7 +7,7 @@ direction and dtype:
 1. Leave-one-GPU-out, both ways: every selector trained on (or made from) GPU A, scored on all of
    GPU B's problems. Rows:
    - random split: a model trained on 80% of B's own problems, scored on the other 20% (the ceiling);
-   - A's shipped bundle used as it is (bundles/miopen_<dir>_<dtype>_<A>), with its remembered
+   - A's shipped bundle used as it is (models/miopen_<dir>_<dtype>_<A>), with its remembered
      answers (A's fastest listed solver for every problem A's file lists) and without them;
    - the bundle's model with B's batch sizes times sqrt(CUs of A / CUs of B): the same work per CU;
    - a model trained here on A's whole file (no remembered answers), and batch-scaled as above;

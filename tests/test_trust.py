@@ -516,7 +516,7 @@ def test_ctrl_c_during_evaluate_is_one_line_and_exit_130(tmp_path, monkeypatch, 
         raise KeyboardInterrupt
 
     monkeypatch.setattr(evaluation, "score_problems", interrupted)
-    r = run_cli("stage=evaluate", f"data.eval_paths=[{ck_fwd_csv}]", "evaluate.model_dir=bundles/grouped_conv_fwd_bf16_gfx950",
+    r = run_cli("stage=evaluate", f"data.eval_paths=[{ck_fwd_csv}]", "evaluate.model_dir=models/grouped_conv_fwd_bf16_gfx950",
                 f"hydra.run.dir={tmp_path}")
     assert r.returncode == 130 and "Traceback" not in r.stderr and "interrupted" in r.stderr, r.stderr
 

@@ -56,7 +56,7 @@ def compare_with_python(selector: Any, problems: Sequence[Any], binary: Path, fi
             "max_rel_score_diff": worst, "mismatches": mismatches}
 
 
-def check_problems(selector: Any, count: int, seed: int) -> list:
+def problems_to_check(selector: Any, count: int, seed: int) -> list:
     """Seeded random problems of the groups the bundle's kernels serve."""
     from ckheur.problems import random_problems
 
@@ -95,7 +95,7 @@ def export_c_package(model_dir: str | Path, output: str | Path, *, name: str | N
         log(f"export: not built ({'export.build=false' if cc else 'no C compiler found'}); build with:\n  {command}")
         return summary
     selector = Selector.load(model_dir)
-    probs = check_problems(selector, check_problems, seed)
+    probs = problems_to_check(selector, check_problems, seed)
     remembered = _remembered_problems(selector, check_problems, seed)  # the remembered answers are checked too
     probs += remembered
     # The check runs a binary built in a private folder from the sources just written, never one

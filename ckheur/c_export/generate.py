@@ -35,7 +35,6 @@ from ckheur.families.kernel_base import DTYPE_BYTES, LATENCY_FLOOR_MS
 from ckheur.families.problem_base import EXACT_LIMIT, FIELD_MAX
 from ckheur.c_export.package import C_DIR, c_strings, check_output, cli_c, cmake_lists, header_h, readme_md
 from ckheur.learn.forest import ExportError, Forest, goes_left, read_forest
-from ckheur.families.gemm.problems import LAYOUTS
 
 ABI_H = Path(__file__).resolve().parent.parent / "backends" / "abi.h"
 CHUNK = 64  # candidates evaluated together (bounds the stack use of a call)
@@ -55,6 +54,7 @@ class CFamily:
     enums: Mapping[str, tuple[str, ...]]
     flags: tuple[str, ...] = ()
     tiles: bool = True
+    group_enum: str | None = None
 
 
 def c_family(family: Any) -> CFamily:
@@ -67,7 +67,8 @@ def c_family(family: Any) -> CFamily:
         raise ExportError(f"op family {family.name!r} has no C feature code; families with one: "
                           f"{', '.join(n for n, r in FAMILIES.items() if r.c_export)}")
     return CFamily(c.struct, getattr(abi, c.ctype), c.sources,
-                   {f: tuple(getattr(family.problems, lst)) for f, lst in c.enums}, c.flags, c.tiles)
+                   {f: tuple(getattr(family.problems, lst)) for f, lst in c.enums}, c.flags, c.tiles,
+                   c.group_enum)
 
 
 @dataclass
@@ -288,7 +289,8 @@ def _errors(family: Any) -> list[tuple[str, int, str]]:
         ("CAPACITY", -10, "cap is smaller than the number of candidate kernels (use num_kernels())"),
         ("SPLIT_K", -11, "invalid problem: split_k must be <= K"),
         ("LAYOUT", -12, "invalid problem: layout must be "
-                        + ", ".join(f"{i} ({x})" for i, x in enumerate(cf.enums.get("layout", LAYOUTS)))),
+                        + (", ".join(f"{i} ({x})" for i, x in enumerate(cf.enums.get("layout", ())))
+                           or "absent (the family's problems have no layout)")),
         ("CONTIGUOUS", -13, "unsupported problem: a contiguous dimension is below the elements vector loads "
                             "need (op.min_contiguous_elems)"),
         ("BIAS", -14, "invalid problem: bias must be 0 or 1"),
@@ -304,11 +306,7 @@ def _errors(family: Any) -> list[tuple[str, int, str]]:
 
 
 def _field_min(family: Any, f: str) -> int:
-    if family.name in ("grouped_conv", "miopen"):
-        from ckheur.families.grouped_conv.problems import _MIN_ONE
-
-        return 1 if f in _MIN_ONE else 0
-    return 1
+    return family.problems.FIELD_MIN[f]
 
 
 # ---------------------------------------------------------------- package
@@ -388,8 +386,10 @@ def export_bundle(model_dir: str | Path, output: str | Path, name: str | None = 
     cascade = any(n > CASCADE_THRESHOLD for n in groups.values())
     sim_params = {**(sim_params or load_params()), "dtype": dtype}
 
+    group_names = getattr(family.problems, cf.group_enum) if cf.group_enum else None
+
     def group_code(g: Any) -> int:  # conv: ndim; GEMM: layout index; every kernel a candidate: 0
-        return LAYOUTS.index(g) if family.name == "gemm" else 0 if g == "all" else int(g)
+        return group_names.index(g) if group_names else 0 if g == "all" else int(g)
 
     occupancy = coverage_occupancy(kfeat, arch) if cf.tiles else np.zeros(len(kernels))
     kern_rows = []
@@ -444,8 +444,8 @@ def export_bundle(model_dir: str | Path, output: str | Path, name: str | None = 
     tables = ""
     tables += f"static const char* const ckh_kernel_names[] = {{\n{_rows([json.dumps(k.name) for k in kernels], 1)}\n}};\n"
     tables += f"static const ckh_kernel ckh_kernels[] = {{\n{_rows(kern_rows, 1)}\n}};\n"
-    if family.name == "gemm":
-        tables += f"static const char* const ckh_layouts[] = {c_strings(LAYOUTS)};\n"
+    if group_names:  # the C code names groups (GEMM: its layouts)
+        tables += f"static const char* const ckh_{cf.group_enum.lower()}[] = {c_strings(group_names)};\n"
     tables += ("static const int64_t ckh_field_min[] = {"
                + ", ".join(str(_field_min(family, f)) for f in numeric_fields) + "};\n")
     tables += ("static const struct { int code; const char* message; } ckh_errors[] = {\n"
@@ -476,7 +476,8 @@ def export_bundle(model_dir: str | Path, output: str | Path, name: str | None = 
             "kernels": len(kernels), "trees": forest.ntree, "companion_trees": companion.ntree if companion else 0,
             "cascade": cascade, "analytic_features": analytic is not None, "prior": prior is not None,
             "remembered_problems": len(b.answers or {}),
-            "fields": fields,
+            "fields": fields, "direction_field": "direction" in dict(cf.ctype._fields_),
+            "example": family.problems.generate(0, 1)[0].to_dict(),
             "defaults": {f: family.problems.DEFAULTS.get(f) for f in fields}}
     files = {
         f"{name}.c": source,

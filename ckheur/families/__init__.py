@@ -26,7 +26,7 @@ class CExport:
     """What the C export needs of a family: its problem struct in ckheur_abi.h (``ctype``: the
     class of ckheur.backends.abi with its layout), its C sources (paths under ckheur/families/) in order,
     text fields passed as an index into a list of the problem module (``enums``: field -> list
-    name), 0/1 fields, and whether its kernels are tiles."""
+    name), 0/1 fields, whether its kernels are tiles, and how kernel groups are coded."""
 
     struct: str
     ctype: str
@@ -34,6 +34,7 @@ class CExport:
     enums: tuple[tuple[str, str], ...] = ()
     flags: tuple[str, ...] = ()
     tiles: bool = True
+    group_enum: str | None = None  # the problem module's list whose index is a kernel group's code (else ndim)
 
 
 @dataclass(frozen=True)
@@ -51,7 +52,8 @@ FAMILIES = {
     "grouped_conv": Registration("ckheur.families.grouped_conv.problems", "ckheur.families.grouped_conv.kernels", "ckheur.families.grouped_conv.features",
                                  CExport("ckheur_conv_problem", "ConvProblemC", ("conv_problem.c", "grouped_conv/grouped_conv.c"))),
     "gemm": Registration("ckheur.families.gemm.problems", "ckheur.families.gemm.kernels", "ckheur.families.gemm.features",
-                         CExport("ckheur_gemm_problem", "GemmProblemC", ("gemm/gemm.c",), (("layout", "LAYOUTS"),))),
+                         CExport("ckheur_gemm_problem", "GemmProblemC", ("gemm/gemm.c",), (("layout", "LAYOUTS"),),
+                                 group_enum="LAYOUTS")),
     "miopen": Registration("ckheur.families.miopen.problems", "ckheur.families.miopen.solvers", "ckheur.families.miopen.features",
                            CExport("ckheur_miopen_problem", "MIOpenProblemC", ("conv_problem.c", "miopen/miopen.c"),
                                    (("layout", "LAYOUTS"),), flags=("bias",), tiles=False)),

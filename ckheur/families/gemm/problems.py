@@ -81,6 +81,7 @@ class GemmProblem:
 
 
 DEFAULTS = field_defaults(GemmProblem)
+FIELD_MIN = {f: 1 for f in ("M", "N", "K", "split_k")}  # the least valid value of each integer field
 
 
 def problem_from_dict(d: Mapping[str, Any]) -> GemmProblem:

@@ -196,6 +196,7 @@ def problem_from_dict(d: Mapping[str, Any]) -> ConvProblem:
 
 FIELDS = CONV_FIELDS
 DEFAULTS = field_defaults(ConvProblem)
+FIELD_MIN = {f: 1 if f in _MIN_ONE else 0 for f in FIELDS}  # the least valid value of each integer field
 
 
 # ------------------------------------------------------------------ generator

@@ -14,6 +14,7 @@ from typing import Any, Mapping
 
 from ckheur.families.problem_base import ProblemError, checked_fields, field_defaults
 from ckheur.families.grouped_conv.problems import CONV_FIELDS, PARTNERS, SLICES as CONV_SLICES, ConvProblem
+from ckheur.families.grouped_conv.problems import FIELD_MIN as CONV_FIELD_MIN
 from ckheur.families.grouped_conv.problems import to_driver_line as conv_driver_line
 
 FIELDS = (*CONV_FIELDS, "layout", "bias")
@@ -61,6 +62,7 @@ def problem_from_dict(d: Mapping[str, Any]) -> MIOpenConvProblem:
 
 
 DEFAULTS = field_defaults(MIOpenConvProblem)
+FIELD_MIN = {**CONV_FIELD_MIN, "bias": 0}  # the least valid value of each integer field
 
 
 def to_driver_line(p: MIOpenConvProblem, dtype: str) -> str:

@@ -293,7 +293,7 @@ def export_ck_folder(model_dir: str | Path, output: str | Path, arch: Mapping[st
     """Write the bundle as CK's dispatcher model folder, then rank ``check_problems`` seeded random
     problems with it the way CK's predictor does; an ExportError unless every ranking equals the
     Python selector's."""
-    from ckheur.c_export.checked import check_problems as seeded_problems
+    from ckheur.c_export.checked import problems_to_check
     from ckheur.learn.forest import ExportError
     from ckheur.selection.selector import Selector
 
@@ -304,7 +304,7 @@ def export_ck_folder(model_dir: str | Path, output: str | Path, arch: Mapping[st
     selector = Selector.load(model_dir)
     ck = CKModel.load(out, arch)
     same = ranked = 0
-    for p in seeded_problems(selector, check_problems, seed):
+    for p in problems_to_check(selector, check_problems, seed):
         try:
             ks = selector._ranking(p)[0]
         except ValueError:
