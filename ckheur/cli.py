@@ -23,9 +23,10 @@ from hydra.experimental.callback import Callback
 from omegaconf import DictConfig
 
 from ckheur.config import quote_free_text, register_configs, unquoted_line_error
+from ckheur.families import op_schemas
 from ckheur.errors import UserError
 
-register_configs()
+register_configs({"op": op_schemas()})
 FAILED_MARKER = "job_failed.json"
 MULTIRUN_ENV = "CKHEUR_MULTIRUN_ID"
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from enum import Enum
 from pathlib import Path
-from typing import Any, Dict, List, Optional
+from typing import Any, Dict, List, Mapping, Optional
 
 from omegaconf import MISSING, OmegaConf
 
@@ -189,96 +189,6 @@ class ArchSchema:
 
 
 # ---------------------------------------------------------------- op
-@dataclass
-class TileSchema:
-    tile_m: int = MISSING
-    tile_n: int = MISSING
-    tile_k: int = MISSING
-    wave: List[int] = MISSING  # [wave_m, wave_n, wave_k]
-    warp_tile: List[int] = MISSING  # [m, n, k]
-
-
-@dataclass
-class GeneratedTilesSchema:
-    tile_m: List[int] = field(default_factory=lambda: [16, 32, 64, 128, 256])
-    tile_n: List[int] = field(default_factory=lambda: [16, 32, 64, 128, 256])
-    tile_k: List[int] = field(default_factory=lambda: [32, 64, 128])
-
-
-@dataclass
-class GroupedConvOpSchema:
-    """Grouped convolution: one direction, dtype, and the kernel trait allow-lists."""
-
-    family: str = "grouped_conv"
-    direction: Direction = MISSING
-    dtype: DType = DType.bf16
-    ndims: List[int] = field(default_factory=lambda: [2, 3])
-    tile_space: TileSpace = TileSpace.production
-    tiles: List[TileSchema] = MISSING
-    generated_tiles: GeneratedTilesSchema = field(default_factory=GeneratedTilesSchema)
-    pipelines: List[Pipeline] = MISSING
-    schedulers: List[Scheduler] = field(default_factory=lambda: [Scheduler.intrawave])
-    dsb: List[bool] = field(default_factory=lambda: [False])
-    si: List[bool] = field(default_factory=lambda: [False])
-    # Trait combinations CK does not build, e.g. {pipeline: mem, dsb: true}.
-    unsupported: List[Dict[str, Any]] = field(default_factory=list)
-    default_problems: str = MISSING
-    model_name: str = MISSING
-
-
-@dataclass
-class GemmOpSchema:
-    """CK gemm_universal: dtype, layouts and trait allow-lists (the arch rules decide legality)."""
-
-    family: str = "gemm"
-    direction: Direction = Direction.fwd  # GEMM has one direction
-    dtype: DType = DType.fp16
-    layouts: List[Layout] = field(default_factory=lambda: [Layout.rcr])
-    tile_m: List[int] = MISSING
-    tile_n: List[int] = MISSING
-    tile_k: List[int] = MISSING
-    wave_layouts: List[List[int]] = field(default_factory=list)  # empty: the arch's allowed layouts
-    warp_tiles: List[List[int]] = field(default_factory=list)  # empty: the arch's warp tiles for the dtype
-    pipelines: List[Pipeline] = MISSING
-    schedulers: List[Scheduler] = field(default_factory=lambda: [Scheduler.intrawave])
-    epilogues: List[Epilogue] = field(default_factory=lambda: [Epilogue.cshuffle])
-    pads: List[List[bool]] = field(default_factory=lambda: [[False, False, False]])  # [pad_m, pad_n, pad_k]
-    persistent: List[bool] = field(default_factory=lambda: [False])
-    unsupported: List[Dict[str, Any]] = field(default_factory=list)
-    min_contiguous_elems: int = 2  # vector loads/stores need this many contiguous elements
-    default_problems: str = MISSING
-    model_name: str = MISSING
-
-
-@dataclass
-class SolverSchema:
-    """One MIOpen solver of an op's table: MIOpen's name, a stable id, and its traits."""
-
-    name: str = MISSING
-    id: int = MISSING  # stable across arches: the model's categorical code for the solver
-    algorithm: str = MISSING  # direct, implicit_gemm, winograd, gemm, fft
-    implementation: str = MISSING  # asm, hip, ck, mlir, opencl, rocblas, naive, other
-    workspace: bool = False  # asks MIOpen for a workspace
-    miopen_id: int = 0  # MIOpen's own registry id (src/solver.cpp); 0: not recorded (MIOpen reserves 0)
-
-
-@dataclass
-class MIOpenOpSchema:
-    """MIOpen convolution solvers of one direction and data type, per arch (from find-db files)."""
-
-    family: str = "miopen"
-    direction: Direction = MISSING
-    dtype: DType = DType.fp16
-    solvers: Dict[str, List[SolverSchema]] = field(default_factory=dict)  # arch name -> its solver table
-    registry: List[SolverSchema] = field(default_factory=list)  # every solver MIOpen registers for the direction
-    # Which solvers are ranked per problem: none (all), rules (MIOpen's IsApplicable rules we carry),
-    # listed (kinds of problem a find-db lists each solver for: listed below), both (ckheur.families.miopen.solvers)
-    applicability: Applicability = Applicability.none
-    listed: Dict[str, List[str]] = field(default_factory=dict)  # solver -> kinds (ckheur.integrations.miopen.find_db.learn_listed)
-    default_problems: str = MISSING
-    model_name: str = MISSING
-
-
 # ---------------------------------------------------------------- problems
 @dataclass
 class ProblemSourceSchema:
@@ -674,7 +584,6 @@ Config = dataclass(init=False, repr=False, eq=False)(type("Config", (Config,), {
 
 SCHEMAS = {
     "arch": {"arch": ArchSchema},
-    "op": {"grouped_conv": GroupedConvOpSchema, "gemm": GemmOpSchema, "miopen": MIOpenOpSchema},
     "problems": {"problems": ProblemSetSchema},
     "stage": {"stage": StageSchema},
     "backend": {"sim": SimBackendSchema, "replay": ReplayBackendSchema, "hip": HipBackendSchema,
@@ -684,13 +593,14 @@ SCHEMAS = {
 }
 
 
-def register_configs() -> None:
-    """Register the schemas with Hydra's ConfigStore (idempotent)."""
+def register_configs(more: Mapping[str, Mapping[str, Any]] | None = None) -> None:
+    """Register the schemas with Hydra's ConfigStore (idempotent); ``more``: groups whose schemas
+    live elsewhere (the op schemas, each in its family's folder: ``ckheur.families.op_schemas``)."""
     from hydra.core.config_store import ConfigStore
 
     cs = ConfigStore.instance()
     cs.store(name="config_schema", node=Config)
-    for group, options in SCHEMAS.items():
+    for group, options in {**SCHEMAS, **(more or {})}.items():
         for name, node in options.items():
             cs.store(group=f"schema/{group}", name=name, node=node)
 

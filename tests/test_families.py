@@ -1,6 +1,7 @@
 """The contract every operator family fulfils (``ckheur.families``), checked over every registered
 family: its modules' attributes, problems and kernel names that read back as they were written,
-features as many as their names, and C feature code for every feature C computes. (The compiled
+features as many as their names, op configs that validate against the family's schema, and C
+feature code for every feature C computes. (The compiled
 selector's rankings against Python's, per family, are in tests/test_export.py.)"""
 
 from __future__ import annotations
@@ -48,6 +49,21 @@ def test_the_modules_have_the_contracts_attributes(member):
         missing = [n for n in names if not hasattr(module, n)]
         assert not missing, f"{module.__name__} lacks {missing}"
     assert family.analytic == bool(family.features.ANALYTIC_MODEL)
+    assert family.schema.__dataclass_fields__["family"].default == family.name  # its op configs' schema
+
+
+def test_every_op_config_of_the_family_validates(member):
+    """The family's conf/op options compose against its schema (what Hydra does at run time)."""
+    from omegaconf import OmegaConf
+
+    from ckheur.config import CONF_DIR
+
+    family = member[0]
+    options = sorted((CONF_DIR / "op" / family.name).glob("*.yaml"))
+    assert options
+    for path in options:
+        node = OmegaConf.merge(OmegaConf.structured(family.schema), load_option(f"op/{family.name}/{path.stem}"))
+        assert node.family == family.name
 
 
 def test_problems_read_back_as_written(member):

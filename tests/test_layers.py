@@ -13,6 +13,7 @@ LAYERS = [
     ("ckheur.version", "ckheur.errors", "ckheur.threads", "ckheur.display", "ckheur.metrics", "ckheur.config",
      "ckheur.measurements", "ckheur.files", "ckheur.parts", "ckheur.csv_table", "ckheur.progress",
      "ckheur.formats"),
+    ("ckheur.families.grouped_conv.schema", "ckheur.families.gemm.schema", "ckheur.families.miopen.schema"),
     ("ckheur.families",),  # the registry: family modules by path, imported on first use
     ("ckheur.families.problem_base", "ckheur.families.kernel_base", "ckheur.families.driver_line"),
     ("ckheur.families.grouped_conv.problems", "ckheur.families.gemm.problems", "ckheur.families.miopen.problems"),

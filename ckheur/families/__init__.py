@@ -39,22 +39,28 @@ class CExport:
 
 @dataclass(frozen=True)
 class Registration:
-    """An operator family's modules, and its C export (None: the family has no C code)."""
+    """An operator family's modules, its op config schema (``module:class``), and its C export
+    (None: the family has no C code)."""
 
     problems: str
     kernels: str
     features: str
+    schema: str
     c_export: CExport | None = None
 
 
 # The one registry of operator families.
 FAMILIES = {
-    "grouped_conv": Registration("ckheur.families.grouped_conv.problems", "ckheur.families.grouped_conv.kernels", "ckheur.families.grouped_conv.features",
+    "grouped_conv": Registration("ckheur.families.grouped_conv.problems", "ckheur.families.grouped_conv.kernels",
+                                 "ckheur.families.grouped_conv.features",
+                                 "ckheur.families.grouped_conv.schema:GroupedConvOpSchema",
                                  CExport("ckheur_conv_problem", "ConvProblemC", ("conv_problem.c", "grouped_conv/grouped_conv.c"))),
     "gemm": Registration("ckheur.families.gemm.problems", "ckheur.families.gemm.kernels", "ckheur.families.gemm.features",
+                         "ckheur.families.gemm.schema:GemmOpSchema",
                          CExport("ckheur_gemm_problem", "GemmProblemC", ("gemm/gemm.c",), (("layout", "LAYOUTS"),),
                                  group_enum="LAYOUTS")),
     "miopen": Registration("ckheur.families.miopen.problems", "ckheur.families.miopen.solvers", "ckheur.families.miopen.features",
+                           "ckheur.families.miopen.schema:MIOpenOpSchema",
                            CExport("ckheur_miopen_problem", "MIOpenProblemC", ("conv_problem.c", "miopen/miopen.c"),
                                    (("layout", "LAYOUTS"),), flags=("bias",), tiles=False)),
 }
@@ -79,6 +85,11 @@ class Family:
         return importlib.import_module(FAMILIES[self.name].features)
 
     @property
+    def schema(self) -> type:
+        """The dataclass schema of the family's op configs (``conf/op/<family>/``)."""
+        return op_schemas()[self.name]
+
+    @property
     def c_export(self) -> CExport | None:
         """What the C export needs of the family (None: it has no C code)."""
         return FAMILIES[self.name].c_export
@@ -87,6 +98,15 @@ class Family:
     def analytic(self) -> bool:
         """Whether the analytic model (ckheur.sim) can rank this family's kernels."""
         return bool(self.features.ANALYTIC_MODEL)
+
+
+def op_schemas() -> dict[str, type]:
+    """Each family's op config schema, by family name (what ``conf/op`` options validate against)."""
+    out = {}
+    for name, reg in FAMILIES.items():
+        module, _, cls = reg.schema.partition(":")
+        out[name] = getattr(importlib.import_module(module), cls)
+    return out
 
 
 def get_family(name: str) -> Family:

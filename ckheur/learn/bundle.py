@@ -273,7 +273,8 @@ def _check_spec(spec: Any, where: Path) -> None:
     from omegaconf import OmegaConf
     from omegaconf.errors import OmegaConfBaseException
 
-    from ckheur.config import SCHEMAS, ArchSchema
+    from ckheur.config import ArchSchema
+    from ckheur.families import op_schemas
     from ckheur.learn.training import OBJECTIVES
 
     if not isinstance(spec, dict):
@@ -305,14 +306,15 @@ def _check_spec(spec: Any, where: Path) -> None:
     need(isinstance(spec["op"], dict) and all(isinstance(spec["op"].get(k), str) for k in ("family", "direction",
                                                                                          "dtype")),
          "op", "an object naming family, direction and dtype")
-    need(spec["op"]["family"] in SCHEMAS["op"], "op", f"an op of a family of {', '.join(SCHEMAS['op'])}")
+    schemas = op_schemas()
+    need(spec["op"]["family"] in schemas, "op", f"an op of a family of {', '.join(schemas)}")
     need(spec.get("analytic_params") is None or is_params(spec["analytic_params"]), "analytic_params",
          "null or an object of finite numbers")
     prior = spec.get("prior")
     need(prior is None or (isinstance(prior, dict) and prior.get("kind") == "analytic" and isinstance(
         prior.get("scale"), (int, float)) and math.isfinite(prior["scale"]) and is_params(prior.get("params"))),
         "prior", "null or an object with kind analytic, a finite scale and the simulator's params")
-    for field, schema in (("arch", ArchSchema), ("op_config", SCHEMAS["op"][spec["op"]["family"]])):
+    for field, schema in (("arch", ArchSchema), ("op_config", schemas[spec["op"]["family"]])):
         node = spec.get(field)
         if node is None and field == "op_config":
             continue

@@ -104,8 +104,9 @@ def compose_config(overrides: list[str] | tuple[str, ...] = ()) -> DictConfig:
     from hydra.core.global_hydra import GlobalHydra
 
     from ckheur.config import quote_free_text, register_configs
+    from ckheur.families import op_schemas
 
-    register_configs()
+    register_configs({"op": op_schemas()})
     GlobalHydra.instance().clear()
     with initialize_config_module("ckheur.conf", version_base="1.3"):
         return compose(config_name="config", overrides=quote_free_text(list(overrides)))

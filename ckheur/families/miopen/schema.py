@@ -1,0 +1,39 @@
+"""The config schema of MIOpen solver ops (``conf/op/miopen/*.yaml``), registered by ``ckheur.families``."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Dict, List
+
+from omegaconf import MISSING
+
+from ckheur.config import Applicability, DType, Direction
+
+
+@dataclass
+class SolverSchema:
+    """One MIOpen solver of an op's table: MIOpen's name, a stable id, and its traits."""
+
+    name: str = MISSING
+    id: int = MISSING  # stable across arches: the model's categorical code for the solver
+    algorithm: str = MISSING  # direct, implicit_gemm, winograd, gemm, fft
+    implementation: str = MISSING  # asm, hip, ck, mlir, opencl, rocblas, naive, other
+    workspace: bool = False  # asks MIOpen for a workspace
+    miopen_id: int = 0  # MIOpen's own registry id (src/solver.cpp); 0: not recorded (MIOpen reserves 0)
+
+
+@dataclass
+class MIOpenOpSchema:
+    """MIOpen convolution solvers of one direction and data type, per arch (from find-db files)."""
+
+    family: str = "miopen"
+    direction: Direction = MISSING
+    dtype: DType = DType.fp16
+    solvers: Dict[str, List[SolverSchema]] = field(default_factory=dict)  # arch name -> its solver table
+    registry: List[SolverSchema] = field(default_factory=list)  # every solver MIOpen registers for the direction
+    # Which solvers are ranked per problem: none (all), rules (MIOpen's IsApplicable rules we carry),
+    # listed (kinds of problem a find-db lists each solver for: listed below), both (ckheur.families.miopen.solvers)
+    applicability: Applicability = Applicability.none
+    listed: Dict[str, List[str]] = field(default_factory=dict)  # solver -> kinds (ckheur.integrations.miopen.find_db.learn_listed)
+    default_problems: str = MISSING
+    model_name: str = MISSING
