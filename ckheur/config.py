@@ -510,7 +510,7 @@ class SearchSchema:
 class ProblemSchema:
     """A single problem for stage=predict: the op family's field names, or a MIOpenDriver line."""
 
-    miopen: Optional[str] = None
+    driver_line: Optional[str] = None  # problem="<MIOpenDriver line>" on the command line lands here
     M: Optional[int] = None  # GEMM fields: M, N, K, split_k, layout
     split_k: Optional[int] = None
     layout: Optional[str] = None
@@ -618,7 +618,7 @@ def quote_free_text(args: list[str]) -> list[str]:
         if key:
             head, val = a.split("=", 1)
             if key == "problem=":  # problem="convbfp16 -n ..." is the MIOpenDriver form
-                head = head.replace("problem", "problem.miopen", 1)
+                head = head.replace("problem", "problem.driver_line", 1)
             if val and val[0] not in "'\"" and val != "null":
                 q = '"' if '"' not in val else "'"
                 if q not in val:

@@ -26,7 +26,7 @@ def problem_from_cfg(cfg: Any, job: Any) -> Any:
     from ckheur.selection.selector import as_problem
 
     node = plain(cfg.problem)
-    line = node.pop("miopen", None)
+    line = node.pop("driver_line", None)
     fields = {k: v for k, v in node.items() if v is not None}
     if line and fields:
         raise StageError("give the problem either as problem=\"<MIOpenDriver line>\" or as problem.<field>=..., not both")
