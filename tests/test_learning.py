@@ -39,9 +39,12 @@ def test_single_and_batch_features_agree_exactly(fwd, direction, analytic):
     kern = ENGINE.kernel_arrays(kernels)
     batch = ENGINE.features(ENGINE.problem_arrays(probs, direction), kern, arch, direction, params)
     assert batch.shape == (len(probs) * len(kernels), len(ENGINE.feature_names(analytic)))
+    kept = ENGINE.kernel_columns(kern, arch)  # what a selector keeps per pool
     for i, p in enumerate(probs):
         single = ENGINE.features(ENGINE.problem_arrays([p], direction), kern, arch, direction, params)
         assert np.array_equal(single, batch[i * len(kernels):(i + 1) * len(kernels)])
+        assert np.array_equal(ENGINE.features(ENGINE.problem_arrays([p], direction), kern, arch, direction, params,
+                                              kernel_cols=kept), single)
     assert np.isfinite(batch).all()
 
 

@@ -27,16 +27,24 @@ def coverage_occupancy(kern: Mapping[str, np.ndarray], arch: Mapping[str, Any]) 
                                       np.floor(float(arch["max_waves_per_cu"]) / kern["waves"])))
 
 
+def coverage_kernel_terms(kern: Mapping[str, np.ndarray], arch: Mapping[str, Any]) -> dict[str, np.ndarray]:
+    """The kernel-only part of :func:`tile_coverage` (occupancy, LDS budget fraction)."""
+    return {"occupancy": coverage_occupancy(kern, arch), "lds_budget_frac": kern["lds"] / lds_budget(arch, kern["pipe"])}
+
+
 def tile_coverage(M: np.ndarray, N: np.ndarray, K: np.ndarray, G: np.ndarray, kern: Mapping[str, np.ndarray],
-                  arch: Mapping[str, Any], k_splits: np.ndarray | float = 1.0) -> dict[str, np.ndarray]:
+                  arch: Mapping[str, Any], k_splits: np.ndarray | float = 1.0,
+                  kernel_terms: Mapping[str, np.ndarray] | None = None) -> dict[str, np.ndarray]:
     """Tile and wave quantization of a batch-G GEMM by each kernel's tile_m/n/k.
 
     eff_* is the useful fraction of the padded work per dimension (M / (tiles_m * tile_m)),
     not the fill of the last tile; cu_util is the fraction of CUs with at least one workgroup.
+    ``kernel_terms``: :func:`coverage_kernel_terms` of ``kern``, when the caller keeps them.
     """
     cus = float(arch["num_cus"])
     tm, tn, tk = kern["tm"], kern["tn"], kern["tk"]
-    occ = coverage_occupancy(kern, arch)
+    kt = coverage_kernel_terms(kern, arch) if kernel_terms is None else kernel_terms
+    occ = kt["occupancy"]
     tiles_m, tiles_n = np.ceil(M / tm), np.ceil(N / tn)
     k_iters = np.ceil(np.ceil(K / k_splits) / tk)
     eff_m, eff_n = M / (tiles_m * tm), N / (tiles_n * tn)
@@ -49,7 +57,7 @@ def tile_coverage(M: np.ndarray, N: np.ndarray, K: np.ndarray, G: np.ndarray, ke
         "eff_mnk": eff_m * eff_n * eff_k, "wgs": wgs, "occupancy": occ, "wave_rounds": rounds,
         "wave_eff": wgs / (rounds * slots), "wgs_per_cu": wgs / cus, "cu_util": np.minimum(1.0, wgs / cus),
         "m_over_tm": M / tm, "n_over_tn": N / tn, "k_over_tk": K / tk,
-        "lds_budget_frac": kern["lds"] / lds_budget(arch, kern["pipe"]),
+        "lds_budget_frac": kt["lds_budget_frac"],
         "padded_flops": 2.0 * G * tiles_m * tm * tiles_n * tn * k_iters * k_splits * tk,
     }
 

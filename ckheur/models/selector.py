@@ -41,23 +41,26 @@ from ckheur.kernels.base import LATENCY_FLOOR_MS
 from ckheur.models.prior import prior_from_log_tflops
 from ckheur.problems.base import ProblemError
 from ckheur.sim import CASCADE_THRESHOLD, CASCADE_TOP, kernel_terms, predicted_tflops, problem_arrays
-from ckheur.threads import predict
+from ckheur.threads import one_thread_predictor
 
 
-def as_problem(problem: Any, family: str = "grouped_conv", direction: str | None = None,
+def as_problem(problem: Any, family: Any = "grouped_conv", direction: str | None = None,
                dtype: str | None = None) -> Any:
     """A problem object from a problem, a dict with the family's field names, or its text form
-    (convolutions: a MIOpenDriver line, refused when it contradicts ``direction`` or ``dtype``)."""
+    (convolutions: a MIOpenDriver line, refused when it contradicts ``direction`` or ``dtype``);
+    ``family``: its name, or the family itself (ckheur.ops)."""
     from ckheur.ops import get_family
 
-    mod = get_family(family).problems
     if hasattr(problem, "key") and hasattr(problem, "gemm"):
         return problem
+    if isinstance(family, str):
+        family = get_family(family)
+    mod = family.problems
     if isinstance(problem, str) and hasattr(mod, "from_text"):
         return mod.from_text(problem, direction, dtype)
     if isinstance(problem, Mapping):
         return mod.problem_from_dict({k: v for k, v in problem.items() if v is not None})
-    raise TypeError(f"problem must be a problem object or a dict of {family} fields"
+    raise TypeError(f"problem must be a problem object or a dict of {family.name} fields"
                     + (" or a MIOpenDriver line" if hasattr(mod, "from_text") else "")
                     + f", not {type(problem).__name__}")
 
@@ -117,14 +120,17 @@ class _Pool:
     feats: dict | None
     terms: dict
     support: Any
+    kernel_cols: dict | None = None  # the engine's kernel_columns of feats, where it has them
 
     def take(self, idx: np.ndarray) -> "_Pool":
         """The pool restricted to the kernels at ``idx``, in that order."""
         def sub(arrays: Mapping[str, np.ndarray]) -> dict:
             return {k: v[idx] for k, v in arrays.items()}
 
+        cols = None if self.kernel_cols is None else \
+            {k: v[:, idx] if np.ndim(v) == 2 else v for k, v in self.kernel_cols.items()}
         return _Pool([self.kernels[i] for i in idx], None if self.feats is None else sub(self.feats),
-                     {use: sub(t) for use, t in self.terms.items()}, None)
+                     {use: sub(t) for use, t in self.terms.items()}, None, cols)
 
 
 class Selector:
@@ -147,6 +153,9 @@ class Selector:
                                f"(stage=train) and load it")
         self.arch, self.direction, self.dtype, self.engine = dict(arch), direction, dtype, engine
         self.booster, self.tflops_booster, self.objective = booster, tflops_booster, objective
+        # One query's rows, scored through LightGBM's C API without the wrapper's per-call work.
+        self._predict_main = None if booster is None else one_thread_predictor(booster)
+        self._predict_tflops = None if tflops_booster is None else one_thread_predictor(tflops_booster)
         self.analytic_params = analytic_params
         self.prior = prior  # the analytic prior the trees correct (models.prior), added to their raw scores
         # The prior and the simulator's features come from one simulator pass when their parameters agree.
@@ -162,6 +171,7 @@ class Selector:
         self.tuning_db = self._open_db(tuning_db, create_tuning_db)
         self.find_db = self._open_find_db(find_db)
         self._field_set = frozenset(self.family.problems.FIELDS)
+        self._support_mask = self.family.kernels.support_mask  # (the family imports its modules per access)
         self._cache: OrderedDict = OrderedDict()
         self._cache_size = cache_size
         # The simulator's parameter set per use: the model's features, its prior, the analytic ranking.
@@ -173,7 +183,7 @@ class Selector:
             feats = engine.kernel_arrays(ks) if engine is not None else None
             sim = sim_kernel_arrays(ks) if self.family.analytic else {}
             self._pools[group] = _Pool(ks, feats, self._kernel_terms(sim, len(ks)),
-                                       self.family.kernels.support_arrays(ks))
+                                       self.family.kernels.support_arrays(ks), self._kernel_columns(feats))
 
     @classmethod
     def load(cls, model_dir: str | Path, *, compiled: bool = False, tuning_db: Any = None,
@@ -373,6 +383,11 @@ class Selector:
                 uses.append("sim")
         return {use: kernel_terms(sim_kern, self.arch, self._sim_sets[use]) for use in uses}
 
+    def _kernel_columns(self, feats: Mapping[str, np.ndarray] | None) -> dict | None:
+        """The feature engine's problem-independent columns of a pool (None: it computes them per call)."""
+        columns = getattr(self.engine, "kernel_columns", None)
+        return None if columns is None or feats is None else columns(feats, self.arch)
+
     def _sim_tflops(self, prob: Mapping[str, np.ndarray], pool: "_Pool", use: str, log: bool = False) -> np.ndarray:
         """The simulator's TFLOPS (or their log) [1, kernels] with the parameter set of ``use``,
         from the pool's precomputed kernel terms."""
@@ -388,12 +403,12 @@ class Selector:
             what = f"{p.ndim}D problems" if self.family.name == "grouped_conv" else f"group {p.group!r}"
             raise ProblemError(f"no kernel for {what} in this pool (groups: {sorted(self._pools)})")
         pool = self._pools[p.group]
-        mask, reason = self.family.kernels.support_mask(p, pool.support, self.op)
+        mask, reason = self._support_mask(p, pool.support, self.op)
         if not mask.any():
             raise ProblemError(reason)
         if not mask.all():
             pool = pool.take(np.flatnonzero(mask))
-        if self.booster is not None and self.family.analytic and len(pool.kernels) > self.cascade_threshold:
+        if len(pool.kernels) > self.cascade_threshold and self.booster is not None and self.family.analytic:
             # Cascade: the analytic model pre-ranks, the learned model scores its top candidates.
             tf = self._sim_tflops(problem_arrays([p], self.direction), pool, "sim")[0]
             pool = pool.take(np.argsort(-tf, kind="stable")[: self.cascade_top])
@@ -414,7 +429,8 @@ class Selector:
     def _predict_arrays(self, p: Any, feats: Mapping[str, np.ndarray] | None,
                        sim_kern: Mapping[str, np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
         """(scores, predicted TFLOPS) of kernels given as precomputed arrays (engine, simulator)."""
-        return self._predict_pool(p, _Pool([], feats, self._kernel_terms(sim_kern, 0), None))  # no cascade here
+        return self._predict_pool(p, _Pool([], feats, self._kernel_terms(sim_kern, 0), None,
+                                           self._kernel_columns(feats)))  # no cascade here
 
     def _predict_pool(self, p: Any, pool: "_Pool") -> tuple[np.ndarray, np.ndarray]:
         if self.booster is None:
@@ -426,14 +442,15 @@ class Selector:
         log_tf = None if analytic is None else self._sim_tflops(prob, pool, "features", log=True)
         prior_tf = None if self.prior is None else log_tf if self._prior_is_feature else \
             self._sim_tflops(prob, pool, "prior", log=True)
-        X = self.engine.features(prob, pool.feats, self.arch, self.direction, analytic, analytic_log_tf=log_tf)
-        scores = predict(self.booster, X)
+        X = self.engine.features(prob, pool.feats, self.arch, self.direction, analytic, analytic_log_tf=log_tf,
+                                 **({} if pool.kernel_cols is None else {"kernel_cols": pool.kernel_cols}))
+        scores = self._predict_main(X)
         if prior_tf is not None:
             scores = scores + prior_from_log_tflops(prior_tf[0], None, self.prior, self.objective)
         if self.tflops_booster is None:
             tflops = np.expm1(scores)
         else:
-            tflops = np.expm1(predict(self.tflops_booster, X))
+            tflops = np.expm1(self._predict_tflops(X))
             if self.objective == "relative":
                 # Scores are predicted fractions of the best: scale by the best TFLOPS estimate so
                 # the TFLOPS shown agree with the ranking.
@@ -443,7 +460,7 @@ class Selector:
     def _scores(self, problem: Any) -> tuple[list, np.ndarray, np.ndarray]:
         """(kernels, scores, predicted TFLOPS) over the pool's candidates for a problem, in pool order
         (cached): what ``rank`` sorts, and what evaluations and exports compare."""
-        p = as_problem(problem, self.family.name, self.direction, self.dtype)
+        p = as_problem(problem, self.family, self.direction, self.dtype)
         key = p.key()
         hit = self._cache.get(key)
         if hit is None:

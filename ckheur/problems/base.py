@@ -42,11 +42,12 @@ def ascii_int(text: str) -> int | None:
     return int(text) if _ASCII_INT.fullmatch(text) else None
 
 
-def check_exact_sizes(flops: int, elems: int, what: str) -> None:
-    """Refuse a problem whose FLOPs or tensor elements reach 2^53 (no longer exact as doubles)."""
+def check_exact_sizes(flops: int, elems: int, what: str | Callable[[], str]) -> None:
+    """Refuse a problem whose FLOPs or tensor elements reach 2^53 (no longer exact as doubles);
+    ``what``: the problem's description, or a function giving it (only built for the error)."""
     for name, v in (("FLOPs", flops), ("tensor elements", elems)):
         if v >= EXACT_LIMIT:
-            raise ProblemError(f"problem too large: {name} {v:.3g} >= 2^53 in {what}")
+            raise ProblemError(f"problem too large: {name} {v:.3g} >= 2^53 in {what if isinstance(what, str) else what()}")
 
 
 def draw_distinct(seed: int, count: int, shapes: Mapping[str, float], allowed: Sequence[str],

@@ -88,7 +88,7 @@ class ConvProblem:
                 raise ProblemError(
                     f"problem output size {name}={val}: must be >= 1 (input too small for "
                     f"filter/dilation/padding) in {self.describe()}")
-        check_exact_sizes(self.flops, self.elements, self.describe())
+        check_exact_sizes(self.flops, self.elements, self.describe)
 
     # ---------------------------------------------------------------- derived sizes
     @property
