@@ -10,6 +10,7 @@ from __future__ import annotations
 import ctypes
 import hashlib
 import json
+import operator
 import os
 import shutil
 import subprocess
@@ -162,13 +163,24 @@ class CompiledModel:
         self._dtype = DTYPE_CODES[info["dtype"]]
         self._direction = DIRECTION_CODES[info["direction"]]
         self._struct, self._enums = c_family(self.family).ctype, c_family(self.family).enums
+        # Per call: the problem's fields read at once, enums as indices, the op's codes last.
+        codes = {"direction": self._direction, "dtype": self._dtype}
+        names = [f for f, _ in self._struct._fields_]
+        read = [f for f in names if f not in codes]
+        if names[len(read):] != [f for f in names if f in codes] or len(read) < 2:
+            raise AttributeError(f"{self._struct.__name__}: the op's codes are not its last fields")
+        self._read, self._codes = operator.attrgetter(*read), [codes[f] for f in names[len(read):]]
+        self._enum_at = [(i, {v: j for j, v in enumerate(self._enums[f])}) for i, f in enumerate(read)
+                         if f in self._enums]
 
     def problem_struct(self, p: Any) -> ctypes.Structure:
         """The C struct of a problem object (its fields by name; enums as indices)."""
-        enums = self._enums
-        codes = {"direction": self._direction, "dtype": self._dtype}
-        return self._struct(*[codes[f] if f in codes else enums[f].index(getattr(p, f)) if f in enums
-                              else getattr(p, f) for f, _ in self._struct._fields_])
+        values = self._read(p)
+        if self._enum_at:
+            values = list(values)
+            for i, index in self._enum_at:
+                values[i] = index[values[i]]
+        return self._struct(*values, *self._codes)
 
     def predict(self, p: Any) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """(kernel indices, scores, predicted TFLOPS) of the problem's candidates, in candidate order."""

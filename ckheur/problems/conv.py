@@ -14,6 +14,7 @@ A 2D problem is the 3D one with Di=Z=1, stride_d=dilation_d=1, pad_d=0.
 from __future__ import annotations
 
 import math
+import operator
 import random
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -32,6 +33,7 @@ CONV_FIELDS = (
     "stride_d", "stride_h", "stride_w", "pad_d", "pad_h", "pad_w",
     "dilation_d", "dilation_h", "dilation_w",
 )
+_CONV_KEY = operator.attrgetter(*CONV_FIELDS)  # a problem's key, read at once
 _MIN_ONE = {"N", "C", "K", "G", "Di", "Hi", "Wi", "Z", "Y", "X",
             "stride_d", "stride_h", "stride_w", "dilation_d", "dilation_h", "dilation_w"}
 _DEFAULTS_3D = {"Di": 1, "Z": 1, "stride_d": 1, "pad_d": 0, "dilation_d": 1}
@@ -169,7 +171,7 @@ class ConvProblem:
     # ---------------------------------------------------------------- conversions
     def key(self) -> tuple[int, ...]:
         """Full identity (every field, including strides, pads and dilations)."""
-        return tuple(getattr(self, f) for f in CONV_FIELDS)
+        return _CONV_KEY(self)
 
     def to_dict(self) -> dict[str, int]:
         return asdict(self)
