@@ -15,6 +15,7 @@ import os
 import shutil
 import subprocess
 import tempfile
+import threading
 import warnings
 from pathlib import Path
 from typing import Any
@@ -155,11 +156,7 @@ class CompiledModel:
         self._error = getattr(self._lib, f"{p}_error")
         self._error.restype = ctypes.c_char_p
         self.num_kernels = int(getattr(self._lib, f"{p}_num_kernels")())
-        n = self.num_kernels
-        self._idx, self._score, self._tflops = np.empty(n, np.int32), np.empty(n), np.empty(n)
-        self._ptrs = (self._idx.ctypes.data_as(ctypes.POINTER(ctypes.c_int)),
-                      self._score.ctypes.data_as(ctypes.POINTER(ctypes.c_double)),
-                      self._tflops.ctypes.data_as(ctypes.POINTER(ctypes.c_double)))
+        self._outputs = threading.local()
         self._dtype = DTYPE_CODES[info["dtype"]]
         self._direction = DIRECTION_CODES[info["direction"]]
         self._struct, self._enums = c_family(self.family).ctype, c_family(self.family).enums
@@ -185,10 +182,16 @@ class CompiledModel:
     def predict(self, p: Any) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """(kernel indices, scores, predicted TFLOPS) of the problem's candidates, in candidate order."""
         s = self.problem_struct(p)
-        n = self._predict(ctypes.byref(s), self.num_kernels, *self._ptrs)
+        out = getattr(self._outputs, "arrays", None)  # each thread writes its own (threads may share a model)
+        if out is None:
+            n = self.num_kernels
+            arrays = (np.empty(n, np.int32), np.empty(n), np.empty(n))
+            out = self._outputs.arrays = (arrays, [ctypes.c_void_p(a.ctypes.data) for a in arrays])
+        (idx, score, tflops), ptrs = out
+        n = self._predict(ctypes.byref(s), self.num_kernels, *ptrs)
         if n < 0:
             raise ProblemError(f"{p.describe()}: {self._error(n).decode()}")
-        return self._idx[:n].copy(), self._score[:n].copy(), self._tflops[:n].copy()
+        return idx[:n].copy(), score[:n].copy(), tflops[:n].copy()
 
 
 def load_compiled(model_dir: str | Path, cc: str | None = None) -> CompiledModel | None:

@@ -85,6 +85,9 @@ def checked_fields(d: Mapping[str, Any], allowed: Sequence[str], required: Seque
         raise ProblemError(f"problem is missing required field(s) {', '.join(missing)}")
     out = {}
     for k, v in d.items():
+        if type(v) is int:  # the common case, without the slower checks below
+            out[k] = v
+            continue
         if k not in text:
             if isinstance(v, numbers.Integral) and not isinstance(v, bool):
                 v = int(v)
