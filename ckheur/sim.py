@@ -53,15 +53,17 @@ def _stable_hash(text: str) -> int:
 
 
 def problem_arrays(problems: Sequence[Any], direction: str) -> dict[str, np.ndarray]:
-    """Per-problem arrays: implicit-GEMM sizes, FLOPs, tensor bytes (per element), hashes."""
+    """Per-problem arrays: implicit-GEMM sizes, FLOPs, tensor bytes (per element)."""
     # One array for every numeric column (a selector asks for one problem at a time: one numpy call).
     cols = np.array([(*p.gemm(direction), p.flops, p.bytes_moved(1), p.filter_size, p.channels_per_group,
                       p.split_k, getattr(p, "transposed_operands", 0)) for p in problems],
                     dtype=np.float64).reshape(-1, 10).T.copy()
-    return {
-        **dict(zip(("G", "M", "N", "K", "flops", "elems", "filt", "cpg", "split_k", "transposed"), cols)),
-        "hash": np.array([_stable_hash(repr(p.key())) for p in problems], dtype=np.uint64),
-    }
+    return dict(zip(("G", "M", "N", "K", "flops", "elems", "filt", "cpg", "split_k", "transposed"), cols))
+
+
+def problem_hashes(problems: Sequence[Any]) -> np.ndarray:
+    """Each problem's 64-bit hash (what seeds its measurement noise)."""
+    return np.array([_stable_hash(repr(p.key())) for p in problems], dtype=np.uint64)
 
 
 def kernel_arrays(kernels: Sequence[Any]) -> dict[str, np.ndarray]:
@@ -200,6 +202,6 @@ def simulate(problems: Sequence[Any], kernels: Sequence[Any], arch: Mapping[str,
     lat = predict_latency_ms(prob, kern, arch, params, direction)
     sigma = float(params["noise_sigma"] if noise is None else noise)
     if sigma > 0:
-        h = prob["hash"][:, None] * np.uint64(31) ^ kern["hash"][None, :] ^ np.uint64(seed * 0x1F3D5B79 + 1)
+        h = problem_hashes(problems)[:, None] * np.uint64(31) ^ kern["hash"][None, :] ^ np.uint64(seed * 0x1F3D5B79 + 1)
         lat = lat * np.exp(sigma * _unit_normal(h))
     return lat

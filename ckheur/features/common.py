@@ -5,7 +5,7 @@ Inputs are broadcastable arrays: problem columns shaped [P, 1], kernel columns [
 
 from __future__ import annotations
 
-from typing import Any, Mapping, Sequence
+from typing import Any, Mapping, NamedTuple, Sequence
 
 import numpy as np
 
@@ -69,11 +69,33 @@ def kernel_arrays(kernels: Sequence[Any], traits: Sequence[str]) -> dict[str, np
     return arrays
 
 
-def to_matrix(cols: Mapping[str, Any], names: list[str], n_problems: int, n_kernels: int) -> np.ndarray:
-    """Stack named [P, K]-broadcastable columns into a float32 [P*K, F] matrix (problem-major)."""
+class FixedColumns(NamedTuple):
+    """Columns of a feature matrix that are the same for every problem (kernel and arch traits):
+    their positions, and their values [K, len(positions)] in float32, written at once."""
+
+    at: np.ndarray
+    positions: frozenset
+    values: np.ndarray
+
+
+def fixed_columns(cols: Mapping[str, Any], names: list[str], n_kernels: int, which: Sequence[str]) -> FixedColumns:
+    """The columns of ``names`` that are in ``which``, as :class:`FixedColumns` (once per pool)."""
+    at = [i for i, n in enumerate(names) if n in which]
+    return FixedColumns(np.array(at, dtype=np.intp), frozenset(at), to_matrix(cols, [names[i] for i in at], 1, n_kernels))
+
+
+def to_matrix(cols: Mapping[str, Any], names: list[str], n_problems: int, n_kernels: int,
+              fixed: FixedColumns | None = None) -> np.ndarray:
+    """Stack named [P, K]-broadcastable columns into a float32 [P*K, F] matrix (problem-major);
+    ``fixed``: columns written from there instead (``cols`` need not have them)."""
     out = np.empty((n_problems, n_kernels, len(names)), dtype=np.float32)
+    skip: frozenset = frozenset()
+    if fixed is not None:
+        out[:, :, fixed.at] = fixed.values
+        skip = fixed.positions
     for i, n in enumerate(names):
-        out[:, :, i] = cols[n]
+        if i not in skip:
+            out[:, :, i] = cols[n]
     return out.reshape(n_problems * n_kernels, len(names))
 
 

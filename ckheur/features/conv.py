@@ -13,7 +13,7 @@ from typing import Any, Mapping, Sequence
 
 import numpy as np
 
-from ckheur.features.common import analytic_columns, coverage_kernel_terms, tile_coverage, to_matrix
+from ckheur.features.common import analytic_columns, coverage_kernel_terms, fixed_columns, tile_coverage, to_matrix
 from ckheur.features.common import kernel_arrays as common_kernel_arrays
 from ckheur.sim import problem_arrays as _sim_problem_arrays
 
@@ -63,7 +63,7 @@ def kernel_columns(kern: Mapping[str, np.ndarray], arch: Mapping[str, Any]) -> d
     """The columns of ``features`` that depend on the kernels and arch alone ([1, K] or scalars),
     with the [1, K] kernel arrays the others read: once per pool for a caller that scores it often."""
     Kn = {k: v[None, :] for k, v in kern.items()}
-    return {
+    cols = {
         **Kn, **coverage_kernel_terms(Kn, arch),
         "tile_m": Kn["tm"], "tile_n": Kn["tn"], "tile_k": Kn["tk"], "num_waves": Kn["waves"],
         "warp_tile_m": Kn["warp_m"], "warp_tile_n": Kn["warp_tile_n"], "warp_tile_k": Kn["warp_tile_k"],
@@ -72,6 +72,10 @@ def kernel_columns(kern: Mapping[str, np.ndarray], arch: Mapping[str, Any]) -> d
         "num_cus": float(arch["num_cus"]), "peak_tflops": float(max(arch["peak_tflops"].values())),
         "hbm_tbps": float(arch["hbm_bandwidth_gbps"]) / 1e3, "lds_kib": float(arch["lds_bytes"]) / 1024,
     }
+    # The matrix columns these are, as one block (the analytic columns come after every one of them).
+    cols["fixed"] = fixed_columns(cols, feature_names(False), len(kern["tm"]),
+                                  (*KERNEL_FEATURES, *HARDWARE_FEATURES, "occupancy"))
+    return cols
 
 
 def features(prob: Mapping[str, np.ndarray], kern: Mapping[str, np.ndarray], arch: Mapping[str, Any],
@@ -98,4 +102,4 @@ def features(prob: Mapping[str, np.ndarray], kern: Mapping[str, np.ndarray], arc
     }
     if analytic_params is not None:
         cols.update(analytic_columns(prob, kern, arch, analytic_params, direction, analytic_log_tf))
-    return to_matrix(cols, feature_names(analytic_params is not None), nP, nK)
+    return to_matrix(cols, feature_names(analytic_params is not None), nP, nK, Kn["fixed"])

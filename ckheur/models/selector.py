@@ -36,7 +36,7 @@ from typing import Any, Callable, Mapping, NamedTuple
 
 import numpy as np
 
-from ckheur.features.common import analytic_log_tflops
+from ckheur.features.common import FixedColumns, analytic_log_tflops
 from ckheur.kernels.base import LATENCY_FLOOR_MS
 from ckheur.models.prior import prior_from_log_tflops
 from ckheur.problems.base import ProblemError
@@ -127,8 +127,13 @@ class _Pool:
         def sub(arrays: Mapping[str, np.ndarray]) -> dict:
             return {k: v[idx] for k, v in arrays.items()}
 
-        cols = None if self.kernel_cols is None else \
-            {k: v[:, idx] if np.ndim(v) == 2 else v for k, v in self.kernel_cols.items()}
+        def sub_col(v: Any) -> Any:
+            """A kernel column ([1, K]) or the matrix block of them restricted; a scalar as is."""
+            if isinstance(v, FixedColumns):
+                return v._replace(values=v.values[idx])
+            return v[:, idx] if np.ndim(v) == 2 else v
+
+        cols = None if self.kernel_cols is None else {k: sub_col(v) for k, v in self.kernel_cols.items()}
         return _Pool([self.kernels[i] for i in idx], None if self.feats is None else sub(self.feats),
                      {use: sub(t) for use, t in self.terms.items()}, None, cols)
 

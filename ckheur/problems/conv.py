@@ -108,7 +108,8 @@ class ConvProblem:
     @property
     def ndim(self) -> int:
         """Spatial dimensionality: 3 when any depth field differs from the 2D case."""
-        return 3 if any(getattr(self, k) != v for k, v in _DEFAULTS_3D.items()) else 2
+        # (_DEFAULTS_3D, spelled out: a selector asks this several times per problem)
+        return 3 if self.Di != 1 or self.Z != 1 or self.stride_d != 1 or self.pad_d != 0 or self.dilation_d != 1 else 2
 
     @property
     def flops(self) -> int:
