@@ -6,7 +6,10 @@ count (the ranking model's; ranking does not run the TFLOPS companion) and the r
 shipped forward bundle at an earlier commit) is measured in the same run, interleaved.
 
     python bench/bench_compiled_selector.py [--problems 100] [--repeat 50] [--runs 3]
-        [--model DIR ...] [--baseline DIR | --baseline-commit REV] [--gemm]
+        [--model DIR ...] [--baseline DIR | --baseline-commit REV] [--baseline-code REV] [--gemm]
+
+``--baseline-code REV`` times the same bundles with ckheur's code as it was at REV first (its own
+bench, run from a copy of that revision), so that a speed-up of the code is measured in one run.
 
 Default models: the shipped CK forward bundle (real gfx950 data; problems: the distinct shapes of
 the shipped CSV) and two MIOpen bundles, forward FP16 MI300X (12 solvers) and backward-weights
@@ -95,7 +98,7 @@ def extract_bundle(rev: str, bundle: str, into: Path) -> Path:
     """A shipped bundle's folder as it was at a git revision (the previous model, for side by side)."""
     out = into / f"{bundle}@{rev}"
     names = []
-    for folder in ("bundles", "models"):  # shipped bundles lived in models/ before f6a535f
+    for folder in ("models", "bundles"):  # shipped bundles: models/ (and bundles/ from f6a535f to issue 34)
         names = names or subprocess.run(["git", "-C", str(ROOT), "ls-tree", "--name-only", rev, f"{folder}/{bundle}/"],
                                         capture_output=True, text=True, check=True).stdout.split()
     if not names:
@@ -106,6 +109,26 @@ def extract_bundle(rev: str, bundle: str, into: Path) -> Path:
                               check=True).stdout
         (out / Path(name).name).write_bytes(data)
     return out
+
+
+def old_code_rows(rev: str, models: list[Path], tmp: Path, args) -> list[str]:
+    """The table rows of this bench run with ckheur's code (and this bench) as they were at a git
+    revision, on the same bundles: a copy of that revision's code, run in a subprocess."""
+    src = tmp / f"code@{rev}"
+    src.mkdir()
+    paths = [p for p in ("ckheur", "bench", "conf", "tests/data/miopen_fdb")
+             if subprocess.run(["git", "-C", str(ROOT), "cat-file", "-e", f"{rev}:{p}"], check=False).returncode == 0]
+    tar = subprocess.run(["git", "-C", str(ROOT), "archive", rev, *paths], capture_output=True, check=True).stdout
+    subprocess.run(["tar", "-x", "-C", str(src)], input=tar, check=True)
+    if (ROOT.parent / "shared").is_dir():  # the same find-db files as this code reads
+        (tmp / "shared").symlink_to(ROOT.parent / "shared")
+    cmd = [sys.executable, str(src / "bench" / "bench_compiled_selector.py"), "--problems", str(args.problems),
+           "--repeat", str(args.repeat), "--runs", str(args.runs), "--rounds", str(args.rounds)]
+    r = subprocess.run(cmd + [a for m in models for a in ("--model", str(m.resolve()))], capture_output=True,
+                       text=True, check=False)
+    if r.returncode != 0:
+        raise SystemExit(f"the bench at {rev} failed:\n{r.stderr[-2000:]}")
+    return [f"{line}  [code at {rev}]" for line in r.stdout.splitlines()[1:] if line.strip()]
 
 
 def measure(bundle: Path, problems: list, fields: list[str], tmp: Path, cc: str, args) -> dict:
@@ -142,6 +165,8 @@ def main() -> None:
     ap.add_argument("--baseline", type=Path, default=None, help="another bundle timed in the same run")
     ap.add_argument("--baseline-commit", default=None,
                     help="time the shipped CK forward bundle as it was at this git revision too (e.g. the previous model)")
+    ap.add_argument("--baseline-code", default=None,
+                    help="time the same bundles with ckheur's code at this git revision first (e.g. before a speed-up)")
     ap.add_argument("--problems", type=int, default=100, help="distinct problems per bundle")
     ap.add_argument("--repeat", type=int, default=50, help="rank calls per problem in C")
     ap.add_argument("--runs", type=int, default=3, help="C runs (median of their per-problem p50s)")
@@ -161,8 +186,11 @@ def main() -> None:
             models.append(args.baseline)
         if args.baseline_commit:
             models.append(extract_bundle(args.baseline_commit, DEFAULT_MODELS[0], tmp))
+        old_rows = old_code_rows(args.baseline_code, models, tmp, args) if args.baseline_code else []
         print(f"{'bundle':<46} {'kernels':>7} {'trees':>6} {'C us':>7} {'floor us':>8} {'x floor':>7} "
               f"{'compiled us':>11} {'Python us':>9}  (p50 over distinct problems)")
+        for line in old_rows:
+            print(line)
         for bundle in models:
             problems, fields = bundle_problems(bundle, args.problems)
             m = measure(bundle, problems, fields, tmp, cc, args)

@@ -53,18 +53,17 @@ def _stable_hash(text: str) -> int:
 
 
 def problem_arrays(problems: Sequence[Any], direction: str) -> dict[str, np.ndarray]:
-    """Per-problem arrays: implicit-GEMM sizes, FLOPs, tensor bytes (per element), hashes."""
-    gemm = np.array([p.gemm(direction) for p in problems], dtype=np.float64).reshape(-1, 4)
-    return {
-        "G": gemm[:, 0], "M": gemm[:, 1], "N": gemm[:, 2], "K": gemm[:, 3],
-        "flops": np.array([p.flops for p in problems], dtype=np.float64),
-        "elems": np.array([p.bytes_moved(1) for p in problems], dtype=np.float64),
-        "filt": np.array([p.filter_size for p in problems], dtype=np.float64),
-        "cpg": np.array([p.channels_per_group for p in problems], dtype=np.float64),
-        "split_k": np.array([p.split_k for p in problems], dtype=np.float64),
-        "transposed": np.array([getattr(p, "transposed_operands", 0) for p in problems], dtype=np.float64),
-        "hash": np.array([_stable_hash(repr(p.key())) for p in problems], dtype=np.uint64),
-    }
+    """Per-problem arrays: implicit-GEMM sizes, FLOPs, tensor bytes (per element)."""
+    # One array for every numeric column (a selector asks for one problem at a time: one numpy call).
+    cols = np.array([(*p.gemm(direction), p.flops, p.bytes_moved(1), p.filter_size, p.channels_per_group,
+                      p.split_k, getattr(p, "transposed_operands", 0)) for p in problems],
+                    dtype=np.float64).reshape(-1, 10).T.copy()
+    return dict(zip(("G", "M", "N", "K", "flops", "elems", "filt", "cpg", "split_k", "transposed"), cols))
+
+
+def problem_hashes(problems: Sequence[Any]) -> np.ndarray:
+    """Each problem's 64-bit hash (what seeds its measurement noise)."""
+    return np.array([_stable_hash(repr(p.key())) for p in problems], dtype=np.uint64)
 
 
 def kernel_arrays(kernels: Sequence[Any]) -> dict[str, np.ndarray]:
@@ -133,6 +132,9 @@ def kernel_terms(kern: Mapping[str, np.ndarray], arch: Mapping[str, Any], params
             "tm": kern["tm"], "tn": kern["tn"], "tk": kern["tk"], "dtype_bytes": kern["dtype_bytes"]}
 
 
+_LATENCY_PROBLEM_COLUMNS = ("G", "M", "N", "K", "split_k", "transposed", "filt", "cpg")  # what it reads of a problem
+
+
 def predict_latency_ms(prob: Mapping[str, np.ndarray], kern: Mapping[str, np.ndarray] | None,
                        arch: Mapping[str, Any], params: Mapping[str, Any], direction: str,
                        terms: Mapping[str, np.ndarray] | None = None) -> np.ndarray:
@@ -140,7 +142,7 @@ def predict_latency_ms(prob: Mapping[str, np.ndarray], kern: Mapping[str, np.nda
 
     ``terms``: :func:`kernel_terms` of ``kern`` with these ``arch`` and ``params``, when the caller
     keeps them (a selector scores one pool many times); ``kern`` is then not read."""
-    P = {k: v[:, None] for k, v in prob.items()}
+    P = {k: prob[k][:, None] for k in _LATENCY_PROBLEM_COLUMNS}
     Kn = {k: v[None, :] for k, v in (kernel_terms(kern, arch, params) if terms is None else terms).items()}
     cus = float(arch["num_cus"])
     clock_hz = float(arch["max_clock_mhz"]) * 1e6
@@ -200,6 +202,6 @@ def simulate(problems: Sequence[Any], kernels: Sequence[Any], arch: Mapping[str,
     lat = predict_latency_ms(prob, kern, arch, params, direction)
     sigma = float(params["noise_sigma"] if noise is None else noise)
     if sigma > 0:
-        h = prob["hash"][:, None] * np.uint64(31) ^ kern["hash"][None, :] ^ np.uint64(seed * 0x1F3D5B79 + 1)
+        h = problem_hashes(problems)[:, None] * np.uint64(31) ^ kern["hash"][None, :] ^ np.uint64(seed * 0x1F3D5B79 + 1)
         lat = lat * np.exp(sigma * _unit_normal(h))
     return lat

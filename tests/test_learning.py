@@ -40,9 +40,12 @@ def test_single_and_batch_features_agree_exactly(fwd, direction, analytic):
     kern = ENGINE.kernel_arrays(kernels)
     batch = ENGINE.features(ENGINE.problem_arrays(probs, direction), kern, arch, direction, params)
     assert batch.shape == (len(probs) * len(kernels), len(ENGINE.feature_names(analytic)))
+    kept = ENGINE.kernel_columns(kern, arch)  # what a selector keeps per pool
     for i, p in enumerate(probs):
         single = ENGINE.features(ENGINE.problem_arrays([p], direction), kern, arch, direction, params)
         assert np.array_equal(single, batch[i * len(kernels):(i + 1) * len(kernels)])
+        assert np.array_equal(ENGINE.features(ENGINE.problem_arrays([p], direction), kern, arch, direction, params,
+                                              kernel_cols=kept), single)
     assert np.isfinite(batch).all()
 
 
@@ -427,3 +430,23 @@ def test_simulated_pipeline_end_to_end(tmp_path):
     m = json.loads((tmp_path / "multi" / "2" / "metrics.json").read_text())
     assert m["data_kind"] == "simulated" and m["problems_evaluated"] > 250
     assert m["efficiency"]["mean"] > m["baselines"]["random legal kernel"]["mean"]
+
+
+def test_selector_kept_kernel_columns_score_a_cascade_subset_as_computed_fresh():
+    """A pool restricted per problem (here by the analytic cascade, set low) scores with the pool's
+    kept kernel columns exactly as with the subset's columns computed anew."""
+    from ckheur.selection.selector import Selector
+    from ckheur.families.grouped_conv.problems import generate
+    from ckheur.sim import kernel_arrays as sim_kernel_arrays
+    from conftest import ROOT
+
+    sel = Selector.load(ROOT / "models" / "grouped_conv_fwd_bf16_gfx950", cache_size=0, cascade_threshold=10,
+                        cascade_top=7)
+    pool = sel._pools[2]
+    assert pool.kernel_cols is not None and len(pool.kernels) > 10
+    for p in generate(5, 8, ndim=2):
+        kernels, scores, tflops = sel._score(p)
+        assert len(kernels) == 7
+        idx = [pool.kernels.index(k) for k in kernels]
+        fresh = sel._predict_arrays(p, {k: v[idx] for k, v in pool.feats.items()}, sim_kernel_arrays(kernels))
+        assert np.array_equal(scores, fresh[0]) and np.array_equal(tflops, fresh[1])

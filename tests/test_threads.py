@@ -91,3 +91,25 @@ def test_training_and_scoring_use_the_policy(monkeypatch):
     from ckheur.threads import predict
 
     assert len(predict(b, X[:7])) == 7 and asked == [(0, 7)]
+
+
+def test_one_thread_predictor_equals_booster_predict():
+    """The selector's scoring call (LightGBM's C API, set up once) gives Booster.predict's values
+    bit for bit on the shipped bundle's real feature rows: float32 and float64, one row and a
+    query's rows, with the wrapper's path for what it does not take (strided, many rows)."""
+    import numpy as np
+
+    from ckheur.learn.bundle import load_bundle
+    from ckheur.selection.selector import Selector
+    from ckheur.families.grouped_conv.problems import generate
+
+    shipped = PACKAGE / "models" / "grouped_conv_fwd_bf16_gfx950"
+    sel, b = Selector.load(shipped, cache_size=0), load_bundle(shipped)
+    pool = sel._pools[2]
+    probs = list(generate(3, 12, ndim=2))
+    X = sel.engine.features(sel.engine.problem_arrays(probs, "fwd"), pool.feats, sel.arch, "fwd")
+    assert X.dtype == np.float32 and len(X) == 12 * len(pool.kernels)
+    for booster in (b.booster, b.tflops_booster):
+        fast = threads.one_thread_predictor(booster)
+        for rows in (X[:1], X[:20], X.astype(np.float64), X[::2], np.repeat(X, 200, axis=0)):
+            assert np.array_equal(fast(rows), booster.predict(rows, num_threads=1))

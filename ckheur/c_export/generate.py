@@ -216,7 +216,7 @@ def _forest_c(tag: str, forest: Forest, feat_class: Sequence[str], slot: Sequenc
     if use_kmask:
         bits = {"uint16_t": 16, "uint32_t": 32, "uint64_t": 64}[kmask_type]
         lim = (1 << bits) - 1
-        vals = [f"{int(v) & lim:#x}u" for v in kmask.reshape(-1)]
+        vals = [f"{int(v) & lim:#x}u" for v in kmask.T.reshape(-1)]  # tree-major: a tree's kernels side by side
         out.append(f"static const CKH_KMASK_T ckh_{tag}_kmask[] = {{\n{_rows(vals, 12)}\n}};")
     out.append(
         f"static const ckh_forest ckh_forest_{tag} = {{{forest.ntree}, ckh_{tag}_pnodes, {len(pnodes)}, "
@@ -428,6 +428,7 @@ def export_bundle(model_dir: str | Path, output: str | Path, name: str | None = 
         "CKH_LATENCY_FLOOR_S": repr(LATENCY_FLOOR_MS * 1e-3),
         "CKH_MIN_CONTIGUOUS": int(op_cfg.get("min_contiguous_elems", 2)),
         "CKH_E_FIELD": -100, "CKH_E_FIELD_LARGE": -200, "CKH_KMASK_T": kmask_type,
+        "CKH_MASK_T": "uint32_t" if max_leaves <= 32 else "uint64_t",
         "CKH_ANSWERS": len(b.answers or {}), "CKH_KEY_FIELDS": len(fields),
     }
     for macro, code, _ in errors:

@@ -42,11 +42,12 @@ def ascii_int(text: str) -> int | None:
     return int(text) if _ASCII_INT.fullmatch(text) else None
 
 
-def check_exact_sizes(flops: int, elems: int, what: str) -> None:
-    """Refuse a problem whose FLOPs or tensor elements reach 2^53 (no longer exact as doubles)."""
+def check_exact_sizes(flops: int, elems: int, what: str | Callable[[], str]) -> None:
+    """Refuse a problem whose FLOPs or tensor elements reach 2^53 (no longer exact as doubles);
+    ``what``: the problem's description, or a function giving it (only built for the error)."""
     for name, v in (("FLOPs", flops), ("tensor elements", elems)):
         if v >= EXACT_LIMIT:
-            raise ProblemError(f"problem too large: {name} {v:.3g} >= 2^53 in {what}")
+            raise ProblemError(f"problem too large: {name} {v:.3g} >= 2^53 in {what if isinstance(what, str) else what()}")
 
 
 def draw_distinct(seed: int, count: int, shapes: Mapping[str, float], allowed: Sequence[str],
@@ -84,6 +85,9 @@ def checked_fields(d: Mapping[str, Any], allowed: Sequence[str], required: Seque
         raise ProblemError(f"problem is missing required field(s) {', '.join(missing)}")
     out = {}
     for k, v in d.items():
+        if type(v) is int:  # the common case, without the slower checks below
+            out[k] = v
+            continue
         if k not in text:
             if isinstance(v, numbers.Integral) and not isinstance(v, bool):
                 v = int(v)

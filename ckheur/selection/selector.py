@@ -21,9 +21,12 @@ the next select of that problem is a hit. A bundle trained with ``train.remember
 fastest measured kernel of each of its training problems first for that exact problem (source
 ``training_data``).
 
-Hot path: kernel features are precomputed per spatial dimensionality; a problem's features are
-one vectorized numpy call; LightGBM scores a float32 matrix on one thread; no pandas; results
-are cached by problem (LRU). Pools larger than ``cascade_threshold`` are pre-ranked by the
+Hot path: kernel features, and the feature columns that depend on kernels alone, are
+precomputed per spatial dimensionality; a problem's features are one vectorized numpy pass;
+LightGBM scores a float32 matrix on one thread through its C API, set up once per selector
+(``threads.one_thread_predictor``); no pandas; results are cached by problem (LRU).
+``compiled=True`` ranks in the exported C instead (about 15x faster per problem); it is not the
+default because its first use exports and compiles the bundle (seconds to tens of seconds). Pools larger than ``cascade_threshold`` are pre-ranked by the
 analytic model and only its top ``cascade_top`` are scored by the learned model.
 """
 
@@ -36,21 +39,21 @@ from typing import Any, Callable, Mapping, NamedTuple, Sequence
 
 import numpy as np
 
-from ckheur.families.tile_features import analytic_log_tflops
 from ckheur.families import Family
 from ckheur.families.kernel_base import LATENCY_FLOOR_MS
-from ckheur.learn.prior import prior_from_log_tflops
 from ckheur.families.problem_base import ProblemError
+from ckheur.families.tile_features import FixedColumns, analytic_log_tflops
+from ckheur.learn.prior import prior_from_log_tflops
 from ckheur.sim import CASCADE_THRESHOLD, CASCADE_TOP, kernel_terms, predicted_tflops, problem_arrays
-from ckheur.threads import predict
+from ckheur.threads import one_thread_predictor
 
 
 def as_problem(problem: Any, family: Family, direction: str | None = None, dtype: str | None = None) -> Any:
     """A problem object from a problem, a dict with the family's field names, or its text form
     (convolutions: a MIOpenDriver line, refused when it contradicts ``direction`` or ``dtype``)."""
-    mod = family.problems
     if hasattr(problem, "key") and hasattr(problem, "gemm"):
         return problem
+    mod = family.problems
     if isinstance(problem, str) and hasattr(mod, "from_text"):
         return mod.from_text(problem, direction, dtype)
     if isinstance(problem, Mapping):
@@ -115,14 +118,22 @@ class _Pool:
     feats: dict | None
     terms: dict
     support: Any
+    kernel_cols: dict | None = None  # the engine's kernel_columns of feats, where it has them
 
     def take(self, idx: np.ndarray) -> "_Pool":
         """The pool restricted to the kernels at ``idx``, in that order."""
         def sub(arrays: Mapping[str, np.ndarray]) -> dict:
             return {k: v[idx] for k, v in arrays.items()}
 
+        def sub_col(v: Any) -> Any:
+            """A kernel column ([1, K]) or the matrix block of them restricted; a scalar as is."""
+            if isinstance(v, FixedColumns):
+                return v._replace(values=v.values[idx])
+            return v[:, idx] if np.ndim(v) == 2 else v
+
+        cols = None if self.kernel_cols is None else {k: sub_col(v) for k, v in self.kernel_cols.items()}
         return _Pool([self.kernels[i] for i in idx], None if self.feats is None else sub(self.feats),
-                     {use: sub(t) for use, t in self.terms.items()}, None)
+                     {use: sub(t) for use, t in self.terms.items()}, None, cols)
 
 
 @dataclass(frozen=True)
@@ -154,6 +165,9 @@ class Selector:
                                f"(stage=train) and load it")
         self.arch, self.direction, self.dtype, self.engine = dict(arch), direction, dtype, engine
         self.booster, self.tflops_booster, self.objective = booster, tflops_booster, objective
+        # One query's rows, scored through LightGBM's C API without the wrapper's per-call work.
+        self._predict_main = None if booster is None else one_thread_predictor(booster)
+        self._predict_tflops = None if tflops_booster is None else one_thread_predictor(tflops_booster)
         self.analytic_params = analytic_params
         self.prior = prior  # the analytic prior the trees correct (models.prior), added to their raw scores
         # The prior and the simulator's features come from one simulator pass when their parameters agree.
@@ -174,6 +188,7 @@ class Selector:
               is not None else []),
             *([ExactTier("find_db", self.find_db.best.get)] if self.find_db is not None else []), *exact]
         self._field_set = frozenset(self.family.problems.FIELDS)
+        self._support_mask = self.family.kernels.support_mask  # (the family imports its modules per access)
         self._cache: OrderedDict = OrderedDict()
         self._cache_size = cache_size
         # The simulator's parameter set per use: the model's features, its prior, the analytic ranking.
@@ -185,7 +200,7 @@ class Selector:
             feats = engine.kernel_arrays(ks) if engine is not None else None
             sim = sim_kernel_arrays(ks) if self.family.analytic else {}
             self._pools[group] = _Pool(ks, feats, self._kernel_terms(sim, len(ks)),
-                                       self.family.kernels.support_arrays(ks))
+                                       self.family.kernels.support_arrays(ks), self._kernel_columns(feats))
 
     @classmethod
     def load(cls, model_dir: str | Path, *, compiled: bool = False, tuning_db: Any = None,
@@ -364,6 +379,11 @@ class Selector:
                 uses.append("sim")
         return {use: kernel_terms(sim_kern, self.arch, self._sim_sets[use]) for use in uses}
 
+    def _kernel_columns(self, feats: Mapping[str, np.ndarray] | None) -> dict | None:
+        """The feature engine's problem-independent columns of a pool (None: it computes them per call)."""
+        columns = getattr(self.engine, "kernel_columns", None)
+        return None if columns is None or feats is None else columns(feats, self.arch)
+
     def _sim_tflops(self, prob: Mapping[str, np.ndarray], pool: "_Pool", use: str, log: bool = False) -> np.ndarray:
         """The simulator's TFLOPS (or their log) [1, kernels] with the parameter set of ``use``,
         from the pool's precomputed kernel terms."""
@@ -379,12 +399,12 @@ class Selector:
             what = f"{p.ndim}D problems" if self.family.name == "grouped_conv" else f"group {p.group!r}"
             raise ProblemError(f"no kernel for {what} in this pool (groups: {sorted(self._pools)})")
         pool = self._pools[p.group]
-        mask, reason = self.family.kernels.support_mask(p, pool.support, self.op)
+        mask, reason = self._support_mask(p, pool.support, self.op)
         if not mask.any():
             raise ProblemError(reason)
         if not mask.all():
             pool = pool.take(np.flatnonzero(mask))
-        if self.booster is not None and self.family.analytic and len(pool.kernels) > self.cascade_threshold:
+        if len(pool.kernels) > self.cascade_threshold and self.booster is not None and self.family.analytic:
             # Cascade: the analytic model pre-ranks, the learned model scores its top candidates.
             tf = self._sim_tflops(problem_arrays([p], self.direction), pool, "sim")[0]
             pool = pool.take(np.argsort(-tf, kind="stable")[: self.cascade_top])
@@ -405,7 +425,8 @@ class Selector:
     def _predict_arrays(self, p: Any, feats: Mapping[str, np.ndarray] | None,
                        sim_kern: Mapping[str, np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
         """(scores, predicted TFLOPS) of kernels given as precomputed arrays (engine, simulator)."""
-        return self._predict_pool(p, _Pool([], feats, self._kernel_terms(sim_kern, 0), None))  # no cascade here
+        return self._predict_pool(p, _Pool([], feats, self._kernel_terms(sim_kern, 0), None,
+                                           self._kernel_columns(feats)))  # no cascade here
 
     def _predict_pool(self, p: Any, pool: "_Pool") -> tuple[np.ndarray, np.ndarray]:
         if self.booster is None:
@@ -417,14 +438,15 @@ class Selector:
         log_tf = None if analytic is None else self._sim_tflops(prob, pool, "features", log=True)
         prior_tf = None if self.prior is None else log_tf if self._prior_is_feature else \
             self._sim_tflops(prob, pool, "prior", log=True)
-        X = self.engine.features(prob, pool.feats, self.arch, self.direction, analytic, analytic_log_tf=log_tf)
-        scores = predict(self.booster, X)
+        X = self.engine.features(prob, pool.feats, self.arch, self.direction, analytic, analytic_log_tf=log_tf,
+                                 **({} if pool.kernel_cols is None else {"kernel_cols": pool.kernel_cols}))
+        scores = self._predict_main(X)
         if prior_tf is not None:
             scores = scores + prior_from_log_tflops(prior_tf[0], None, self.prior, self.objective)
         if self.tflops_booster is None:
             tflops = np.expm1(scores)
         else:
-            tflops = np.expm1(predict(self.tflops_booster, X))
+            tflops = np.expm1(self._predict_tflops(X))
             if self.objective == "relative":
                 # Scores are predicted fractions of the best: scale by the best TFLOPS estimate so
                 # the TFLOPS shown agree with the ranking.

@@ -43,7 +43,7 @@ typedef struct {
     const ckh_node* cnodes; const int32_t* cofs;  /* candidate nodes, by tree: [cofs[t], cofs[t+1]) */
     const double* leaf; const int32_t* leaf_ofs;  /* leaf values, left to right, by tree */
     const uint32_t* cat_bits; const int32_t* cat_ofs;
-    const CKH_KMASK_T* kmask;                     /* [kernel][tree] kernel-feature leaf masks, or NULL */
+    const CKH_KMASK_T* kmask;                     /* [tree][kernel] kernel-feature leaf masks, or NULL */
 } ckh_forest;
 
 typedef struct {            /* the latency model's kernel-only terms (ckheur.sim.kernel_terms) */
@@ -126,37 +126,52 @@ static void ckh_problem_masks(const ckh_forest* f, const float* xp, uint64_t* pm
     for (int i = 0; i < f->npnodes; ++i) {
         const ckh_node* n = &f->pnodes[i];
         float x = xp[n->slot];  /* values near zero were zeroed when written */
-        int left = n->kind != CKH_NUM_NONE ? ckh_go_left(x, n, f->cat_bits, f->cat_ofs)
-                   : n->zero_left ? !(x > n->thr) : x <= n->thr;  /* NaN: as 0 */
-        pm[n->tree] &= left ? ~n->right : ~n->clear;
+        /* Branch-free (the direction taken is data, not predictable): NaN reads as 0. */
+        uint64_t left = n->kind != CKH_NUM_NONE ? (uint64_t)ckh_go_left(x, n, f->cat_bits, f->cat_ofs)
+                        : (uint64_t)(x <= n->thr) | ((uint64_t)n->zero_left & (uint64_t)(x != x));
+        const uint64_t sel = (uint64_t)0 - left;  /* all ones when the row goes left */
+        pm[n->tree] &= ~((n->right & sel) | (n->clear & ~sel));
     }
 }
+
+/* A candidate's leaves of one tree still reachable: 32 bits when every tree has at most 32
+ * leaves, so that a vector instruction tests twice the candidates. */
+typedef CKH_MASK_T ckh_mask;
 
 /* Raw scores of n <= CKH_CHUNK candidates (kernel ids kid), pair features xi[slot][c]. */
 static void ckh_forest_chunk(const ckh_forest* f, const uint64_t* pm, const float (*xi)[CKH_CHUNK],
                              const int* kid, int n, double* out) {
-    uint64_t m[CKH_CHUNK];
-    for (int c = 0; c < n; ++c) out[c] = 0.0;
+    ckh_mask m[CKH_CHUNK];
+    int consecutive = 1;  /* kernels kid[0], kid[0] + 1, ...: their masks are read as one run */
+    for (int c = 0; c < n; ++c) {
+        out[c] = 0.0;
+        consecutive &= kid[c] == kid[0] + c;
+    }
     for (int t = 0; t < f->ntree; ++t) {
-        if (f->kmask) {
-            const CKH_KMASK_T* km = f->kmask + t;
-            const size_t stride = (size_t)f->ntree;
-            for (int c = 0; c < n; ++c) m[c] = pm[t] & (uint64_t)km[(size_t)kid[c] * stride];
+        const ckh_mask reach = (ckh_mask)pm[t];
+        if (f->kmask) {  /* a tree's masks are adjacent, kernel by kernel */
+            const CKH_KMASK_T* km = f->kmask + (size_t)t * CKH_NKERN;
+            if (consecutive) {
+                km += kid[0];
+                for (int c = 0; c < n; ++c) m[c] = reach & (ckh_mask)km[c];
+            } else {
+                for (int c = 0; c < n; ++c) m[c] = reach & (ckh_mask)km[kid[c]];
+            }
         } else {
-            for (int c = 0; c < n; ++c) m[c] = pm[t];
+            for (int c = 0; c < n; ++c) m[c] = reach;
         }
         for (int i = f->cofs[t]; i < f->cofs[t + 1]; ++i) {
             const ckh_node* nd = &f->cnodes[i];
             if (!(nd->clear & pm[t])) continue;  /* its left subtree is out of the problem's reach */
-            const uint64_t keep = ~nd->clear;
+            const ckh_mask keep = (ckh_mask)~nd->clear;
             if (nd->src == CKH_SRC_PAIR && nd->kind == CKH_NUM_NONE) {
                 /* Branch-free: one compare per lane, whose NaN result matches reading NaN as 0.
                  * Values near zero were zeroed when written. */
                 const float* v = xi[nd->slot];
                 const float thr = nd->thr;
-                const uint64_t clear = nd->clear;
-#define CKH_TEST_GT(c) m[c] &= ~(clear & ((uint64_t)0 - (uint64_t)(v[c] > thr)))
-#define CKH_TEST_NLE(c) m[c] &= ~(clear & ((uint64_t)0 - (uint64_t)!(v[c] <= thr)))
+                const ckh_mask clear = (ckh_mask)nd->clear;
+#define CKH_TEST_GT(c) m[c] &= ~(clear & ((ckh_mask)0 - (ckh_mask)(v[c] > thr)))
+#define CKH_TEST_NLE(c) m[c] &= ~(clear & ((ckh_mask)0 - (ckh_mask)!(v[c] <= thr)))
                 int c = 0;
                 if (nd->zero_left) {
                     for (; c + 4 <= n; c += 4) { CKH_TEST_GT(c); CKH_TEST_GT(c + 1); CKH_TEST_GT(c + 2); CKH_TEST_GT(c + 3); }
@@ -167,10 +182,10 @@ static void ckh_forest_chunk(const ckh_forest* f, const uint64_t* pm, const floa
                 }
             } else if (nd->kind == CKH_NUM_NONE) {  /* a kernel feature, from the kernel table */
                 const float thr = nd->thr;
-                const uint64_t clear = nd->clear;
+                const ckh_mask clear = (ckh_mask)nd->clear;
                 for (int c = 0; c < n; ++c) {
                     float x = ckh_kernel_feature(kid[c], nd->slot);
-                    m[c] &= ~(clear & ((uint64_t)0 - (uint64_t)(nd->zero_left ? x > thr : !(x <= thr))));
+                    m[c] &= ~(clear & ((ckh_mask)0 - (ckh_mask)(nd->zero_left ? x > thr : !(x <= thr))));
                 }
             } else {
                 for (int c = 0; c < n; ++c) {

@@ -14,6 +14,7 @@ A 2D problem is the 3D one with Di=Z=1, stride_d=dilation_d=1, pad_d=0.
 from __future__ import annotations
 
 import math
+import operator
 import random
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -32,6 +33,7 @@ CONV_FIELDS = (
     "stride_d", "stride_h", "stride_w", "pad_d", "pad_h", "pad_w",
     "dilation_d", "dilation_h", "dilation_w",
 )
+_CONV_KEY = operator.attrgetter(*CONV_FIELDS)  # a problem's key, read at once
 _MIN_ONE = {"N", "C", "K", "G", "Di", "Hi", "Wi", "Z", "Y", "X",
             "stride_d", "stride_h", "stride_w", "dilation_d", "dilation_h", "dilation_w"}
 _DEFAULTS_3D = {"Di": 1, "Z": 1, "stride_d": 1, "pad_d": 0, "dilation_d": 1}
@@ -88,7 +90,7 @@ class ConvProblem:
                 raise ProblemError(
                     f"problem output size {name}={val}: must be >= 1 (input too small for "
                     f"filter/dilation/padding) in {self.describe()}")
-        check_exact_sizes(self.flops, self.elements, self.describe())
+        check_exact_sizes(self.flops, self.elements, self.describe)
 
     # ---------------------------------------------------------------- derived sizes
     @property
@@ -106,7 +108,8 @@ class ConvProblem:
     @property
     def ndim(self) -> int:
         """Spatial dimensionality: 3 when any depth field differs from the 2D case."""
-        return 3 if any(getattr(self, k) != v for k, v in _DEFAULTS_3D.items()) else 2
+        # (_DEFAULTS_3D, spelled out: a selector asks this several times per problem)
+        return 3 if self.Di != 1 or self.Z != 1 or self.stride_d != 1 or self.pad_d != 0 or self.dilation_d != 1 else 2
 
     @property
     def flops(self) -> int:
@@ -169,7 +172,7 @@ class ConvProblem:
     # ---------------------------------------------------------------- conversions
     def key(self) -> tuple[int, ...]:
         """Full identity (every field, including strides, pads and dilations)."""
-        return tuple(getattr(self, f) for f in CONV_FIELDS)
+        return _CONV_KEY(self)
 
     def to_dict(self) -> dict[str, int]:
         return asdict(self)
