@@ -320,6 +320,7 @@ def export_bundle(model_dir: str | Path, output: str | Path, name: str | None = 
     from ckheur.features import get_engine
     from ckheur.features.common import coverage_occupancy
     from ckheur.models.bundle import load_bundle
+    from ckheur.models.selector import margin_of, remembered_bar
     from ckheur.ops import FAMILIES, get_family
     from ckheur.sim import CASCADE_THRESHOLD, CASCADE_TOP, load_params
 
@@ -408,6 +409,7 @@ def export_bundle(model_dir: str | Path, output: str | Path, name: str | None = 
     if prior_from_features:
         del sims["prior"]
     errors = _errors(family)
+    remember_log, remember_bar = remembered_bar(spec["objective"], margin_of(op_cfg))
     fields = list(family.problems.FIELDS)
     numeric_fields = [f for f in fields if f not in cf.enums and f not in cf.flags]
     defines = {
@@ -430,6 +432,8 @@ def export_bundle(model_dir: str | Path, output: str | Path, name: str | None = 
         "CKH_MIN_CONTIGUOUS": int(op_cfg.get("min_contiguous_elems", 2)),
         "CKH_E_FIELD": -100, "CKH_E_FIELD_LARGE": -200, "CKH_KMASK_T": kmask_type,
         "CKH_ANSWERS": len(b.answers or {}), "CKH_KEY_FIELDS": len(fields),
+        # a remembered answer stays first unless the model's pick beats it by the bundle's margin
+        "CKH_REMEMBER_LOG": int(remember_log), "CKH_REMEMBER_BAR": _hex(remember_bar),
     }
     for macro, code, _ in errors:
         if not macro.startswith("FIELD"):

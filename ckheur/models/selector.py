@@ -19,7 +19,8 @@ Otherwise the model (or, without one, the analytic model) ranks, and when ``meas
 its top-k are timed, the fastest is chosen, and every attempt is recorded in the database, so
 the next select of that problem is a hit. A bundle trained with ``train.remember`` ranks the
 fastest measured kernel of each of its training problems first for that exact problem (source
-``training_data``).
+``training_data``), unless the model predicts its own pick faster by more than the measurement
+noise (``remember_margin``, default ``REMEMBERED_NOISE``).
 
 Hot path: kernel features are precomputed per spatial dimensionality; a problem's features are
 one vectorized numpy call; LightGBM scores a float32 matrix on one thread; no pandas; results
@@ -29,6 +30,7 @@ analytic model and only its top ``cascade_top`` are scored by the learned model.
 
 from __future__ import annotations
 
+import math
 from collections import OrderedDict
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -102,6 +104,51 @@ def _results_of(measure: Callable, problem: Any, kernels: list) -> Any:
     return res
 
 
+# The measurement noise a remembered answer is allowed: two find-db timings of one kernel (MIOpen's
+# ConvBinWinogradRxSf2x3 and ConvBinWinogradRxSf2x3g1, listed together for 412 MI210/250 bwd_weight
+# fp32 problems) differ by at most 3.0% in 95% of problems. Printed by
+# `python bench/bench_unseen.py --splits remember` (docs/miopen-results.md).
+REMEMBERED_NOISE = 0.03
+
+
+def remembered_bar(objective: str, margin: float) -> tuple[bool, float]:
+    """How ``remembered_kept`` compares scores of an objective: (scores are log1p TFLOPS, the bar)."""
+    if objective == "relative":  # predicted fractions of the best: their ratio is a predicted speed-up
+        return False, 1.0 + margin
+    if objective == "regression_log":  # log1p of predicted TFLOPS: their difference is nearly its log
+        return True, math.log1p(margin)
+    return False, math.inf  # lambdarank: scores without a scale, the remembered answer always kept
+
+
+def remembered_kept(top: Any, remembered: Any, objective: str, margin: float) -> Any:
+    """Whether a remembered answer stays first (elementwise): unless the model scores its own pick
+    (``top``: the best score) above the remembered solver's by more than ``margin`` as predicted
+    speed (``remembered_bar``; the compiled C model compares the same way)."""
+    top, remembered = np.asarray(top, dtype=np.float64), np.asarray(remembered, dtype=np.float64)
+    log, bar = remembered_bar(objective, margin)
+    if log:
+        return ~(top - remembered > bar)
+    return ~(np.maximum(top, 1e-3) > np.maximum(remembered, 1e-3) * bar)
+
+
+def checked_margin(margin: Any) -> float:
+    """A remember margin as a float, refused unless a number >= 0 (inf allowed)."""
+    try:
+        value = float(margin)
+    except (TypeError, ValueError):
+        value = float("nan")
+    if isinstance(margin, bool) or not value >= 0:
+        raise ProblemError(f"op.remember_margin={margin!r}: give a fraction >= 0 (0: the model decides; "
+                           f"inf: the remembered answer always; default {REMEMBERED_NOISE}, the measured noise)")
+    return value
+
+
+def margin_of(op: Mapping[str, Any]) -> float:
+    """An op's ``remember_margin``, or ``REMEMBERED_NOISE`` when it sets none."""
+    margin = op.get("remember_margin")
+    return REMEMBERED_NOISE if margin is None else checked_margin(margin)
+
+
 def _floored(tflops: np.ndarray, p: Any) -> np.ndarray:
     """Predicted TFLOPS capped so that no latency is below the launch floor."""
     return np.minimum(tflops, p.flops / (LATENCY_FLOOR_MS * 1e-3) / 1e12)
@@ -157,6 +204,7 @@ class Selector:
         self.label = label
         self.compiled: Any = None  # a CompiledModel ranking in C (Selector.load(..., compiled=True))
         self.answers: dict = {}  # problem key -> kernel name the bundle remembers (train.remember)
+        self.remember_margin = REMEMBERED_NOISE  # how much faster the model must predict its pick to override one
         self._all_kernels = list(kernels)  # the compiled model's kernel indices point into this list
         self._kernel_names = frozenset(k.name for k in self._all_kernels)  # what an exact tier may answer
         self.tuning_db = self._open_db(tuning_db, create_tuning_db)
@@ -179,7 +227,8 @@ class Selector:
     def load(cls, model_dir: str | Path, *, compiled: bool = False, tuning_db: Any = None,
              create_tuning_db: bool = False, find_db: Any = None, cache_size: int = 4096,
              cascade_threshold: int = CASCADE_THRESHOLD, cascade_top: int = CASCADE_TOP,
-             applicability: str | None = None, listed: Mapping[str, Any] | None = None) -> "Selector":
+             applicability: str | None = None, listed: Mapping[str, Any] | None = None,
+             remember_margin: float | None = None) -> "Selector":
         """A selector from a model bundle folder (verified on load).
 
         ``compiled=True`` ranks through the model exported as C (built with the system compiler
@@ -190,7 +239,10 @@ class Selector:
         problems whose scores are kept; pools above ``cascade_threshold`` kernels are pre-ranked by
         the analytic model and its ``cascade_top`` scored by the model. ``applicability`` and
         ``listed`` replace the bundle's ``op.applicability`` / ``op.listed`` (MIOpen ops: which
-        solvers are ranked per problem, ckheur.kernels.miopen_solvers)."""
+        solvers are ranked per problem, ckheur.kernels.miopen_solvers). ``remember_margin``: a
+        remembered answer stays first unless the model predicts its own pick faster by more than
+        this fraction (default: the bundle's ``op.remember_margin``, else ``REMEMBERED_NOISE``; 0: the
+        model decides; inf: always the remembered answer)."""
         from ckheur.features import get_engine
         from ckheur.models.bundle import load_bundle
         from ckheur.sim import load_params
@@ -209,6 +261,7 @@ class Selector:
                   tuning_db=tuning_db, create_tuning_db=create_tuning_db, cache_size=cache_size,
                   cascade_threshold=cascade_threshold, cascade_top=cascade_top, find_db=find_db)
         sel.answers = dict(b.answers or {})
+        sel.remember_margin = margin_of({"remember_margin": remember_margin} if remember_margin is not None else op)
         if compiled:
             import warnings
 
@@ -401,11 +454,12 @@ class Selector:
         return pool.kernels, self._remembered_first(p, pool.kernels, scores), tflops
 
     def _remembered_first(self, p: Any, kernels: list, scores: np.ndarray) -> np.ndarray:
-        """Scores with the kernel the bundle remembers for this exact problem raised above all (the
-        compiled C model does the same); predicted TFLOPS stay the model's."""
+        """Scores with the kernel the bundle remembers for this exact problem raised above all,
+        unless the model predicts its own pick faster by more than ``remember_margin``
+        (``remembered_kept``; the compiled C model does the same); predicted TFLOPS stay the model's."""
         name = self.answers.get(p.key()) if self.answers else None
         at = next((i for i, k in enumerate(kernels) if k.name == name), None) if name else None
-        if at is None:
+        if at is None or not remembered_kept(np.max(scores), scores[at], self.objective, self.remember_margin):
             return scores
         scores = np.array(scores, dtype=np.float64)
         scores[at] = scores.max() + 1.0
