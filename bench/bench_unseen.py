@@ -237,8 +237,8 @@ def repeat_pairs(tb, min_problems: int = 100, tie: float = 0.01) -> list[dict]:
 def remembered_rule(plain: np.ndarray, tb, rows: np.ndarray, answers: dict, objective: str,
                     margin: float) -> np.ndarray:
     """Scores of ``rows`` (plain: the model's) with each problem's remembered solver raised above
-    all where the selector keeps it (ckheur.models.selector.remembered_kept at ``margin``)."""
-    from ckheur.models.selector import remembered_kept
+    all where the selector keeps it (ckheur.models.bundle.remembered_kept at ``margin``)."""
+    from ckheur.models.bundle import remembered_kept
 
     pid = tb.pid[rows]
     names = [k.name for k in tb.kernels]
@@ -330,7 +330,7 @@ def cell(r: dict) -> str:
 
 def print_remember(results: dict) -> None:
     """The noise estimate from repeats, and the remembered-answer rows, as markdown."""
-    from ckheur.models.selector import REMEMBERED_NOISE
+    from ckheur.models.bundle import REMEMBERED_NOISE
 
     print("\nRepeats (solver pairs that time as one kernel): time ratio slower / faster")
     print("| GPU | direction | dtype | pair | problems | median | P90 | P95 | P99 |")
@@ -343,7 +343,7 @@ def print_remember(results: dict) -> None:
     noise = float(np.percentile(pooled, 95) - 1)
     results["noise"] = {"problems": int(len(pooled)), "p95": noise}
     print(f"noise (P95 of the pooled ratios minus 1, {len(pooled):,} problems): {100 * noise:.2f}% "
-          f"(ckheur.models.selector.REMEMBERED_NOISE: {100 * REMEMBERED_NOISE:.2f}%)")
+          f"(ckheur.models.bundle.REMEMBERED_NOISE: {100 * REMEMBERED_NOISE:.2f}%)")
     print("\nRemembered answers: top-1 / mean efficiency (open protocol) on the problems the bundle remembers")
     names = [row["selector"] for row in results["remember"][0]["rows"]] if results["remember"] else []
     print("| bundle | on | direction | dtype | problems | " + " | ".join(names) + " |")

@@ -276,7 +276,7 @@ class MIOpenOpSchema:
     applicability: Applicability = Applicability.none
     listed: Dict[str, List[str]] = field(default_factory=dict)  # solver -> kinds (ckheur.miopen_fdb.learn_listed)
     # A remembered answer (train.remember) stays first unless the model predicts its own pick faster
-    # by more than this fraction; null: the bundle's, else the measured noise (models.selector.REMEMBERED_NOISE);
+    # by more than this fraction; null: the bundle's, else the measured noise (models.bundle.REMEMBERED_NOISE);
     # 0: the model decides; inf: always the remembered answer
     remember_margin: Optional[float] = None
     default_problems: str = MISSING

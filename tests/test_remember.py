@@ -1,6 +1,6 @@
 """Remembered answers that do not cost time: a bundle's remembered solver (train.remember) stays
 first unless its model predicts its own pick faster by more than the measurement noise
-(op.remember_margin, default ckheur.models.selector.REMEMBERED_NOISE)."""
+(op.remember_margin, default ckheur.models.bundle.REMEMBERED_NOISE)."""
 
 from __future__ import annotations
 
@@ -9,8 +9,9 @@ import math
 import numpy as np
 import pytest
 
-from ckheur.models.selector import REMEMBERED_NOISE, Selector, checked_margin, remembered_kept
-from ckheur.problems.base import ProblemError
+from ckheur.errors import UserError
+from ckheur.models.bundle import REMEMBERED_NOISE, checked_margin, remembered_kept
+from ckheur.models.selector import Selector
 from conftest import ROOT, run_cli
 
 BUNDLE = ROOT / "bundles" / "miopen_bwd_weight_fp16_gfx942"  # a shipped bundle that remembers its file
@@ -32,7 +33,7 @@ def test_the_rule_keeps_an_answer_unless_the_model_predicts_a_gain_beyond_the_ma
 
 @pytest.mark.parametrize("bad", [-0.1, float("nan"), "fast", True, None])
 def test_a_margin_must_be_a_fraction_of_at_least_zero(bad):
-    with pytest.raises(ProblemError, match=r"op.remember_margin=.*give a fraction >= 0"):
+    with pytest.raises(UserError, match=r"op.remember_margin=.*give a fraction >= 0"):
         checked_margin(bad)
     assert checked_margin("0.25") == 0.25 and checked_margin(math.inf) == math.inf
 

@@ -319,8 +319,7 @@ def export_bundle(model_dir: str | Path, output: str | Path, name: str | None = 
     an earlier export of the same model and name (anything else is refused unless ``overwrite``)."""
     from ckheur.features import get_engine
     from ckheur.features.common import coverage_occupancy
-    from ckheur.models.bundle import load_bundle
-    from ckheur.models.selector import margin_of, remembered_bar
+    from ckheur.models.bundle import load_bundle, margin_of, remembered_bar
     from ckheur.ops import FAMILIES, get_family
     from ckheur.sim import CASCADE_THRESHOLD, CASCADE_TOP, load_params
 

@@ -30,7 +30,6 @@ analytic model and only its top ``cascade_top`` are scored by the learned model.
 
 from __future__ import annotations
 
-import math
 from collections import OrderedDict
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -40,6 +39,7 @@ import numpy as np
 
 from ckheur.features.common import analytic_log_tflops
 from ckheur.kernels.base import LATENCY_FLOOR_MS
+from ckheur.models.bundle import REMEMBERED_NOISE, margin_of, remembered_kept
 from ckheur.models.prior import prior_from_log_tflops
 from ckheur.problems.base import ProblemError
 from ckheur.sim import CASCADE_THRESHOLD, CASCADE_TOP, kernel_terms, predicted_tflops, problem_arrays
@@ -102,51 +102,6 @@ def _results_of(measure: Callable, problem: Any, kernels: list) -> Any:
         else:
             res.add(float(lat))
     return res
-
-
-# The measurement noise a remembered answer is allowed: two find-db timings of one kernel (MIOpen's
-# ConvBinWinogradRxSf2x3 and ConvBinWinogradRxSf2x3g1, listed together for 412 MI210/250 bwd_weight
-# fp32 problems) differ by at most 3.0% in 95% of problems. Printed by
-# `python bench/bench_unseen.py --splits remember` (docs/miopen-results.md).
-REMEMBERED_NOISE = 0.03
-
-
-def remembered_bar(objective: str, margin: float) -> tuple[bool, float]:
-    """How ``remembered_kept`` compares scores of an objective: (scores are log1p TFLOPS, the bar)."""
-    if objective == "relative":  # predicted fractions of the best: their ratio is a predicted speed-up
-        return False, 1.0 + margin
-    if objective == "regression_log":  # log1p of predicted TFLOPS: their difference is nearly its log
-        return True, math.log1p(margin)
-    return False, math.inf  # lambdarank: scores without a scale, the remembered answer always kept
-
-
-def remembered_kept(top: Any, remembered: Any, objective: str, margin: float) -> Any:
-    """Whether a remembered answer stays first (elementwise): unless the model scores its own pick
-    (``top``: the best score) above the remembered solver's by more than ``margin`` as predicted
-    speed (``remembered_bar``; the compiled C model compares the same way)."""
-    top, remembered = np.asarray(top, dtype=np.float64), np.asarray(remembered, dtype=np.float64)
-    log, bar = remembered_bar(objective, margin)
-    if log:
-        return ~(top - remembered > bar)
-    return ~(np.maximum(top, 1e-3) > np.maximum(remembered, 1e-3) * bar)
-
-
-def checked_margin(margin: Any) -> float:
-    """A remember margin as a float, refused unless a number >= 0 (inf allowed)."""
-    try:
-        value = float(margin)
-    except (TypeError, ValueError):
-        value = float("nan")
-    if isinstance(margin, bool) or not value >= 0:
-        raise ProblemError(f"op.remember_margin={margin!r}: give a fraction >= 0 (0: the model decides; "
-                           f"inf: the remembered answer always; default {REMEMBERED_NOISE}, the measured noise)")
-    return value
-
-
-def margin_of(op: Mapping[str, Any]) -> float:
-    """An op's ``remember_margin``, or ``REMEMBERED_NOISE`` when it sets none."""
-    margin = op.get("remember_margin")
-    return REMEMBERED_NOISE if margin is None else checked_margin(margin)
 
 
 def _floored(tflops: np.ndarray, p: Any) -> np.ndarray:

@@ -403,7 +403,7 @@ int CKH_FN(predict)(const ckh_problem_t* p, int cap, int* kernel_index, double* 
         for (int i = 0; i < n; ++i) tflops[i] = fmin(tflops[i], q.flops / CKH_LATENCY_FLOOR_S / 1e12);
 #if CKH_ANSWERS > 0
     {   /* a problem of the training data: its fastest measured kernel first (train.remember), unless
-           the model predicts its own pick faster by more than the margin (selector.remembered_kept) */
+           the model predicts its own pick faster by more than the margin (bundle.remembered_kept) */
         int at = ckh_answer_find(p);
         if (at >= 0) {
             double smax = score[0];
