@@ -87,7 +87,8 @@ def test_the_margin_is_a_config_key_that_reaches_a_shipped_bundle(tmp_path):
 
     p, remembered, pick, _ = next(f for f in _disagreements(within=0, beyond=1) if f[3] > 0)
     line = f"{to_driver_line(p, 'fp16')} -F {DIRECTION_FLAG['bwd_weight']}"
-    for margin, want in (("0", f"selected: {pick} (tier: model"), ("inf", f"selected: {remembered} (tier: training_data")):
+    for margin, want in (("0", f"selected: {pick} (tier: model"),
+                         ("inf", f"selected: {remembered} (tier: training_data")):
         r = run_cli("stage=predict", "op=miopen/bwd_weight", "op.dtype=fp16", "arch=gfx942", f"problem={line}",
                     f"op.remember_margin={margin}", f"hydra.run.dir={tmp_path / margin}")
         assert r.returncode == 0, r.stderr
