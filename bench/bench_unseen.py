@@ -339,19 +339,22 @@ def print_remember(results: dict) -> None:
         q = np.percentile(r["ratios"], [50, 90, 95, 99]) - 1
         print(f"| {r['arch']} | {r['direction']} | {r['dtype']} | {r['pair']} | {len(r['ratios']):,} | "
               + " | ".join(f"{100 * v:.2f}%" for v in q) + " |")
-    pooled = np.concatenate([r["ratios"] for r in results["repeats"]])
-    noise = float(np.percentile(pooled, 95) - 1)
-    results["noise"] = {"problems": int(len(pooled)), "p95": noise}
-    print(f"noise (P95 of the pooled ratios minus 1, {len(pooled):,} problems): {100 * noise:.2f}% "
-          f"(ckheur.models.bundle.REMEMBERED_NOISE: {100 * REMEMBERED_NOISE:.2f}%)")
+    if results["repeats"]:
+        pooled = np.concatenate([r["ratios"] for r in results["repeats"]])
+        noise = float(np.percentile(pooled, 95) - 1)
+        results["noise"] = {"problems": int(len(pooled)), "p95": noise}
+        print(f"noise (P95 of the pooled ratios minus 1, {len(pooled):,} problems): {100 * noise:.2f}% "
+              f"(ckheur.models.bundle.REMEMBERED_NOISE: {100 * REMEMBERED_NOISE:.2f}%)")
+    else:
+        print(f"no repeats in these tables (ckheur.models.bundle.REMEMBERED_NOISE: {100 * REMEMBERED_NOISE:.2f}%)")
     print("\nRemembered answers: top-1 / mean efficiency (open protocol) on the problems the bundle remembers")
     names = [row["selector"] for row in results["remember"][0]["rows"]] if results["remember"] else []
     print("| bundle | on | direction | dtype | problems | " + " | ".join(names) + " |")
     print("| --- " * (5 + len(names)) + "|")
     for r in results["remember"]:
+        cells = [f"{100 * row['top1']:.1f}% / {100 * row['efficiency']:.2f}%" for row in r["rows"]]
         print(f"| {r['from']} | {r['on']} ({r['place']}) | {r['direction']} | {r['dtype']} | "
-              f"{r['rows'][0]['problems']:,} | " + " | ".join(f"{100 * row['top1']:.1f}% / {100 * row['efficiency']:.2f}%"
-                                                          for row in r["rows"]) + " |")
+              f"{r['rows'][0]['problems']:,} | " + " | ".join(cells) + " |")
     for place in ("other GPU", "own file"):
         rs = [r for r in results["remember"] if r["place"] == place]
         if rs:
@@ -360,9 +363,12 @@ def print_remember(results: dict) -> None:
                 f"{100 * np.mean([r['rows'][i]['efficiency'] for r in rs]):.3f}%" for i, name in enumerate(names)))
     rs = [r for r in results["remember"] if r["place"] == "other GPU"]
     if rs:  # the hidden target's shape: the lookup's top-1 and the model's efficiency at once
-        print(f"reaching both the lookup's top-1 and the model's efficiency, of {len(rs)} (other GPU): " + ", ".join(
-            f"{name} {sum(r['rows'][i]['top1'] >= r['rows'][0]['top1'] and r['rows'][i]['efficiency'] >= r['rows'][1]['efficiency'] for r in rs)}"
-            for i, name in enumerate(names)))
+        def reach(i: int) -> int:
+            return sum(r["rows"][i]["top1"] >= r["rows"][0]["top1"] and
+                       r["rows"][i]["efficiency"] >= r["rows"][1]["efficiency"] for r in rs)
+
+        print(f"reaching both the lookup's top-1 and the model's efficiency, of {len(rs)} (other GPU): "
+              + ", ".join(f"{name} {reach(i)}" for i, name in enumerate(names)))
     for r in results["repeats"]:
         r["ratios"] = int(len(r["ratios"]))  # the JSON keeps the count
 
@@ -429,10 +435,11 @@ def main() -> None:
                                               "rows": leave_family_out(tb, arch, direction, dtype, model, args.seed,
                                                                        args.families)})
             print(f"  ({time.perf_counter() - t_start:.0f} s so far)", flush=True)
-    print("\nLeave-one-GPU-out (open protocol): top-1 / mean efficiency / picks not listed, on all of the target's "
-          "problems (TunaNet: its domain)")
-    print("| direction | dtype | from -> to | selector | problems | top-1 / efficiency / not listed |")
-    print("| --- | --- | --- | --- | --- | --- |")
+    if results["gpu"]:
+        print("\nLeave-one-GPU-out (open protocol): top-1 / mean efficiency / picks not listed, on all of the "
+              "target's problems (TunaNet: its domain)")
+        print("| direction | dtype | from -> to | selector | problems | top-1 / efficiency / not listed |")
+        print("| --- | --- | --- | --- | --- | --- |")
     for g in results["gpu"]:
         for r in g["rows"]:
             print(f"| {g['direction']} | {g['dtype']} | {g['from']} -> {g['to']} | {r['selector']} | "
@@ -447,7 +454,7 @@ def main() -> None:
             for r in g["rows"]:
                 print(f"| {g['arch']} | {g['direction']} | {g['dtype']} | {r['family']} | {r['problems']:,} | "
                       f"{cell(r)} | {cell(rand)} |")
-    if results["repeats"]:
+    if results["remember"]:
         print_remember(results)
     out = ROOT / args.out
     out.parent.mkdir(parents=True, exist_ok=True)
