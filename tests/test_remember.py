@@ -97,3 +97,10 @@ def test_the_margin_is_a_config_key_that_reaches_a_shipped_bundle(tmp_path):
                 "op.remember_margin=-0.5", f"hydra.run.dir={tmp_path / 'bad'}")
     assert r.returncode == 2 and "op.remember_margin=-0.5" in r.stderr and "Traceback" not in r.stderr
     assert len(r.stderr.strip().splitlines()) == 1
+
+
+def test_the_compiled_selector_serves_only_the_bundles_margin():
+    """The C package holds the bundle's margin: asked for another, the selector warns and ranks in Python."""
+    with pytest.warns(UserWarning, match=r"remember_margin=0.5: the compiled selector uses the bundle's \(0.03\)"):
+        sel = Selector.load(BUNDLE, compiled=True, remember_margin=0.5)
+    assert sel.compiled is None and sel.remember_margin == 0.5

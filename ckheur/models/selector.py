@@ -226,6 +226,10 @@ class Selector:
                 warnings.warn(f"op.applicability={op['applicability']}: the compiled selector ranks every solver; "
                               "ranking with the Python path", stacklevel=2)
                 return sel
+            if sel.answers and sel.remember_margin != margin_of(op):
+                warnings.warn(f"remember_margin={sel.remember_margin}: the compiled selector uses the bundle's "
+                              f"({margin_of(op)}); ranking with the Python path", stacklevel=2)
+                return sel
             if (sel.cascade_threshold, sel.cascade_top) != (CASCADE_THRESHOLD, CASCADE_TOP):
                 warnings.warn(f"the compiled selector cascades at {CASCADE_THRESHOLD}/{CASCADE_TOP}, not "
                               f"{sel.cascade_threshold}/{sel.cascade_top}: ranking with the Python path", stacklevel=2)
