@@ -433,8 +433,9 @@ def test_shipped_miopen_model_predicts_a_driver_line_and_exports_exactly(tmp_pat
 def test_a_remembering_bundle_answers_its_training_problems_in_python_and_c(tmp_path, monkeypatch):
     """train.remember: each training problem's fastest listed solver (read here from the file's
     lines) is ranked first for that exact problem (op.remember_margin=inf: whatever the model
-    predicts), in Python and in the exported C alike (at the default margin); an evaluation on the
-    training data says so and scores as the lookup; other problems get the model."""
+    predicts), in Python and in the exported C alike (at the margin it was trained with, its
+    default); an evaluation on the training data says so and scores as the lookup; other problems
+    get the model."""
     from ckheur import Selector
     from ckheur.models.compiled import find_compiler, load_compiled
     from test_export import assert_parity
@@ -443,9 +444,11 @@ def test_a_remembering_bundle_answers_its_training_problems_in_python_and_c(tmp_
     assert run_cli("stage=import", f"import.path={MI300X}", f"paths.data={data}").returncode == 0
     path = data / "miopen_fwd_fp16_gfx942" / "gfx942130.parquet"
     r = run_cli("stage=train", "op=miopen/fwd", "arch=gfx942", f"data.paths=[{path}]", "model.max_trees=20",
-                "train.folds=3", "train.cluster_cv=false", "train.remember=true", f"train.output={tmp_path / 'm'}")
+                "train.folds=3", "train.cluster_cv=false", "train.remember=true", "op.remember_margin=0.1",
+                f"train.output={tmp_path / 'm'}")
     assert r.returncode == 0, r.stderr
     assert "early stopping reached the cap model.max_trees=20 in 3 of 3 fits" in r.stdout  # 20 trees: a floor
+    assert Selector.load(tmp_path / "m").remember_margin == 0.1  # the margin it was trained with is its default
     sel = Selector.load(tmp_path / "m", remember_margin=math.inf)
     manifest = json.loads((tmp_path / "m" / "train_manifest.json").read_text())
     assert manifest["remembered_problems"] == manifest["problems"] == len(sel.answers) > 300
@@ -476,7 +479,7 @@ def test_a_remembering_bundle_answers_its_training_problems_in_python_and_c(tmp_
     default = Selector.load(tmp_path / "m", cache_size=0)
     got = assert_parity(default, load_compiled(tmp_path / "m"), real + unseen)
     assert got["ranked"] == len(real) + len(unseen)
-    # the C rule was exercised both ways: answers kept, and answers the model overrides beyond the margin
+    # the C rule (at the bundle's margin) was exercised both ways: answers kept, and answers overridden
     tiers = {default.select(p).source for p in real}
     assert tiers == {"training_data", "model"}, tiers
 
