@@ -21,6 +21,18 @@ direction and dtype:
    G == C == K > 1; other grouped G > 1; 1xN / Nx1 filters; single-channel inputs C == 1; strided;
    dilated; 3D; extreme sizes: input pixels in the top or bottom 2%), trained on the rest, scored on it.
 
+3. Remembered answers (--splits remember): how much faster the model must predict its own pick
+   before it overrides a remembered answer (op.remember_margin).
+   - The noise: solver pairs of one file that time as one kernel (listed together for >= 100
+     problems, median |log time ratio| <= 0.01 both as a median and a spread): the 95th
+     percentile of their time ratio minus 1, pooled; ckheur's default (REMEMBERED_NOISE) is this
+     figure. No file here lists a problem twice, so such pairs are the only repeats.
+   - The proxy of a re-measurement: A's bundle on the problems of B's file that A's file lists too
+     (B measured them independently, on another GPU: its differences are far larger than the
+     noise). Rows: remembered answers always (the bundle as is), the model alone, and the rule
+     at each margin of --margins; and on A's own file, the share of its answers each margin
+     overrides (there the remembered answer is the measurement, so every override costs).
+
 Metrics (open protocol, ckheur.metrics.censored_choice_report): top-1 (the pick is the fastest
 listed solver), mean efficiency (fastest listed time / the pick's; a pick the file does not list
 counts 0) and the share of picks the file does not list.
@@ -30,7 +42,8 @@ trees, learning rate 0.15, early stopping on 15% of the training problems); the 
 use the full recipe (63 leaves, lr 0.1, up to 4000 trees).
 
     python bench/bench_unseen.py [--directions fwd bwd_data bwd_weight] [--dtypes fp32 fp16]
-                                 [--splits gpu family] [--families depthwise 3D ...] [--data DIR]
+                                 [--splits gpu family remember] [--families depthwise 3D ...] [--data DIR]
+                                 [--margins 0 0.03 0.1 ...]
 """
 
 from __future__ import annotations
@@ -201,6 +214,75 @@ def leave_gpu_out(ta, tb, arch_a: str, arch_b: str, direction: str, dtype: str, 
     return out
 
 
+def repeat_pairs(tb, min_problems: int = 100, tie: float = 0.01) -> list[dict]:
+    """Solver pairs of a table that time as one kernel: listed together for at least
+    ``min_problems`` problems, with a median |log time ratio| and a median absolute deviation
+    both at most ``tie``; each with its per-problem ratios (slower / faster)."""
+    listed = tb.tflops > 0
+    times = np.full((len(tb.problems), len(tb.kernels)), np.nan)
+    times[tb.pid[listed], tb.kid[listed]] = tb.flops_over_tflops[listed]
+    out = []
+    for i in range(len(tb.kernels)):
+        for j in range(i + 1, len(tb.kernels)):
+            both = np.isfinite(times[:, i]) & np.isfinite(times[:, j])
+            if both.sum() < min_problems:
+                continue
+            r = np.log(times[both, i] / times[both, j])
+            med = np.median(r)
+            if abs(med) <= tie and np.median(np.abs(r - med)) <= tie:
+                out.append({"pair": f"{tb.kernels[i].name} / {tb.kernels[j].name}", "ratios": np.exp(np.abs(r))})
+    return out
+
+
+def remembered_rule(plain: np.ndarray, tb, rows: np.ndarray, answers: dict, objective: str,
+                    margin: float) -> np.ndarray:
+    """Scores of ``rows`` (plain: the model's) with each problem's remembered solver raised above
+    all where the selector keeps it (ckheur.learn.bundle.remembered_kept at ``margin``)."""
+    from ckheur.learn.bundle import remembered_kept
+
+    pid = tb.pid[rows]
+    names = [k.name for k in tb.kernels]
+    at = np.array([answers.get(tb.problems[p].key()) == names[k] for p, k in zip(pid, tb.kid[rows])])
+    top = np.full(len(tb.problems), -np.inf)
+    np.maximum.at(top, pid, plain)
+    kept = np.zeros(len(tb.problems), dtype=bool)
+    kept[pid[at]] = remembered_kept(top[pid[at]], plain[at], objective, margin)
+    return np.where(at & kept[pid], plain.max() + 1.0, plain)
+
+
+def remembered_answers(tables: dict, direction: str, dtype: str, margins: list) -> list[dict]:
+    """Each GPU's bundle on the other file's problems its own file lists (the proxy of a
+    re-measurement) and on its own file: remembered always, the model alone, the rule per margin."""
+    from ckheur import Selector
+    from ckheur.threads import predict
+
+    out = []
+    for a, b in ((a, b) for a in tables for b in tables if a != b):
+        shipped = ROOT / "models" / f"miopen_{direction}_{dtype}_{a}"
+        if not shipped.is_dir():
+            continue
+        sel = Selector.load(shipped)
+        ta, tb = tables[a], tables[b]
+        for place, t in (("other GPU", tb), ("own file", ta)):
+            seen = np.array([p.key() in sel.answers for p in t.problems])
+            rows = np.flatnonzero(seen[t.pid])
+            plain = predict(sel.booster, t.X[rows])
+            label = f"{a} bundle on {b}'s keys {a} lists" if place == "other GPU" else f"{a} bundle on its own file"
+            rep = {"from": a, "on": b if place == "other GPU" else a, "place": place, "direction": direction,
+                   "dtype": dtype, "rows": []}
+            for name, scores in [("remembered always", remembered_rule(plain, t, rows, sel.answers, sel.objective,
+                                                                        np.inf)),
+                                 ("model alone", plain),
+                                 *[(f"margin {m:g}", remembered_rule(plain, t, rows, sel.answers, sel.objective, m))
+                                   for m in margins]]:
+                r = {"selector": name, **report(t, rows, scores)}
+                rep["rows"].append(r)
+                print(f"  {label} {direction} {dtype} {name:18s} {r['problems']:6d} problems: top-1 "
+                      f"{100 * r['top1']:5.1f}%, eff {100 * r['efficiency']:6.2f}%", flush=True)
+            out.append(rep)
+    return out
+
+
 def tunanet_rows(tb, arch: str, direction: str, dtype: str, folder: str, add) -> list:
     """B's own TunaNet on B's problems in its domain (added through ``add``)."""
     from ckheur.integrations.miopen.tunanet import TunaNetRanker, in_domain, load_tunanet
@@ -246,12 +328,59 @@ def cell(r: dict) -> str:
     return f"{100 * r['top1']:.1f}% / {100 * r['efficiency']:.2f}% / {100 * r['not_listed']:.2f}%"
 
 
+def print_remember(results: dict) -> None:
+    """The noise estimate from repeats, and the remembered-answer rows, as markdown."""
+    from ckheur.learn.bundle import REMEMBERED_NOISE
+
+    print("\nRepeats (solver pairs that time as one kernel): time ratio slower / faster")
+    print("| GPU | direction | dtype | pair | problems | median | P90 | P95 | P99 |")
+    print("| --- | --- | --- | --- | --- | --- | --- | --- | --- |")
+    for r in results["repeats"]:
+        q = np.percentile(r["ratios"], [50, 90, 95, 99]) - 1
+        print(f"| {r['arch']} | {r['direction']} | {r['dtype']} | {r['pair']} | {len(r['ratios']):,} | "
+              + " | ".join(f"{100 * v:.2f}%" for v in q) + " |")
+    if results["repeats"]:
+        pooled = np.concatenate([r["ratios"] for r in results["repeats"]])
+        noise = float(np.percentile(pooled, 95) - 1)
+        results["noise"] = {"problems": int(len(pooled)), "p95": noise}
+        print(f"noise (P95 of the pooled ratios minus 1, {len(pooled):,} problems): {100 * noise:.2f}% "
+              f"(ckheur.learn.bundle.REMEMBERED_NOISE: {100 * REMEMBERED_NOISE:.2f}%)")
+    else:
+        print(f"no repeats in these tables (ckheur.learn.bundle.REMEMBERED_NOISE: {100 * REMEMBERED_NOISE:.2f}%)")
+    print("\nRemembered answers: top-1 / mean efficiency (open protocol) on the problems the bundle remembers")
+    names = [row["selector"] for row in results["remember"][0]["rows"]] if results["remember"] else []
+    print("| bundle | on | direction | dtype | problems | " + " | ".join(names) + " |")
+    print("| --- " * (5 + len(names)) + "|")
+    for r in results["remember"]:
+        cells = [f"{100 * row['top1']:.1f}% / {100 * row['efficiency']:.2f}%" for row in r["rows"]]
+        print(f"| {r['from']} | {r['on']} ({r['place']}) | {r['direction']} | {r['dtype']} | "
+              f"{r['rows'][0]['problems']:,} | " + " | ".join(cells) + " |")
+    for place in ("other GPU", "own file"):
+        rs = [r for r in results["remember"] if r["place"] == place]
+        if rs:
+            print(f"mean over {len(rs)} ({place}): " + ", ".join(
+                f"{name} {100 * np.mean([r['rows'][i]['top1'] for r in rs]):.2f}% / "
+                f"{100 * np.mean([r['rows'][i]['efficiency'] for r in rs]):.3f}%" for i, name in enumerate(names)))
+    rs = [r for r in results["remember"] if r["place"] == "other GPU"]
+    if rs:  # the hidden target's shape: the lookup's top-1 and the model's efficiency at once
+        def reach(i: int) -> int:
+            return sum(r["rows"][i]["top1"] >= r["rows"][0]["top1"] and
+                       r["rows"][i]["efficiency"] >= r["rows"][1]["efficiency"] for r in rs)
+
+        print(f"reaching both the lookup's top-1 and the model's efficiency, of {len(rs)} (other GPU): "
+              + ", ".join(f"{name} {reach(i)}" for i, name in enumerate(names)))
+    for r in results["repeats"]:
+        r["ratios"] = int(len(r["ratios"]))  # the JSON keeps the count
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--files", nargs=2, default=[str(f) for f in FILES])
     ap.add_argument("--directions", nargs="+", default=["fwd", "bwd_data", "bwd_weight"])
     ap.add_argument("--dtypes", nargs="+", default=["fp32", "fp16"])
-    ap.add_argument("--splits", nargs="+", default=["gpu", "family"], choices=["gpu", "family"])
+    ap.add_argument("--splits", nargs="+", default=["gpu", "family"], choices=["gpu", "family", "remember"])
+    ap.add_argument("--margins", nargs="+", type=float, default=[0.0, 0.01, 0.03, 0.1, 0.3, 1.0],
+                    help="remember margins scored (--splits remember)")
     ap.add_argument("--family-dtypes", nargs="+", default=["fp16"], help="dtypes of the family splits")
     ap.add_argument("--families", nargs="+", default=list(FAMILIES), choices=list(FAMILIES))
     ap.add_argument("--seed", type=int, default=0)
@@ -274,17 +403,23 @@ def main() -> None:
     arches = [arch_from_name(f, ["gfx90a", "gfx942", "gfx950"])[0] for f in files]
     names = [f.name.split(".")[0] for f in files]
     arch_cfgs = {a: plain(compose_config([f"arch={a}"]).arch) for a in arches}
-    results = {"recipe": RECIPE, "gpu": [], "family": [], "random": {}}
+    results = {"recipe": RECIPE, "gpu": [], "family": [], "random": {}, "remember": [], "repeats": []}
     t_start = time.perf_counter()
     for direction in args.directions:
         for dtype in args.dtypes:
             families = "family" in args.splits and dtype in args.family_dtypes
-            if "gpu" not in args.splits and not families:
+            if "gpu" not in args.splits and "remember" not in args.splits and not families:
                 continue
             tabs = []
             for arch, name in zip(arches, names):
                 tb, model = load_table(data, arch, direction, dtype, name)
                 tabs.append((tb, {**model, **RECIPE}))
+            if "remember" in args.splits:
+                for arch, (tb, _) in zip(arches, tabs):
+                    results["repeats"] += [{"arch": arch, "direction": direction, "dtype": dtype, "pair": r["pair"],
+                                            "ratios": r["ratios"]} for r in repeat_pairs(tb)]
+                results["remember"] += remembered_answers({a: tb for a, (tb, _) in zip(arches, tabs)}, direction,
+                                                          dtype, args.margins)
             for i, j in ((0, 1), (1, 0)) if "gpu" in args.splits else ():
                 rows = leave_gpu_out(tabs[i][0], tabs[j][0], arches[i], arches[j], direction, dtype, tabs[i][1],
                                      args.seed, args.tunanet, arch_cfgs)
@@ -300,10 +435,11 @@ def main() -> None:
                                               "rows": leave_family_out(tb, arch, direction, dtype, model, args.seed,
                                                                        args.families)})
             print(f"  ({time.perf_counter() - t_start:.0f} s so far)", flush=True)
-    print("\nLeave-one-GPU-out (open protocol): top-1 / mean efficiency / picks not listed, on all of the target's "
-          "problems (TunaNet: its domain)")
-    print("| direction | dtype | from -> to | selector | problems | top-1 / efficiency / not listed |")
-    print("| --- | --- | --- | --- | --- | --- |")
+    if results["gpu"]:
+        print("\nLeave-one-GPU-out (open protocol): top-1 / mean efficiency / picks not listed, on all of the "
+              "target's problems (TunaNet: its domain)")
+        print("| direction | dtype | from -> to | selector | problems | top-1 / efficiency / not listed |")
+        print("| --- | --- | --- | --- | --- | --- |")
     for g in results["gpu"]:
         for r in g["rows"]:
             print(f"| {g['direction']} | {g['dtype']} | {g['from']} -> {g['to']} | {r['selector']} | "
@@ -318,6 +454,8 @@ def main() -> None:
             for r in g["rows"]:
                 print(f"| {g['arch']} | {g['direction']} | {g['dtype']} | {r['family']} | {r['problems']:,} | "
                       f"{cell(r)} | {cell(rand)} |")
+    if results["remember"]:
+        print_remember(results)
     out = ROOT / args.out
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(results, indent=1))

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import bz2
 import json
+import math
 from pathlib import Path
 
 import numpy as np
@@ -431,8 +432,10 @@ def test_shipped_miopen_model_predicts_a_driver_line_and_exports_exactly(tmp_pat
 
 def test_a_remembering_bundle_answers_its_training_problems_in_python_and_c(tmp_path, monkeypatch):
     """train.remember: each training problem's fastest listed solver (read here from the file's
-    lines) is ranked first for that exact problem, in Python and in the exported C alike; an
-    evaluation on the training data says so and scores as the lookup; other problems get the model."""
+    lines) is ranked first for that exact problem (op.remember_margin=inf: whatever the model
+    predicts), in Python and in the exported C alike (at the margin it was trained with, its
+    default); an evaluation on the training data says so and scores as the lookup; other problems
+    get the model."""
     from ckheur import Selector
     from ckheur.c_export.compiled import find_compiler, load_compiled
     from test_export import assert_parity
@@ -441,10 +444,12 @@ def test_a_remembering_bundle_answers_its_training_problems_in_python_and_c(tmp_
     assert run_cli("stage=import", f"import.path={MI300X}", f"paths.data={data}").returncode == 0
     path = data / "miopen_fwd_fp16_gfx942" / "gfx942130.parquet"
     r = run_cli("stage=train", "op=miopen/fwd", "arch=gfx942", f"data.paths=[{path}]", "model.max_trees=20",
-                "train.folds=3", "train.cluster_cv=false", "train.remember=true", f"train.output={tmp_path / 'm'}")
+                "train.folds=3", "train.cluster_cv=false", "train.remember=true", "op.remember_margin=0.1",
+                f"train.output={tmp_path / 'm'}")
     assert r.returncode == 0, r.stderr
     assert "early stopping reached the cap model.max_trees=20 in 3 of 3 fits" in r.stdout  # 20 trees: a floor
-    sel = Selector.load(tmp_path / "m")
+    assert Selector.load(tmp_path / "m").remember_margin == 0.1  # the margin it was trained with is its default
+    sel = Selector.load(tmp_path / "m", remember_margin=math.inf)
     manifest = json.loads((tmp_path / "m" / "train_manifest.json").read_text())
     assert manifest["remembered_problems"] == manifest["problems"] == len(sel.answers) > 300
     listed = _forward_fp16_lines(MI300X)
@@ -453,7 +458,8 @@ def test_a_remembering_bundle_answers_its_training_problems_in_python_and_c(tmp_
         assert sel.select(driver).source == "training_data"
     assert len(listed) > 150 and sel.select({**fields, "N": fields["N"] + 7919}).source == "model"
     r = run_cli("stage=evaluate", "op=miopen/fwd", "arch=gfx942", f"evaluate.model_dir={tmp_path / 'm'}",
-                f"data.eval_paths=[{path}]", "evaluate.plots=false", f"hydra.run.dir={tmp_path / 'ev'}")
+                f"data.eval_paths=[{path}]", "evaluate.plots=false", "op.remember_margin=inf",
+                f"hydra.run.dir={tmp_path / 'ev'}")
     assert r.returncode == 0, r.stderr
     m = json.loads((tmp_path / "ev" / "metrics.json").read_text())
     assert m["remembered_problems"] == m["problems_evaluated"] and "in the model's training data" in r.stdout
@@ -470,8 +476,12 @@ def test_a_remembering_bundle_answers_its_training_problems_in_python_and_c(tmp_
     real = [problem_from_dict(dict(zip(FIELDS, key))) for key, _ in df.groupby(list(FIELDS))]
     unseen = [problem_from_dict({**dict(zip(FIELDS, key)), "N": int(key[0]) + 7919}) for key, _ in
               list(df.groupby(list(FIELDS)))[:50]]
-    got = assert_parity(Selector.load(tmp_path / "m", cache_size=0), load_compiled(tmp_path / "m"), real + unseen)
+    default = Selector.load(tmp_path / "m", cache_size=0)
+    got = assert_parity(default, load_compiled(tmp_path / "m"), real + unseen)
     assert got["ranked"] == len(real) + len(unseen)
+    # the C rule (at the bundle's margin) was exercised both ways: answers kept, and answers overridden
+    tiers = {default.select(p).source for p in real}
+    assert tiers == {"training_data", "model"}, tiers
 
 
 def test_every_gpu_direction_and_dtype_has_a_shipped_bundle():

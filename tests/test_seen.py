@@ -14,8 +14,9 @@ MI300X = ROOT / "tests" / "data" / "miopen_fdb" / "gfx942130.HIP.fdb.txt.bz2"
 
 def test_evaluate_reports_seen_and_unseen_problems_apart(tmp_path):
     """A bundle trained (remembering) on half the MI300X slice's forward fp16 problems, evaluated on the
-    whole slice: the seen part is exactly that half, answered by its lookup (top-1 100% in find-db
-    terms); the unseen part is the other half, scored by the model; both printed and written."""
+    whole slice: the seen part is exactly that half, answered by its lookup (op.remember_margin=inf:
+    top-1 100% in find-db terms); the unseen part is the other half, scored by the model; both
+    printed and written."""
     data = tmp_path / "data"
     assert run_cli("stage=import", f"import.path={MI300X}", f"paths.data={data}").returncode == 0
     full = data / "miopen_fwd_fp16_gfx942" / "gfx942130.parquet"
@@ -28,7 +29,8 @@ def test_evaluate_reports_seen_and_unseen_problems_apart(tmp_path):
                 "train.folds=2", "train.cluster_cv=false", "train.remember=true", f"train.output={tmp_path / 'm'}")
     assert r.returncode == 0, r.stderr
     r = run_cli("stage=evaluate", "op=miopen/fwd", "arch=gfx942", f"evaluate.model_dir={tmp_path / 'm'}",
-                f"data.eval_paths=[{full}]", "evaluate.plots=false", f"hydra.run.dir={tmp_path / 'ev'}")
+                f"data.eval_paths=[{full}]", "evaluate.plots=false", "op.remember_margin=inf",
+                f"hydra.run.dir={tmp_path / 'ev'}")
     assert r.returncode == 0, r.stderr
     m = json.loads((tmp_path / "ev" / "metrics.json").read_text())
     split = m["seen_unseen"]

@@ -112,9 +112,10 @@ def _build_entry(model_dir: Path, target: Path, cc: str) -> str | None:
 def bundle_hash(model_dir: Path, sim_params: Any = None) -> str:
     """Hash of what the generated C depends on: every file of the bundle (its remembered answers
     included: a file left out would let a changed bundle reuse a stale build), the exporter's C
-    code and the latency-model parameters (the cascade uses them)."""
+    code, the latency-model parameters (the cascade uses them) and the default remember margin."""
     from ckheur.c_export.package import C_DIR
     from ckheur.families import C_SOURCES
+    from ckheur.learn.bundle import REMEMBERED_NOISE
     from ckheur.sim import load_params
 
     h = hashlib.sha256()
@@ -124,6 +125,7 @@ def bundle_hash(model_dir: Path, sim_params: Any = None) -> str:
     for path in sorted(C_DIR.glob("*.c")) + sorted(C_SOURCES.rglob("*.c")) + [Path(__file__).with_name("generate.py")]:
         h.update(path.read_bytes())
     h.update(json.dumps(sim_params or load_params(), sort_keys=True, default=str).encode())
+    h.update(f"remember margin {REMEMBERED_NOISE!r}".encode())
     return h.hexdigest()[:20]
 
 

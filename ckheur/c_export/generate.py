@@ -316,7 +316,7 @@ def export_bundle(model_dir: str | Path, output: str | Path, name: str | None = 
     an earlier export of the same model and name (anything else is refused unless ``overwrite``)."""
     from ckheur.families.engines import get_engine
     from ckheur.families.tile_features import coverage_occupancy
-    from ckheur.learn.bundle import load_bundle
+    from ckheur.learn.bundle import load_bundle, margin_of, remembered_bar
     from ckheur.families import C_SOURCES, FAMILIES
     from ckheur.sim import CASCADE_THRESHOLD, CASCADE_TOP, load_params
 
@@ -407,6 +407,7 @@ def export_bundle(model_dir: str | Path, output: str | Path, name: str | None = 
     if prior_from_features:
         del sims["prior"]
     errors = _errors(family)
+    remember_log, remember_bar = remembered_bar(spec["objective"], margin_of(op_cfg))
     fields = list(family.problems.FIELDS)
     numeric_fields = [f for f in fields if f not in cf.enums and f not in cf.flags]
     defines = {
@@ -430,6 +431,8 @@ def export_bundle(model_dir: str | Path, output: str | Path, name: str | None = 
         "CKH_E_FIELD": -100, "CKH_E_FIELD_LARGE": -200, "CKH_KMASK_T": kmask_type,
         "CKH_MASK_T": "uint32_t" if max_leaves <= 32 else "uint64_t",
         "CKH_ANSWERS": len(b.answers or {}), "CKH_KEY_FIELDS": len(fields),
+        # a remembered answer stays first unless the model's pick beats it by the bundle's margin
+        "CKH_REMEMBER_LOG": int(remember_log), "CKH_REMEMBER_BAR": _hex(remember_bar),
     }
     for macro, code, _ in errors:
         if not macro.startswith("FIELD"):

@@ -47,7 +47,8 @@ def _markdown(m: dict) -> str:
     lines += [f"Model: `{m['model_dir']}`  ", f"Data: {', '.join(f'`{d}`' for d in m['data'])}  ",
              f"Problems evaluated: {m['problems_evaluated']}, skipped: {m['problems_skipped']}"
              + (f"; {m['remembered_problems']} of them in the model's training data, answered from its memory "
-                "(train.remember)" if m.get("remembered_problems") else ""), "",
+                "(train.remember) unless the model predicts a pick faster by more than op.remember_margin"
+                if m.get("remembered_problems") else ""), "",
              f"| | mean | median | P10 | min | time-weighted | kernels timed per problem | catastrophic (<50%) |",
              "|---|---|---|---|---|---|---|---|"]
     lines += [f"| {name} | " + " | ".join(cells) + " |" for name, *cells in summary_rows(m)]

@@ -2,7 +2,8 @@
 
 Files: model.txt.gz, [tflops_model.txt.gz], feature_spec.json, kernels.json, cv_metrics.json,
 feature_importances.json, train_manifest.json, [answers.json.gz: the fastest measured kernel of
-each training problem, which the selector ranks first for that exact problem (train.remember)].
+each training problem, which the selector ranks first for that exact problem (train.remember)
+unless the model predicts its own pick faster by more than the margin: ``remembered_kept``].
 """
 
 from __future__ import annotations
@@ -133,6 +134,53 @@ def _read_answers(path: Path, fields: list, kernels: list) -> dict:
             raise BundleError(f"{path}: the problem {tuple(key)!r:.200} is remembered with two kernels ({known}, "
                               f"{name}): conflicting answers")
     return answers
+
+
+# The measurement noise a remembered answer is allowed: two find-db timings of one kernel (MIOpen's
+# ConvBinWinogradRxSf2x3 and ConvBinWinogradRxSf2x3g1, listed together for 412 MI210/250 bwd_weight
+# fp32 problems) differ by at most 3.0% in 95% of problems. Printed by
+# `python bench/bench_unseen.py --splits remember` (docs/miopen-results.md).
+REMEMBERED_NOISE = 0.03
+
+
+def remembered_bar(objective: str, margin: float) -> tuple[bool, float]:
+    """How ``remembered_kept`` compares scores of an objective: (scores are log1p TFLOPS, the bar)."""
+    if objective == "relative":  # predicted fractions of the best: their ratio is a predicted speed-up
+        return False, 1.0 + margin
+    if objective == "regression_log":  # log1p of predicted TFLOPS: their difference is nearly its log
+        return True, math.log1p(margin)
+    return False, math.inf  # lambdarank: scores without a scale, the remembered answer always kept
+
+
+def remembered_kept(top: Any, remembered: Any, objective: str, margin: float) -> Any:
+    """Whether a remembered answer stays first (elementwise): unless the model scores its own pick
+    (``top``: the best score) above the remembered solver's by more than ``margin`` as predicted
+    speed (``remembered_bar``; the compiled C model compares the same way)."""
+    import numpy as np
+
+    top, remembered = np.asarray(top, dtype=np.float64), np.asarray(remembered, dtype=np.float64)
+    log, bar = remembered_bar(objective, margin)
+    if log:
+        return ~(top - remembered > bar)
+    return ~(np.maximum(top, 1e-3) > np.maximum(remembered, 1e-3) * bar)
+
+
+def checked_margin(margin: Any) -> float:
+    """A remember margin as a float, refused unless a number >= 0 (inf allowed)."""
+    try:
+        value = float(margin)
+    except (TypeError, ValueError):
+        value = float("nan")
+    if isinstance(margin, bool) or not value >= 0:
+        raise UserError(f"op.remember_margin={margin!r}: give a fraction >= 0 (0: the model decides; "
+                        f"inf: the remembered answer always; default {REMEMBERED_NOISE}, the measured noise)")
+    return value
+
+
+def margin_of(op: Mapping[str, Any]) -> float:
+    """An op's ``remember_margin``, or ``REMEMBERED_NOISE`` when it sets none."""
+    margin = op.get("remember_margin")
+    return REMEMBERED_NOISE if margin is None else checked_margin(margin)
 
 
 def _read_json(path: Path) -> Any:

@@ -46,10 +46,13 @@ def selector_for(job: Job, *, models: str | Path, sim_models: str | Path, model_
 
 
 def applicability_of(op: Any) -> dict:
-    """The job's ``op.applicability`` (and ``op.listed``) as Selector.load options when set, so the
-    command line reaches a bundle trained without them; {} keeps the bundle's own."""
+    """The job's ``op.applicability`` (and ``op.listed``) and ``op.remember_margin`` as Selector.load
+    options when set, so the command line reaches a bundle trained without them; {} keeps the bundle's own."""
     mode = str(op.get("applicability") or "none")
-    return {} if mode == "none" else {"applicability": mode, "listed": op.get("listed")}
+    out = {} if mode == "none" else {"applicability": mode, "listed": op.get("listed")}
+    if op.get("remember_margin") is not None:
+        out["remember_margin"] = op["remember_margin"]
+    return out
 
 
 RELATIVE_ONLY = ("the analytic model's figures rank kernels against each other; they are not calibrated to "

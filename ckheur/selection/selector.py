@@ -19,7 +19,8 @@ Otherwise the model (or, without one, the analytic model) ranks, and when ``meas
 its top-k are timed, the fastest is chosen, and every attempt is recorded in the database, so
 the next select of that problem is a hit. A bundle trained with ``train.remember`` ranks the
 fastest measured kernel of each of its training problems first for that exact problem (source
-``training_data``).
+``training_data``), unless the model predicts its own pick faster by more than the measurement
+noise (``remember_margin``, default ``REMEMBERED_NOISE``).
 
 Hot path: kernel features, and the feature columns that depend on kernels alone, are
 precomputed per spatial dimensionality; a problem's features are one vectorized numpy pass;
@@ -43,6 +44,7 @@ from ckheur.families import Family
 from ckheur.families.kernel_base import LATENCY_FLOOR_MS
 from ckheur.families.problem_base import ProblemError
 from ckheur.families.tile_features import FixedColumns, analytic_log_tflops
+from ckheur.learn.bundle import REMEMBERED_NOISE, margin_of, remembered_kept
 from ckheur.learn.prior import prior_from_log_tflops
 from ckheur.sim import CASCADE_THRESHOLD, CASCADE_TOP, kernel_terms, predicted_tflops, problem_arrays
 from ckheur.threads import one_thread_predictor
@@ -178,6 +180,7 @@ class Selector:
         self.label = label
         self.compiled: Any = None  # a CompiledModel ranking in C (Selector.load(..., compiled=True))
         self.answers: dict = {}  # problem key -> kernel name the bundle remembers (train.remember)
+        self.remember_margin = REMEMBERED_NOISE  # how much faster the model must predict its pick to override one
         self._all_kernels = list(kernels)  # the compiled model's kernel indices point into this list
         self._kernel_names = frozenset(k.name for k in self._all_kernels)  # what an exact tier may answer
         self.tuning_db = self._open_db(tuning_db, create_tuning_db)
@@ -207,7 +210,7 @@ class Selector:
              create_tuning_db: bool = False, find_db: Any = None, cache_size: int = 4096,
              cascade_threshold: int = CASCADE_THRESHOLD, cascade_top: int = CASCADE_TOP,
              applicability: str | None = None, listed: Mapping[str, Any] | None = None,
-             exact: Sequence[ExactTier] = ()) -> "Selector":
+             exact: Sequence[ExactTier] = (), remember_margin: float | None = None) -> "Selector":
         """A selector from a model bundle folder (verified on load).
 
         ``compiled=True`` ranks through the model exported as C (built with the system compiler
@@ -219,7 +222,10 @@ class Selector:
         problems whose scores are kept; pools above ``cascade_threshold`` kernels are pre-ranked by
         the analytic model and its ``cascade_top`` scored by the model. ``applicability`` and
         ``listed`` replace the bundle's ``op.applicability`` / ``op.listed`` (MIOpen ops: which
-        solvers are ranked per problem, ckheur.families.miopen.solvers)."""
+        solvers are ranked per problem, ckheur.families.miopen.solvers). ``remember_margin``: a
+        remembered answer stays first unless the model predicts its own pick faster by more than
+        this fraction (default: the bundle's ``op.remember_margin``, else ``REMEMBERED_NOISE``; 0: the
+        model decides; inf: always the remembered answer)."""
         from ckheur.families.engines import get_engine
         from ckheur.learn.bundle import load_bundle
         from ckheur.sim import load_params
@@ -238,6 +244,7 @@ class Selector:
                   tuning_db=tuning_db, create_tuning_db=create_tuning_db, cache_size=cache_size,
                   cascade_threshold=cascade_threshold, cascade_top=cascade_top, find_db=find_db, exact=exact)
         sel.answers = dict(b.answers or {})
+        sel.remember_margin = margin_of({"remember_margin": remember_margin} if remember_margin is not None else op)
         if compiled:
             import warnings
 
@@ -246,6 +253,10 @@ class Selector:
             if str(op.get("applicability") or "none") != "none":
                 warnings.warn(f"op.applicability={op['applicability']}: the compiled selector ranks every solver; "
                               "ranking with the Python path", stacklevel=2)
+                return sel
+            if sel.answers and sel.remember_margin != margin_of(op):
+                warnings.warn(f"remember_margin={sel.remember_margin}: the compiled selector uses the bundle's "
+                              f"({margin_of(op)}); ranking with the Python path", stacklevel=2)
                 return sel
             if (sel.cascade_threshold, sel.cascade_top) != (CASCADE_THRESHOLD, CASCADE_TOP):
                 warnings.warn(f"the compiled selector cascades at {CASCADE_THRESHOLD}/{CASCADE_TOP}, not "
@@ -412,11 +423,12 @@ class Selector:
         return pool.kernels, self._remembered_first(p, pool.kernels, scores), tflops
 
     def _remembered_first(self, p: Any, kernels: list, scores: np.ndarray) -> np.ndarray:
-        """Scores with the kernel the bundle remembers for this exact problem raised above all (the
-        compiled C model does the same); predicted TFLOPS stay the model's."""
+        """Scores with the kernel the bundle remembers for this exact problem raised above all,
+        unless the model predicts its own pick faster by more than ``remember_margin``
+        (``remembered_kept``; the compiled C model does the same); predicted TFLOPS stay the model's."""
         name = self.answers.get(p.key()) if self.answers else None
         at = next((i for i, k in enumerate(kernels) if k.name == name), None) if name else None
-        if at is None:
+        if at is None or not remembered_kept(np.max(scores), scores[at], self.objective, self.remember_margin):
             return scores
         scores = np.array(scores, dtype=np.float64)
         scores[at] = scores.max() + 1.0

@@ -417,13 +417,22 @@ int CKH_FN(predict)(const ckh_problem_t* p, int cap, int* kernel_index, double* 
     if (tflops)  /* no predicted latency below a kernel launch (as the Python selector) */
         for (int i = 0; i < n; ++i) tflops[i] = fmin(tflops[i], q.flops / CKH_LATENCY_FLOOR_S / 1e12);
 #if CKH_ANSWERS > 0
-    {   /* a problem of the training data: its fastest measured kernel first (train.remember) */
+    {   /* a problem of the training data: its fastest measured kernel first (train.remember), unless
+           the model predicts its own pick faster by more than the margin (bundle.remembered_kept) */
         int at = ckh_answer_find(p);
         if (at >= 0) {
             double smax = score[0];
             for (int i = 1; i < n; ++i) smax = fmax(smax, score[i]);
             for (int i = 0; i < n; ++i)
-                if (kernel_index[i] == ckh_answer_kernel[at]) { score[i] = smax + 1.0; break; }
+                if (kernel_index[i] == ckh_answer_kernel[at]) {
+#if CKH_REMEMBER_LOG
+                    int beaten = smax - score[i] > CKH_REMEMBER_BAR;
+#else
+                    int beaten = fmax(smax, 1e-3) > fmax(score[i], 1e-3) * CKH_REMEMBER_BAR;
+#endif
+                    if (!beaten) score[i] = smax + 1.0;
+                    break;
+                }
         }
     }
 #endif

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Dict, List
+from typing import Dict, List, Optional
 
 from omegaconf import MISSING
 
@@ -35,5 +35,9 @@ class MIOpenOpSchema:
     # listed (kinds of problem a find-db lists each solver for: listed below), both (ckheur.families.miopen.solvers)
     applicability: Applicability = Applicability.none
     listed: Dict[str, List[str]] = field(default_factory=dict)  # solver -> kinds (ckheur.integrations.miopen.find_db.learn_listed)
+    # A remembered answer (train.remember) stays first unless the model predicts its own pick faster
+    # by more than this fraction; null: the bundle's, else the measured noise (ckheur.learn.bundle.REMEMBERED_NOISE);
+    # 0: the model decides; inf: always the remembered answer
+    remember_margin: Optional[float] = None
     default_problems: str = MISSING
     model_name: str = MISSING
