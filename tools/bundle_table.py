@@ -51,8 +51,9 @@ def against(folder: Path, baseline: Path, family: str) -> list[str]:
         cv = json.loads((b / "cv_metrics.json").read_text())
         text = gzip.decompress((b / "model.txt.gz").read_bytes()).decode()
         g, chosen = cv["grouped_cv_seed_mean"], cv["chosen"]
+        budget = json.loads((b / "train_manifest.json").read_text())["config"]["train"].get("budget_loss_pts", 0)
         return (text.count("\nTree="), chosen.get("num_leaves", "?"), (b / "model.txt.gz").stat().st_size / 2**20,
-                100 * g["mean"], 100 * g["top1"])
+                100 * g["mean"], 100 * g["top1"], budget)
 
     order = {"fwd": 0, "bwd_data": 1, "bwd_weight": 2, "fp32": 0, "fp16": 1, "bf16": 2}
     found = []
@@ -61,9 +62,10 @@ def against(folder: Path, baseline: Path, family: str) -> list[str]:
         if spec["op"]["family"] != family or not (baseline / b.name).is_dir():
             continue
         arch, direction, dtype = spec["arch"]["name"], spec["op"]["direction"], spec["op"]["dtype"]
-        (t0, l0, s0, m0, k0), (t1, l1, s1, m1, k1) = facts(baseline / b.name), facts(b)
+        (t0, l0, s0, m0, k0, _), (t1, l1, s1, m1, k1, budget) = facts(baseline / b.name), facts(b)
         found.append(((arch != "gfx942", order[direction], order[dtype]),
-                      f"| {GPUS.get(arch, arch)} | {direction} | {dtype} | {t0} x {l0} -> {t1} x {l1} | "
+                      f"| {GPUS.get(arch, arch)} | {direction} | {dtype} | {budget or 'none'} | "
+                      f"{t0} x {l0} -> {t1} x {l1} | "
                       f"{s0:.2f} -> {s1:.2f} MB | {m0:.2f} -> {m1:.2f} ({m1 - m0:+.2f}) | {k0:.1f} -> {k1:.1f}% |"))
     return [r for _, r in sorted(found)]
 
@@ -75,8 +77,9 @@ def main() -> None:
     ap.add_argument("--baseline", type=Path, default=None, help="bundles to set beside these (old -> new)")
     args = ap.parse_args()
     if args.baseline is not None:
-        print("| GPU | direction | dtype | trees x leaves | model.txt.gz | grouped 3-fold CV mean efficiency | top-1 |")
-        print("| --- | --- | --- | --- | --- | --- | --- |")
+        print("| GPU | direction | dtype | budget (points) | trees x leaves | model.txt.gz "
+              "| grouped 3-fold CV mean efficiency | top-1 |")
+        print("| --- | --- | --- | --- | --- | --- | --- | --- |")
         print("\n".join(against(args.bundles, args.baseline, args.family)))
         return
     print("| GPU | direction | dtype | problems | leaves / learning rate / trees (compared) "
