@@ -191,8 +191,8 @@ def test_a_tree_budget_cuts_the_model_at_the_fewest_trees_within_the_loss(fwd, c
     curve = {25: mean(0.90), 50: mean(0.948), 100: mean(0.951)}
     assert tree_budget(mean(0.95), curve, 0.25) == 50 and tree_budget(mean(0.95), curve, 5.0) == 25
     assert tree_budget(mean(0.96), curve, 0.5) is None
-    r = run_cli("stage=train", "op=fwd", f"data.paths=[{ck_fwd_csv}]", "model.max_trees=60", "train.folds=3",
-                "train.cluster_cv=false", "train.budget_loss_pts=100", f"train.output={tmp_path / 'b'}")
+    r = run_cli("stage=train", "op=fwd", "model=relative", f"data.paths=[{ck_fwd_csv}]", "model.max_trees=60",
+                "train.folds=3", "train.cluster_cv=false", "train.budget_loss_pts=100", f"train.output={tmp_path / 'b'}")
     assert r.returncode == 0, r.stderr
     b = load_bundle(tmp_path / "b")
     budget = b.cv_metrics["tree_budget"]

@@ -441,9 +441,8 @@ def _cut(picked: dict, n_trees: int, loss_pts: float, tb: Any, tree_budget: Any,
     runs = picked["cut_runs"]
     cut_picked = {**picked, "metrics": runs[0][cut], "grouped_cv": seed_summary([r[cut] for r in runs]),
                   "oof": picked["oof_cut"][cut], "per_problem": _oof_efficiency(tb, picked["oof_cut"][cut])}
-    log(f"train: tree budget: {cut} trees (of {n_trees}), grouped CV mean "
-        f"{100 * runs[0][cut]['efficiency']['mean']:.2f}% against {100 * picked['metrics']['efficiency']['mean']:.2f}% uncut "
-        f"(train.budget_loss_pts={loss_pts})")
+    log(f"train: tree budget: {cut} trees (of {n_trees}), grouped CV mean {100 * runs[0][cut]['efficiency']['mean']:.2f}% "
+        f"against {100 * picked['metrics']['efficiency']['mean']:.2f}% uncut (train.budget_loss_pts={loss_pts})")
     return cut_picked, cut, {**record, "trees": cut}
 
 

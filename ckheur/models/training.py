@@ -456,12 +456,14 @@ def cross_validate(table: Table, model: Mapping[str, Any], objective: str, categ
     metrics = selection_report(table.pid[scored], oof[scored], table.tflops[scored])
     metrics["scored_problems"] = int(len(np.unique(table.pid[scored])))
     metrics["oracle"] = "measured" if table.full is None or table.full.any() else "best measured kernel"
-    cut_metrics = {k: selection_report(table.pid[scored], cut[scored], table.tflops[scored]) for k, cut in oof_cut.items()}
+    cut_metrics = {k: selection_report(table.pid[scored], cut[scored], table.tflops[scored])
+                   for k, cut in oof_cut.items()}
     return {"oof": oof, "fold": fold_of, "best_iterations": best_iters, "metrics": metrics,
             "cut_metrics": cut_metrics, "oof_cut": oof_cut}
 
 
-def tree_budget(uncut: Mapping[str, float], cut_metrics: Mapping[int, Mapping[str, float]], loss_pts: float) -> int | None:
+def tree_budget(uncut: Mapping[str, Any], cut_metrics: Mapping[int, Mapping[str, Any]],
+                loss_pts: float) -> int | None:
     """The fewest trees whose CV mean efficiency is within ``loss_pts`` points of the uncut model's
     (``cross_validate``'s ``metrics`` and ``cut_metrics``); None when no cut is (keep every tree)."""
     ok = [k for k, m in sorted(cut_metrics.items())
