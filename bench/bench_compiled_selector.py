@@ -140,7 +140,7 @@ def measure(bundle: Path, problems: list, fields: list[str], tmp: Path, cc: str,
     from ckheur.c_export.checked import problems_csv
     from ckheur.selection.selector import Selector
 
-    res = export_bundle(bundle, tmp / f"c-{bundle.name}")
+    res = export_bundle(bundle, tempfile.mkdtemp(prefix=f"c-{bundle.name}-", dir=tmp))  # same names: old and new
     binary = build(res.path, res.name, cc, shared=False)
     lib = build(res.path, res.name, cc, shared=True)
     csv_text = problems_csv(problems, fields)

@@ -37,6 +37,16 @@
 
    The model settings default to the op's model config (what stage=train, and so the shipped
    bundles, use); the flags override them.
+
+5. With --budgets N [N ...] (random split): quality per microsecond. The model trained on the split
+   is cut at each tree count (and kept whole: early stopping's count); each cut is scored on the
+   held-out problems, then timed as the shipped bundle of its direction, dtype and GPU would run it
+   (its folder with this model in place, exported and built: C ``ckheur_select`` p50 over distinct
+   problems, the compiled and the Python ``Selector.rank``, as bench/bench_compiled_selector.py),
+   beside the shipped bundle itself, timed the same way (needs a C compiler).
+
+    python bench/bench_miopen_fdb.py --splits random --budgets 50 100 200 400 --leaves 63 --lr 0.25 \
+        --files ../shared/data/miopen_fdb/gfx942130.HIP.fdb.txt.bz2 --directions fwd --dtypes fp16
 """
 
 from __future__ import annotations
@@ -56,6 +66,7 @@ ROOT = Path(__file__).resolve().parents[1]
 SHARED = ROOT.parent / "shared" / "data" / "miopen_fdb"
 FILES = [SHARED / "gfx942130.HIP.fdb.txt.bz2", SHARED / "gfx90a68.HIP.fdb.txt.bz2"]
 TUNANET = SHARED.parent / "miopen_tunanet"
+sys.path.insert(0, str(ROOT))  # this checkout's ckheur, not an installed one
 
 
 def tunanet_on_other_gpu(arch: str, folder: str, files: list, seed: int) -> None:
@@ -150,7 +161,64 @@ def choice(table, model: dict, kind: str, seed: int, objective: str = "relative"
            **score(table, booster, te)}
     if tunanet is not None:
         out["tunanet"] = tunanet_beside(table, booster, te, tunanet)
+    out["booster"], out["held_out_rows"] = booster, te
     return out
+
+
+def budget_curve(table, booster, rows: np.ndarray, budgets: list[int], shipped: Path, problems: int) -> list[dict]:
+    """Quality per microsecond: ``booster`` cut at each budget (and whole) scored on ``rows``, each
+    cut timed in the shipped bundle's folder (``shipped``, its model replaced), and the shipped
+    bundle as it is, timed the same way (its quality is not on this split: it trained on all of it)."""
+    import gzip
+    import shutil
+    import types
+
+    from bench_compiled_selector import bundle_problems, measure
+
+    from ckheur.metrics import censored_choice_report
+    from ckheur.c_export.compiled import find_compiler
+    from ckheur.threads import predict
+
+    cc = find_compiler()
+    if cc is None:
+        raise SystemExit("--budgets: no C compiler to time the cuts with")
+    whole = int(booster.best_iteration or booster.current_iteration())
+    cuts = sorted({min(b, whole) for b in budgets} | {whole})
+    timing = types.SimpleNamespace(repeat=20, runs=3, rounds=3)
+    time_ms = np.where(table.tflops[rows] > 0, table.flops_over_tflops[rows], np.nan)
+    out = []
+    with tempfile.TemporaryDirectory() as tmp:
+        tmp = Path(tmp)
+        probs, fields = bundle_problems(shipped, problems)
+        out.append({"trees": "shipped", **measure(shipped, probs, fields, tmp, cc, timing)})
+        for n in cuts:
+            rep = censored_choice_report(table.pid[rows], predict(booster, table.X[rows], num_iteration=n), time_ms)
+            cut = tmp / f"{shipped.name}_{n}"
+            shutil.copytree(shipped, cut)
+            (cut / "model.txt.gz").write_bytes(gzip.compress(booster.model_to_string(num_iteration=n).encode(), mtime=0))
+            out.append({"cut": n, **measure(cut, probs, fields, tmp, cc, timing), "open": rep["open"],
+                        "size_kb": (cut / "model.txt.gz").stat().st_size / 1024})
+    return out
+
+
+def print_curve(name: str, curve: list[dict]) -> None:
+    """The --budgets table of one dataset."""
+    print(f"\nquality per microsecond, {name} (held-out 20%, open protocol; C / compiled / Python: p50 over "
+          f"{'distinct problems'}):")
+    print("| trees | model.txt.gz | C us | compiled us | Python us | top-1 | mean eff | eff lost per C us saved |")
+    print("| --- | --- | --- | --- | --- | --- | --- | --- |")
+    whole = curve[-1]
+    for c in curve:
+        if "cut" not in c:
+            print(f"| {c['trees']} (shipped, all data) | | {c['c_us']:.1f} | {c['compiled_us']:.1f} | {c['py_us']:.0f} "
+                  f"| | | |")
+            continue
+        o, w = c["open"], whole["open"]
+        saved = whole["c_us"] - c["c_us"]
+        lost = 100 * (w["efficiency"]["mean"] - o["efficiency"]["mean"])
+        rate = f"{lost / saved:.4f}" if saved > 0 else ""
+        print(f"| {c['cut']} | {c['size_kb']:.0f} KB | {c['c_us']:.1f} | {c['compiled_us']:.1f} | {c['py_us']:.0f} | "
+              f"{100 * o['top1']:.1f}% | {100 * o['efficiency']['mean']:.2f}% | {rate} |", flush=True)
 
 
 def tunanet_beside(table, booster, rows: np.ndarray, ranker) -> dict:
@@ -397,7 +465,13 @@ def main() -> None:
     ap.add_argument("--trees", type=int, default=None, help="max_trees (default: the model config's)")
     ap.add_argument("--lr", type=float, default=None, help="learning_rate (default: the model config's)")
     ap.add_argument("--min-data", type=int, default=None, help="min_data_in_leaf (default: the model config's)")
+    ap.add_argument("--distill-trees", type=int, default=None,
+                    help="model.distill_trees: the model trained is distilled into a student of this many trees")
+    ap.add_argument("--distill-leaves", type=int, default=None, help="model.distill_leaves: the student's leaves")
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--budgets", nargs="+", type=int, default=None,
+                    help="tree counts: quality per microsecond of the random split's model cut at each (see 5.)")
+    ap.add_argument("--budget-problems", type=int, default=50, help="--budgets: distinct problems timed per cut")
     ap.add_argument("--objective", default="relative", choices=["relative", "lambdarank", "regression_log"])
     ap.add_argument("--data", default=None, help="imported datasets folder (default: a temporary one)")
     ap.add_argument("--out", default="outputs/bench/miopen_fdb.json")
@@ -428,7 +502,8 @@ def main() -> None:
         return
 
     given = {"num_leaves": args.leaves, "max_trees": args.trees, "learning_rate": args.lr,
-             "min_data_in_leaf": args.min_data}
+             "min_data_in_leaf": args.min_data, "distill_trees": args.distill_trees,
+             "distill_leaves": args.distill_leaves}
     overrides = {k: v for k, v in given.items() if v is not None}
     data = Path(args.data or tempfile.mkdtemp(prefix="ckheur_fdb_"))
     results = {"imports": [], "choice": []}
@@ -461,6 +536,11 @@ def main() -> None:
                     ranker = TunaNetRanker(load_tunanet(args.tunanet, arch), tb.kernels, direction, dtype)
                 for kind in args.splits:
                     r = choice(tb, model, kind, args.seed, args.objective, ranker)
+                    booster, held = r.pop("booster"), r.pop("held_out_rows")
+                    if args.budgets and kind == "random":
+                        shipped = ROOT / "models" / f"miopen_{direction}_{dtype}_{arch}"
+                        r["budgets"] = budget_curve(tb, booster, held, args.budgets, shipped, args.budget_problems)
+                        print_curve(f"{arch} {direction} {dtype}", r["budgets"])
                     results["choice"].append({"arch": arch, "direction": direction, "dtype": dtype, **r})
                     o, li = r["open"], r["listed"]
                     print(f"{arch} {direction:10s} {dtype} {kind:8s}: open top-1 {100 * o['top1']:.1f}% (tie-aware "

@@ -44,6 +44,10 @@ use the full recipe (63 leaves, lr 0.1, up to 4000 trees).
     python bench/bench_unseen.py [--directions fwd bwd_data bwd_weight] [--dtypes fp32 fp16]
                                  [--splits gpu family remember] [--families depthwise 3D ...] [--data DIR]
                                  [--margins 0 0.03 0.1 ...]
+
+With --bundles DIR [DIR ...] the GPU split scores only the bundles of each folder (as is and
+without remembered answers), no model is trained: old and new bundles side by side, e.g. the
+bundles of an earlier commit (``git archive REV models | tar -x -C /tmp/old``) beside today's.
 """
 
 from __future__ import annotations
@@ -280,6 +284,24 @@ def remembered_answers(tables: dict, direction: str, dtype: str, margins: list) 
                 print(f"  {label} {direction} {dtype} {name:18s} {r['problems']:6d} problems: top-1 "
                       f"{100 * r['top1']:5.1f}%, eff {100 * r['efficiency']:6.2f}%", flush=True)
             out.append(rep)
+
+
+def bundle_rows(tb, arch_a: str, arch_b: str, direction: str, dtype: str, folders: list[Path]) -> list[dict]:
+    """GPU A's bundle of each folder scored on all of GPU B's problems, with and without its
+    remembered answers (--bundles)."""
+    out = []
+    for folder in folders:
+        bundle = folder / f"miopen_{direction}_{dtype}_{arch_a}"
+        if not bundle.is_dir():
+            continue
+        plain, with_answers = bundle_scores(bundle, tb)
+        for name, scores in (("as is (remembered answers)", with_answers), ("without remembered answers", plain)):
+            out.append({"selector": f"{arch_a} bundle of {folder}, {name}",
+                        **report(tb, np.arange(len(tb.pid)), scores)})
+            r = out[-1]
+            print(f"  {arch_a}->{arch_b} {direction} {dtype} {r['selector']:60s} {r['problems']:6d} problems: top-1 "
+                  f"{100 * r['top1']:5.1f}%, eff {100 * r['efficiency']:6.2f}%, not listed "
+                  f"{100 * r['not_listed']:5.2f}%", flush=True)
     return out
 
 
@@ -387,6 +409,8 @@ def main() -> None:
     ap.add_argument("--data", default="outputs/bench/unseen_data", help="imported datasets (made when absent)")
     ap.add_argument("--tunanet", default=str(TUNANET) if TUNANET.is_dir() else None)
     ap.add_argument("--out", default="outputs/bench/unseen.json")
+    ap.add_argument("--bundles", nargs="+", type=Path, default=None,
+                    help="GPU split: score only the bundles of these folders (as is and without remembered answers)")
     args = ap.parse_args()
     from ckheur.integrations.miopen.find_db import arch_from_name
     from ckheur.stages import compose_config, plain
@@ -420,7 +444,11 @@ def main() -> None:
                                             "ratios": r["ratios"]} for r in repeat_pairs(tb)]
                 results["remember"] += remembered_answers({a: tb for a, (tb, _) in zip(arches, tabs)}, direction,
                                                           dtype, args.margins)
-            for i, j in ((0, 1), (1, 0)) if "gpu" in args.splits else ():
+            for i, j in ((0, 1), (1, 0)) if "gpu" in args.splits and args.bundles else ():
+                results["gpu"].append({"from": arches[i], "to": arches[j], "direction": direction, "dtype": dtype,
+                                       "rows": bundle_rows(tabs[j][0], arches[i], arches[j], direction, dtype,
+                                                           args.bundles)})
+            for i, j in ((0, 1), (1, 0)) if "gpu" in args.splits and not args.bundles else ():
                 rows = leave_gpu_out(tabs[i][0], tabs[j][0], arches[i], arches[j], direction, dtype, tabs[i][1],
                                      args.seed, args.tunanet, arch_cfgs)
                 results["gpu"].append({"from": arches[i], "to": arches[j], "direction": direction, "dtype": dtype,

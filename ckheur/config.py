@@ -445,6 +445,9 @@ class TrainSchema:
     # simulator's own calibration data (models.fold_calibration)
     calibration_iterations: int = 2000  # search steps of each fold's calibration
     remember: bool = False  # miopen ops: keep each training problem's fastest solver, ranked first for it
+    # > 0: the chosen model is cut at the fewest trees (of models.training.TREE_BUDGETS) whose grouped-CV
+    # mean efficiency is within this many points of the uncut model's (selection time follows the trees)
+    budget_loss_pts: float = 0.0
     overwrite: bool = False  # replace a bundle already in the output folder (otherwise refused)
 
 

@@ -175,6 +175,36 @@ def test_a_distilled_student_ranks_like_its_teacher_with_fewer_trees(fwd, ck_fwd
     assert via_fit.num_trees() == 60 and via_fit.member_iterations == [120]
 
 
+def test_a_tree_budget_cuts_the_model_at_the_fewest_trees_within_the_loss(fwd, ck_fwd_csv, tmp_path):
+    """train.budget_loss_pts: CV also scores each fold's model cut at fewer trees (a cut at or above
+    a fold's tree count is that fold's whole model); the bundle keeps the fewest trees whose CV mean
+    efficiency is within the loss of the uncut model's, and its CV record is the cut model's."""
+    from ckheur.data.dataset import read_dataset
+    from ckheur.learn.bundle import load_bundle
+    from ckheur.learn.training import build_table, cross_validate, tree_budget
+
+    op, arch = fwd
+    pool = enumerate_pool(op, arch).by_group()[2]
+    tb = build_table(read_dataset([ck_fwd_csv]), op, arch, pool, ENGINE, None)
+    cv = cross_validate(tb, plain_model(max_trees=40), "relative", [tb.feature_names.index("pipeline")], 3, 0.2, 0,
+                        cuts=[2, 400])
+    assert np.array_equal(cv["oof_cut"][400], cv["oof"])  # above every fold's count: the whole model
+    assert not np.allclose(cv["oof_cut"][2], cv["oof"])
+    assert cv["cut_metrics"][400]["efficiency"] == cv["metrics"]["efficiency"]
+    mean = lambda m: {"efficiency": {"mean": m}}  # noqa: E731
+    curve = {25: mean(0.90), 50: mean(0.948), 100: mean(0.951)}
+    assert tree_budget(mean(0.95), curve, 0.25) == 50 and tree_budget(mean(0.95), curve, 5.0) == 25
+    assert tree_budget(mean(0.96), curve, 0.5) is None
+    r = run_cli("stage=train", "op=fwd", "model=relative", f"data.paths=[{ck_fwd_csv}]", "model.max_trees=60",
+                "train.folds=3", "train.cluster_cv=false", "train.budget_loss_pts=100", f"train.output={tmp_path / 'b'}")
+    assert r.returncode == 0, r.stderr
+    b = load_bundle(tmp_path / "b")
+    budget = b.cv_metrics["tree_budget"]
+    assert b.booster.num_trees() == budget["trees"] == 25 < budget["uncut_trees"]
+    assert b.cv_metrics["grouped_cv_seed_mean"]["mean"] == budget["curve"]["25"]["mean"]
+    assert "train: tree budget: 25 trees" in r.stdout
+
+
 def test_size_regimes_split_problems_by_thirds_of_their_size(ck_fwd_csv, tmp_path):
     """train.regime_cv holds out the smallest, middle and largest thirds of the problems (by FLOPs
     or output size), each a CV fold: a regime the training data does not reach."""

@@ -485,8 +485,10 @@ def test_a_remembering_bundle_answers_its_training_problems_in_python_and_c(tmp_
 
 
 def test_every_gpu_direction_and_dtype_has_a_shipped_bundle():
-    """FP32, FP16 and BF16, three directions, both GPUs: real data, the recipe chosen by CV among
-    at least two, none of its folds stopped by the tree cap, every training problem remembered."""
+    """FP32, FP16 and BF16, three directions, both GPUs: real data, every training problem
+    remembered, the model cut at its tree budget (the fewest trees within train.budget_loss_pts of
+    the uncut model's grouped-CV mean efficiency); a bundle trained without a budget (kept where the
+    compact recipe lost quality) chose its recipe by CV among two, no chosen fold at the tree cap."""
     for arch in ("gfx942", "gfx90a"):
         for direction in ("fwd", "bwd_data", "bwd_weight"):
             for dtype in ("fp32", "fp16", "bf16"):
@@ -497,7 +499,13 @@ def test_every_gpu_direction_and_dtype_has_a_shipped_bundle():
                 assert manifest["data_kind"] == "real" and manifest["config"]["op"]["dtype"] == dtype, bundle
                 assert manifest["remembered_problems"] == manifest["problems"] > 5000, bundle
                 chosen = next(c for c in cv["candidates"] if c["candidate"] == cv["chosen"]["candidate"])
-                assert len(cv["candidates"]) >= 2 and max(chosen["best_iterations"]) < cap, bundle
+                if "tree_budget" not in cv:
+                    assert len(cv["candidates"]) >= 2 and max(chosen["best_iterations"]) < cap, bundle
+                    continue
+                budget, loss = cv["tree_budget"], manifest["config"]["train"]["budget_loss_pts"]
+                assert cv["chosen"]["trees"] == budget["trees"] <= budget["uncut_trees"] and loss > 0, bundle
+                uncut = budget["uncut_grouped_cv"]["mean"]
+                assert 100 * (uncut - cv["grouped_cv_seed_mean"]["mean"]) <= loss + 1e-9, bundle
 
 
 def test_merging_into_a_user_find_db_keeps_every_other_line_as_it_was(tmp_path):

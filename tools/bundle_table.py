@@ -2,7 +2,11 @@
 """The shipped bundles as a markdown table, from their own records (cv_metrics.json,
 train_manifest.json, the files' sizes): what docs/miopen.md shows.
 
-    python tools/bundle_table.py [--bundles bundles] [--family miopen]
+    python tools/bundle_table.py [--bundles bundles] [--family miopen] [--baseline DIR]
+
+``--baseline DIR`` (the bundles of an earlier commit: ``git archive REV bundles | tar -x -C DIR/..``)
+prints instead each bundle beside the baseline's of the same name: trees, model size, grouped-CV
+mean efficiency and top-1 (the same folds: same data, same train.folds).
 """
 
 from __future__ import annotations
@@ -39,11 +43,45 @@ def rows(folder: Path, family: str) -> list[str]:
     return out
 
 
+def against(folder: Path, baseline: Path, family: str) -> list[str]:
+    """One markdown row per bundle of the family that the baseline folder has too: old -> new."""
+    import gzip
+
+    def facts(b: Path) -> tuple:
+        cv = json.loads((b / "cv_metrics.json").read_text())
+        text = gzip.decompress((b / "model.txt.gz").read_bytes()).decode()
+        g, chosen = cv["grouped_cv_seed_mean"], cv["chosen"]
+        budget = json.loads((b / "train_manifest.json").read_text())["config"]["train"].get("budget_loss_pts", 0)
+        return (text.count("\nTree="), chosen.get("num_leaves", "?"), (b / "model.txt.gz").stat().st_size / 2**20,
+                100 * g["mean"], 100 * g["top1"], budget)
+
+    order = {"fwd": 0, "bwd_data": 1, "bwd_weight": 2, "fp32": 0, "fp16": 1, "bf16": 2}
+    found = []
+    for b in sorted(folder.iterdir()):
+        spec = json.loads((b / "feature_spec.json").read_text())
+        if spec["op"]["family"] != family or not (baseline / b.name).is_dir():
+            continue
+        arch, direction, dtype = spec["arch"]["name"], spec["op"]["direction"], spec["op"]["dtype"]
+        (t0, l0, s0, m0, k0, _), (t1, l1, s1, m1, k1, budget) = facts(baseline / b.name), facts(b)
+        found.append(((arch != "gfx942", order[direction], order[dtype]),
+                      f"| {GPUS.get(arch, arch)} | {direction} | {dtype} | {budget or 'none'} | "
+                      f"{t0} x {l0} -> {t1} x {l1} | "
+                      f"{s0:.2f} -> {s1:.2f} MB | {m0:.2f} -> {m1:.2f} ({m1 - m0:+.2f}) | {k0:.1f} -> {k1:.1f}% |"))
+    return [r for _, r in sorted(found)]
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--bundles", type=Path, default=ROOT / "models")
     ap.add_argument("--family", default="miopen")
+    ap.add_argument("--baseline", type=Path, default=None, help="bundles to set beside these (old -> new)")
     args = ap.parse_args()
+    if args.baseline is not None:
+        print("| GPU | direction | dtype | budget (points) | trees x leaves | model.txt.gz "
+              "| grouped 3-fold CV mean efficiency | top-1 |")
+        print("| --- | --- | --- | --- | --- | --- | --- | --- |")
+        print("\n".join(against(args.bundles, args.baseline, args.family)))
+        return
     print("| GPU | direction | dtype | problems | leaves / learning rate / trees (compared) "
           "| grouped 3-fold CV: mean / P10 / top-1 | remembered | train | size |")
     print("| --- | --- | --- | --- | --- | --- | --- | --- | --- |")

@@ -121,6 +121,7 @@ class TrainOptions:
     calibration_iterations: int = 2000
     warm_start_trees: int = 100
     regime_cv: tuple = ()  # size regimes (problems.space.SIZE_REGIMES) held out a third at a time, reported
+    budget_loss_pts: float = 0.0  # > 0: cut the model at the fewest trees within this much mean efficiency (CV)
 
 
 @dataclass
@@ -208,7 +209,7 @@ def train(df: Any, job: Job, *, model: Mapping[str, Any], candidates: Sequence[C
     from ckheur.learn.bundle import incompatibilities
     from ckheur.learn.fold_calibration import fold_calibrated
     from ckheur.learn.prior import pair_prior, prior_spec
-    from ckheur.learn.training import build_table, cross_validate, fit, leave_cluster_out_cv
+    from ckheur.learn.training import TREE_BUDGETS, build_table, cross_validate, fit, leave_cluster_out_cv, tree_budget
     from ckheur.problems.space import SIZE_REGIMES, regime_groups
 
     bad = [r for r in options.regime_cv if r not in SIZE_REGIMES]
@@ -291,7 +292,8 @@ def train(df: Any, job: Job, *, model: Mapping[str, Any], candidates: Sequence[C
         for c in candidates:
             tb = cand_table(c)
             cat = [tb.feature_names.index(n) for n in engine_of(family.name, c.features).CATEGORICAL]
-            runs = [cross_validate(tb, model_of(c), c.objective, cat, folds, inner, sd, **fold_kw(c, tb, sd))
+            cuts = [k for k in TREE_BUDGETS if k < int(model_of(c)["max_trees"])] if options.budget_loss_pts > 0 else []
+            runs = [cross_validate(tb, model_of(c), c.objective, cat, folds, inner, sd, cuts=cuts, **fold_kw(c, tb, sd))
                     for sd in seeds]
             fam = [leave_cluster_out_cv(tb, model_of(c), c.objective, cat, folds, inner, clusters, sd,
                                        **fold_kw(c, tb, sd)) for sd in seeds] if cluster_cv else []
@@ -307,7 +309,7 @@ def train(df: Any, job: Job, *, model: Mapping[str, Any], candidates: Sequence[C
                 "cluster_cv": seed_summary([r["metrics"] for r in fam]) if fam else None,
                 "cluster_cv_detail": {"clusters": clusters, "cluster_sizes": fam[0]["cluster_sizes"],
                                      "best_iterations": fam[0]["best_iterations"], **fam[0]["metrics"]} if fam else None,
-                "regime_cv": regimes})
+                "regime_cv": regimes, "cut_runs": [r["cut_metrics"] for r in runs], "oof_cut": runs[0]["oof_cut"]})
             log(_candidate_line(results[-1], len(seeds)))
             cap = int(model_of(c)["max_trees"])
             capped = sum(b >= cap for b in results[-1]["best_iterations"])
@@ -349,8 +351,13 @@ def train(df: Any, job: Job, *, model: Mapping[str, Any], candidates: Sequence[C
     else:
         picked = next(r for r in results if r["candidate"] == chosen)
         n_trees = max(10, int(np.median(picked["best_iterations"])))
+        budget = None
+        if options.budget_loss_pts > 0:
+            picked, n_trees, budget = _cut(picked, n_trees, options.budget_loss_pts, tb, tree_budget, log)
         booster = fit(tb, everything, model_of(chosen), chosen.objective, cat, options.seed, n_trees, **fit_kw)
         cv_metrics = _cv_metrics(chosen, spec, n_trees, results, picked, options, seeds, rep, cluster_cv, model)
+        if budget is not None:
+            cv_metrics["tree_budget"] = budget
         oof = {"oof": picked["oof"], "fold": picked["fold"]}
     tflops_booster = None
     if chosen.features == "ck" and chosen.objective == "relative":  # a companion CK's predictor can run
@@ -416,6 +423,25 @@ def _cv_metrics(chosen: Candidate, spec: Mapping[str, Any], n_trees: int, result
         "problems_partly_measured": rep["problems_partly_measured"], "cluster_cv": picked["cluster_cv_detail"],
         "cluster_cv_seed_mean": picked["cluster_cv"], "grouped_cv_seed_mean": picked["grouped_cv"],
         "candidates": [entry(r) for r in results]}
+
+
+def _cut(picked: dict, n_trees: int, loss_pts: float, tb: Any, tree_budget: Any, log: Any) -> tuple[dict, int, dict]:
+    """The chosen candidate's CV record at its tree budget (train.budget_loss_pts), the final fit's
+    tree count, and the budget's record: every cut's grouped-CV figures beside the uncut model's."""
+    cut = tree_budget(picked["metrics"], picked["cut_runs"][0], loss_pts)
+    pick = lambda m: {"mean": m["efficiency"]["mean"], "p10": m["efficiency"]["p10"], "top1": m["top1"]}  # noqa: E731
+    record = {"loss_pts": loss_pts, "uncut_trees": n_trees, "uncut_grouped_cv": picked["grouped_cv"],
+              "curve": {str(k): pick(m) for k, m in picked["cut_runs"][0].items()}}
+    if cut is None or cut >= n_trees:
+        log(f"train: tree budget: no cut within {loss_pts} points of the uncut model's mean efficiency; "
+            f"{n_trees} trees kept")
+        return picked, n_trees, {**record, "trees": n_trees}
+    runs = picked["cut_runs"]
+    cut_picked = {**picked, "metrics": runs[0][cut], "grouped_cv": seed_summary([r[cut] for r in runs]),
+                  "oof": picked["oof_cut"][cut], "per_problem": _oof_efficiency(tb, picked["oof_cut"][cut])}
+    log(f"train: tree budget: {cut} trees (of {n_trees}), grouped CV mean {100 * runs[0][cut]['efficiency']['mean']:.2f}% "
+        f"against {100 * picked['metrics']['efficiency']['mean']:.2f}% uncut (train.budget_loss_pts={loss_pts})")
+    return cut_picked, cut, {**record, "trees": cut}
 
 
 def _oof_efficiency(tb: Any, oof: np.ndarray) -> np.ndarray:

@@ -11,6 +11,8 @@ import numpy as np
 from ckheur.errors import UserError
 
 OBJECTIVES = ("regression_log", "relative", "lambdarank")
+# Tree counts a model may be cut at (train.budget_loss_pts): selection time follows the tree count.
+TREE_BUDGETS = (25, 50, 75, 100, 150, 200, 250, 300, 400, 500, 600, 800, 1000, 1500, 2000, 3000)
 PARTIAL_TARGETS = ("pairwise", "naive", "drop")
 
 
@@ -403,7 +405,8 @@ def append_trees(first: Any, then: Any) -> Any:
 def cross_validate(table: Table, model: Mapping[str, Any], objective: str, categorical: list[int],
                    folds: int, inner_valid_fraction: float, seed: int, groups: np.ndarray | None = None,
                    partial: str = "naive", pair_weight: float = 1.0,
-                   fold_table: Callable[[int, np.ndarray], Table] | None = None, split_seed: int | None = None) -> dict:
+                   fold_table: Callable[[int, np.ndarray], Table] | None = None, split_seed: int | None = None,
+                   cuts: Sequence[int] = ()) -> dict:
     """Grouped K-fold CV: out-of-fold scores, the tree counts early stopping chose, metrics.
 
     Folds never split a problem; ``groups`` (per problem) makes them coarser, e.g. shape
@@ -411,7 +414,9 @@ def cross_validate(table: Table, model: Mapping[str, Any], objective: str, categ
     measured problem has no known oracle). ``fold_table(fold, training rows)``, when given,
     is the table a fold trains and scores on (same rows; features or prior may depend on the
     training rows, as in ``models.fold_calibration``). ``seed`` seeds the models; ``split_seed``
-    (default: ``seed``) the inner early-stopping split, so the models' seed can vary alone."""
+    (default: ``seed``) the inner early-stopping split, so the models' seed can vary alone. ``cuts``:
+    tree counts each fold's single model is also scored at (its first trees only; a fold that stopped
+    earlier is scored whole), their metrics under ``"cut_metrics"``."""
     from sklearn.model_selection import GroupKFold, GroupShuffleSplit
 
     from ckheur.metrics import selection_report
@@ -422,6 +427,7 @@ def cross_validate(table: Table, model: Mapping[str, Any], objective: str, categ
         raise TrainingError(f"train.folds={folds} but only {n_problems} problems in the data")
     fold_groups = table.pid if groups is None else np.asarray(groups)[table.pid]
     oof = np.full(len(table.X), np.nan)
+    oof_cut = {int(k): np.full(len(table.X), np.nan) for k in cuts}
     best_iters = []
     fold_of = np.full(len(table.X), -1)
     for f, (tr, te) in enumerate(GroupKFold(n_splits=folds).split(table.X, groups=fold_groups)):
@@ -437,14 +443,32 @@ def cross_validate(table: Table, model: Mapping[str, Any], objective: str, categ
         used = booster.member_iterations[0] if len(booster.member_iterations) == 1 and \
             not getattr(booster, "distilled", False) else None
         oof[te] = predict(booster, tb.X[te], int(model.get("threads", 0)), num_iteration=used)
+        for k, cut in oof_cut.items():
+            if used is None:
+                raise TrainingError("train.budget_loss_pts: only a single model (no bag, no student) is cut")
+            cut[te] = predict(booster, tb.X[te], int(model.get("threads", 0)), num_iteration=min(k, used))
         if tb.prior is not None:
             oof[te] += tb.prior[te]
+            for cut in oof_cut.values():
+                cut[te] += tb.prior[te]
         fold_of[te] = f
     scored = table.full[table.pid] if table.full is not None and table.full.any() else np.ones(len(oof), bool)
     metrics = selection_report(table.pid[scored], oof[scored], table.tflops[scored])
     metrics["scored_problems"] = int(len(np.unique(table.pid[scored])))
     metrics["oracle"] = "measured" if table.full is None or table.full.any() else "best measured kernel"
-    return {"oof": oof, "fold": fold_of, "best_iterations": best_iters, "metrics": metrics}
+    cut_metrics = {k: selection_report(table.pid[scored], cut[scored], table.tflops[scored])
+                   for k, cut in oof_cut.items()}
+    return {"oof": oof, "fold": fold_of, "best_iterations": best_iters, "metrics": metrics,
+            "cut_metrics": cut_metrics, "oof_cut": oof_cut}
+
+
+def tree_budget(uncut: Mapping[str, Any], cut_metrics: Mapping[int, Mapping[str, Any]],
+                loss_pts: float) -> int | None:
+    """The fewest trees whose CV mean efficiency is within ``loss_pts`` points of the uncut model's
+    (``cross_validate``'s ``metrics`` and ``cut_metrics``); None when no cut is (keep every tree)."""
+    ok = [k for k, m in sorted(cut_metrics.items())
+          if 100 * (uncut["efficiency"]["mean"] - m["efficiency"]["mean"]) <= loss_pts]
+    return ok[0] if ok else None
 
 
 def leave_cluster_out_cv(table: Table, model: Mapping[str, Any], objective: str, categorical: list[int], folds: int,

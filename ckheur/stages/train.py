@@ -48,7 +48,8 @@ def options(cfg: Any) -> Any:
                         select_by=str(t.select_by), choice=str(t.choice), partial=str(t.partial),
                         pairwise_weight=float(t.pairwise_weight), sim_calibration=str(t.sim_calibration),
                         calibration_iterations=int(t.calibration_iterations),
-                        warm_start_trees=int(t.warm_start_trees), regime_cv=tuple(str(r) for r in t.regime_cv))
+                        warm_start_trees=int(t.warm_start_trees), regime_cv=tuple(str(r) for r in t.regime_cv),
+                        budget_loss_pts=float(t.budget_loss_pts))
 
 
 def check_output(out: Path, overwrite: bool) -> None:
