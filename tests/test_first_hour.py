@@ -165,7 +165,7 @@ def test_an_unquoted_miopen_line_says_to_quote_it(tmp_path):
                                 '-k 128"')
     r = run_cli("stage=predict", "problem=convbfp16 -n 16 -c 256", f"hydra.run.dir={tmp_path}", "--cfg", "job",
                 "--package", "problem")
-    assert r.returncode == 0 and "miopen: convbfp16 -n 16 -c 256" in r.stdout  # quoted, then Hydra's own flags
+    assert r.returncode == 0 and "driver_line: convbfp16 -n 16 -c 256" in r.stdout  # quoted, then Hydra's own flags
 
 
 def test_predict_without_a_problem_says_how_to_give_one(tmp_path):
