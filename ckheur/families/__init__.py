@@ -1,12 +1,14 @@
-"""Operator families. A new operator is its config (conf/op/<family>/), its problem type
-(ckheur/problems/<family>.py), its kernel type (ckheur/kernels/<family>.py) and its feature
-engine (ckheur/features/<family>.py), registered here; the stages only use these modules.
+"""Operator families: the one registry. A family is its folder, ckheur/families/<family>/ (its
+problems, kernels, features, op config schema and C feature code), one line in ``FAMILIES``, and
+its configs in conf/op/<family>/; the stages only use these modules, through a ``Family``.
 
-Problem modules provide FIELDS, BATCH_FIELD, problem_from_dict, generate, SLICES, SOURCES
-(extra source kinds) and, where problems have a text form, from_text; kernel modules provide COLUMNS (dataset columns), TABLE, parse_name,
-from_traits, candidates, rejections (why each candidate is illegal on the arch), support_arrays
-and support_mask; feature modules are engines
-(ckheur/features/__init__.py) that say whether ckheur.sim models the family (ANALYTIC_MODEL).
+Problem modules provide FIELDS, DEFAULTS, FIELD_MIN, BATCH_FIELD, problem_from_dict, generate,
+generate_group, SLICES, SOURCES (extra source kinds) and, where problems have a text form,
+from_text and to_driver_line; kernel modules provide COLUMNS (dataset columns), TABLE,
+parse_name(name, op, arch), from_traits, candidates, rejections (why each candidate is illegal on
+the arch), support_arrays and support_mask; feature modules are engines
+(ckheur/families/engines.py) that say whether ckheur.sim models the family (ANALYTIC_MODEL).
+tests/test_families.py checks every registered family against this contract.
 """
 
 from __future__ import annotations
