@@ -14,8 +14,8 @@ says which produced it):
     r.kernel, r.source       # "tuning_db" | "find_db" | "measured" | "training_data" | "model" | "analytic"
 
 An exact hit in the tuning database wins, then (MIOpen's solvers) one in a find-db given as
-``find_db=``: MIOpen's own file, answered as MIOpen answers, with its fastest listed solver.
-Otherwise the model (or, without one, the analytic model) ranks, and when ``measure`` is given
+``find_db=``: MIOpen's own file, answered as MIOpen answers, with its fastest listed solver; then
+any other exact tier given as ``exact=[ExactTier(...)]``. Otherwise the model (or, without one, the analytic model) ranks, and when ``measure`` is given
 its top-k are timed, the fastest is chosen, and every attempt is recorded in the database, so
 the next select of that problem is a hit. A bundle trained with ``train.remember`` ranks the
 fastest measured kernel of each of its training problems first for that exact problem (source
@@ -27,8 +27,9 @@ precomputed per spatial dimensionality; a problem's features are one vectorized 
 LightGBM scores a float32 matrix on one thread through its C API, set up once per selector
 (``threads.one_thread_predictor``); no pandas; results are cached by problem (LRU).
 ``compiled=True`` ranks in the exported C instead (about 15x faster per problem); it is not the
-default because its first use exports and compiles the bundle (seconds to tens of seconds). Pools larger than ``cascade_threshold`` are pre-ranked by the
-analytic model and only its top ``cascade_top`` are scored by the learned model.
+default because its first use exports and compiles the bundle (seconds to tens of seconds).
+Pools larger than ``cascade_threshold`` are pre-ranked by the analytic model and only its top
+``cascade_top`` are scored by the learned model.
 """
 
 from __future__ import annotations
@@ -76,8 +77,8 @@ class RankedKernel(NamedTuple):
 class Selection:
     """A selected kernel and the tier that chose it.
 
-    ``latency_ms`` is measured for an exact tier (``tuning_db``, ``find_db``, ...) and ``measured``, predicted otherwise;
-    ``timed`` maps each kernel measured by this call to its latency (None: the run failed)."""
+    ``latency_ms`` is measured for an exact tier (``tuning_db``, ``find_db``, ...) and ``measured``,
+    predicted otherwise; ``timed`` maps each kernel measured by this call to its latency (None: the run failed)."""
 
     kernel: str
     source: str
