@@ -417,11 +417,19 @@ def dataset_name(src: Path, dataset: str | None) -> str:
         check_name(src.name.split(".")[0], "import.dataset (default: the file name up to its first dot)")
 
 
-def nothing_to_do(done: Sequence[Path], sha: str, log: Callable[[str], None]) -> dict:
-    """Say that the datasets already hold the file; the import's result."""
+def begin_import(src: Path, data_root: str | Path, dataset: str | None,
+                 log: Callable[[str], None]) -> tuple[str, str, dict | None]:
+    """What every importer does first: the datasets' name, what a killed import left recovered, the
+    file's sha256, and the import's result when the datasets already hold this file (else None)."""
+    from ckheur.parts import sha256_of
+
+    name = dataset_name(src, dataset)
+    recover_staging(data_root, name, log)
+    sha = sha256_of(src)
+    done = already_imported(data_root, name, sha, src.name)
     for target in done:
         log(f"import: {target} already holds this file (sha256 {sha[:12]}); nothing to do")
-    return {"datasets": [str(t) for t in done], "kept_aside": {}}
+    return name, sha, {"datasets": [str(t) for t in done], "kept_aside": {}} if done else None
 
 
 def import_report(txn: ImportTransaction, log: Callable[[str], None]) -> dict:

@@ -143,17 +143,12 @@ def import_csv_file(src: Path, *, data_root: str | Path, op: Mapping[str, Any], 
                     dataset: str | None, overwrite: bool, log: Callable[[str], None], **_: Any) -> dict:
     """One CK CSV into a dataset per direction and dtype it holds, as one transaction."""
     from ckheur.data.dataset import dataset_dir
-    from ckheur.data.importing import (ImportRefused, ImportTransaction, already_imported, dataset_name,
-                                       import_report, nothing_to_do, plan_import, recover_staging)
-    from ckheur.parts import sha256_of
+    from ckheur.data.importing import ImportRefused, ImportTransaction, begin_import, import_report, plan_import
 
-    name = dataset_name(src, dataset)
-    recover_staging(data_root, name, log)
     try:
-        sha = sha256_of(src)
-        done = already_imported(data_root, name, sha, src.name)
-        if done:
-            return nothing_to_do(done, sha, log)
+        name, sha, done = begin_import(src, data_root, dataset, log)
+        if done is not None:
+            return done
         df, report = import_ck_csv(src, arch=arch["name"], tiles=op["tiles"])
     except (DatasetError, OSError, EOFError) as e:
         raise ImportRefused(str(e) if isinstance(e, DatasetError) else f"{src}: cannot be read ({e})") from None

@@ -11,42 +11,36 @@ def import_find_db_file(src: Path, *, data_root: str | Path, arch: Mapping[str, 
                         find_db_arch: str | None, overwrite: bool, log: Callable[[str], None], **_: Any) -> dict:
     """One find-db: one dataset per direction and dtype it holds, every listed solver timed and every
     other solver of the arch's table ``censored``."""
-    arch_of_job = arch  # ``arch`` is the file's arch below
     from ckheur.config import CONF_DIR, load_option
     from ckheur.data.dataset import dataset_dir
-    from ckheur.data.importing import (ImportRefused, ImportTransaction, already_imported, dataset_name,
-                                       import_report, nothing_to_do, plan_import, recover_staging)
+    from ckheur.data.importing import ImportRefused, ImportTransaction, begin_import, import_report, plan_import
     from ckheur.integrations.miopen.find_db import FindDbError, arch_from_name, dataset_rows, read_find_db
-    from ckheur.parts import sha256_of
 
     known = sorted(p.stem for p in (CONF_DIR / "arch").glob("*.yaml"))
     t0 = time.perf_counter()
     try:
         if find_db_arch:
-            arch, cus = str(find_db_arch), None
-            if arch not in known:
-                raise ImportRefused(f"import.arch={arch!r}: allowed values are {', '.join(known)}")
+            file_arch, cus = str(find_db_arch), None
+            if file_arch not in known:
+                raise ImportRefused(f"import.arch={file_arch!r}: allowed values are {', '.join(known)}")
         else:
-            arch, cus = arch_from_name(src, known)
-        name = dataset_name(src, dataset)
-        recover_staging(data_root, name, log)
-        sha = sha256_of(src)
-        done = already_imported(data_root, name, sha, src.name)
-        if done:
-            return nothing_to_do(done, sha, log)
-        fdb = read_find_db(src, arch)
+            file_arch, cus = arch_from_name(src, known)
+        name, sha, done = begin_import(src, data_root, dataset, log)
+        if done is not None:
+            return done
+        fdb = read_find_db(src, file_arch)
     except FindDbError as e:
         raise ImportRefused(str(e)) from None
     except (OSError, EOFError) as e:
         raise ImportRefused(f"{src}: cannot be read ({e})") from None
-    arch_cfg = dict(arch_of_job) if arch_of_job.get("name") == arch else load_option(f"arch/{arch}")
+    arch_cfg = dict(arch) if arch.get("name") == file_arch else load_option(f"arch/{file_arch}")
     if cus is not None and cus != arch_cfg.get("num_cus"):
-        log(f"import: the file was measured on {arch} with {cus} CUs (conf/arch/{arch}.yaml says "
-            f"{arch_cfg.get('num_cus')}): the datasets are labeled {arch}")
+        log(f"import: the file was measured on {file_arch} with {cus} CUs (conf/arch/{file_arch}.yaml says "
+            f"{arch_cfg.get('num_cus')}): the datasets are labeled {file_arch}")
     stamp = time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(src.stat().st_mtime)) + "+00:00"
     rep = fdb.report
     log(f"import: {src.name}: {rep['lines']} lines, {rep['problems']} problems, {rep['entries']} listed "
-        f"solver times ({arch}{f', {cus} CUs' if cus else ''})")
+        f"solver times ({file_arch}{f', {cus} CUs' if cus else ''})")
     for reason, n in {**rep["skipped_keys"], **rep["skipped_entries"]}.items():
         log(f"import: skipped {n}: {reason}")
     if rep.get("problems_out_of_time_order"):
@@ -56,18 +50,19 @@ def import_find_db_file(src: Path, *, data_root: str | Path, arch: Mapping[str, 
     ops = {}
     for direction, dtype in sorted(tuple(k.split("/")) for k in rep["by_direction_dtype"]):
         op = {**load_option(f"op/miopen/{direction}"), "direction": direction, "dtype": dtype}
-        if not (op.get("solvers") or {}).get(arch):
-            raise ImportRefused(f"conf/op/miopen/{direction}.yaml has no solver table for {arch}; "
+        if not (op.get("solvers") or {}).get(file_arch):
+            raise ImportRefused(f"conf/op/miopen/{direction}.yaml has no solver table for {file_arch}; "
                                 f"tools/miopen_solvers.py derives one from find-db files")
-        ops[dataset_dir(data_root, op, arch, name, field="import.dataset")] = op
+        ops[dataset_dir(data_root, op, file_arch, name, field="import.dataset")] = op
     plan = plan_import(data_root, name, sha, src.name, list(ops), overwrite)
     with ImportTransaction(plan) as txn:
         for target in plan.targets:  # one direction and dtype at a time: its rows are written, then freed
             op = ops[target]
-            rows, left = dataset_rows(fdb, op["direction"], op["dtype"], arch, op["solvers"][arch], src.name, stamp)
+            rows, left = dataset_rows(fdb, op["direction"], op["dtype"], file_arch, op["solvers"][file_arch], src.name,
+                                      stamp)
             txn.add(target, rows)
             if left["listed_solvers_outside_pool"]:
-                log(f"import: {op['direction']} {op['dtype']}: listed solvers not in the {arch} table, left out: "
+                log(f"import: {op['direction']} {op['dtype']}: listed solvers not in the {file_arch} table, left out: "
                     f"{left['listed_solvers_outside_pool']}")
     out = import_report(txn, log)
     log(f"import: done in {time.perf_counter() - t0:.1f}s")
