@@ -139,14 +139,15 @@ def score(table, booster, rows: np.ndarray) -> dict:
     return censored_choice_report(table.pid[rows], scores, time_ms)
 
 
-def train(table, fit_rows, valid_rows, model: dict, objective: str, seed: int):
-    """One booster with early stopping, and its training seconds."""
+def train(table, fit_rows, valid_rows, model: dict, objective: str, seed: int, init_model=None):
+    """One booster with early stopping (after ``init_model``'s trees, when given), and its training seconds."""
     from ckheur.learn.training import fit
 
     cat = [table.feature_names.index(c) for c in ("solver", "algorithm", "implementation", "dtype")
            if c in table.feature_names]
     t0 = time.perf_counter()
-    booster = fit(table, fit_rows, model, objective, cat, seed, model["max_trees"], valid_rows=valid_rows)
+    booster = fit(table, fit_rows, model, objective, cat, seed, model["max_trees"], valid_rows=valid_rows,
+                  init_model=init_model)
     return booster, time.perf_counter() - t0
 
 

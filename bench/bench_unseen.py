@@ -105,13 +105,16 @@ def predict_rows(booster, tb, rows: np.ndarray) -> np.ndarray:
     return predict(booster, tb.X[rows], num_iteration=booster.best_iteration or None)
 
 
-def fit_on(tb, rows: np.ndarray, model: dict, seed: int):
-    """A booster on some rows of a table, early stopping on 15% of their problems."""
+def fit_on(tb, rows: np.ndarray | None, model: dict, seed: int, init_model=None):
+    """A booster on some rows of a table (None: all), early stopping on 15% of their problems
+    (trees added to ``init_model``'s, when given)."""
     from sklearn.model_selection import GroupShuffleSplit
+
+    rows = np.arange(len(tb.pid)) if rows is None else rows
 
     fit, valid = next(GroupShuffleSplit(n_splits=1, test_size=0.15, random_state=seed + 1)
                       .split(rows, groups=tb.pid[rows]))
-    booster, seconds = train(tb, np.sort(rows[fit]), np.sort(rows[valid]), model, "relative", seed)
+    booster, seconds = train(tb, np.sort(rows[fit]), np.sort(rows[valid]), model, "relative", seed, init_model)
     return booster, seconds
 
 
@@ -215,6 +218,86 @@ def leave_gpu_out(ta, tb, arch_a: str, arch_b: str, direction: str, dtype: str, 
         np.array([1.0 if tb.kernels[k].name == single else 0.0 for k in tb.kid]))
     if tunanet:
         out.extend(tunanet_rows(tb, arch_b, direction, dtype, tunanet, add))
+    return out
+
+
+def with_descriptors(tb, arch: dict, dtype: str) -> np.ndarray:
+    """The table's feature rows with the GPU's hardware descriptors appended (features.hardware)."""
+    from ckheur.families.hardware import descriptors
+
+    hw = descriptors(arch, dtype).astype(tb.X.dtype)
+    return np.hstack([tb.X, np.broadcast_to(hw, (len(tb.X), len(hw)))])
+
+
+def problem_subset(tb, problems: np.ndarray):
+    """The table of some of its problems (every row of each), problems renumbered in order."""
+    import dataclasses
+
+    keep = np.sort(np.asarray(problems))
+    rows = np.flatnonzero(np.isin(tb.pid, keep))
+    return dataclasses.replace(tb, X=tb.X[rows], tflops=tb.tflops[rows], pid=np.searchsorted(keep, tb.pid[rows]),
+                               kid=tb.kid[rows], problems=[tb.problems[i] for i in keep], full=tb.full[keep])
+
+
+def few_shot_problems(tb, budget: float, how: str, seed: int) -> np.ndarray:
+    """Problems of B to measure: at most ``budget`` of B's (problem, solver) pairs, whole problems
+    (every listed solver), drawn at random or by farthest points in problem-feature space."""
+    from ckheur.families.miopen.features import PROBLEM_FEATURES
+    from ckheur.sweeping.acquisition import farthest_points
+
+    rows_per = np.bincount(tb.pid, minlength=len(tb.problems))
+    count = max(1, int(budget * len(tb.pid) / max(rows_per.mean(), 1.0)))
+    if how == "random":
+        return np.random.default_rng(seed).choice(len(tb.problems), size=count, replace=False)
+    first = np.unique(tb.pid, return_index=True)[1]
+    Z = tb.X[first][:, [tb.feature_names.index(n) for n in PROBLEM_FEATURES]].astype(np.float64)
+    Z = (Z - Z.mean(axis=0)) / np.maximum(Z.std(axis=0), 1e-9)
+    return np.asarray(farthest_points(Z, count, np.empty((0, Z.shape[1])), seed), dtype=np.int64)
+
+
+def few_shot(ta, tb, arch_a: str, arch_b: str, direction: str, dtype: str, model: dict, seed: int,
+             arch_cfgs: dict, budgets: list, ways: list) -> list[dict]:
+    """Bring-up of GPU B, few-shot: one model across GPUs (hardware descriptors as features) on all
+    of A's data plus a few of B's problems (each budget a share of B's pairs), scored on B's other
+    problems; beside it, a model on those few B problems alone, A's model with trees added on them
+    (fine-tuned), A's bundle as is and A's best single solver, on the same held-out problems."""
+    import dataclasses
+
+    from ckheur.families.hardware import DESCRIPTORS
+    from ckheur.learn.training import concat_tables
+
+    names = [*ta.feature_names, *DESCRIPTORS]
+    hw_a = dataclasses.replace(ta, X=with_descriptors(ta, arch_cfgs[arch_a], dtype), feature_names=names)
+    hw_b = dataclasses.replace(tb, X=with_descriptors(tb, arch_cfgs[arch_b], dtype), feature_names=names)
+    shipped = ROOT / "models" / f"miopen_{direction}_{dtype}_{arch_a}"
+    bundle = bundle_scores(shipped, tb)[1] if shipped.is_dir() else None
+    single = best_single_solver(ta)
+    single_scores = np.array([1.0 if tb.kernels[k].name == single else 0.0 for k in tb.kid])
+    model_a, _ = fit_on(hw_a, None, model, seed)  # the model of A alone, fine-tuned on B's few below
+    out = []
+
+    def add(name, rows, scores, **extra):
+        out.append({"selector": name, **report(tb, rows, scores), **extra})
+        r = out[-1]
+        print(f"  {arch_a}->{arch_b} {direction} {dtype} {name:52s} {r['problems']:6d} problems: top-1 "
+              f"{100 * r['top1']:5.1f}%, eff {100 * r['efficiency']:6.2f}%, not listed {100 * r['not_listed']:5.2f}%",
+              flush=True)
+
+    for budget in budgets:
+        for how in ways:
+            picked = few_shot_problems(tb, budget, how, seed)
+            held = np.flatnonzero(~np.isin(tb.pid, picked))
+            tag = f"{100 * budget:g}% of {arch_b}'s pairs ({how}, {len(picked)} problems)"
+            shot_b = problem_subset(hw_b, picked)
+            booster, _ = fit_on(concat_tables([hw_a, shot_b]), None, model, seed)
+            add(f"across GPUs: {arch_a} + {tag}", held, predict_rows(booster, hw_b, held), budget=budget, how=how)
+            booster_b, _ = fit_on(shot_b, None, model, seed)
+            add(f"{arch_b} alone: {tag}", held, predict_rows(booster_b, hw_b, held), budget=budget, how=how)
+            tuned, _ = fit_on(shot_b, None, model, seed, init_model=model_a)
+            add(f"{arch_a}'s model + trees on {tag}", held, predict_rows(tuned, hw_b, held), budget=budget, how=how)
+            if bundle is not None:
+                add(f"{arch_a} bundle as is (same held-out problems)", held, bundle[held], budget=budget, how=how)
+            add(f"best single solver of {arch_a} ({single})", held, single_scores[held], budget=budget, how=how)
     return out
 
 
@@ -400,11 +483,15 @@ def main() -> None:
     ap.add_argument("--files", nargs=2, default=[str(f) for f in FILES])
     ap.add_argument("--directions", nargs="+", default=["fwd", "bwd_data", "bwd_weight"])
     ap.add_argument("--dtypes", nargs="+", default=["fp32", "fp16"])
-    ap.add_argument("--splits", nargs="+", default=["gpu", "family"], choices=["gpu", "family", "remember"])
+    ap.add_argument("--splits", nargs="+", default=["gpu", "family"], choices=["gpu", "family", "remember", "fewshot"])
     ap.add_argument("--margins", nargs="+", type=float, default=[0.0, 0.01, 0.03, 0.1, 0.3, 1.0],
                     help="remember margins scored (--splits remember)")
     ap.add_argument("--family-dtypes", nargs="+", default=["fp16"], help="dtypes of the family splits")
     ap.add_argument("--families", nargs="+", default=list(FAMILIES), choices=list(FAMILIES))
+    ap.add_argument("--budgets", nargs="+", type=float, default=[0.01, 0.05],
+                    help="few-shot: shares of the target GPU's pairs measured (--splits fewshot)")
+    ap.add_argument("--ways", nargs="+", default=["random", "farthest"], choices=["random", "farthest"],
+                    help="few-shot: how the target's problems are drawn")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--data", default="outputs/bench/unseen_data", help="imported datasets (made when absent)")
     ap.add_argument("--tunanet", default=str(TUNANET) if TUNANET.is_dir() else None)
@@ -427,12 +514,12 @@ def main() -> None:
     arches = [arch_from_name(f, ["gfx90a", "gfx942", "gfx950"])[0] for f in files]
     names = [f.name.split(".")[0] for f in files]
     arch_cfgs = {a: plain(compose_config([f"arch={a}"]).arch) for a in arches}
-    results = {"recipe": RECIPE, "gpu": [], "family": [], "random": {}, "remember": [], "repeats": []}
+    results = {"recipe": RECIPE, "gpu": [], "family": [], "random": {}, "remember": [], "repeats": [], "fewshot": []}
     t_start = time.perf_counter()
     for direction in args.directions:
         for dtype in args.dtypes:
             families = "family" in args.splits and dtype in args.family_dtypes
-            if "gpu" not in args.splits and "remember" not in args.splits and not families:
+            if not {"gpu", "remember", "fewshot"} & set(args.splits) and not families:
                 continue
             tabs = []
             for arch, name in zip(arches, names):
@@ -454,6 +541,11 @@ def main() -> None:
                 results["gpu"].append({"from": arches[i], "to": arches[j], "direction": direction, "dtype": dtype,
                                        "rows": rows})
                 results["random"][f"{arches[j]} {direction} {dtype}"] = rows[0]
+            for i, j in ((0, 1), (1, 0)) if "fewshot" in args.splits else ():
+                results["fewshot"].append({"from": arches[i], "to": arches[j], "direction": direction, "dtype": dtype,
+                                           "rows": few_shot(tabs[i][0], tabs[j][0], arches[i], arches[j], direction,
+                                                            dtype, tabs[i][1], args.seed, arch_cfgs, args.budgets,
+                                                            args.ways)})
             if families:
                 for arch, (tb, model) in zip(arches, tabs):
                     key = f"{arch} {direction} {dtype}"
@@ -482,6 +574,15 @@ def main() -> None:
             for r in g["rows"]:
                 print(f"| {g['arch']} | {g['direction']} | {g['dtype']} | {r['family']} | {r['problems']:,} | "
                       f"{cell(r)} | {cell(rand)} |")
+    if results["fewshot"]:
+        print("\nBring-up few-shot (open protocol): top-1 / mean efficiency / picks not listed, on the target's "
+              "problems not measured")
+        print("| direction | dtype | from -> to | selector | problems | top-1 / efficiency / not listed |")
+        print("| --- | --- | --- | --- | --- | --- |")
+        for g in results["fewshot"]:
+            for r in g["rows"]:
+                print(f"| {g['direction']} | {g['dtype']} | {g['from']} -> {g['to']} | {r['selector']} | "
+                      f"{r['problems']:,} | {cell(r)} |")
     if results["remember"]:
         print_remember(results)
     out = ROOT / args.out

@@ -24,6 +24,16 @@ def plain(node: Any) -> Any:
     return OmegaConf.to_container(node, resolve=True, enum_to_str=True)
 
 
+def load_arch(name: str) -> dict:
+    """A shipped arch config (``conf/arch/<name>.yaml``) checked against its schema, as a plain dict."""
+    from ckheur.errors import UserError
+
+    known = sorted(p.stem for p in (CONF_DIR / "arch").glob("*.yaml"))
+    if name not in known:
+        raise UserError(f"arch {name!r}: no conf/arch/{name}.yaml; known archs: {', '.join(known)}")
+    return plain(OmegaConf.merge(OmegaConf.structured(ArchSchema), load_option(f"arch/{name}")))
+
+
 def load_option(option: str) -> dict:
     """A shipped config option as a plain dict, e.g. ``load_option("arch/gfx950")``.
 
@@ -414,6 +424,7 @@ class ChoiceRule(_Choice):
 class FeaturesSchema:
     analytic: bool = False  # add the simulator's predicted TFLOPS as features
     engine: FeatureSet = FeatureSet.native  # ck: CK's dispatcher features (export.format=ck writes CK's model folder)
+    hardware: bool = False  # train: the GPU's descriptors as features, on every arch in the data (one model across GPUs)
 
 
 @dataclass

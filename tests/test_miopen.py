@@ -702,3 +702,52 @@ def test_gfx908_tables_are_what_the_registry_in_tools_gives(monkeypatch):
     for direction, (rows, table) in miopen_solvers.registry_tables("gfx908", miopen_solvers.declared()).items():
         op = OmegaConf.to_container(OmegaConf.load(ROOT / "conf" / "op" / "miopen" / f"{direction}.yaml"))
         assert op["solvers"]["gfx908"] == table and sorted(op["registry"], key=lambda s: s["miopen_id"]) == rows
+
+
+def test_one_model_across_gpus_serves_a_gpu_never_measured(tmp_path):
+    """features.hardware=true: a gfx908 (MI100) model trained on the MI300X and MI210/250 slices
+    alone; both GPUs' rows are in it, each with its own descriptors, and it ranks for gfx908
+    with gfx908's. Without the option the same data is refused, naming the way out."""
+    from ckheur import Selector
+    from ckheur.families.hardware import DESCRIPTORS
+
+    data = tmp_path / "data"
+    for f in (MI300X, MI210):
+        r = run_cli("stage=import", f"import.path={f}", f"paths.data={data}", f"hydra.run.dir={tmp_path / f.name}")
+        assert r.returncode == 0, r.stderr
+    paths = [data / "miopen_fwd_fp32_gfx942" / "gfx942130.parquet", data / "miopen_fwd_fp32_gfx90a" / "gfx90a68.parquet"]
+    common = ["stage=train", "op=miopen/fwd", "arch=gfx908", "op.dtype=fp32", f"data.paths=[{','.join(map(str, paths))}]",
+              "model.max_trees=20", "train.folds=3", "train.cluster_cv=false"]
+    r = run_cli(*common, f"train.output={tmp_path / 'no'}", f"hydra.run.dir={tmp_path / 'r0'}")
+    assert r.returncode == 2 and "features.hardware=true trains one model across those GPUs" in r.stderr
+    out = tmp_path / "gfx908"
+    r = run_cli(*common, "features.hardware=true", f"train.output={out}", f"hydra.run.dir={tmp_path / 'r1'}")
+    assert r.returncode == 0, r.stderr
+    spec = json.loads((out / "feature_spec.json").read_text())
+    manifest = json.loads((out / "train_manifest.json").read_text())
+    assert spec["hardware"] == list(DESCRIPTORS) and spec["feature_names"][-len(DESCRIPTORS):] == list(DESCRIPTORS)
+    assert spec["trained_archs"] == ["gfx90a", "gfx942"] and spec["arch"]["name"] == "gfx908"
+    from ckheur.data.dataset import read_dataset
+
+    for arch, path in (("gfx942", paths[0]), ("gfx90a", paths[1])):
+        df = read_dataset(path)
+        listed = df[df.status == "ok"]
+        problems = listed[["N", "C", "K", "G", "Di", "Hi", "Wi", "Z", "Y", "X", "pad_h", "pad_w", "stride_h", "stride_w",
+                           "dilation_h", "dilation_w", "layout", "bias"]].drop_duplicates()
+        assert manifest["archs"][arch]["problems"] == len(problems)
+    gains = json.loads((out / "feature_importances.json").read_text())
+    assert any(gains[n] > 0 for n in DESCRIPTORS)  # the model tells the two GPUs apart
+    sel = Selector.load(out)
+    assert "of gfx90a, gfx942; gfx908 unmeasured" in sel.label
+    from ckheur.selection.selector import as_problem
+
+    p = as_problem("conv -n 32 -c 256 -H 56 -W 56 -k 256 -y 3 -x 3 -p 1 -q 1", sel.family, "fwd", "fp32")
+    X = sel.engine.features(sel.engine.problem_arrays([p], "fwd"), sel.engine.kernel_arrays(sel._all_kernels),
+                            sel.arch, "fwd")
+    # MI100's data sheet, as conf/arch/gfx908.yaml gives it: 120 CUs, 1502 MHz, 46.1 TF FP32, 1228.8 GB/s, 8 MB L2
+    want = [math.log2(120), 1.502, math.log2(46.1), math.log2(1228.8), math.log2(8192), 64, 40, math.log2(46100 / 1228.8)]
+    assert np.allclose(X[:, -len(DESCRIPTORS):], want, rtol=1e-6)
+    assert len(sel.rank(p, k=None)) == len(sel._all_kernels)
+    r = run_cli("stage=export", "op=miopen/fwd", "arch=gfx908", "op.dtype=fp32", f"export.model_dir={out}",
+                f"export.output={tmp_path / 'c'}", f"hydra.run.dir={tmp_path / 'r2'}")
+    assert r.returncode == 2 and "hardware descriptors" in r.stderr

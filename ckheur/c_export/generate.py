@@ -327,6 +327,9 @@ def export_bundle(model_dir: str | Path, output: str | Path, name: str | None = 
                           "features exports to CK's dispatcher format (export.format=ck)")
     family = b.family
     cf = c_family(family)
+    if spec.get("hardware"):
+        raise ExportError(f"{b.path}: the model takes hardware descriptors (features.hardware=true), which the C "
+                          "feature code does not compute yet; export a bundle trained without them")
     engine = get_engine(spec["engine"])
     arch, direction, dtype = spec["arch"], spec["op"]["direction"], spec["op"]["dtype"]
     op_cfg = spec.get("op_config") or spec["op"]

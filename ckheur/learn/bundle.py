@@ -378,8 +378,6 @@ def load_bundle(path: str | Path) -> Bundle:
     """Load and verify a bundle: every JSON field of the right type, the model texts whole and
     their trees sound (finite, shaped as every path can evaluate), the features this ckheur's
     engine computes. A bad bundle is a BundleError naming the file and what is wrong."""
-    from ckheur.families.engines import get_engine
-
     path = resolve_model_dir(path)
     if not path.is_dir():
         raise BundleError(f"model bundle {path} not found")
@@ -389,7 +387,7 @@ def load_bundle(path: str | Path) -> Bundle:
     spec = _read_json(path / "feature_spec.json")
     _check_spec(spec, path / "feature_spec.json")
     try:
-        engine = get_engine(spec["engine"])
+        engine = spec_engine(spec)
     except ValueError as e:
         raise BundleError(f"{path}: {e}") from None
     if spec["encoding_version"] != engine.ENCODING_VERSION:
@@ -430,10 +428,19 @@ def load_bundle(path: str | Path) -> Bundle:
                   cv_metrics=cv, manifest=manifest, answers=answers)
 
 
+def spec_engine(spec: Mapping[str, Any]) -> Any:
+    """The feature engine a bundle's spec names, with hardware descriptors when it was trained with them."""
+    from ckheur.families.engines import get_engine
+    from ckheur.families.hardware import with_hardware
+
+    engine = get_engine(spec["engine"])
+    return with_hardware(engine, spec["op"]["dtype"]) if spec.get("hardware") else engine
+
+
 def incompatibilities(spec: Mapping, other: Mapping) -> list[str]:
     """Why a bundle cannot be warm-started with another feature spec ([] if it can)."""
     out = []
-    for key in ("engine", "encoding_version", "feature_names", "analytic", "objective", "prior"):
+    for key in ("engine", "encoding_version", "feature_names", "analytic", "objective", "prior", "hardware"):
         if spec.get(key) != other.get(key):
             a, b = spec.get(key), other.get(key)
             if key == "feature_names":

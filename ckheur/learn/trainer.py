@@ -201,15 +201,19 @@ def _spread(result: Mapping[str, Any], other: Mapping[str, Any], estimate: str) 
 
 def train(df: Any, job: Job, *, model: Mapping[str, Any], candidates: Sequence[Candidate], options: TrainOptions,
           warm: Any = None, leaky_data: Callable[[Any], tuple[bool, int]] | None = None, exclude_suspect: bool = False,
-          log: Callable[[str], None] = print) -> Trained:
+          hardware: bool = False, log: Callable[[str], None] = print) -> Trained:
     """Cross-validate ``candidates`` on the measurements ``df`` (dataset rows) of the job (its op
     on its arch, over its kernel pool), choose one, and fit it on all the data (or add trees to
     ``warm``, a loaded bundle). ``leaky_data(table) -> (is the simulator calibrated on this data, on how many
-    of its problems)`` turns the leakage guard on (``models.fold_calibration``)."""
+    of its problems)`` turns the leakage guard on (``models.fold_calibration``). ``hardware``
+    (features.hardware): the GPU's descriptors are features and every arch in ``df`` is trained
+    on, so the model serves the job's arch even when ``df`` has no row of it."""
     from ckheur.learn.bundle import incompatibilities
     from ckheur.learn.fold_calibration import fold_calibrated
     from ckheur.learn.prior import pair_prior, prior_spec
-    from ckheur.learn.training import TREE_BUDGETS, build_table, cross_validate, fit, leave_cluster_out_cv, tree_budget
+    from ckheur.families.hardware import DESCRIPTORS, WithHardware, with_hardware
+    from ckheur.learn.training import (TREE_BUDGETS, build_table, build_table_across_archs, cross_validate, fit,
+                                       leave_cluster_out_cv, tree_budget)
     from ckheur.problems.space import SIZE_REGIMES, regime_groups
 
     bad = [r for r in options.regime_cv if r not in SIZE_REGIMES]
@@ -221,10 +225,15 @@ def train(df: Any, job: Job, *, model: Mapping[str, Any], candidates: Sequence[C
     family, op, arch, pool, sim_params = job.family, job.op, job.arch, job.pool.kernels, job.sim_params
     tables: dict[tuple[str, bool], Any] = {}
 
+    def engine(features: str) -> Any:
+        base = engine_of(family.name, features)
+        return with_hardware(base, op["dtype"]) if hardware else base
+
     def table(features: str, analytic: bool) -> Any:
         if (features, analytic) not in tables:
-            tables[features, analytic] = build_table(df, op, arch, pool, engine_of(family.name, features),
-                                                     sim_params if analytic else None, exclude_suspect)
+            build = build_table_across_archs if hardware else build_table
+            tables[features, analytic] = build(df, op, arch, pool, engine(features), sim_params if analytic else None,
+                                               exclude_suspect)
         return tables[features, analytic]
 
     first = candidates[0]
@@ -245,7 +254,7 @@ def train(df: Any, job: Job, *, model: Mapping[str, Any], candidates: Sequence[C
         key = dataclasses.replace(c, bagging=1)
         if key not in with_prior:
             with_prior[key] = dataclasses.replace(tb, prior=pair_prior(
-                engine_of(family.name, c.features), tb.problems, tb.kernels, tb.pid, tb.kid, arch, op["direction"],
+                engine(c.features), tb.problems, tb.kernels, tb.pid, tb.kid, arch, op["direction"],
                 prior, c.objective))
         return with_prior[key]
 
@@ -281,7 +290,7 @@ def train(df: Any, job: Job, *, model: Mapping[str, Any], candidates: Sequence[C
         if not recalibrated(c):
             return cv_kw
         return {**cv_kw, "fold_table": fold_calibrated(
-            tb, engine_of(family.name, c.features), arch, op["direction"], sim_params, c.analytic,
+            tb, engine(c.features), arch, op["direction"], sim_params, c.analytic,
             prior if c.prior else None, c.objective, options.calibration_iterations, sd)}
 
     results: list[dict] = []
@@ -291,7 +300,7 @@ def train(df: Any, job: Job, *, model: Mapping[str, Any], candidates: Sequence[C
     else:
         for c in candidates:
             tb = cand_table(c)
-            cat = [tb.feature_names.index(n) for n in engine_of(family.name, c.features).CATEGORICAL]
+            cat = [tb.feature_names.index(n) for n in engine(c.features).CATEGORICAL]
             cuts = [k for k in TREE_BUDGETS if k < int(model_of(c)["max_trees"])] if options.budget_loss_pts > 0 else []
             runs = [cross_validate(tb, model_of(c), c.objective, cat, folds, inner, sd, cuts=cuts, **fold_kw(c, tb, sd))
                     for sd in seeds]
@@ -325,17 +334,20 @@ def train(df: Any, job: Job, *, model: Mapping[str, Any], candidates: Sequence[C
                    + ("cluster and grouped CV" if cluster_cv else "grouped CV") if options.choice == "simpler" else
                    f"highest mean, then P10, of {(options.select_by if cluster_cv else 'grouped_cv').replace('_', ' ')}")
                 + ")")
-    engine = engine_of(family.name, chosen.features)
+    chosen_engine = engine(chosen.features)
     fit_kw = {"partial": options.partial, "pair_weight": options.pairwise_weight}
     tb = cand_table(chosen)
     names = tb.feature_names
-    cat = [names.index(n) for n in engine.CATEGORICAL]
-    spec = {"engine": getattr(engine, "NAME", op["family"]), "encoding_version": engine.ENCODING_VERSION,
-            "feature_names": names, "categorical": list(engine.CATEGORICAL), "analytic": chosen.analytic,
+    cat = [names.index(n) for n in chosen_engine.CATEGORICAL]
+    spec = {"engine": getattr(chosen_engine, "NAME", op["family"]), "encoding_version": chosen_engine.ENCODING_VERSION,
+            "feature_names": names, "categorical": list(chosen_engine.CATEGORICAL), "analytic": chosen.analytic,
             "analytic_params": dict(sim_params) if chosen.analytic else None, "objective": chosen.objective,
             "prior": prior if chosen.prior else None, "arch": dict(arch),
             "op": {"family": op["family"], "direction": op["direction"], "dtype": op["dtype"]},
             "op_config": dict(op), "bagging_seeds": chosen.bagging, "ckheur_version": __version__}
+    if hardware:  # the descriptors this bundle's rows end with (none where the family's features have them)
+        spec["hardware"] = list(DESCRIPTORS) if isinstance(chosen_engine, WithHardware) else []
+        spec["trained_archs"] = sorted(a for a, r in tb.report.get("archs", {}).items() if "error" not in r)
     everything = np.arange(len(tb.X))
     oof = None
     if warm is not None:
@@ -479,14 +491,15 @@ def train_bundle(paths: Sequence[str | Path], job: Job, output: str | Path, *, m
                  candidates: Sequence[Candidate], options: TrainOptions, warm_start: str | Path | None = None,
                  shard: Mapping[str, Any] | None = None, exclude_suspect: bool = False, remember: bool = False,
                  names: Sequence[str] | None = None, config: Mapping[str, Any] | None = None,
-                 run_dir: str | Path | None = None, log: Callable[[str], None] = print) -> dict:
+                 run_dir: str | Path | None = None, hardware: bool = False,
+                 log: Callable[[str], None] = print) -> dict:
     """Train (or warm-start from the bundle ``warm_start``) the job's model on the datasets or CK
     CSVs ``paths`` and save the bundle to ``output`` with a manifest of what it was trained on
     (``names``: the paths as the user wrote them; ``config``: the job's whole config). With
     ``run_dir``, the out-of-fold predictions and CV metrics are written there too. ``remember``
     (MIOpen's solvers): the bundle also keeps each training problem's fastest measured solver and
     ranks it first for that exact problem, so it answers at least as its own find-db would.
-    Returns the bundle's path, the chosen candidate, its trees and the CV metrics."""
+    ``hardware``: one model across the GPUs of the data (``train``). Returns the bundle's path, the chosen candidate, its trees and the CV metrics."""
     import sys
 
     from ckheur.data.dataset import SIMULATED, keep_shard, read_dataset
@@ -515,7 +528,7 @@ def train_bundle(paths: Sequence[str | Path], job: Job, output: str | Path, *, m
         return bool(fitted_with & _origins(paths, hashes.values())) or fitted_on > 0, fitted_on
 
     result = train(df, job, model=model, candidates=candidates, options=options, warm=warm, leaky_data=leaky_data,
-                   exclude_suspect=exclude_suspect, log=log)
+                   exclude_suspect=exclude_suspect, hardware=hardware, log=log)
     cv_metrics = {**result.cv_metrics, "data_backend": backends, "simulated": simulated} if warm is None \
         else result.cv_metrics
     if result.oof is not None and run_dir is not None:
@@ -529,11 +542,15 @@ def train_bundle(paths: Sequence[str | Path], job: Job, output: str | Path, *, m
         "config": dict(config or {}), "versions": _versions(lightgbm()),
         "timestamp": time.strftime("%Y-%m-%dT%H:%M:%S%z"), "train_seconds": rep["train_seconds"],
         "command": sys.argv}
+    if "trained_archs" in result.spec:
+        manifest["trained_archs"] = result.spec["trained_archs"]
+        manifest["archs"] = rep.get("archs", {})
     answers = None
     if remember:
         from ckheur.data.dataset import fastest_by_problem
 
-        answers = fastest_by_problem(df, job.family)
+        mine = (df.arch == job.arch_name) & (df.direction == job.direction) & (df.dtype == job.dtype)
+        answers = fastest_by_problem(df[mine], job.family)  # the job's own GPU and op only
         manifest["remembered_problems"] = len(answers)
         log(f"train: remembers the fastest measured solver of its {len(answers)} problems (train.remember)")
     save_bundle(output, result.booster, result.tflops_booster, result.spec, result.kernels, cv_metrics,

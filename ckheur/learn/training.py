@@ -74,7 +74,10 @@ def build_table(df: Any, op: Mapping[str, Any], arch: Mapping[str, Any], pool: S
         report["problems_only_censored"] = int(ok[~measured][fields].drop_duplicates().shape[0])
         ok = ok[measured]
     if ok.empty:
-        raise TrainingError(f"no usable rows: {report} (check data.paths, arch, op and the kernel pool)")
+        others = sorted(set(df[(df.direction == op["direction"]) & (df.dtype == op["dtype"])].arch) - {arch["name"]})
+        hint = f"; the data has rows of {', '.join(others)}: features.hardware=true trains one model across those " \
+            f"GPUs for {arch['name']}" if mine.empty and others else ""
+        raise TrainingError(f"no usable rows: {report} (check data.paths, arch, op and the kernel pool){hint}")
     keys = list(ok[fields].itertuples(index=False, name=None))
     uniq = sorted(set(keys))
     index = {k: i for i, k in enumerate(uniq)}
@@ -111,6 +114,61 @@ def build_table(df: Any, op: Mapping[str, Any], arch: Mapping[str, Any], pool: S
                  feature_names=engine.feature_names(analytic_params is not None), full=full, report=report,
                  featurize=featurize, build_problem=problems_mod.problem_from_dict,
                  span_blocks=tuple(getattr(problems_mod, "SPAN_BLOCKS", getattr(problems_mod, "PARTNERS", ()))))
+
+
+def build_table_across_archs(df: Any, op: Mapping[str, Any], arch: Mapping[str, Any], pool: Sequence[Any],
+                             engine: Any, analytic_params: Mapping[str, Any] | None,
+                             exclude_suspect: bool = False) -> Table:
+    """One training table of this op's rows on every arch in the data (one model across GPUs):
+    each arch's rows featurized with its own arch config (``conf/arch``), so ``engine`` should
+    describe the hardware (``families.hardware``). ``arch`` is the target: its pool is the
+    kernels ranked, its table (when the data has rows of it) makes the generated problems of
+    distillation. An arch without usable rows is left out; the report says so per arch."""
+    from ckheur.config import load_arch
+
+    mine = df[(df.direction == op["direction"]) & (df.dtype == op["dtype"])]
+    names = sorted(set(mine.arch), key=lambda a: (a != arch["name"], a))  # the target first
+    tables, per_arch = [], {}
+    for name in names:
+        cfg = arch if name == arch["name"] else load_arch(name)
+        try:
+            tb = build_table(df, op, cfg, pool, engine, analytic_params, exclude_suspect)
+        except TrainingError as e:
+            per_arch[name] = {"error": str(e)}
+            continue
+        per_arch[name] = {k: tb.report[k] for k in ("rows_used", "problems", "rows_kernel_not_in_pool")}
+        tables.append(tb)
+    if not tables:
+        raise TrainingError(f"no usable rows on any arch of the data ({', '.join(names) or 'none of this op'}): "
+                            f"{per_arch}")
+    out = concat_tables(tables)
+    used = [a for a in names if "error" not in per_arch[a]]
+    out.report.update(rows_read=int(len(df)), rows_other_op_or_arch=int(len(df) - mine.arch.isin(used).sum()),
+                      archs=per_arch)
+    return out
+
+
+def concat_tables(tables: Sequence[Table]) -> Table:
+    """Tables over one kernel pool as one (problem indices offset; the first table's featurize)."""
+    first = tables[0]
+    offsets = np.cumsum([0] + [len(t.problems) for t in tables[:-1]])
+    report: dict[str, Any] = {}
+    for t in tables:  # counts add up, counts by key add up by key, lists join
+        for k, v in t.report.items():
+            if isinstance(v, dict):
+                report[k] = {**report.get(k, {}), **{c: report.get(k, {}).get(c, 0) + n for c, n in v.items()}}
+            elif isinstance(v, list):
+                report[k] = sorted(set(report.get(k, [])) | set(v))
+            elif isinstance(v, (int, float)) and not isinstance(v, bool):
+                report[k] = report.get(k, 0) + v
+    report["pool"] = first.report.get("pool", len(first.kernels))
+    report["kernels_measured"] = int(len(np.unique(np.concatenate([t.kid for t in tables]))))
+    return Table(X=np.vstack([t.X for t in tables]), tflops=np.concatenate([t.tflops for t in tables]),
+                 pid=np.concatenate([t.pid + o for t, o in zip(tables, offsets)]),
+                 kid=np.concatenate([t.kid for t in tables]), problems=[p for t in tables for p in t.problems],
+                 kernels=first.kernels, feature_names=first.feature_names,
+                 full=np.concatenate([t.full for t in tables]), report=report, featurize=first.featurize,
+                 build_problem=first.build_problem, span_blocks=first.span_blocks)
 
 
 def _fully_measured(rows: Any, fields: list, keys: list, candidates: set, pool: Sequence[Any], family: Any,

@@ -148,6 +148,15 @@ class ExactTier:
     answer: Callable[[tuple], "tuple[str, float] | None"]
 
 
+def across_gpus(spec: Mapping[str, Any]) -> str:
+    """How a label names the GPUs of a model trained across GPUs ('' for one GPU's model)."""
+    archs = spec.get("trained_archs")
+    if not archs:
+        return ""
+    target = spec["arch"]["name"]
+    return f" of {', '.join(archs)}" + ("" if target in archs else f"; {target} unmeasured, hardware descriptors")
+
+
 class Selector:
     """Ranks an op's kernel pool for problems with a trained model (or the analytic model)."""
 
@@ -227,8 +236,7 @@ class Selector:
         remembered answer stays first unless the model predicts its own pick faster by more than
         this fraction (default: the bundle's ``op.remember_margin``, else ``REMEMBERED_NOISE``; 0: the
         model decides; inf: always the remembered answer)."""
-        from ckheur.families.engines import get_engine
-        from ckheur.learn.bundle import load_bundle
+        from ckheur.learn.bundle import load_bundle, spec_engine
         from ckheur.sim import load_params
 
         b = load_bundle(model_dir)
@@ -238,10 +246,10 @@ class Selector:
             op["applicability"] = applicability
         if listed is not None:
             op["listed"] = dict(listed)
-        sel = cls(b.kernels, spec["arch"], spec["op"]["direction"], spec["op"]["dtype"], engine=get_engine(spec["engine"]),
+        sel = cls(b.kernels, spec["arch"], spec["op"]["direction"], spec["op"]["dtype"], engine=spec_engine(spec),
                   booster=b.booster, tflops_booster=b.tflops_booster, analytic_params=spec.get("analytic_params"),
                   sim_params=load_params(), objective=spec["objective"], op=op,
-                  prior=spec.get("prior"), label=f"model {b.path} (trained on {b.manifest.get('data_kind', 'unknown')} data)",
+                  prior=spec.get("prior"), label=f"model {b.path} (trained on {b.manifest.get('data_kind', 'unknown')} data{across_gpus(spec)})",
                   tuning_db=tuning_db, create_tuning_db=create_tuning_db, cache_size=cache_size,
                   cascade_threshold=cascade_threshold, cascade_top=cascade_top, find_db=find_db, exact=exact)
         sel.answers = dict(b.answers or {})
@@ -251,6 +259,10 @@ class Selector:
 
             from ckheur.c_export.compiled import load_compiled
 
+            if spec.get("hardware"):
+                warnings.warn("the model takes hardware descriptors (features.hardware), which the C export does not "
+                              "compute yet; ranking with the Python path", stacklevel=2)
+                return sel
             if str(op.get("applicability") or "none") != "none":
                 warnings.warn(f"op.applicability={op['applicability']}: the compiled selector ranks every solver; "
                               "ranking with the Python path", stacklevel=2)

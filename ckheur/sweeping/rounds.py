@@ -160,7 +160,9 @@ class _Rounds:
         self._sim: tuple | None = None  # simulator parameters and kernel arrays per group (analytic ranking)
 
     def all_kernels(self, i: int) -> bool:
-        return len(self.runnable[i]) <= int(self.a["all_kernels_max"])
+        # A family without an analytic model (MIOpen's solvers) has nothing to rank a new problem's
+        # kernels by before the ensemble exists: every runnable one is timed (its pools are small).
+        return len(self.runnable[i]) <= int(self.a["all_kernels_max"]) or not self.job.family.analytic
 
     def top_explore(self, i: int) -> tuple[int, int]:
         """(kernels from the ranking, kernels at random) to time on problem i."""
