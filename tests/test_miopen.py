@@ -735,6 +735,12 @@ def test_one_model_across_gpus_serves_a_gpu_never_measured(tmp_path):
         problems = listed[["N", "C", "K", "G", "Di", "Hi", "Wi", "Z", "Y", "X", "pad_h", "pad_w", "stride_h", "stride_w",
                            "dilation_h", "dilation_w", "layout", "bias"]].drop_duplicates()
         assert manifest["archs"][arch]["problems"] == len(problems)
+    from ckheur.evaluation.seen import training_keys
+    from ckheur.families import get_family
+
+    # Seen means measured on the evaluated GPU: nothing of gfx908, gfx90a's own problems for gfx90a.
+    assert training_keys(out, get_family("miopen"), (), paths, "gfx908")[0] == set()
+    assert len(training_keys(out, get_family("miopen"), (), paths, "gfx90a")[0]) == manifest["archs"]["gfx90a"]["problems"]
     gains = json.loads((out / "feature_importances.json").read_text())
     assert any(gains[n] > 0 for n in DESCRIPTORS)  # the model tells the two GPUs apart
     sel = Selector.load(out)

@@ -39,9 +39,10 @@ def training_datasets(model_dir: Path, candidates: Sequence[Path] = ()) -> list[
 
 
 def training_keys(model_dir: Path, family: Any, remembered: Iterable[tuple] = (),
-                  candidates: Sequence[Path] = ()) -> tuple[set, list[str]]:
+                  candidates: Sequence[Path] = (), arch: str | None = None) -> tuple[set, list[str]]:
     """Problem keys the bundle was trained on (its remembered keys and its training datasets' problems,
-    where found) and what they came from."""
+    where found) and what they came from. With ``arch``, only that GPU's rows count: a model
+    trained across GPUs has not seen a problem that only another GPU measured."""
     from ckheur.data.dataset import problem_keys, read_dataset
 
     keys, sources = set(remembered), []
@@ -49,9 +50,10 @@ def training_keys(model_dir: Path, family: Any, remembered: Iterable[tuple] = ()
         sources.append(f"{len(keys)} remembered problems (answers.json.gz)")
     fields = list(family.problems.FIELDS)
     for path in training_datasets(model_dir, candidates):
-        df = read_dataset(path, columns=fields)
-        keys.update(problem_keys(df[fields].drop_duplicates()))
-        sources.append(f"training dataset {path}")
+        df = read_dataset(path, columns=[*fields, "arch"])
+        mine = df[df.arch == arch] if arch is not None else df
+        keys.update(problem_keys(mine[fields].drop_duplicates()))
+        sources.append(f"training dataset {path}" + (f" ({arch} rows)" if arch is not None else ""))
     return keys, sources
 
 

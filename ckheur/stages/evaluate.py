@@ -55,7 +55,8 @@ def _seen_unseen(model_dir: Path, selector: Any, job: Any, scored: Any, paths: l
     from ckheur.learn.bundle import resolve_model_dir
     from ckheur.evaluation.seen import seen_mask, seen_unseen, training_keys
 
-    keys, sources = training_keys(resolve_model_dir(model_dir), job.family, (selector.answers or {}).keys(), paths)
+    keys, sources = training_keys(resolve_model_dir(model_dir), job.family, (selector.answers or {}).keys(), paths,
+                                  job.arch_name)
     mask = seen_mask(scored.rows, job.family, keys)
     return {"seen_unseen": seen_unseen(scored, mask, sources, tol)} if mask.any() else {}
 
