@@ -24,11 +24,16 @@ def plain(node: Any) -> Any:
     return OmegaConf.to_container(node, resolve=True, enum_to_str=True)
 
 
+def known_archs() -> list[str]:
+    """The names of the shipped arch configs (``conf/arch/*.yaml``), sorted."""
+    return sorted(p.stem for p in (CONF_DIR / "arch").glob("*.yaml"))
+
+
 def load_arch(name: str) -> dict:
     """A shipped arch config (``conf/arch/<name>.yaml``) checked against its schema, as a plain dict."""
     from ckheur.errors import UserError
 
-    known = sorted(p.stem for p in (CONF_DIR / "arch").glob("*.yaml"))
+    known = known_archs()
     if name not in known:
         raise UserError(f"arch {name!r}: no conf/arch/{name}.yaml; known archs: {', '.join(known)}")
     return plain(OmegaConf.merge(OmegaConf.structured(ArchSchema), load_option(f"arch/{name}")))

@@ -499,7 +499,8 @@ def train_bundle(paths: Sequence[str | Path], job: Job, output: str | Path, *, m
     ``run_dir``, the out-of-fold predictions and CV metrics are written there too. ``remember``
     (MIOpen's solvers): the bundle also keeps each training problem's fastest measured solver and
     ranks it first for that exact problem, so it answers at least as its own find-db would.
-    ``hardware``: one model across the GPUs of the data (``train``). Returns the bundle's path, the chosen candidate, its trees and the CV metrics."""
+    ``hardware``: one model across the GPUs of the data (``train``). Returns the bundle's path,
+    the chosen candidate, its trees and the CV metrics."""
     import sys
 
     from ckheur.data.dataset import SIMULATED, keep_shard, read_dataset

@@ -11,12 +11,12 @@ def import_find_db_file(src: Path, *, data_root: str | Path, arch: Mapping[str, 
                         find_db_arch: str | None, overwrite: bool, log: Callable[[str], None], **_: Any) -> dict:
     """One find-db: one dataset per direction and dtype it holds, every listed solver timed and every
     other solver of the arch's table ``censored``."""
-    from ckheur.config import CONF_DIR, load_option
+    from ckheur.config import known_archs, load_option
     from ckheur.data.dataset import dataset_dir
     from ckheur.data.importing import ImportRefused, ImportTransaction, begin_import, import_report, plan_import
     from ckheur.integrations.miopen.find_db import FindDbError, arch_from_name, dataset_rows, read_find_db
 
-    known = sorted(p.stem for p in (CONF_DIR / "arch").glob("*.yaml"))
+    known = known_archs()
     t0 = time.perf_counter()
     try:
         if find_db_arch:
