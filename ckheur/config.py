@@ -406,6 +406,7 @@ class ModelSchema:
     lambda_l2: float = 0.0
     rank_label_power: float = 8.0  # lambdarank relevance = round(30 * relative_tflops ** power)
     companion_trees: int = 100  # log-TFLOPS regressor that gives ranking models their TFLOPS estimate
+    companion_leaves: int = 15  # its leaves: it only scales the ranking's TFLOPS figures, so kept small
     threads: int = 0  # LightGBM threads for training and scoring; 0: ckheur.threads' policy (usable CPUs, one for small work)
     prior: Prior = Prior.none  # analytic: the simulator's ranking as init score (families with an analytic model)
     prior_scale: float = 0.5  # weight of the prior, on the scale of the objective's label

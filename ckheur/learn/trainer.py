@@ -378,8 +378,8 @@ def train(df: Any, job: Job, *, model: Mapping[str, Any], candidates: Sequence[C
         tflops_booster = resolve(COMPANIONS["ck_companion"])(tb, booster, model, options.seed)
         spec["tflops_model"] = "ck_companion"
     elif chosen.objective != "regression_log":
-        tflops_booster = fit(tb, everything, {**model, "bagging_seeds": 1}, "regression_log", cat, options.seed,
-                             int(model["companion_trees"]))
+        companion = {**model, "bagging_seeds": 1, "num_leaves": int(model.get("companion_leaves", model["num_leaves"]))}
+        tflops_booster = fit(tb, everything, companion, "regression_log", cat, options.seed, int(model["companion_trees"]))
     gains = booster.feature_importance(importance_type="gain")
     importances = dict(sorted(zip(names, map(float, gains)), key=lambda kv: -kv[1]))
     measured = sorted(set(tb.kid.tolist()))
