@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import gzip
 import json
+import lzma
 import shutil
 
 import numpy as np
@@ -244,7 +245,7 @@ def test_bundle_has_every_file_and_round_trips(small_model):
     from ckheur.learn.bundle import load_bundle
 
     files = {p.name for p in small_model.iterdir()}
-    assert files == {"model.txt.gz", "tflops_model.txt.gz", "feature_spec.json", "kernels.json", "cv_metrics.json",
+    assert files == {"model.txt.xz", "tflops_model.txt.xz", "feature_spec.json", "kernels.json", "cv_metrics.json",
                      "feature_importances.json", "train_manifest.json"}
     b = load_bundle(small_model)
     man = json.loads((small_model / "train_manifest.json").read_text())
@@ -272,9 +273,9 @@ def test_bundle_errors_are_precise(small_model, tmp_path):
     with pytest.raises(BundleError, match="encoded with version 0.*retrain"):
         load_bundle(broken)
     (broken / "feature_spec.json").write_text(json.dumps(spec))
-    with gzip.open(broken / "model.txt.gz", "wt") as f:
+    with lzma.open(broken / "model.txt.xz", "wt") as f:
         f.write("garbage")
-    with pytest.raises(BundleError, match="model.txt.gz: not a whole LightGBM model"):
+    with pytest.raises(BundleError, match="model.txt.xz: not a whole LightGBM model"):
         load_bundle(broken)
     with pytest.raises(BundleError, match="not found"):
         load_bundle(tmp_path / "nothing")
@@ -288,6 +289,9 @@ def test_warm_start_adds_trees_and_refuses_mismatches(small_model, tmp_path, ck_
                 "train.warm_start_trees=7", f"train.output={tmp_path / 'warm'}", f"hydra.run.dir={tmp_path / 'r1'}")
     assert r.returncode == 0, r.stderr
     assert load_bundle(tmp_path / "warm").booster.current_iteration() == before + 7
+    # The old trees' gains (not in a bundle's compact model text) come from the bundle's record: gains only add.
+    gains = [json.loads((folder / "feature_importances.json").read_text()) for folder in (small_model, tmp_path / "warm")]
+    assert all(gains[1][n] >= gains[0][n] for n in gains[0]) and sum(gains[1].values()) > sum(gains[0].values())
     r = run_cli("stage=train", "op=fwd", f"data.paths=[{ck_fwd_csv}]", f"train.warm_start={small_model}",
                 "model=lambdarank", f"train.output={tmp_path / 'w2'}", f"hydra.run.dir={tmp_path / 'r2'}")
     assert r.returncode == 2 and "objective: bundle has relative, this run has lambdarank" in r.stderr
