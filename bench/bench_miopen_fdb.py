@@ -170,12 +170,12 @@ def budget_curve(table, booster, rows: np.ndarray, budgets: list[int], shipped: 
     """Quality per microsecond: ``booster`` cut at each budget (and whole) scored on ``rows``, each
     cut timed in the shipped bundle's folder (``shipped``, its model replaced), and the shipped
     bundle as it is, timed the same way (its quality is not on this split: it trained on all of it)."""
-    import gzip
     import shutil
     import types
 
     from bench_compiled_selector import bundle_problems, measure
 
+    from ckheur.learn.bundle import MODEL, write_model
     from ckheur.metrics import censored_choice_report
     from ckheur.c_export.compiled import find_compiler
     from ckheur.threads import predict
@@ -196,9 +196,9 @@ def budget_curve(table, booster, rows: np.ndarray, budgets: list[int], shipped: 
             rep = censored_choice_report(table.pid[rows], predict(booster, table.X[rows], num_iteration=n), time_ms)
             cut = tmp / f"{shipped.name}_{n}"
             shutil.copytree(shipped, cut)
-            (cut / "model.txt.gz").write_bytes(gzip.compress(booster.model_to_string(num_iteration=n).encode(), mtime=0))
+            written = write_model(cut, MODEL, booster, n)  # as a bundle stores it (replacing a .gz one)
             out.append({"cut": n, **measure(cut, probs, fields, tmp, cc, timing), "open": rep["open"],
-                        "size_kb": (cut / "model.txt.gz").stat().st_size / 1024})
+                        "size_kb": written.stat().st_size / 1024})
     return out
 
 
@@ -206,7 +206,7 @@ def print_curve(name: str, curve: list[dict]) -> None:
     """The --budgets table of one dataset."""
     print(f"\nquality per microsecond, {name} (held-out 20%, open protocol; C / compiled / Python: p50 over "
           f"{'distinct problems'}):")
-    print("| trees | model.txt.gz | C us | compiled us | Python us | top-1 | mean eff | eff lost per C us saved |")
+    print("| trees | model file | C us | compiled us | Python us | top-1 | mean eff | eff lost per C us saved |")
     print("| --- | --- | --- | --- | --- | --- | --- | --- |")
     whole = curve[-1]
     for c in curve:

@@ -48,7 +48,7 @@ def tour(tmp_path_factory) -> Path:
 
 def test_readme_tour_runs_as_written_in_a_fresh_folder(tour):
     """Every command succeeded (the fixture), wrote where the README says, and no empty log was left."""
-    assert (tour / "outputs" / "tour" / "bwd_data" / "model.txt.gz").is_file()
+    assert (tour / "outputs" / "tour" / "bwd_data" / "model.txt.xz").is_file()
     assert (tour / "exports" / "ck" / "grouped_conv_forward_bf16_gfx950" / "kernels.json").is_file()
     assert sorted(p.name for p in (tour / "runs").iterdir()) == sorted(str(i) for i in range(len(readme_tour())))
     assert not list(tour.rglob("ckheur.log"))  # hydra/job_logging disabled: stages print, no empty logs
@@ -58,16 +58,16 @@ def test_training_refuses_to_replace_a_bundle_without_overwrite(tour):
     """The tour's second training into the same folder is refused in one line; with
     train.overwrite=true it replaces the bundle."""
     bundle = tour / "outputs" / "tour" / "bwd_data"
-    before = (bundle / "model.txt.gz").read_bytes(), (bundle / "model.txt.gz").stat().st_ino
+    before = (bundle / "model.txt.xz").read_bytes(), (bundle / "model.txt.xz").stat().st_ino
     args = ["stage=train", "op=bwd_data", "problems=smoke", f"train.output={bundle}", "model.max_trees=3"]
     r = run_cli(*args, f"hydra.run.dir={tour / 'again'}", cwd=tour)
     assert r.returncode == 2 and "Traceback" not in r.stderr
     assert r.stderr.strip().splitlines() == [f"error: train: {bundle} already holds a bundle; pass "
                                              "train.overwrite=true to replace it, or train.output=<another folder>"]
-    assert ((bundle / "model.txt.gz").read_bytes(), (bundle / "model.txt.gz").stat().st_ino) == before
+    assert ((bundle / "model.txt.xz").read_bytes(), (bundle / "model.txt.xz").stat().st_ino) == before
     r = run_cli(*args, "train.overwrite=true", f"hydra.run.dir={tour / 'again2'}", cwd=tour)
     assert r.returncode == 0, r.stderr
-    assert (bundle / "model.txt.gz").stat().st_ino != before[1]  # written anew
+    assert (bundle / "model.txt.xz").stat().st_ino != before[1]  # written anew
 
 
 def test_evaluation_report_names_op_arch_and_simulated_data(tour):

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import gzip
 import json
+import lzma
 import shutil
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -244,7 +246,7 @@ def test_bundle_has_every_file_and_round_trips(small_model):
     from ckheur.learn.bundle import load_bundle
 
     files = {p.name for p in small_model.iterdir()}
-    assert files == {"model.txt.gz", "tflops_model.txt.gz", "feature_spec.json", "kernels.json", "cv_metrics.json",
+    assert files == {"model.txt.xz", "tflops_model.txt.xz", "feature_spec.json", "kernels.json", "cv_metrics.json",
                      "feature_importances.json", "train_manifest.json"}
     b = load_bundle(small_model)
     man = json.loads((small_model / "train_manifest.json").read_text())
@@ -272,12 +274,54 @@ def test_bundle_errors_are_precise(small_model, tmp_path):
     with pytest.raises(BundleError, match="encoded with version 0.*retrain"):
         load_bundle(broken)
     (broken / "feature_spec.json").write_text(json.dumps(spec))
-    with gzip.open(broken / "model.txt.gz", "wt") as f:
+    with lzma.open(broken / "model.txt.xz", "wt") as f:
         f.write("garbage")
-    with pytest.raises(BundleError, match="model.txt.gz: not a whole LightGBM model"):
+    with pytest.raises(BundleError, match="model.txt.xz: not a whole LightGBM model"):
         load_bundle(broken)
     with pytest.raises(BundleError, match="not found"):
         load_bundle(tmp_path / "nothing")
+
+
+def test_compact_model_text_predicts_the_same_and_old_gz_bundles_still_load(tmp_path):
+    """(a) The compact text a bundle stores predicts bit-identically to LightGBM's full text;
+    (b) a folder with the .gz names of earlier versions (full texts) loads, and saving over it
+    leaves only the new names; (c) a folder holding both names is refused, named."""
+    from ckheur.learn.bundle import TRAINING_ONLY, BundleError, compact_model_text, load_bundle, save_bundle
+    from ckheur.threads import lightgbm
+
+    lgb = lightgbm()
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(600, 4))
+    X[:, 3] = rng.integers(0, 5, 600)  # a categorical feature: category-set splits too
+    y = X[:, 0] * 2 + (X[:, 3] % 2) + rng.normal(scale=0.1, size=600)
+    booster = lgb.train({"objective": "regression", "num_leaves": 7, "min_data_in_leaf": 5, "verbose": -1,
+                         "num_threads": 1}, lgb.Dataset(X, y, categorical_feature=[3]), 20)
+    full = booster.model_to_string()
+    text = compact_model_text(full)
+    assert len(text) < len(full) and compact_model_text(text) == text
+    assert not any(line.startswith((*TRAINING_ONLY, "tree_sizes", "feature_importances")) for line in text.splitlines())
+    T = np.vstack([X, rng.normal(scale=3, size=(2000, 4))])
+    assert np.array_equal(lgb.Booster(model_str=text).predict(T), booster.predict(T))
+
+    new = Path(shutil.copytree(ROOT / "models" / "miopen_fwd_bf16_gfx942", tmp_path / "new"))
+    old = Path(shutil.copytree(new, tmp_path / "old"))
+    for name in ("model.txt", "tflops_model.txt", "answers.json"):  # as earlier versions wrote them
+        data = lzma.decompress((old / f"{name}.xz").read_bytes())
+        if name != "answers.json":
+            data = lightgbm().Booster(model_str=data.decode()).model_to_string().encode()  # full, with tree_sizes
+        (old / f"{name}.gz").write_bytes(gzip.compress(data))
+        (old / f"{name}.xz").unlink()
+    a, b = load_bundle(new), load_bundle(old)
+    T = rng.uniform(0, 8, size=(2000, a.booster.num_feature()))
+    assert np.array_equal(a.booster.predict(T), b.booster.predict(T)) and a.answers == b.answers
+    assert np.array_equal(a.tflops_booster.predict(T), b.tflops_booster.predict(T))
+
+    both = Path(shutil.copytree(old, tmp_path / "both"))
+    shutil.copy(new / "model.txt.xz", both / "model.txt.xz")
+    with pytest.raises(BundleError, match=rf"{both} holds both model.txt.xz and model.txt.gz"):
+        load_bundle(both)
+    save_bundle(old, b.booster, b.tflops_booster, b.spec, b.kernels, b.cv_metrics, {}, b.manifest, b.answers)
+    assert not list(old.glob("*.gz")) and (old / "model.txt.xz").read_bytes() == (new / "model.txt.xz").read_bytes()
 
 
 def test_warm_start_adds_trees_and_refuses_mismatches(small_model, tmp_path, ck_fwd_csv):
@@ -288,6 +332,9 @@ def test_warm_start_adds_trees_and_refuses_mismatches(small_model, tmp_path, ck_
                 "train.warm_start_trees=7", f"train.output={tmp_path / 'warm'}", f"hydra.run.dir={tmp_path / 'r1'}")
     assert r.returncode == 0, r.stderr
     assert load_bundle(tmp_path / "warm").booster.current_iteration() == before + 7
+    # The old trees' gains (not in a bundle's compact model text) come from the bundle's record: gains only add.
+    gains = [json.loads((folder / "feature_importances.json").read_text()) for folder in (small_model, tmp_path / "warm")]
+    assert all(gains[1][n] >= gains[0][n] for n in gains[0]) and sum(gains[1].values()) > sum(gains[0].values())
     r = run_cli("stage=train", "op=fwd", f"data.paths=[{ck_fwd_csv}]", f"train.warm_start={small_model}",
                 "model=lambdarank", f"train.output={tmp_path / 'w2'}", f"hydra.run.dir={tmp_path / 'r2'}")
     assert r.returncode == 2 and "objective: bundle has relative, this run has lambdarank" in r.stderr

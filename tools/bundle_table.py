@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -45,14 +46,17 @@ def rows(folder: Path, family: str) -> list[str]:
 
 def against(folder: Path, baseline: Path, family: str) -> list[str]:
     """One markdown row per bundle of the family that the baseline folder has too: old -> new."""
-    import gzip
+    sys.path.insert(0, str(ROOT))
+    from ckheur.files import read_compressed
+    from ckheur.learn.bundle import model_file
 
     def facts(b: Path) -> tuple:
         cv = json.loads((b / "cv_metrics.json").read_text())
-        text = gzip.decompress((b / "model.txt.gz").read_bytes()).decode()
+        model = model_file(b)  # model.txt.xz, or model.txt.gz in a bundle of an earlier version
+        text = read_compressed(model).decode()
         g, chosen = cv["grouped_cv_seed_mean"], cv["chosen"]
         budget = json.loads((b / "train_manifest.json").read_text())["config"]["train"].get("budget_loss_pts", 0)
-        return (text.count("\nTree="), chosen.get("num_leaves", "?"), (b / "model.txt.gz").stat().st_size / 2**20,
+        return (text.count("\nTree="), chosen.get("num_leaves", "?"), model.stat().st_size / 2**20,
                 100 * g["mean"], 100 * g["top1"], budget)
 
     order = {"fwd": 0, "bwd_data": 1, "bwd_weight": 2, "fp32": 0, "fp16": 1, "bf16": 2}
@@ -77,7 +81,7 @@ def main() -> None:
     ap.add_argument("--baseline", type=Path, default=None, help="bundles to set beside these (old -> new)")
     args = ap.parse_args()
     if args.baseline is not None:
-        print("| GPU | direction | dtype | budget (points) | trees x leaves | model.txt.gz "
+        print("| GPU | direction | dtype | budget (points) | trees x leaves | model file "
               "| grouped 3-fold CV mean efficiency | top-1 |")
         print("| --- | --- | --- | --- | --- | --- | --- | --- |")
         print("\n".join(against(args.bundles, args.baseline, args.family)))

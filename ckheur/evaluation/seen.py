@@ -1,7 +1,7 @@
 """Seen and unseen problems: which evaluated problems a bundle was trained on, and the figures of each part.
 
 A bundle knows its training problems two ways: the problems it remembers (MIOpen bundles,
-answers.json.gz) and the datasets its train_manifest.json lists by path and sha256 (their
+answers.json.xz) and the datasets its train_manifest.json lists by path and sha256 (their
 problems count only when a file with that content is found: at the recorded path, among the
 shipped measurements, or among the evaluated datasets)."""
 
@@ -47,7 +47,7 @@ def training_keys(model_dir: Path, family: Any, remembered: Iterable[tuple] = ()
 
     keys, sources = set(remembered), []
     if keys:
-        sources.append(f"{len(keys)} remembered problems (answers.json.gz)")
+        sources.append(f"{len(keys)} remembered problems (the bundle's answers)")
     fields = list(family.problems.FIELDS)
     for path in training_datasets(model_dir, candidates):
         df = read_dataset(path, columns=[*fields, "arch"])

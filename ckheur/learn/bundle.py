@@ -1,15 +1,17 @@
-"""Model bundles: the LightGBM model (gzipped text) with everything needed to use and audit it.
+"""Model bundles: the LightGBM model (compact text, xz) with everything needed to use and audit it.
 
-Files: model.txt.gz, [tflops_model.txt.gz], feature_spec.json, kernels.json, cv_metrics.json,
-feature_importances.json, train_manifest.json, [answers.json.gz: the fastest measured kernel of
+Files: model.txt.xz, [tflops_model.txt.xz], feature_spec.json, kernels.json, cv_metrics.json,
+feature_importances.json, train_manifest.json, [answers.json.xz: the fastest measured kernel of
 each training problem, which the selector ranks first for that exact problem (train.remember)
 unless the model predicts its own pick faster by more than the margin: ``remembered_kept``].
+The model texts are ``compact_model_text``'s (what prediction reads). Bundles written before
+issue 36 hold the same files gzipped (``.gz``, full model texts): they load as they are.
 """
 
 from __future__ import annotations
 
-import gzip
 import json
+import lzma
 import math
 import re
 import zlib
@@ -19,9 +21,18 @@ from typing import Any, Mapping
 
 from ckheur.errors import UserError
 
-REQUIRED = ("model.txt.gz", "feature_spec.json", "kernels.json", "train_manifest.json")
-ANSWERS = "answers.json.gz"
+# The compressed files of a bundle, by name without their suffix (``bundle_file``).
+MODEL, TFLOPS_MODEL, ANSWERS = "model.txt", "tflops_model.txt", "answers.json"
+SUFFIX = ".xz"  # what this version writes
+OLD_SUFFIX = ".gz"  # what versions before issue 36 wrote; still read
+REQUIRED = ("feature_spec.json", "kernels.json", "train_manifest.json")  # and a MODEL file
 SPEC_KEYS = ("engine", "encoding_version", "feature_names", "categorical", "analytic", "objective", "arch", "op")
+# Per-tree lines of a LightGBM model text that record training, not prediction: split gains, sums
+# of hessians, data counts and the outputs of internal nodes. LightGBM's loader fills missing ones
+# with zeros and predicting reads none of them (only splits, thresholds, decision types, children
+# and leaf values), so dropping them leaves every prediction bit-identical. What they would give
+# (gain importances) is recorded in feature_importances.json at training.
+TRAINING_ONLY = ("split_gain", "leaf_weight", "leaf_count", "internal_value", "internal_weight", "internal_count")
 
 
 def shipped_models_dir() -> Path:
@@ -74,19 +85,88 @@ def _write_json(path: Path, obj: Any) -> None:
     write_file(path, json.dumps(obj, indent=2, sort_keys=True, default=str) + "\n")
 
 
+def compact_model_text(text: str) -> str:
+    """A LightGBM model text as prediction reads it, predictions bit-identical (no number is rewritten).
+
+    Dropped: the TRAINING_ONLY tree lines; the header's ``tree_sizes`` (the byte lengths of the full
+    trees, which LightGBM uses to parse trees in parallel: wrong once lines are gone, and without it
+    LightGBM reads the trees in order); the ``feature_importances`` section (LightGBM's split counts,
+    recomputed on load). Kept: the header, every split and leaf, the ``parameters`` section (the
+    training parameters, which the CK export reports) and ``pandas_categorical`` (Python's LightGBM
+    maps a DataFrame's categories by it). A text already compact is returned as it is."""
+    body, end, tail = text.partition("\nend of trees\n")
+    if not end:
+        raise BundleError("not a whole LightGBM model text (no 'end of trees' line)")
+    # One filter for header and trees: no header key is a TRAINING_ONLY one, no tree line tree_sizes.
+    drop = tuple(f"{key}=" for key in (*TRAINING_ONLY, "tree_sizes"))
+    body = "\n".join(line for line in body.split("\n") if not line.startswith(drop))
+    kept = [m[0] for m in (re.search(r"^parameters:\n.*?^end of parameters\n", tail, re.M | re.S),
+                           re.search(r"^pandas_categorical:.*\n?", tail, re.M)) if m]
+    return body + end + "".join("\n" + k for k in kept)
+
+
+def _xz(data: bytes) -> bytes:
+    """``data`` as .xz: lzma preset 9 (about 23% smaller than gzip -9 on model texts); the same bytes
+    for the same data (xz stores no time or name)."""
+    return lzma.compress(data, format=lzma.FORMAT_XZ, preset=9)
+
+
+def _remove(folder: Path, name: str, suffixes: tuple = (SUFFIX, OLD_SUFFIX)) -> None:
+    """Remove a compressed file of a bundle folder under the suffixes given (a link: the link)."""
+    for suffix in suffixes:
+        path = folder / (name + suffix)
+        if path.exists() or path.is_symlink():
+            path.unlink()
+
+
+def write_compressed(folder: str | Path, name: str, data: bytes) -> Path:
+    """Write a compressed file of a bundle folder (``name``: MODEL, TFLOPS_MODEL or ANSWERS) as
+    ``name.xz``, removing an earlier version's ``name.gz`` (a folder never holds both)."""
+    from ckheur.files import write_file
+
+    path = write_file(Path(folder) / (name + SUFFIX), _xz(data))
+    _remove(Path(folder), name, (OLD_SUFFIX,))
+    return path
+
+
+def write_model(folder: str | Path, name: str, booster: Any, iterations: int | None = None) -> Path:
+    """Write a booster (its first ``iterations`` trees; None: all) as a bundle's model file ``name``
+    (MODEL or TFLOPS_MODEL): its compact text (``compact_model_text``), xz-compressed."""
+    return write_compressed(folder, name, compact_model_text(booster.model_to_string(num_iteration=iterations)).encode())
+
+
+def bundle_file(folder: str | Path, name: str) -> Path | None:
+    """A compressed file of a bundle folder (``name``: MODEL, TFLOPS_MODEL or ANSWERS): ``name.xz``,
+    or ``name.gz`` as versions before issue 36 wrote it; None when neither is there. Both there is
+    a BundleError: which one the bundle means cannot be told."""
+    folder = Path(folder)
+    found = [folder / (name + s) for s in (SUFFIX, OLD_SUFFIX) if (folder / (name + s)).exists()]
+    if len(found) > 1:
+        raise BundleError(f"model bundle {folder} holds both {found[0].name} and {found[1].name} (this version "
+                          f"writes {found[0].name}, earlier ones {found[1].name}); remove the one it should not use")
+    return found[0] if found else None
+
+
+def model_file(folder: str | Path) -> Path:
+    """The model file of a bundle folder (``bundle_file`` of MODEL); a BundleError when missing."""
+    path = bundle_file(folder, MODEL)
+    if path is None:
+        raise BundleError(f"model bundle {folder} is incomplete: missing {MODEL + SUFFIX}")
+    return path
+
+
 def save_bundle(path: str | Path, booster: Any, tflops_booster: Any, spec: Mapping, kernels: list,
                 cv_metrics: Mapping, importances: Mapping, manifest: Mapping, answers: Mapping | None = None) -> Path:
-    """Write a bundle folder (replacing the files of an older bundle there); ``answers``: the
-    problems it remembers (``write_answers``)."""
-    from ckheur.files import make_folder, write_file
+    """Write a bundle folder (replacing the files of an older bundle there, .gz ones included);
+    ``answers``: the problems it remembers (``write_answers``)."""
+    from ckheur.files import make_folder
 
     path = make_folder(path, "bundle folder")
-    write_file(path / "model.txt.gz", gzip.compress(booster.model_to_string().encode(), mtime=0))
-    extra = path / "tflops_model.txt.gz"
+    write_model(path, MODEL, booster)
     if tflops_booster is not None:
-        write_file(extra, gzip.compress(tflops_booster.model_to_string().encode(), mtime=0))
-    elif extra.exists() or extra.is_symlink():
-        extra.unlink()
+        write_model(path, TFLOPS_MODEL, tflops_booster)
+    else:
+        _remove(path, TFLOPS_MODEL)
     _write_json(path / "feature_spec.json", dict(spec))
     _write_json(path / "kernels.json", [k.traits() for k in kernels])
     _write_json(path / "cv_metrics.json", dict(cv_metrics))
@@ -94,20 +174,18 @@ def save_bundle(path: str | Path, booster: Any, tflops_booster: Any, spec: Mappi
     _write_json(path / "train_manifest.json", dict(manifest))
     if answers is not None:
         write_answers(path, answers, family_of(spec))
-    elif (path / ANSWERS).exists() or (path / ANSWERS).is_symlink():
-        (path / ANSWERS).unlink()
+    else:
+        _remove(path, ANSWERS)
     return path
 
 
 def write_answers(path: str | Path, answers: Mapping[tuple, str], family: Any) -> Path:
     """The bundle's remembered answers: {problem key (the family's fields): kernel name}."""
-    from ckheur.files import write_file
-
     fields = list(family.problems.FIELDS)
     keys = sorted(answers, key=lambda k: tuple(str(v) if isinstance(v, str) else v for v in k))
     doc = {"about": "the fastest measured kernel of each training problem; ranked first for that exact problem",
            "fields": fields, "keys": [list(k) for k in keys], "kernels": [answers[k] for k in keys]}
-    return write_file(Path(path) / ANSWERS, gzip.compress(json.dumps(doc, separators=(",", ":")).encode(), mtime=0))
+    return write_compressed(path, ANSWERS, json.dumps(doc, separators=(",", ":")).encode())
 
 
 def _read_answers(path: Path, fields: list, kernels: list) -> dict:
@@ -236,9 +314,10 @@ def check_model_text(text: str, path: Path, num_features: int) -> int:
                           f"{num_features}")
     trees = "Tree=" + body.split("end of trees", 1)[0] if sep else ""
     starts = [m.start() for m in re.finditer(r"^Tree=", trees, re.M)]
-    # LightGBM cuts the trees apart by the header's sizes: they must be the blocks' true lengths.
+    # LightGBM cuts the trees apart by the header's sizes, when it has them (a compact text has none:
+    # LightGBM then reads the trees in order): they must be the blocks' true lengths.
     sizes = [b - a for a, b in zip(starts, starts[1:] + [len(trees)])]
-    if header.get("tree_sizes", "").split() != [str(n) for n in sizes]:
+    if "tree_sizes" in header and header["tree_sizes"].split() != [str(n) for n in sizes]:
         raise BundleError(f"{path}: the header's tree_sizes do not match its {len(sizes)} trees")
     blocks = [trees[a:a + n] for a, n in zip(starts, sizes)]
     bound = 0.0  # the largest |score| the trees can sum to
@@ -298,7 +377,7 @@ def check_model_text(text: str, path: Path, num_features: int) -> int:
 
 
 def _read_booster(path: Path, num_features: int) -> Any:
-    """A checked LightGBM booster from a gzipped model text."""
+    """A checked LightGBM booster from a compressed model text (a bundle's model file)."""
     from ckheur import files
     from ckheur.threads import lightgbm
 
@@ -377,11 +456,13 @@ def _check_spec(spec: Any, where: Path) -> None:
 def load_bundle(path: str | Path) -> Bundle:
     """Load and verify a bundle: every JSON field of the right type, the model texts whole and
     their trees sound (finite, shaped as every path can evaluate), the features this ckheur's
-    engine computes. A bad bundle is a BundleError naming the file and what is wrong."""
+    engine computes. A bad bundle is a BundleError naming the file and what is wrong. The
+    compressed files are read as this version writes them (.xz) or as earlier ones did (.gz)."""
     path = resolve_model_dir(path)
     if not path.is_dir():
         raise BundleError(f"model bundle {path} not found")
-    missing = [f for f in REQUIRED if not (path / f).exists()]
+    found = {name: bundle_file(path, name) for name in (MODEL, TFLOPS_MODEL, ANSWERS)}  # a name twice: refused
+    missing = ([] if found[MODEL] else [MODEL + SUFFIX]) + [f for f in REQUIRED if not (path / f).exists()]
     if missing:
         raise BundleError(f"model bundle {path} is incomplete: missing {', '.join(missing)}")
     spec = _read_json(path / "feature_spec.json")
@@ -397,11 +478,11 @@ def load_bundle(path: str | Path) -> Bundle:
     if spec["feature_names"] != expected:
         diff = sorted(set(spec["feature_names"]) ^ set(expected))
         raise BundleError(f"{path}: feature names differ from this ckheur's engine ({', '.join(diff) or 'order'})")
-    booster = _read_booster(path / "model.txt.gz", len(expected))
-    extra = path / "tflops_model.txt.gz"
-    tflops_booster = _read_booster(extra, len(expected)) if extra.exists() else None
+    booster = _read_booster(found[MODEL], len(expected))
+    extra = found[TFLOPS_MODEL]
+    tflops_booster = _read_booster(extra, len(expected)) if extra is not None else None
     if spec["objective"] != "regression_log" and tflops_booster is None:
-        raise BundleError(f"{path}: objective {spec['objective']} needs tflops_model.txt.gz for TFLOPS estimates")
+        raise BundleError(f"{path}: objective {spec['objective']} needs {TFLOPS_MODEL + SUFFIX} for TFLOPS estimates")
     traits = _read_json(path / "kernels.json")
     if not isinstance(traits, list) or not traits or not all(isinstance(d, dict) for d in traits):
         raise BundleError(f"{path / 'kernels.json'}: must be a non-empty list of kernel objects")
@@ -422,8 +503,8 @@ def load_bundle(path: str | Path) -> Bundle:
         if not isinstance(obj, dict):
             raise BundleError(f"{path / name}: a JSON {type(obj).__name__}, not an object")
     answers = None
-    if (path / ANSWERS).exists():
-        answers = _read_answers(path / ANSWERS, list(family.problems.FIELDS), kernels)
+    if found[ANSWERS] is not None:
+        answers = _read_answers(found[ANSWERS], list(family.problems.FIELDS), kernels)
     return Bundle(path=path, booster=booster, tflops_booster=tflops_booster, spec=spec, kernels=kernels,
                   cv_metrics=cv, manifest=manifest, answers=answers)
 

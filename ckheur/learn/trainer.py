@@ -381,11 +381,32 @@ def train(df: Any, job: Job, *, model: Mapping[str, Any], candidates: Sequence[C
         companion = {**model, "bagging_seeds": 1, "num_leaves": int(model.get("companion_leaves", model["num_leaves"]))}
         tflops_booster = fit(tb, everything, companion, "regression_log", cat, options.seed, int(model["companion_trees"]))
     gains = booster.feature_importance(importance_type="gain")
+    if warm is not None:
+        gains = _warm_gains(gains, booster, warm, names)
     importances = dict(sorted(zip(names, map(float, gains)), key=lambda kv: -kv[1]))
     measured = sorted(set(tb.kid.tolist()))
     rep = {**rep, "train_seconds": round(time.perf_counter() - t0, 2)}
     return Trained(booster, tflops_booster, spec, [tb.kernels[i] for i in measured], cv_metrics, importances, tb, oof,
                    rep, chosen)
+
+
+def _warm_gains(gains: np.ndarray, booster: Any, warm: Any, names: Sequence[str]) -> np.ndarray:
+    """A warm-started booster's gain importances, its first trees' (the warm bundle's) taken from the
+    bundle's feature_importances.json: a bundle's model text keeps no split gains
+    (``bundle.compact_model_text``), so LightGBM counts them as 0 (a .gz bundle of an earlier
+    version has them: they are replaced alike)."""
+    import json
+
+    try:
+        recorded = json.loads((warm.path / "feature_importances.json").read_text())
+    except (OSError, ValueError, RecursionError):
+        recorded = {}
+    recorded = recorded if isinstance(recorded, dict) else {}
+    old = [float(v) if isinstance(v, (int, float)) and not isinstance(v, bool) else 0.0
+           for v in (recorded.get(n, 0.0) for n in names)]
+    trees = warm.booster.num_trees()  # the booster's first trees (LightGBM reads iteration <= 0 as all)
+    first = booster.feature_importance(importance_type="gain", iteration=trees) if trees else 0.0
+    return gains - first + np.array(old)
 
 
 def _report_table(rep: Mapping[str, Any], options: TrainOptions, model: Mapping[str, Any],

@@ -115,7 +115,7 @@ def exportable(bundle: Any) -> Any:
 def export_ck(model_dir: str | Path, output: str | Path, overwrite: bool = False) -> dict:
     """Write a bundle as CK's dispatcher model folder in ``output``; what was written."""
     from ckheur.files import make_folder, write_file
-    from ckheur.learn.bundle import load_bundle
+    from ckheur.learn.bundle import load_bundle, model_file
     from ckheur.version import __version__
 
     b = load_bundle(model_dir)
@@ -125,7 +125,7 @@ def export_ck(model_dir: str | Path, output: str | Path, overwrite: bool = False
         raise CKFormatError(f"export.output={out} is a file; give a folder")
     ours = {MODEL_FILE, "feature_spec.json", "train_manifest.json", KERNELS_FILE}
     present = {p.name for p in out.iterdir()} if out.is_dir() else set()
-    bundle_sha = hashlib.sha256((b.path / "model.txt.gz").read_bytes()).hexdigest()
+    bundle_sha = hashlib.sha256(model_file(b.path).read_bytes()).hexdigest()  # the file as stored (.xz or .gz)
     if present and not overwrite:
         try:
             earlier = json.loads((out / "feature_spec.json").read_text()).get("ckheur", {}).get("bundle_sha256")
