@@ -287,6 +287,14 @@ def test_training_ranks_censored_solvers_last(tmp_path):
     sel = Selector.load(tmp_path / "model")
     ranked = sel.rank(line, k=None)
     assert len(ranked) == 12 and ranked[0][0] == r.stdout.split("selected: ")[1].split()[0]
+    # A smaller TFLOPS companion, refitted on the same data: the ranking is the model's, unchanged.
+    from ckheur.learn.trainer import refit_companion
+
+    refit_companion(tmp_path / "model", [data / "miopen_fwd_fp32_gfx942" / "gfx942130.parquet"], leaves=3, log=str)
+    again = Selector.load(tmp_path / "model")
+    assert [k for k, _ in again.rank(line, k=None)] == [k for k, _ in ranked]
+    assert max(t["num_leaves"] for t in again.tflops_booster.dump_model()["tree_info"]) <= 3
+    assert json.loads((tmp_path / "model" / "train_manifest.json").read_text())["companion_refit"]["leaves"] == 3
     r = run_cli("stage=predict", "op=miopen/fwd", "arch=gfx942", f"paths.models={tmp_path / 'none'}",
                 f"paths.sim_models={tmp_path / 'none'}", f"problem={line}", f"hydra.run.dir={tmp_path / 'rp2'}")
     assert r.returncode == 2 and "no analytic model to fall back on" in r.stderr

@@ -79,7 +79,8 @@ def family_of(spec: Mapping) -> Any:
     return get_family(spec["op"]["family"])
 
 
-def _write_json(path: Path, obj: Any) -> None:
+def write_json(path: Path, obj: Any) -> None:
+    """A bundle's JSON file, as every bundle file is written (sorted keys, indented)."""
     from ckheur.files import write_file
 
     write_file(path, json.dumps(obj, indent=2, sort_keys=True, default=str) + "\n")
@@ -167,11 +168,11 @@ def save_bundle(path: str | Path, booster: Any, tflops_booster: Any, spec: Mappi
         write_model(path, TFLOPS_MODEL, tflops_booster)
     else:
         _remove(path, TFLOPS_MODEL)
-    _write_json(path / "feature_spec.json", dict(spec))
-    _write_json(path / "kernels.json", [k.traits() for k in kernels])
-    _write_json(path / "cv_metrics.json", dict(cv_metrics))
-    _write_json(path / "feature_importances.json", dict(importances))
-    _write_json(path / "train_manifest.json", dict(manifest))
+    write_json(path / "feature_spec.json", dict(spec))
+    write_json(path / "kernels.json", [k.traits() for k in kernels])
+    write_json(path / "cv_metrics.json", dict(cv_metrics))
+    write_json(path / "feature_importances.json", dict(importances))
+    write_json(path / "train_manifest.json", dict(manifest))
     if answers is not None:
         write_answers(path, answers, family_of(spec))
     else:

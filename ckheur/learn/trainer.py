@@ -378,8 +378,7 @@ def train(df: Any, job: Job, *, model: Mapping[str, Any], candidates: Sequence[C
         tflops_booster = resolve(COMPANIONS["ck_companion"])(tb, booster, model, options.seed)
         spec["tflops_model"] = "ck_companion"
     elif chosen.objective != "regression_log":
-        companion = {**model, "bagging_seeds": 1, "num_leaves": int(model.get("companion_leaves", model["num_leaves"]))}
-        tflops_booster = fit(tb, everything, companion, "regression_log", cat, options.seed, int(model["companion_trees"]))
+        tflops_booster = fit_companion(tb, model, cat, options.seed)
     gains = booster.feature_importance(importance_type="gain")
     if warm is not None:
         gains = _warm_gains(gains, booster, warm, names)
@@ -407,6 +406,48 @@ def _warm_gains(gains: np.ndarray, booster: Any, warm: Any, names: Sequence[str]
     trees = warm.booster.num_trees()  # the booster's first trees (LightGBM reads iteration <= 0 as all)
     first = booster.feature_importance(importance_type="gain", iteration=trees) if trees else 0.0
     return gains - first + np.array(old)
+
+
+def fit_companion(tb: Any, model: Mapping[str, Any], categorical: list[int], seed: int) -> Any:
+    """The log-TFLOPS regressor that gives a ranking model its TFLOPS figures, on every row of
+    ``tb``: ``model.companion_trees`` trees of ``model.companion_leaves`` leaves, one seed."""
+    from ckheur.learn.training import fit
+
+    companion = {**model, "bagging_seeds": 1, "distill_trees": 0,
+                 "num_leaves": int(model.get("companion_leaves", model["num_leaves"]))}
+    return fit(tb, np.arange(len(tb.X)), companion, "regression_log", categorical, seed, int(model["companion_trees"]))
+
+
+def refit_companion(bundle_dir: str | Path, paths: Sequence[str | Path], *, leaves: int, trees: int | None = None,
+                    log: Callable[[str], None] = print) -> dict:
+    """Refit a bundle's TFLOPS companion on the datasets ``paths`` (its training data: the same
+    measurements) with ``leaves`` leaves; the ranking model, its kernels and answers stay as they
+    are, and the manifest records the refit. Returns what changed."""
+    from ckheur.data.dataset import read_dataset
+    from ckheur.learn.bundle import TFLOPS_MODEL, load_bundle, spec_engine, write_json, write_model
+    from ckheur.learn.training import build_table
+    from ckheur.parts import sha256_of
+
+    b = load_bundle(bundle_dir)
+    if b.tflops_booster is None or b.spec.get("tflops_model") or b.spec.get("hardware") or b.spec.get("analytic"):
+        raise TrainingError(f"{b.path}: only a plain companion (no CK companion, hardware or simulator features) "
+                            "is refitted here")
+    engine, op = spec_engine(b.spec), dict(b.spec.get("op_config") or b.spec["op"])
+    tb = build_table(read_dataset([Path(p) for p in paths]), op, b.spec["arch"], b.kernels, engine, None)
+    model = {**b.manifest.get("config", {}).get("model", {}), "companion_leaves": leaves}
+    model["companion_trees"] = int(trees or model.get("companion_trees", 100))
+    cat = [tb.feature_names.index(n) for n in engine.CATEGORICAL]
+    booster = fit_companion(tb, model, cat, int(b.manifest.get("config", {}).get("seed", 0)))
+    before = float(np.median(np.abs(b.tflops_booster.predict(tb.X) - np.log1p(tb.tflops))))
+    after = float(np.median(np.abs(booster.predict(tb.X) - np.log1p(tb.tflops))))
+    write_model(b.path, TFLOPS_MODEL, booster)
+    refit = {"leaves": leaves, "trees": model["companion_trees"], "rows": int(len(tb.X)),
+             "datasets": [{"path": str(p), "sha256": sha256_of(Path(p))} for p in paths],
+             "median_abs_log_error": {"before": round(before, 4), "after": round(after, 4)}}
+    write_json(b.path / "train_manifest.json", {**b.manifest, "companion_refit": refit})
+    log(f"refit {b.path.name}: companion {leaves} leaves x {model['companion_trees']} trees on {len(tb.X)} rows; "
+        f"median |log TFLOPS error| {before:.4f} -> {after:.4f}")
+    return refit
 
 
 def _report_table(rep: Mapping[str, Any], options: TrainOptions, model: Mapping[str, Any],
