@@ -478,6 +478,19 @@ def print_remember(results: dict) -> None:
         r["ratios"] = int(len(r["ratios"]))  # the JSON keeps the count
 
 
+def print_transfer(groups: list, title: str) -> None:
+    """A markdown table of selectors moved from one GPU to another (one row per selector and pair)."""
+    if not groups:
+        return
+    print(f"\n{title}")
+    print("| direction | dtype | from -> to | selector | problems | top-1 / efficiency / not listed |")
+    print("| --- | --- | --- | --- | --- | --- |")
+    for g in groups:
+        for r in g["rows"]:
+            print(f"| {g['direction']} | {g['dtype']} | {g['from']} -> {g['to']} | {r['selector']} | "
+                  f"{r['problems']:,} | {cell(r)} |")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--files", nargs=2, default=[str(f) for f in FILES])
@@ -555,15 +568,8 @@ def main() -> None:
                                               "rows": leave_family_out(tb, arch, direction, dtype, model, args.seed,
                                                                        args.families)})
             print(f"  ({time.perf_counter() - t_start:.0f} s so far)", flush=True)
-    if results["gpu"]:
-        print("\nLeave-one-GPU-out (open protocol): top-1 / mean efficiency / picks not listed, on all of the "
-              "target's problems (TunaNet: its domain)")
-        print("| direction | dtype | from -> to | selector | problems | top-1 / efficiency / not listed |")
-        print("| --- | --- | --- | --- | --- | --- |")
-    for g in results["gpu"]:
-        for r in g["rows"]:
-            print(f"| {g['direction']} | {g['dtype']} | {g['from']} -> {g['to']} | {r['selector']} | "
-                  f"{r['problems']:,} | {cell(r)} |")
+    print_transfer(results["gpu"], "Leave-one-GPU-out (open protocol): top-1 / mean efficiency / picks not listed, "
+                   "on all of the target's problems (TunaNet: its domain)")
     if results["family"]:
         print("\nLeave-shape-family-out (open protocol): top-1 / mean efficiency / picks not listed; the random "
               "split of the same file beside it")
@@ -574,15 +580,8 @@ def main() -> None:
             for r in g["rows"]:
                 print(f"| {g['arch']} | {g['direction']} | {g['dtype']} | {r['family']} | {r['problems']:,} | "
                       f"{cell(r)} | {cell(rand)} |")
-    if results["fewshot"]:
-        print("\nBring-up few-shot (open protocol): top-1 / mean efficiency / picks not listed, on the target's "
-              "problems not measured")
-        print("| direction | dtype | from -> to | selector | problems | top-1 / efficiency / not listed |")
-        print("| --- | --- | --- | --- | --- | --- |")
-        for g in results["fewshot"]:
-            for r in g["rows"]:
-                print(f"| {g['direction']} | {g['dtype']} | {g['from']} -> {g['to']} | {r['selector']} | "
-                      f"{r['problems']:,} | {cell(r)} |")
+    print_transfer(results["fewshot"], "Bring-up few-shot (open protocol): top-1 / mean efficiency / picks not "
+                   "listed, on the target's problems not measured")
     if results["remember"]:
         print_remember(results)
     out = ROOT / args.out
