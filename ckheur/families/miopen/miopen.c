@@ -8,8 +8,7 @@
  * ckheur.families.miopen.solvers.RULES, case by case (each cites the MIOpen source its Python rule
  * cites); the direction and data type are the model's. */
 static int ckh_rule_rejects(int rule, const ckh_problem_t* p) {
-    const int fp16 = CKH_DTYPE == CKH_DT_FP16, fp32 = CKH_DTYPE == CKH_DT_FP32;
-    const int fwd = CKH_DIRECTION == CKH_DIR_FWD, wrw = CKH_DIRECTION == CKH_DIR_BWD_WEIGHT;
+    const int fp16 = CKH_OP_FP16, fp32 = CKH_OP_FP32, fwd = CKH_OP_FWD, wrw = CKH_OP_BWD_WEIGHT;
     const int nchw = p->layout == CKH_LAYOUT_NCHW;
     const int ndim = p->layout == CKH_LAYOUT_NCDHW || p->layout == CKH_LAYOUT_NDHWC ? 3 : 2;
     switch (rule) {

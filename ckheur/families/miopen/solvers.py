@@ -317,14 +317,15 @@ def support_mask(problem: Any, kernels: Mapping[str, Any], op: Mapping[str, Any]
 def kind_code(kind: Any, solver: str) -> tuple[int, str]:
     """A kind of ``op.listed`` (``layout/dtype/group/filter``) as the C export codes it: (layout x
     group x filter as one number below 36, its data type); a KernelError names what is allowed."""
-    from ckheur.backends.abi import DTYPE_CODES
+    from ckheur.config import DType
     from ckheur.families.miopen.problems import LAYOUTS
 
     parts = str(kind).split("/")
-    allowed = (LAYOUTS, tuple(DTYPE_CODES), GROUP_KINDS, FILTER_KINDS)
+    dtypes = tuple(d.value for d in DType)
+    allowed = (LAYOUTS, dtypes, GROUP_KINDS, FILTER_KINDS)
     if len(parts) != 4 or any(v not in a for v, a in zip(parts, allowed)):
         raise KernelError(f"op.listed[{solver!r}]: kind {str(kind)[:80]!r} is not layout/dtype/group/filter with "
-                          f"layout one of {', '.join(LAYOUTS)}; dtype one of {', '.join(DTYPE_CODES)}; group one "
+                          f"layout one of {', '.join(LAYOUTS)}; dtype one of {', '.join(dtypes)}; group one "
                           f"of {', '.join(GROUP_KINDS)}; filter one of {', '.join(FILTER_KINDS)}")
     layout, dtype, group, filt = parts
     return (LAYOUTS.index(layout) * len(GROUP_KINDS) + GROUP_KINDS.index(group)) * len(FILTER_KINDS) \
@@ -336,18 +337,16 @@ def c_support(kernels: Sequence[Any], op: Mapping[str, Any]) -> tuple[dict, str,
     defines, C tables (each solver's rule, in the enum of every rule of :data:`RULES`; the kinds of
     ``op.listed`` each solver is listed for, as bits of :func:`kind_code`, in the op's data type and
     in any) and which solvers that is, in words. The rules themselves are
-    ckheur/families/miopen/miopen.c's, one ``case`` per rule; a rule without one is an ExportError."""
-    from ckheur.backends.abi import DIRECTION_CODES, DTYPE_CODES
+    ckheur/families/miopen/miopen.c's, one ``case`` per rule; a rule without one is a KernelError."""
     from ckheur.families import C_SOURCES
     from ckheur.families.miopen.problems import LAYOUTS
-    from ckheur.learn.forest import ExportError
 
     mode = applicability_mode(op)
     rules, listed = mode in ("rules", "both"), mode in ("listed", "both")
     defines = {"CKH_ALLOWED": int(mode != "none"), "CKH_APPLY_RULES": int(rules), "CKH_APPLY_LISTED": int(listed),
-               # the codes the rules compare with (ckheur_abi.h's; a layout's is its index in LAYOUTS)
-               "CKH_DT_FP16": DTYPE_CODES["fp16"], "CKH_DT_FP32": DTYPE_CODES["fp32"],
-               "CKH_DIR_FWD": DIRECTION_CODES["fwd"], "CKH_DIR_BWD_WEIGHT": DIRECTION_CODES["bwd_weight"],
+               # what the rules ask of the op, and the layout codes (a layout's is its index in LAYOUTS)
+               "CKH_OP_FP16": int(op["dtype"] == "fp16"), "CKH_OP_FP32": int(op["dtype"] == "fp32"),
+               "CKH_OP_FWD": int(op["direction"] == "fwd"), "CKH_OP_BWD_WEIGHT": int(op["direction"] == "bwd_weight"),
                **{f"CKH_LAYOUT_{x}": i for i, x in enumerate(LAYOUTS)}}
     out = []
     if rules:
@@ -355,8 +354,8 @@ def c_support(kernels: Sequence[Any], op: Mapping[str, Any]) -> tuple[dict, str,
         source = (C_SOURCES / "miopen" / "miopen.c").read_text()
         missing = [n for n in names if f"case CKH_RULE_{n}:" not in source]
         if missing:
-            raise ExportError(f"ckheur/families/miopen/miopen.c has no C rule {', '.join(missing)} "
-                              "(ckheur.families.miopen.solvers.RULES names them)")
+            raise KernelError(f"ckheur/families/miopen/miopen.c has no C rule {', '.join(missing)} "
+                              "(ckheur.families.miopen.solvers.RULES names them): the C export cannot apply them")
         codes = {n: i + 1 for i, n in enumerate(names)}
         out.append("enum { CKH_RULE_NONE = 0, " + ", ".join(f"CKH_RULE_{n} = {codes[n]}" for n in names) + " };")
         of = [f"CKH_RULE_{RULES[k.name].c_rule}" if k.name in RULES else "CKH_RULE_NONE" for k in kernels]
