@@ -6,6 +6,7 @@ data: slices of AMD's find-db files (tests/data/miopen_fdb, every 60th line)."""
 from __future__ import annotations
 
 import bz2
+import copy
 import json
 import math
 from pathlib import Path
@@ -490,6 +491,140 @@ def test_a_remembering_bundle_answers_its_training_problems_in_python_and_c(tmp_
     # the C rule (at the bundle's margin) was exercised both ways: answers kept, and answers overridden
     tiers = {default.select(p).source for p in real}
     assert tiers == {"training_data", "model"}, tiers
+
+
+def _slice_problems(fdb, direction: str, dtype: str) -> list:
+    """The real problems of a read find-db slice of one direction and data type."""
+    from ckheur.families.miopen.problems import FIELDS
+
+    rows = fdb.problems[(fdb.problems["direction"] == direction) & (fdb.problems["dtype"] == dtype)]
+    return [problem_from_dict(dict(zip(FIELDS, r))) for r in rows[list(FIELDS)].itertuples(index=False, name=None)]
+
+
+# Two small shipped bundles whose tables carry every C rule between them, and every branch of
+# each: gfx90a forward FP16 (the OpenCL direct solver with its FP16 cases, ConvAsm1x1U, the 1x1
+# GEMMs, Winograd, the 2D-only assembly GEMM), gfx942 backward-data FP32 (FFT, the 2D and 3D
+# grouped CK solvers); each ranks with op.listed learned from its own GPU's slice.
+APPLICABILITY_BUNDLES = (("miopen_fwd_fp16_gfx90a", MI210, "fwd", "fp16"),
+                         ("miopen_bwd_data_fp32_gfx942", MI300X, "bwd_data", "fp32"))
+
+
+@pytest.mark.parametrize("bundle,fdb_path,direction,dtype", APPLICABILITY_BUNDLES)
+def test_applicability_both_ranks_alike_in_c_and_python(tmp_path, monkeypatch, bundle, fdb_path, direction, dtype):
+    """op.applicability=both (op.listed learned from the GPU's slice) given to a shipped bundle:
+    Selector.load(compiled=True) ranks in C, with no fallback, the very candidates, in the same
+    order and with the same scores, as the Python selector, on the slice's real problems and
+    seeded ones of every layout, group and filter kind, stride, pad, dilation and bias, where the
+    rules reject solvers and every step of the listed rule is taken (this data type's listing,
+    any data type's, none)."""
+    import warnings
+
+    from ckheur import Selector
+    from ckheur.c_export.compiled import find_compiler
+    from ckheur.families.miopen import solvers as ms
+    from ckheur.families.miopen.problems import generate_varied
+    from ckheur.integrations.miopen.find_db import learn_listed
+    from ckheur.problems import random_problems
+    from test_export import assert_parity
+
+    if find_compiler() is None:
+        pytest.skip("no C compiler")
+    monkeypatch.setenv("CKHEUR_CACHE_DIR", str(tmp_path / "cache"))
+    fdb = read_find_db(fdb_path)
+    listed = learn_listed(fdb, direction)
+    path = ROOT / "models" / bundle
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # no fallback to the Python path
+        c = Selector.load(path, compiled=True, applicability="both", listed=listed, cache_size=0)
+    assert c.compiled is not None and "[compiled C]" in c.label
+    py = copy.copy(c)  # the same selector without its C package: the Python path (a bundle loads once)
+    py.compiled = None
+    real = _slice_problems(fdb, direction, dtype)
+    problems = real + generate_varied(7, 300) + random_problems(py.family, ["all"], 50, seed=3)
+    got = assert_parity(py, c.compiled, problems)
+    assert got["ranked"] == len(problems) > 600
+    # the masks at work: the rules reject solvers of most problems, and the listed rule narrows
+    # further through this data type's kinds, through another data type's, or keeps the rules' set
+    support = py._pools["all"].support
+    steps = {"rules rejected some": 0, "listed narrowed": 0, "listed kept": 0}
+    for p in problems:
+        rules, both = (ms.support_mask(p, support, {**py.op, "applicability": m})[0] for m in ("rules", "both"))
+        steps["rules rejected some"] += int(not rules.all())
+        steps["listed narrowed" if both.sum() < rules.sum() else "listed kept"] += 1
+        assert not (both & ~rules).any()
+    assert steps["rules rejected some"] > len(problems) // 2 and min(steps.values()) > 100, steps
+    anywhere = {x for v in listed.values() for x in v}
+    kinds = {ms.problem_kind(p, dtype) for p in problems}
+    in_any_dtype = {tuple(k.split("/", 2)[0::2]) for k in anywhere}  # (layout, group/filter)
+    assert {k for k in kinds if k not in anywhere and tuple(k.split("/", 2)[0::2]) in in_any_dtype}, \
+        "a kind listed in another data type only"
+    assert {k for k in kinds if tuple(k.split("/", 2)[0::2]) not in in_any_dtype}, "a kind never listed"
+    assert [n for n, _ in c.rank(real[0], 5)] == [n for n, _ in py.rank(real[0], 5)]
+
+
+def test_a_bundle_trained_with_both_exports_it_and_rejects_what_the_rules_reject(tmp_path, monkeypatch):
+    """A bundle whose op_config says applicability=both (here a shipped bundle's copy, its table cut
+    to solvers that run 2D problems only) exports it: a 3D problem, which every rule rejects, is
+    unsupported in C as in Python; stage=export from the command line takes op.applicability and
+    checks the package on problems of every layout; bad settings are errors naming the field."""
+    import shutil
+
+    from ckheur import Selector
+    from ckheur.c_export.compiled import find_compiler
+    from ckheur.c_export.generate import export_bundle
+    from ckheur.families.kernel_base import KernelError
+    from ckheur.families.miopen import solvers as ms
+    from ckheur.families.miopen.problems import generate_varied
+    from ckheur.integrations.miopen.find_db import learn_listed
+
+    shipped = ROOT / "models" / "miopen_bwd_weight_bf16_gfx942"
+    with pytest.raises(KernelError, match="op.applicability=listed needs op.listed"):
+        export_bundle(shipped, tmp_path / "no", applicability="listed")
+    assert not (tmp_path / "no").exists()
+    solvers = [ms.Solver("fft", "fwd", 0, "fft", "opencl")]
+    with pytest.raises(KernelError, match=r"op.applicability='maybe'; allowed: none, rules, listed, both"):
+        ms.c_support(solvers, {"direction": "fwd", "dtype": "fp16", "applicability": "maybe"})
+    for bad in ({"fft": ["NCHW/fp16/dense"]}, {"other": ["NCHW/fp64/dense/1x1"]}, {"fft": ["NCHW/fp16/dense/3x3"]}):
+        with pytest.raises(KernelError, match=r"op.listed\['\w+'\]: kind 'NCHW/fp\w+/dense[/\w]*' is not layout/dtype/"
+                                              r"group/filter with layout one of NCHW, NHWC, NCDHW, NDHWC; dtype one of "
+                                              r"fp16, bf16, fp8, fp32; group one of dense, depthwise, grouped; filter "
+                                              r"one of 1x1, square, rect"):
+            ms.c_support(solvers, {"direction": "fwd", "dtype": "fp16", "applicability": "both", "listed": bad})
+    with pytest.raises(KernelError, match=r"op.listed\['fft'\]: a list of kinds \(layout/dtype/group/filter\), "
+                                          r"not str"):
+        ms.c_support(solvers, {"direction": "fwd", "dtype": "fp16", "applicability": "listed",
+                               "listed": {"fft": "NCHW/fp16/dense/1x1"}})
+    if find_compiler() is None:
+        pytest.skip("no C compiler")
+    monkeypatch.setenv("CKHEUR_CACHE_DIR", str(tmp_path / "cache"))
+    bundle = tmp_path / "m"
+    shutil.copytree(shipped, bundle)
+    (bundle / "answers.json.gz").unlink()  # it may remember solvers cut below
+    kept = ("ConvAsmImplicitGemmGTCDynamicWrwXdlopsNHWC", "ConvHipImplicitGemmGroupWrwXdlops",
+            "ConvBinWinogradRxSf2x3", "ConvBinWinogradRxSf3x2", "ConvBinWinogradRxSf2x3g1")
+    kernels = [k for k in json.loads((bundle / "kernels.json").read_text()) if k["name"] in kept]
+    (bundle / "kernels.json").write_text(json.dumps(kernels))
+    spec = json.loads((bundle / "feature_spec.json").read_text())
+    spec["op_config"].update(applicability="both", listed=learn_listed(read_find_db(MI300X), "bwd_weight"))
+    (bundle / "feature_spec.json").write_text(json.dumps(spec))
+    c = Selector.load(bundle, compiled=True, cache_size=0)
+    assert c.compiled is not None and len(kernels) == 5
+    py = copy.copy(c)  # the Python path of the same selector
+    py.compiled = None
+    three_d = problem_from_dict(dict(N=4, C=64, K=64, Di=4, Hi=14, Wi=14, Z=3, Y=3, X=3, pad_d=1, pad_h=1, pad_w=1,
+                                     layout="NCDHW"))
+    for sel in (py, c):
+        with pytest.raises(ProblemError, match="reject every solver"):
+            sel.select(three_d)
+    from test_export import assert_parity
+
+    got = assert_parity(py, c.compiled, generate_varied(11, 150))
+    assert got["rejected"] > 20 and got["ranked"] > 50
+    r = run_cli("stage=export", "op=miopen/bwd_weight", "arch=gfx942", "op.dtype=bf16", "op.applicability=rules",
+                f"export.output={tmp_path / 'pkg'}", "export.check_problems=100", f"hydra.run.dir={tmp_path / 'r'}")
+    assert r.returncode == 0, r.stderr
+    assert "same top-1 kernel 200/200" in r.stdout  # (100 of them remembered training problems)
+    assert "op.applicability=rules" in (tmp_path / "pkg" / "README.md").read_text()
 
 
 def test_every_gpu_direction_and_dtype_has_a_shipped_bundle():

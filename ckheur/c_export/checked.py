@@ -8,7 +8,7 @@ import io
 import subprocess
 import time
 from pathlib import Path
-from typing import Any, Callable, Sequence
+from typing import Any, Callable, Mapping, Sequence
 
 from ckheur.learn.forest import ExportError
 
@@ -57,28 +57,37 @@ def compare_with_python(selector: Any, problems: Sequence[Any], binary: Path, fi
 
 
 def problems_to_check(selector: Any, count: int, seed: int) -> list:
-    """Seeded random problems of the groups the bundle's kernels serve."""
+    """Seeded random problems of the groups the bundle's kernels serve; half of them from the
+    family's ``generate_varied`` where it has one (MIOpen: every layout, group and filter kind,
+    strides, pads, dilations and bias, which its applicability rules tell apart)."""
     from ckheur.problems import random_problems
 
     groups = sorted({k.group for k in selector.kernels}, key=str)
-    return random_problems(selector.family, groups, count, seed)
+    varied = getattr(selector.family.problems, "generate_varied", None)
+    if varied is None:
+        return random_problems(selector.family, groups, count, seed)
+    return random_problems(selector.family, groups, count - count // 2, seed) + varied(seed, count // 2)
 
 
 def export_c_package(model_dir: str | Path, output: str | Path, *, name: str | None = None, overwrite: bool = False,
                      build: bool = True, check_problems: int = 1000, seed: int = 0,
-                     log: Callable[[str], None] = print) -> dict:
+                     log: Callable[[str], None] = print, applicability: str | None = None,
+                     listed: Mapping[str, Any] | None = None) -> dict:
     """Write the bundle's C99 package into ``output``; with a C compiler (and ``build``), build
     ckheur_select in a private folder, check it against the Python selector on ``check_problems``
-    seeded random problems and copy it into the package. An ExportError when C disagrees."""
+    seeded random problems and copy it into the package. An ExportError when C disagrees.
+    ``applicability`` and ``listed`` replace the bundle's (MIOpen: which solvers are ranked), in
+    the package and the Python selector it is checked against alike."""
     from ckheur.files import private_folder, write_file
     from ckheur.c_export.compiled import build as build_package
-    from ckheur.c_export.compiled import compile_command, find_compiler
+    from ckheur.c_export.compiled import compile_command, find_compiler, op_settings
     from ckheur.c_export.generate import export_bundle
     from ckheur.selection.selector import Selector
 
     model_dir, out = Path(model_dir), Path(output)
     t0 = time.perf_counter()
-    res = export_bundle(model_dir, out, name, overwrite=overwrite)
+    op = op_settings(applicability, listed)
+    res = export_bundle(model_dir, out, name, overwrite=overwrite, **op)
     t_export = time.perf_counter() - t0
     log(f"export: {model_dir} -> {out}/ ({res.num_kernels} kernels, {res.num_trees} trees, "
         f"{res.source_bytes / 1e6:.2f} MB of source, {t_export:.1f} s)")
@@ -94,7 +103,7 @@ def export_c_package(model_dir: str | Path, output: str | Path, *, name: str | N
     if not build or cc is None:
         log(f"export: not built ({'export.build=false' if cc else 'no C compiler found'}); build with:\n  {command}")
         return summary
-    selector = Selector.load(model_dir)
+    selector = Selector.load(model_dir, **op)
     probs = problems_to_check(selector, check_problems, seed)
     remembered = _remembered_problems(selector, check_problems, seed)  # the remembered answers are checked too
     probs += remembered

@@ -18,7 +18,7 @@ import tempfile
 import threading
 import warnings
 from pathlib import Path
-from typing import Any
+from typing import Any, Mapping
 
 import numpy as np
 
@@ -86,15 +86,16 @@ def _discard(target: Path) -> None:
     shutil.rmtree(aside, ignore_errors=True)
 
 
-def _build_entry(model_dir: Path, target: Path, cc: str) -> str | None:
-    """Export and build into a fresh private folder, record the library's sha256, move it into
-    place (a concurrent build that finished first wins); why it failed, or None."""
+def _build_entry(model_dir: Path, target: Path, cc: str, op: Mapping[str, Any]) -> str | None:
+    """Export (with the op settings ``op`` replacing the bundle's) and build into a fresh private
+    folder, record the library's sha256, move it into place (a concurrent build that finished first
+    wins); why it failed, or None."""
     from ckheur.c_export.generate import export_bundle
     from ckheur.parts import sha256_of
 
     tmp = Path(tempfile.mkdtemp(prefix=".build-", dir=target.parent))
     try:
-        res = export_bundle(model_dir, tmp)
+        res = export_bundle(model_dir, tmp, **op)
         lib = build(tmp, res.name, cc)
         write_file(tmp / "cache.json", json.dumps({"lib_sha256": sha256_of(lib)}))
         try:
@@ -109,10 +110,11 @@ def _build_entry(model_dir: Path, target: Path, cc: str) -> str | None:
     return None
 
 
-def bundle_hash(model_dir: Path, sim_params: Any = None) -> str:
+def bundle_hash(model_dir: Path, sim_params: Any = None, op: Mapping[str, Any] | None = None) -> str:
     """Hash of what the generated C depends on: every file of the bundle (its remembered answers
     included: a file left out would let a changed bundle reuse a stale build), the exporter's C
-    code, the latency-model parameters (the cascade uses them) and the default remember margin."""
+    code, the latency-model parameters (the cascade uses them), the default remember margin and
+    the op settings given in place of the bundle's (``op``: applicability, listed)."""
     from ckheur.c_export.package import C_DIR
     from ckheur.families import C_SOURCES
     from ckheur.learn.bundle import REMEMBERED_NOISE
@@ -126,6 +128,8 @@ def bundle_hash(model_dir: Path, sim_params: Any = None) -> str:
         h.update(path.read_bytes())
     h.update(json.dumps(sim_params or load_params(), sort_keys=True, default=str).encode())
     h.update(f"remember margin {REMEMBERED_NOISE!r}".encode())
+    if op:
+        h.update(json.dumps(op, sort_keys=True, default=str).encode())
     return h.hexdigest()[:20]
 
 
@@ -200,24 +204,40 @@ class CompiledModel:
         return idx[:n].copy(), score[:n].copy(), tflops[:n].copy()
 
 
-def load_compiled(model_dir: str | Path, cc: str | None = None) -> CompiledModel | None:
+def op_settings(applicability: Any = None, listed: Mapping[str, Any] | None = None) -> dict:
+    """The op settings given in place of the bundle's, as plain values (config nodes and enums
+    too): what the build receives and the cache key hashes."""
+    out: dict = {}
+    if applicability is not None:
+        out["applicability"] = str(applicability)
+    if listed is not None:
+        out["listed"] = {str(k): v if isinstance(v, (str, bytes)) or not hasattr(v, "__iter__") else [str(x) for x in v]
+                         for k, v in listed.items()}
+    return out
+
+
+def load_compiled(model_dir: str | Path, cc: str | None = None, *, applicability: str | None = None,
+                  listed: Mapping[str, Any] | None = None) -> CompiledModel | None:
     """The bundle's compiled selector, exported and built on first use; None (with a warning) when
-    there is no C compiler or the build fails, so callers fall back to the Python path."""
+    there is no C compiler or the build fails, so callers fall back to the Python path.
+    ``applicability`` and ``listed`` replace the bundle's ``op.applicability`` / ``op.listed``
+    (MIOpen: which solvers are ranked per problem), as ``Selector.load`` takes them."""
     from ckheur.learn.bundle import resolve_model_dir
 
+    op = op_settings(applicability, listed)
     model_dir = resolve_model_dir(model_dir)
     cc = cc or find_compiler()
     if cc is None:
         warnings.warn("no C compiler found ($CC, cc, gcc or clang): ranking with the Python path", stacklevel=2)
         return None
-    target = trusted_cache_dir() / bundle_hash(model_dir)
+    target = trusted_cache_dir() / bundle_hash(model_dir, op=op)
     got = _verified_entry(target) if os.path.lexists(target) else None
     if isinstance(got, str):
         warnings.warn(f"compiled-selector cache entry {target} {got}: rebuilding it", stacklevel=2)
         _discard(target)
         got = None
     if got is None:
-        failed = _build_entry(model_dir, target, cc)
+        failed = _build_entry(model_dir, target, cc, op)
         got = f"could not be built ({failed})" if failed else _verified_entry(target)
     if isinstance(got, str):
         warnings.warn(f"compiled-selector cache entry {target} {got}: ranking with the Python path", stacklevel=2)

@@ -55,6 +55,7 @@ class CFamily:
     flags: tuple[str, ...] = ()
     tiles: bool = True
     group_enum: str | None = None
+    support: Any = None  # f(kernels, op) -> (defines, C tables, in words) of the kernels ranked per problem
 
 
 def c_family(family: Any) -> CFamily:
@@ -68,7 +69,7 @@ def c_family(family: Any) -> CFamily:
                           f"{', '.join(n for n, r in FAMILIES.items() if r.c_export)}")
     return CFamily(c.struct, getattr(abi, c.ctype), c.sources,
                    {f: tuple(getattr(family.problems, lst)) for f, lst in c.enums}, c.flags, c.tiles,
-                   c.group_enum)
+                   c.group_enum, getattr(family.kernels, c.support) if c.support else None)
 
 
 @dataclass
@@ -283,8 +284,9 @@ def _errors(family: Any) -> list[tuple[str, int, str]]:
         ("K_GROUPS", -6, "invalid problem: K must be divisible by G"),
         ("EMPTY_OUTPUT", -7, "invalid problem: an output size (Do, Ho or Wo) is < 1 (input too small for "
                              "filter/dilation/padding)"),
-        ("UNSUPPORTED", -8, "unsupported problem: no kernel of the pool can run it (e.g. no kernel of its "
-                            "spatial dimensionality or layout, or none pads its sizes)"),
+        ("UNSUPPORTED", -8, "unsupported problem: no kernel of the pool can run it (e.g. " + (
+            "MIOpen's applicability rules reject every solver of the table: op.applicability)" if cf.support else
+            "no kernel of its spatial dimensionality or layout, or none pads its sizes)")),
         ("TOO_LARGE", -9, "unsupported problem: FLOPs or tensor elements reach 2^53"),
         ("CAPACITY", -10, "cap is smaller than the number of candidate kernels (use num_kernels())"),
         ("SPLIT_K", -11, "invalid problem: split_k must be <= K"),
@@ -311,9 +313,12 @@ def _field_min(family: Any, f: str) -> int:
 
 # ---------------------------------------------------------------- package
 def export_bundle(model_dir: str | Path, output: str | Path, name: str | None = None,
-                  sim_params: Mapping[str, Any] | None = None, overwrite: bool = False) -> ExportResult:
+                  sim_params: Mapping[str, Any] | None = None, overwrite: bool = False,
+                  applicability: str | None = None, listed: Mapping[str, Any] | None = None) -> ExportResult:
     """Write the C package of a model bundle into ``output``: a new or empty folder, or one holding
-    an earlier export of the same model and name (anything else is refused unless ``overwrite``)."""
+    an earlier export of the same model and name (anything else is refused unless ``overwrite``).
+    ``applicability`` and ``listed`` replace the bundle's ``op.applicability`` / ``op.listed``, as
+    ``Selector.load`` takes them (MIOpen: which solvers are ranked per problem)."""
     from ckheur.families.engines import get_engine
     from ckheur.families.tile_features import coverage_occupancy
     from ckheur.learn.bundle import load_bundle, margin_of, remembered_bar
@@ -332,13 +337,20 @@ def export_bundle(model_dir: str | Path, output: str | Path, name: str | None = 
                           "feature code does not compute yet; export a bundle trained without them")
     engine = get_engine(spec["engine"])
     arch, direction, dtype = spec["arch"], spec["op"]["direction"], spec["op"]["dtype"]
-    op_cfg = spec.get("op_config") or spec["op"]
+    op_cfg = dict(spec.get("op_config") or spec["op"])
+    if applicability is not None:
+        op_cfg["applicability"] = applicability
+    if listed is not None:
+        op_cfg["listed"] = dict(listed)
     kernels = b.kernels
     if not kernels:
         raise ExportError(f"{b.path}: the bundle has no kernels")
     kernel_dtypes = {getattr(k, "dtype", dtype) for k in kernels}  # solvers serve the op's dtype
     if kernel_dtypes != {dtype}:
         raise ExportError(f"{b.path}: kernels of dtypes {sorted(kernel_dtypes)}, model dtype {dtype}")
+    # Which kernels are ranked per problem beyond their group (MIOpen: op.applicability), as Python ranks them.
+    support_defines, support_tables, ranked = cf.support(kernels, {**op_cfg, "direction": direction, "dtype": dtype}) \
+        if cf.support else ({}, "", None)
     name = c_identifier(name or b.path.name)
     if name in RESERVED_NAMES:
         raise ExportError(f"export.name={name}: the package's own {name} files have that name; choose another")
@@ -436,6 +448,8 @@ def export_bundle(model_dir: str | Path, output: str | Path, name: str | None = 
         "CKH_ANSWERS": len(b.answers or {}), "CKH_KEY_FIELDS": len(fields),
         # a remembered answer stays first unless the model's pick beats it by the bundle's margin
         "CKH_REMEMBER_LOG": int(remember_log), "CKH_REMEMBER_BAR": _hex(remember_bar),
+        "CKH_ALLOWED": 0,  # 1: the family's code keeps a per-problem set of the kernels it ranks
+        **support_defines,
     }
     for macro, code, _ in errors:
         if not macro.startswith("FIELD"):
@@ -465,6 +479,7 @@ def export_bundle(model_dir: str | Path, output: str | Path, name: str | None = 
         krows = ["{" + ", ".join(_hexf(v) for v in row) + "}" for row in clean]
         tables += (f"static const float ckh_kfeat[][{len(kcols)}] = {{\n{_rows(krows, 1)}\n}};\n"
                    "static float ckh_kernel_feature(int k, int slot) { return ckh_kfeat[k][slot]; }\n")
+    tables += support_tables
     tables += "".join(sims.values())
     if b.answers:
         tables += _answers_c(b.answers, kernels, fields, cf.enums)
@@ -482,7 +497,7 @@ def export_bundle(model_dir: str | Path, output: str | Path, name: str | None = 
             "arch": arch["name"], "objective": spec["objective"], "data_kind": kind, "bundle": str(b.path),
             "kernels": len(kernels), "trees": forest.ntree, "companion_trees": companion.ntree if companion else 0,
             "cascade": cascade, "analytic_features": analytic is not None, "prior": prior is not None,
-            "remembered_problems": len(b.answers or {}),
+            "remembered_problems": len(b.answers or {}), "ranked": ranked,
             "fields": fields, "direction_field": "direction" in dict(cf.ctype._fields_),
             "example": family.problems.generate(0, 1)[0].to_dict(),
             "defaults": {f: family.problems.DEFAULTS.get(f) for f in fields}}

@@ -28,7 +28,10 @@ class CExport:
     """What the C export needs of a family: its problem struct in ckheur_abi.h (``ctype``: the
     class of ckheur.backends.abi with its layout), its C sources (paths under ckheur/families/) in order,
     text fields passed as an index into a list of the problem module (``enums``: field -> list
-    name), 0/1 fields, whether its kernels are tiles, and how kernel groups are coded."""
+    name), 0/1 fields, whether its kernels are tiles, how kernel groups are coded, and the kernel
+    module's function giving the C tables of which kernels are ranked per problem beyond the
+    groups (``support``: ``f(kernels, op) -> (defines, C text, the same in words)``; None: every
+    kernel of the group)."""
 
     struct: str
     ctype: str
@@ -37,6 +40,7 @@ class CExport:
     flags: tuple[str, ...] = ()
     tiles: bool = True
     group_enum: str | None = None  # the problem module's list whose index is a kernel group's code (else ndim)
+    support: str | None = None  # a function of the kernels module (MIOpen: op.applicability's tables)
 
 
 @dataclass(frozen=True)
@@ -64,7 +68,7 @@ FAMILIES = {
     "miopen": Registration("ckheur.families.miopen.problems", "ckheur.families.miopen.solvers", "ckheur.families.miopen.features",
                            "ckheur.families.miopen.schema:MIOpenOpSchema",
                            CExport("ckheur_miopen_problem", "MIOpenProblemC", ("conv_problem.c", "miopen/miopen.c"),
-                                   (("layout", "LAYOUTS"),), flags=("bias",), tiles=False)),
+                                   (("layout", "LAYOUTS"),), flags=("bias",), tiles=False, support="c_support")),
 }
 
 

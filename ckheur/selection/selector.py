@@ -232,7 +232,8 @@ class Selector:
         problems whose scores are kept; pools above ``cascade_threshold`` kernels are pre-ranked by
         the analytic model and its ``cascade_top`` scored by the model. ``applicability`` and
         ``listed`` replace the bundle's ``op.applicability`` / ``op.listed`` (MIOpen ops: which
-        solvers are ranked per problem, ckheur.families.miopen.solvers). ``remember_margin``: a
+        solvers are ranked per problem, ckheur.families.miopen.solvers; the compiled selector ranks
+        the same solvers). ``remember_margin``: a
         remembered answer stays first unless the model predicts its own pick faster by more than
         this fraction (default: the bundle's ``op.remember_margin``, else ``REMEMBERED_NOISE``; 0: the
         model decides; inf: always the remembered answer)."""
@@ -263,10 +264,6 @@ class Selector:
                 warnings.warn("the model takes hardware descriptors (features.hardware), which the C export does not "
                               "compute yet; ranking with the Python path", stacklevel=2)
                 return sel
-            if str(op.get("applicability") or "none") != "none":
-                warnings.warn(f"op.applicability={op['applicability']}: the compiled selector ranks every solver; "
-                              "ranking with the Python path", stacklevel=2)
-                return sel
             if sel.answers and sel.remember_margin != margin_of(op):
                 warnings.warn(f"remember_margin={sel.remember_margin}: the compiled selector uses the bundle's "
                               f"({margin_of(op)}); ranking with the Python path", stacklevel=2)
@@ -275,7 +272,8 @@ class Selector:
                 warnings.warn(f"the compiled selector cascades at {CASCADE_THRESHOLD}/{CASCADE_TOP}, not "
                               f"{sel.cascade_threshold}/{sel.cascade_top}: ranking with the Python path", stacklevel=2)
                 return sel
-            sel.compiled = load_compiled(b.path)
+            # the C package ranks the solvers op.applicability keeps, as given here or the bundle's
+            sel.compiled = load_compiled(b.path, applicability=applicability, listed=listed)
             if sel.compiled is not None:
                 sel.label += " [compiled C]"
         return sel

@@ -16,7 +16,7 @@ def run(cfg: Any, ctx: Context) -> dict:
     from ckheur.integrations.ck.model_folder import folder_name
     from ckheur.c_export.checked import export_c_package
     from ckheur.integrations.ck.model_folder import export_ck_folder
-    from ckheur.selection.predicting import bundle_dir
+    from ckheur.selection.predicting import applicability_of, bundle_dir
 
     job, opts = Job.from_config(cfg), cfg.export
     if str(opts.format) == "miopen_find_db":
@@ -29,9 +29,11 @@ def run(cfg: Any, ctx: Context) -> dict:
         out = Path(opts.output or Path("exports") / "ck" / folder_name(job.op, job.arch_name))
         return export_ck_folder(model_dir, out, job.arch, overwrite=bool(opts.overwrite),
                                 check_problems=int(opts.check_problems), seed=int(opts.seed))
+    # op.applicability (and op.listed) on the command line reach a bundle trained without them, as in stage=predict
+    op = {k: v for k, v in applicability_of(job.op).items() if k in ("applicability", "listed")}
     return export_c_package(model_dir, Path(opts.output or Path("exports") / job.model_name), name=opts.name,
                             overwrite=bool(opts.overwrite), build=bool(opts.build),
-                            check_problems=int(opts.check_problems), seed=int(opts.seed))
+                            check_problems=int(opts.check_problems), seed=int(opts.seed), **op)
 
 
 def _user_find_db(cfg: Any, job: Any) -> dict:

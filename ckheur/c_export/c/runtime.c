@@ -65,6 +65,9 @@ typedef struct {            /* a validated problem through its implicit GEMM (ck
     double f[12];           /* family extras */
     int group;
     const ckh_problem_t* p; /* the problem itself (valid during the call) */
+#if CKH_ALLOWED
+    uint64_t allowed[(CKH_NKERN + 63) / 64]; /* the kernels the family ranks for it (MIOpen: op.applicability) */
+#endif
 } ckh_prob;
 
 /*@TABLES@*/

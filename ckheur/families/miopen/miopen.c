@@ -1,6 +1,103 @@
 /* MIOpen convolutions (ckheur.families.miopen.problems): the conv checks of conv_problem.c plus layout
- * and bias, and the solver-choice features of ckheur.families.miopen.features, written to match them
- * exactly (the parity tests hold them to it). Every solver of the table is a candidate. */
+ * and bias, the solver-choice features of ckheur.families.miopen.features, and which solvers are
+ * ranked (op.applicability, ckheur.families.miopen.solvers.support_mask), written to match them
+ * exactly (the parity tests hold them to it). */
+
+#if CKH_APPLY_RULES
+/* Whether MIOpen's IsApplicable rejects the problem for a solver of this rule: the C twins of
+ * ckheur.families.miopen.solvers.RULES, case by case (each cites the MIOpen source its Python rule
+ * cites); the direction and data type are the model's. */
+static int ckh_rule_rejects(int rule, const ckh_problem_t* p) {
+    const int fp16 = CKH_OP_FP16, fp32 = CKH_OP_FP32, fwd = CKH_OP_FWD, wrw = CKH_OP_BWD_WEIGHT;
+    const int nchw = p->layout == CKH_LAYOUT_NCHW;
+    const int ndim = p->layout == CKH_LAYOUT_NCDHW || p->layout == CKH_LAYOUT_NDHWC ? 3 : 2;
+    switch (rule) {
+    case CKH_RULE_OCL_DIRECT_FWD: {  /* conv_ocl_dir2D.cpp, ConvOclDirectFwd::IsApplicable */
+        if (ndim != 2 || !nchw || wrw) return 1;
+        if (p->pad_h != p->pad_w || p->stride_h != p->stride_w) return 1;
+        if (p->dilation_h != 1 || p->dilation_w != 1) return 1;
+        if (p->stride_h > 2 || p->stride_w > 2) return 1;
+        if (p->G == 1) {
+            if (p->Y == 1 && p->X == 1) return 1;  /* ungrouped 1x1 is left to the 1x1 solvers */
+            int listed = (p->Y == p->X && (p->Y == 3 || p->Y == 5 || p->Y == 7 || p->Y == 9 || p->Y == 11))
+                         || (p->Y == 5 && (p->X == 10 || p->X == 20) && p->stride_h == 2 && p->stride_w == 2
+                             && p->pad_h == 0 && p->pad_w == 0)
+                         || (fp16 && p->Y == 4 && p->X == 4 && p->pad_h == 0 && p->pad_w == 0);
+            if (!listed) return 1;
+        }
+        return fwd && fp16 && p->stride_w == 2;
+    }
+    case CKH_RULE_ASM_1X1U:  /* conv_asm_1x1u.cpp, ConvAsm1x1U::IsApplicable */
+        return ndim != 2 || !nchw || wrw || !(fp32 || fp16) || p->Y != 1 || p->X != 1 || p->pad_h != 0
+               || p->pad_w != 0 || p->dilation_h != 1 || p->dilation_w != 1 || p->G != 1 || p->bias != 0
+               || p->stride_h != p->stride_w || p->stride_w > 2;
+    case CKH_RULE_GEMM_1X1_STRIDE1:  /* gemm.cpp, GemmFwd1x1_0_1 (gemm_bwd.cpp, gemm_wrw.cpp: its 1x1 twins) */
+    case CKH_RULE_GEMM_1X1_STRIDE2: {  /* gemm.cpp, GemmFwd1x1_0_2 (gemm_bwd.cpp: GemmBwd1x1_stride2) */
+        int one = p->Y == 1 && p->X == 1 && p->pad_h == 0 && p->pad_w == 0
+                  && (ndim == 2 || (p->Z == 1 && p->pad_d == 0));
+        int unit = p->stride_h == 1 && p->stride_w == 1 && (ndim == 2 || p->stride_d == 1);
+        return !one || (rule == CKH_RULE_GEMM_1X1_STRIDE1 ? !unit : unit);
+    }
+    case CKH_RULE_FFT:  /* fft.cpp, fft::IsApplicable */
+        return !(fp32 && !wrw && nchw && p->G == 1 && p->dilation_h == 1 && p->dilation_w == 1);
+    case CKH_RULE_LAYOUT_NCHW_NHWC:  /* conv_asm_implicit_gemm_gtc_{fwd,bwd,wrw}_nhwc.cpp and
+                                        conv_hip_implicit_gemm_grouped_{fwd,bwd,wrw}_xdlops.cpp: Is2d */
+        return ndim != 2;
+    case CKH_RULE_LAYOUT_NCDHW_NDHWC:  /* conv_hip_implicit_gemm_3d_grouped_{fwd,bwd,wrw}_xdlops.cpp: Is3d */
+        return ndim != 3;
+    case CKH_RULE_WINOGRAD_RXS:  /* conv_bin_winoRxS.cpp, ConvBinWinoRxS::IsApplicableBase */
+        return !nchw;
+    case CKH_RULE_WINOGRAD_RXS_G1:  /* conv_bin_winoRxS.cpp, ConvBinWinogradRxSf2x3g1::IsApplicable */
+        return !nchw || p->G != 1;
+    default:
+        return 0;  /* a solver without a rule is never rejected */
+    }
+}
+#endif
+
+#if CKH_ALLOWED
+/* The solvers ranked for the problem (solvers.support_mask), as bits of q->allowed: those no rule
+ * rejects, then of those the ones listed for the problem's kind (layout, data type, group and
+ * filter kind), else listed for the kind in any data type, else all of them (a kind never listed
+ * says nothing). None left: no candidate, so the problem is reported as unsupported. */
+static void ckh_applicable(const ckh_problem_t* p, ckh_prob* q) {
+    uint64_t* ok = q->allowed;
+    for (int w = 0; w < (CKH_NKERN + 63) / 64; ++w) ok[w] = 0;
+    for (int k = 0; k < CKH_NKERN; ++k) {
+#if CKH_APPLY_RULES
+        if (ckh_rule_rejects(ckh_rule_of[k], p)) continue;
+#endif
+        ok[k / 64] |= (uint64_t)1 << (k % 64);
+    }
+#if CKH_APPLY_LISTED
+    {
+        /* the kind's code, as solvers.kind_code: (layout x group kind) x filter kind, a layout's
+         * code being its index in LAYOUTS */
+        int group = p->G == 1 ? 0 : p->C == p->G ? 1 : 2;   /* dense, depthwise, grouped */
+        int ndim = p->layout == CKH_LAYOUT_NCDHW || p->layout == CKH_LAYOUT_NDHWC ? 3 : 2, filter;
+        int ones = p->Y == 1 && p->X == 1 && (ndim == 2 || p->Z == 1);
+        int equal = p->Y == p->X && (ndim == 2 || p->Z == p->Y);
+        filter = ones ? 0 : equal ? 1 : 2;                  /* 1x1, square, rect */
+        const uint64_t bit = (uint64_t)1 << ((p->layout * 3 + group) * 3 + filter);
+        const uint64_t* tables[2] = {ckh_listed_same, ckh_listed_any};
+        for (int t = 0; t < 2; ++t) {  /* this data type's listing, else any data type's */
+            uint64_t seen[(CKH_NKERN + 63) / 64];
+            int any = 0;
+            for (int w = 0; w < (CKH_NKERN + 63) / 64; ++w) seen[w] = 0;
+            for (int k = 0; k < CKH_NKERN; ++k)
+                if ((ok[k / 64] >> (k % 64) & 1u) && (tables[t][k] & bit)) {
+                    seen[k / 64] |= (uint64_t)1 << (k % 64);
+                    any = 1;
+                }
+            if (any) {
+                for (int w = 0; w < (CKH_NKERN + 63) / 64; ++w) ok[w] = seen[w];
+                break;
+            }
+        }
+    }
+#endif
+}
+#endif
 
 static int ckh_check(const ckh_problem_t* p, ckh_prob* q) {
     if (p->layout < 0 || p->layout > 3) return CKH_E_LAYOUT;
@@ -11,12 +108,20 @@ static int ckh_check(const ckh_problem_t* p, ckh_prob* q) {
     if (ndim == 2 && q->f[1] == 3.0) return CKH_E_LAYOUT_DIMS;
     q->f[1] = (double)ndim;
     q->group = 0;
+#if CKH_ALLOWED
+    ckh_applicable(p, q);
+#endif
     return 0;
 }
 
 static int ckh_supports(const ckh_prob* q, const ckh_kernel* k) {
-    (void)q; (void)k;  /* which solvers apply is what the model learned from the find-db */
+#if CKH_ALLOWED
+    const int i = (int)(k - ckh_kernels);  /* k points into ckh_kernels */
+    return (int)(q->allowed[i / 64] >> (i % 64) & 1u);
+#else
+    (void)q; (void)k;  /* op.applicability=none: every solver of the table is ranked */
     return 1;
+#endif
 }
 
 static double ckh_pow2(int64_t v) {  /* log2 of the largest power of two dividing v, at most 10 */

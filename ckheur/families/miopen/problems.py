@@ -96,6 +96,45 @@ def generate(seed: int, count: int, ndim: int = 2, shapes: Mapping[str, float] |
 
 
 
+# Filters the applicability rules tell apart: 1x1, the OpenCL direct solver's square sizes and its
+# 5x10 / 5x20 and 4x4 cases, sizes outside its list, and 1xN / Nx1.
+_VARIED_FILTERS = ((1, 1), (1, 1), (3, 3), (3, 3), (5, 5), (7, 7), (9, 9), (11, 11), (2, 2), (4, 4), (5, 10),
+                   (5, 20), (1, 3), (3, 1), (1, 7), (7, 1))
+
+
+def generate_varied(seed: int, count: int) -> list[MIOpenConvProblem]:
+    """Seeded small valid problems over every layout (2D and 3D), dense / depthwise / grouped,
+    the filters above, pads equal or not, strides 1 to 3 equal or not, dilation and bias: every
+    case ``op.applicability``'s rules and kinds tell apart (the C export is checked on them)."""
+    import random
+
+    rng = random.Random(seed)
+    out: list[MIOpenConvProblem] = []
+    while len(out) < count:
+        layout = rng.choice(LAYOUTS)
+        C = rng.choice((4, 8, 16, 32, 64, 128))
+        G = rng.choice((1, 1, C, 2, 4))  # dense, depthwise, grouped
+        K = C if G == C and rng.random() < 0.7 else G * rng.choice((1, 2, 4, 8, 16))
+        Y, X = rng.choice(_VARIED_FILTERS)
+        d = dict(N=rng.choice((1, 2, 4, 8, 16, 32)), C=C, K=K, G=G, Hi=rng.choice((7, 14, 28, 56)),
+                 Wi=rng.choice((7, 14, 28, 56)), Y=Y, X=X, layout=layout, bias=int(rng.random() < 0.2))
+        d["pad_h"], d["pad_w"] = ((0, 0) if rng.random() < 0.4 else (Y // 2, X // 2) if rng.random() < 0.7
+                                  else (rng.randint(0, 2), rng.randint(0, 2)))
+        stride = rng.choice((1, 1, 2, 2, 3))
+        d["stride_h"], d["stride_w"] = (stride, stride) if rng.random() < 0.8 else (stride, rng.choice((1, 2)))
+        dilation = rng.choice((1, 1, 1, 2))
+        d["dilation_h"], d["dilation_w"] = (dilation, dilation) if rng.random() < 0.8 else (1, 2)
+        if "D" in layout:
+            Z = 1 if (Y, X) == (1, 1) and rng.random() < 0.7 else rng.choice((1, 3, Y))
+            d.update(Di=rng.choice((1, 2, 4, 8)), Z=Z, pad_d=rng.choice((0, Z // 2)), stride_d=rng.choice((1, 1, 2)),
+                     dilation_d=1)
+        try:
+            out.append(problem_from_dict(d))
+        except ProblemError:
+            continue  # an empty output (a filter larger than the padded input): drawn again
+    return out
+
+
 def generate_group(seed: int, count: int, group: str) -> list[MIOpenConvProblem]:
     """Seeded problems a solver group serves (every solver serves every problem: group "all")."""
     return generate(seed, count)

@@ -122,6 +122,10 @@ def support_arrays(kernels: Sequence[Solver]) -> dict:
     return {"n": len(kernels), "name": [k.name for k in kernels]}
 
 
+GROUP_KINDS = ("dense", "depthwise", "grouped")
+FILTER_KINDS = ("1x1", "square", "rect")
+
+
 def group_kind(G: int, C: int) -> str:
     """``dense`` (one group), ``depthwise`` (one input channel per group) or ``grouped``."""
     return "dense" if G == 1 else "depthwise" if C == G else "grouped"
@@ -144,6 +148,16 @@ def problem_kind(p: Any, dtype: str) -> str:
     return listing_kind(p.layout, dtype, p.G, p.C, dims)
 
 
+def _c_rule(name: str) -> Any:
+    """Names a rule's C twin (``case CKH_RULE_<name>:`` in ckheur/families/miopen/miopen.c), which
+    the C export applies to the solvers this rule serves."""
+    def mark(rule: Any) -> Any:
+        rule.c_rule = name
+        return rule
+    return mark
+
+
+@_c_rule("OCL_DIRECT_FWD")
 def _ocl_direct_fwd(p: Any, direction: str, dtype: str) -> list[str]:
     # conv_ocl_dir2D.cpp, ConvOclDirectFwd::IsApplicable
     why = []
@@ -169,6 +183,7 @@ def _ocl_direct_fwd(p: Any, direction: str, dtype: str) -> list[str]:
     return why
 
 
+@_c_rule("ASM_1X1U")
 def _asm_1x1u(p: Any, direction: str, dtype: str) -> list[str]:
     # conv_asm_1x1u.cpp, ConvAsm1x1U::IsApplicable
     why = []
@@ -194,16 +209,17 @@ def _gemm_1x1(stride: str) -> Any:
         if stride == "2" and all(s == 1 for s in strides):
             why.append("a stride above 1 only")
         return why
-    return rule
+    return _c_rule(f"GEMM_1X1_STRIDE{stride}")(rule)
 
 
 def _layout(layouts: tuple, ndim: int, where: str) -> Any:
     def rule(p: Any, direction: str, dtype: str) -> list[str]:
         # where: the solver's IsApplicable checks the layout and the dimensionality
         return [] if p.layout in layouts and p.ndim == ndim else [f"{ndim}D {' or '.join(layouts)} only ({where})"]
-    return rule
+    return _c_rule(f"LAYOUT_{'_'.join(layouts)}")(rule)
 
 
+@_c_rule("FFT")
 def _fft(p: Any, direction: str, dtype: str) -> list[str]:
     # fft.cpp, fft::IsApplicable
     ok = (dtype == "fp32" and direction != "bwd_weight" and p.layout == "NCHW" and p.G == 1
@@ -211,11 +227,13 @@ def _fft(p: Any, direction: str, dtype: str) -> list[str]:
     return [] if ok else ["2D NCHW ungrouped undilated fp32, forward and backward data only"]
 
 
+@_c_rule("WINOGRAD_RXS")
 def _winograd_rxs(p: Any, direction: str, dtype: str) -> list[str]:
     # conv_bin_winoRxS.cpp, ConvBinWinoRxS::IsApplicableBase
     return [] if p.layout == "NCHW" else ["2D NCHW only"]
 
 
+@_c_rule("WINOGRAD_RXS_G1")
 def _winograd_rxs_g1(p: Any, direction: str, dtype: str) -> list[str]:
     # conv_bin_winoRxS.cpp, ConvBinWinogradRxSf2x3g1::IsApplicable: the base rules and one group
     return _winograd_rxs(p, direction, dtype) + ([] if p.G == 1 else ["one group only"])
@@ -250,6 +268,23 @@ def rule_rejections(name: str, p: Any, direction: str, dtype: str) -> list[str]:
     return rule(p, direction, dtype) if rule is not None else []
 
 
+def applicability_mode(op: Mapping[str, Any]) -> str:
+    """The op's ``op.applicability`` (default ``none``); a KernelError names the allowed values."""
+    mode = str(op.get("applicability") or "none")
+    if mode not in APPLICABILITY:
+        raise KernelError(f"op.applicability={mode!r}; allowed: {', '.join(APPLICABILITY)}")
+    return mode
+
+
+def listed_table(op: Mapping[str, Any], mode: str) -> Mapping[str, Any]:
+    """``op.listed``, which ``listed`` and ``both`` need (a KernelError when it is empty)."""
+    listed = op.get("listed") or {}
+    if not listed:
+        raise KernelError(f"op.applicability={mode} needs op.listed, the kinds of problem each solver is "
+                          "listed for (ckheur.integrations.miopen.find_db.learn_listed from a find-db)")
+    return listed
+
+
 def support_mask(problem: Any, kernels: Mapping[str, Any], op: Mapping[str, Any]) -> tuple[Any, str]:
     """Which solvers are ranked for the problem (``op.applicability``, see :data:`APPLICABILITY`) and
     why none is. A step that would leave no solver is skipped: when the listed table knows none of
@@ -257,9 +292,7 @@ def support_mask(problem: Any, kernels: Mapping[str, Any], op: Mapping[str, Any]
     then they all stay, since a kind never listed says nothing."""
     import numpy as np
 
-    mode = str(op.get("applicability") or "none")
-    if mode not in APPLICABILITY:
-        raise KernelError(f"op.applicability={mode!r}; allowed: {', '.join(APPLICABILITY)}")
+    mode = applicability_mode(op)
     ok = np.ones(kernels["n"], dtype=bool)
     if mode == "none":
         return ok, ""
@@ -269,10 +302,7 @@ def support_mask(problem: Any, kernels: Mapping[str, Any], op: Mapping[str, Any]
         if not ok.any():
             return ok, f"MIOpen's applicability rules reject every solver of the table for {problem.describe()}"
     if mode in ("listed", "both"):
-        listed = op.get("listed") or {}
-        if not listed:
-            raise KernelError(f"op.applicability={mode} needs op.listed, the kinds of problem each solver is "
-                              "listed for (ckheur.integrations.miopen.find_db.learn_listed from a find-db)")
+        listed = listed_table(op, mode)
         kind = problem_kind(problem, op["dtype"])
         seen = ok & np.array([kind in listed.get(n, ()) for n in names], dtype=bool)
         if not seen.any():  # a kind the file never lists: the same kind in any data type
@@ -282,6 +312,82 @@ def support_mask(problem: Any, kernels: Mapping[str, Any], op: Mapping[str, Any]
         if seen.any():
             ok = seen
     return ok, ""
+
+
+def kind_code(kind: Any, solver: str) -> tuple[int, str]:
+    """A kind of ``op.listed`` (``layout/dtype/group/filter``) as the C export codes it: (layout x
+    group x filter as one number below 36, its data type); a KernelError names what is allowed."""
+    from ckheur.config import DType
+    from ckheur.families.miopen.problems import LAYOUTS
+
+    parts = str(kind).split("/")
+    dtypes = tuple(d.value for d in DType)
+    allowed = (LAYOUTS, dtypes, GROUP_KINDS, FILTER_KINDS)
+    if len(parts) != 4 or any(v not in a for v, a in zip(parts, allowed)):
+        raise KernelError(f"op.listed[{solver!r}]: kind {str(kind)[:80]!r} is not layout/dtype/group/filter with "
+                          f"layout one of {', '.join(LAYOUTS)}; dtype one of {', '.join(dtypes)}; group one "
+                          f"of {', '.join(GROUP_KINDS)}; filter one of {', '.join(FILTER_KINDS)}")
+    layout, dtype, group, filt = parts
+    return (LAYOUTS.index(layout) * len(GROUP_KINDS) + GROUP_KINDS.index(group)) * len(FILTER_KINDS) \
+        + FILTER_KINDS.index(filt), dtype
+
+
+def c_support(kernels: Sequence[Any], op: Mapping[str, Any]) -> tuple[dict, str, str]:
+    """What the C export needs to rank the solvers :func:`support_mask` ranks (``op.applicability``):
+    defines, C tables (each solver's rule, in the enum of every rule of :data:`RULES`; the kinds of
+    ``op.listed`` each solver is listed for, as bits of :func:`kind_code`, in the op's data type and
+    in any) and which solvers that is, in words. The rules themselves are
+    ckheur/families/miopen/miopen.c's, one ``case`` per rule; a rule without one is a KernelError."""
+    from ckheur.families import C_SOURCES
+    from ckheur.families.miopen.problems import LAYOUTS
+
+    mode = applicability_mode(op)
+    rules, listed = mode in ("rules", "both"), mode in ("listed", "both")
+    defines = {"CKH_ALLOWED": int(mode != "none"), "CKH_APPLY_RULES": int(rules), "CKH_APPLY_LISTED": int(listed),
+               # what the rules ask of the op, and the layout codes (a layout's is its index in LAYOUTS)
+               "CKH_OP_FP16": int(op["dtype"] == "fp16"), "CKH_OP_FP32": int(op["dtype"] == "fp32"),
+               "CKH_OP_FWD": int(op["direction"] == "fwd"), "CKH_OP_BWD_WEIGHT": int(op["direction"] == "bwd_weight"),
+               **{f"CKH_LAYOUT_{x}": i for i, x in enumerate(LAYOUTS)}}
+    out = []
+    if rules:
+        names = sorted({r.c_rule for r in RULES.values()})
+        source = (C_SOURCES / "miopen" / "miopen.c").read_text()
+        missing = [n for n in names if f"case CKH_RULE_{n}:" not in source]
+        if missing:
+            raise KernelError(f"ckheur/families/miopen/miopen.c has no C rule {', '.join(missing)} "
+                              "(ckheur.families.miopen.solvers.RULES names them): the C export cannot apply them")
+        codes = {n: i + 1 for i, n in enumerate(names)}
+        out.append("enum { CKH_RULE_NONE = 0, " + ", ".join(f"CKH_RULE_{n} = {codes[n]}" for n in names) + " };")
+        of = [f"CKH_RULE_{RULES[k.name].c_rule}" if k.name in RULES else "CKH_RULE_NONE" for k in kernels]
+        out.append("static const uint8_t ckh_rule_of[] = {  /* each solver's rule (solvers.RULES) */\n"
+                   + ",\n".join(f"    {c}" for c in of) + "\n};")
+    if listed:
+        codes = {}  # every solver's kinds checked, those of solvers outside this table too
+        for solver, kinds in listed_table(op, mode).items():
+            if isinstance(kinds, (str, bytes)) or not hasattr(kinds, "__iter__"):
+                raise KernelError(f"op.listed[{str(solver)[:80]!r}]: a list of kinds (layout/dtype/group/filter), "
+                                  f"not {type(kinds).__name__}")
+            codes[solver] = [kind_code(kind, str(solver)) for kind in kinds]
+        same, anyd = [0] * len(kernels), [0] * len(kernels)
+        for i, k in enumerate(kernels):
+            for code, dtype in codes.get(k.name, ()):
+                anyd[i] |= 1 << code
+                same[i] |= (dtype == op["dtype"]) << code
+        for tag, bits, what in (("same", same, f"in {op['dtype']}"), ("any", anyd, "in any data type")):
+            out.append(f"static const uint64_t ckh_listed_{tag}[] = {{  /* kinds each solver is listed for {what} */\n"
+                       + ",\n".join(f"    UINT64_C({b:#x})" for b in bits) + "\n};")
+    return defines, "\n".join(out) + ("\n" if out else ""), _ranked(mode, op, kernels)
+
+
+def _ranked(mode: str, op: Mapping[str, Any], kernels: Sequence[Any]) -> str:
+    """Which solvers are ranked per problem, in words (the C package's header and README say it)."""
+    listed = sum(1 for k in kernels if (op.get("listed") or {}).get(k.name))
+    rules = "the solvers MIOpen's IsApplicable rules (those ckheur carries) do not reject"
+    kinds = f"listed for the problem's kind in op.listed ({listed} of {len(kernels)} solvers are listed for some kind)"
+    return {"none": "every solver of the table (op.applicability=none)",
+            "rules": f"{rules} (op.applicability=rules)",
+            "listed": f"the solvers {kinds} (op.applicability=listed)",
+            "both": f"{rules}, of those the ones {kinds} (op.applicability=both)"}[mode]
 
 
 def check_known(kernels: Sequence[Any], direction: str, arch: str) -> None:
