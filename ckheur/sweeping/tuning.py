@@ -148,7 +148,7 @@ def _summary(db: Any, ranked: dict, k: int, skipped: list, statuses: Counter, al
             "attempts": sum(statuses.values()), "by_status": dict(statuses), "rounds": rounds,
             "model_top1_was_fastest": model_right,
             # Timing every candidate the family's rules admit (MIOpen's Find: every applicable solver;
-            # here the arch's whole solver table, as ckheur has no applicability rules for MIOpen)
+            # here every solver the op ranks: the arch's table, less what op.applicability removes)
             "exhaustive_runs": sum(len(ks) for ks in ranked.values()),
             "mean_speedup_over_model_top1": (sum(gains) / len(gains)) if gains else None,
             "wall_s": round(wall, 3), "interrupted": interrupted}
