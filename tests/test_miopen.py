@@ -288,6 +288,17 @@ def test_training_ranks_censored_solvers_last(tmp_path):
     sel = Selector.load(tmp_path / "model")
     ranked = sel.rank(line, k=None)
     assert len(ranked) == 12 and ranked[0][0] == r.stdout.split("selected: ")[1].split()[0]
+    # op.applicability=both learns op.listed from the training rows: what the find-db lists, per kind.
+    r = run_cli("stage=train", "op=miopen/fwd", "arch=gfx942", "op.dtype=fp32", "op.applicability=both",
+                f"data.paths=[{data / 'miopen_fwd_fp32_gfx942' / 'gfx942130.parquet'}]", "model.max_trees=5",
+                "train.folds=2", "train.cluster_cv=false", f"train.output={tmp_path / 'both'}",
+                f"hydra.run.dir={tmp_path / 'rb'}")
+    assert r.returncode == 0, r.stderr
+    from ckheur.integrations.miopen.find_db import learn_listed
+
+    fp32 = {s: [k for k in kinds if "/fp32/" in k] for s, kinds in learn_listed(read_find_db(MI300X), "fwd").items()}
+    op_config = json.loads((tmp_path / "both" / "feature_spec.json").read_text())["op_config"]
+    assert op_config["applicability"] == "both" and op_config["listed"] == {s: k for s, k in fp32.items() if k}
     # A smaller TFLOPS companion, refitted on the same data: the ranking is the model's, unchanged.
     from ckheur.learn.trainer import refit_companion
 

@@ -223,6 +223,9 @@ def train(df: Any, job: Job, *, model: Mapping[str, Any], candidates: Sequence[C
 
     t0 = time.perf_counter()
     family, op, arch, pool, sim_params = job.family, job.op, job.arch, job.pool.kernels, job.sim_params
+    learned_op = getattr(family.kernels, "learned_op", None)  # what a family's op learns from the data (op.listed)
+    if learned_op is not None:
+        op = learned_op(df, op)
     tables: dict[tuple[str, bool], Any] = {}
 
     def engine(features: str) -> Any:

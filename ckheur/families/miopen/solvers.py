@@ -158,6 +158,32 @@ def _c_rule(name: str) -> Any:
 
 
 @_c_rule("OCL_DIRECT_FWD")
+def listed_kinds(rows: Any) -> dict[str, list[str]]:
+    """For each solver of ``rows`` (a frame of listed measurements: columns layout, dtype, G, C, Z,
+    Y, X and kernel), the kinds of problem it is listed for (:func:`listing_kind`): ``op.listed``."""
+    cols = ["layout", "dtype", "G", "C", "Z", "Y", "X"]
+    kind_of = {k: listing_kind(k[0], k[1], k[2], k[3], (k[4], k[5], k[6]) if "D" in k[0] else (k[5], k[6]))
+               for k in rows[cols].drop_duplicates().itertuples(index=False, name=None)}
+    out: dict[str, set] = {}
+    for *key, solver in rows[[*cols, "kernel"]].itertuples(index=False, name=None):
+        out.setdefault(str(solver), set()).add(kind_of[tuple(key)])
+    return {s: sorted(k) for s, k in sorted(out.items())}
+
+
+def learned_op(df: Any, op: Mapping[str, Any]) -> dict:
+    """The op, with ``op.listed`` learned from the measurements ``df`` (rows this ckheur measured or
+    imported: the solvers with status ok are the listed ones) when its applicability needs one and
+    none is given; the op as it is otherwise."""
+    op = dict(op)
+    if str(op.get("applicability") or "none") not in ("listed", "both") or op.get("listed"):
+        return op
+    mine = df[(df.direction == op["direction"]) & (df.status == "ok")]  # timed: listed (censored: not)
+    if mine.empty:
+        raise KernelError(f"op.applicability={op['applicability']}: no measured {op['direction']} row to learn "
+                          "op.listed from; give op.listed or op.applicability=rules")
+    return {**op, "listed": listed_kinds(mine)}
+
+
 def _ocl_direct_fwd(p: Any, direction: str, dtype: str) -> list[str]:
     # conv_ocl_dir2D.cpp, ConvOclDirectFwd::IsApplicable
     why = []

@@ -504,21 +504,14 @@ def learn_listed(fdb: FindDb, direction: str) -> dict[str, list[str]]:
     (``ckheur.families.miopen.solvers.listing_kind``: layout, data type, group and filter kind), the
     ``op.listed`` table of ``op.applicability=listed``: a kind a solver is never listed for is taken
     as one it does not apply to."""
-    from ckheur.families.miopen.solvers import listing_kind
+    from ckheur.families.miopen.solvers import listed_kinds
 
-    cols = ["layout", "dtype", "G", "C", "Di", "Z", "Y", "X"]
-    probs = fdb.problems[cols].reset_index(drop=True)
-    mine = (fdb.problems["direction"] == direction).to_numpy()
-    kinds = probs[mine].drop_duplicates()
-    kind_of = {tuple(r): listing_kind(r[0], r[1], r[2], r[3], (r[5], r[6], r[7]) if "D" in r[0] else (r[6], r[7]))
-               for r in kinds.itertuples(index=False, name=None)}
-    row_kind = [kind_of[tuple(r)] for r in probs[mine].itertuples(index=False, name=None)]
-    by_problem = dict(zip(map(int, mine.nonzero()[0]), row_kind))
-    e = fdb.entries[fdb.entries["problem"].isin(list(by_problem))]
-    out: dict[str, set] = {}
-    for solver, problem in zip(e["solver"].astype(str), e["problem"].to_numpy()):
-        out.setdefault(solver, set()).add(by_problem[int(problem)])
-    return {s: sorted(k) for s, k in sorted(out.items())}
+    cols = ["layout", "dtype", "G", "C", "Z", "Y", "X"]
+    probs = fdb.problems.reset_index(drop=True)
+    e = fdb.entries[fdb.entries["problem"].isin(probs.index[probs["direction"] == direction])]
+    rows = probs.loc[e["problem"].to_numpy(), cols].reset_index(drop=True)
+    rows["kernel"] = e["solver"].astype(str).to_numpy()
+    return listed_kinds(rows)
 
 
 def cus_of(path: str | Path, arch: str, *, user: bool = False) -> int:
