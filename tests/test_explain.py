@@ -89,7 +89,9 @@ def test_explain_a_miopen_pick_beside_the_find_db():
     pool = {k.name for k in sel.kernels}
     assert {r.kernel: r.find_db_ms for r in rows if r.find_db_ms is not None} == \
         {s: t for s, t in listed.items() if s in pool}
-    assert {r.kernel for r in rows if r.applies} == set(listed) & pool and not any(r.applies is False for r in rows)
+    assert {r.kernel for r in rows if r.applies} == set(listed) & pool
+    # The bundle ranks with op.applicability=both, learned from this file: what it masks, the file never lists.
+    assert {r.kernel for r in rows if r.applies is False}.isdisjoint(listed)
     assert rows[0].tier == "find_db" and rows[0].kernel == min((s for s in listed if s in pool), key=listed.get)
     # From the command line, with the problem as a MIOpenDriver line.
     assert from_text(to_driver_line(problem, "fp16"), "fwd", "fp16") == problem

@@ -161,11 +161,13 @@ def test_masked_picks_leave_no_unlisted_pick():
 def test_shipped_bundle_opts_in_and_never_ranks_a_rejected_solver():
     path = shipped_models_dir() / "miopen_bwd_data_fp16_gfx90a"
     p = conv(N=8, **DEPTHWISE_1X3)
-    everything = [k for k, _ in Selector.load(path).rank(p, k=100)]
-    assert "ConvOclDirectFwd" in everything  # the shipped default ranks every solver of the table
+    everything = [k for k, _ in Selector.load(path, applicability="none").rank(p, k=100)]
+    assert "ConvOclDirectFwd" in everything  # none: every solver of the table
     ruled = [k for k, _ in Selector.load(path, applicability="rules").rank(p, k=100)]
     assert "ConvOclDirectFwd" not in ruled and set(ruled) < set(everything)
     assert Selector.load(path, applicability="rules").select(p).kernel in ruled
+    shipped = [k for k, _ in Selector.load(path).rank(p, k=100)]  # the bundle's own: both
+    assert set(shipped) <= set(ruled)
 
 
 def test_best_fixed_kernel_in_find_db_terms_by_hand():
@@ -200,7 +202,9 @@ def test_the_command_lines_applicability_reaches_a_shipped_bundle(tmp_path):
 
     line = to_driver_line(conv(N=8, **DEPTHWISE_1X3), "fp16")
     args = ["stage=predict", "op=miopen/bwd_data", "op.dtype=fp16", "arch=gfx90a", "predict.k=40", f"problem={line}"]
-    plain_run, ruled = run_cli(*args), run_cli(*args, "op.applicability=rules")
-    assert plain_run.returncode == 0 and ruled.returncode == 0, ruled.stderr
+    plain_run, ruled, shipped = (run_cli(*args, "op.applicability=none"), run_cli(*args, "op.applicability=rules"),
+                                 run_cli(*args))
+    assert plain_run.returncode == ruled.returncode == shipped.returncode == 0, ruled.stderr
     named = lambda out: {w for ln in out.splitlines() for w in ln.split()}  # noqa: E731 (words, not prefixes)
     assert "ConvOclDirectFwd" in named(plain_run.stdout) and "ConvOclDirectFwd" not in named(ruled.stdout)
+    assert "ConvOclDirectFwd" not in named(shipped.stdout)  # the shipped bundle ranks with both

@@ -50,8 +50,8 @@ def selector_for(job: Job, *, models: str | Path, sim_models: str | Path, model_
 def applicability_of(op: Any) -> dict:
     """The job's ``op.applicability`` (and ``op.listed``) and ``op.remember_margin`` as Selector.load
     options when set, so the command line reaches a bundle trained without them; {} keeps the bundle's own."""
-    mode = str(op.get("applicability") or "none")
-    out = {} if mode == "none" else {"applicability": mode, "listed": op.get("listed")}
+    mode = op.get("applicability")
+    out = {} if mode is None else {"applicability": str(mode), "listed": op.get("listed") or None}
     if op.get("remember_margin") is not None:
         out["remember_margin"] = op["remember_margin"]
     return out

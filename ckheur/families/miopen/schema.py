@@ -32,8 +32,9 @@ class MIOpenOpSchema:
     solvers: Dict[str, List[SolverSchema]] = field(default_factory=dict)  # arch name -> its solver table
     registry: List[SolverSchema] = field(default_factory=list)  # every solver MIOpen registers for the direction
     # Which solvers are ranked per problem: none (all), rules (MIOpen's IsApplicable rules we carry),
-    # listed (kinds of problem a find-db lists each solver for: listed below), both (ckheur.families.miopen.solvers)
-    applicability: Applicability = Applicability.none
+    # listed (kinds of problem a find-db lists each solver for: listed below), both (ckheur.families.miopen.solvers);
+    # null: a trained model's own (the shipped ones: both), none when training
+    applicability: Optional[Applicability] = None
     listed: Dict[str, List[str]] = field(default_factory=dict)  # solver -> kinds (ckheur.integrations.miopen.find_db.learn_listed)
     # A remembered answer (train.remember) stays first unless the model predicts its own pick faster
     # by more than this fraction; null: the bundle's, else the measured noise (ckheur.learn.bundle.REMEMBERED_NOISE);

@@ -157,7 +157,6 @@ def _c_rule(name: str) -> Any:
     return mark
 
 
-@_c_rule("OCL_DIRECT_FWD")
 def listed_kinds(rows: Any) -> dict[str, list[str]]:
     """For each solver of ``rows`` (a frame of listed measurements: columns layout, dtype, G, C, Z,
     Y, X and kernel), the kinds of problem it is listed for (:func:`listing_kind`): ``op.listed``."""
@@ -184,6 +183,7 @@ def learned_op(df: Any, op: Mapping[str, Any]) -> dict:
     return {**op, "listed": listed_kinds(mine)}
 
 
+@_c_rule("OCL_DIRECT_FWD")
 def _ocl_direct_fwd(p: Any, direction: str, dtype: str) -> list[str]:
     # conv_ocl_dir2D.cpp, ConvOclDirectFwd::IsApplicable
     why = []
