@@ -430,7 +430,7 @@ class ChoiceRule(_Choice):
 class FeaturesSchema:
     analytic: bool = False  # add the simulator's predicted TFLOPS as features
     engine: FeatureSet = FeatureSet.native  # ck: CK's dispatcher features (export.format=ck writes CK's model folder)
-    hardware: bool = False  # train: the GPU's descriptors as features, on every arch in the data (one model across GPUs)
+    hardware: bool = False  # train: GPU descriptors as features, on every arch in the data (one model across GPUs)
 
 
 @dataclass

@@ -44,7 +44,7 @@ class WithHardware:
     def __init__(self, engine: Any, dtype: str) -> None:
         self.base, self.dtype = engine, dtype
         self.HARDWARE_FEATURES = DESCRIPTORS
-        self.NAME = getattr(engine, "NAME", None) or engine.__name__.split(".")[-2]
+        self._values: dict[str, np.ndarray] = {}  # arch name -> its descriptors (once, not per problem)
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self.base, name)
@@ -57,7 +57,9 @@ class WithHardware:
                  direction: str, analytic_params: Mapping[str, Any] | None = None, **kw: Any) -> np.ndarray:
         """The engine's rows with the arch's descriptors appended (the same on every row)."""
         X = self.base.features(prob, kern, arch, direction, analytic_params, **kw)
-        hw = np.broadcast_to(descriptors(arch, self.dtype).astype(X.dtype), (len(X), len(DESCRIPTORS)))
+        if arch["name"] not in self._values:
+            self._values[arch["name"]] = descriptors(arch, self.dtype)
+        hw = np.broadcast_to(self._values[arch["name"]].astype(X.dtype), (len(X), len(DESCRIPTORS)))
         return np.hstack([X, hw])
 
 

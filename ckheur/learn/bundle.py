@@ -133,7 +133,8 @@ def write_compressed(folder: str | Path, name: str, data: bytes) -> Path:
 def write_model(folder: str | Path, name: str, booster: Any, iterations: int | None = None) -> Path:
     """Write a booster (its first ``iterations`` trees; None: all) as a bundle's model file ``name``
     (MODEL or TFLOPS_MODEL): its compact text (``compact_model_text``), xz-compressed."""
-    return write_compressed(folder, name, compact_model_text(booster.model_to_string(num_iteration=iterations)).encode())
+    text = compact_model_text(booster.model_to_string(num_iteration=iterations))
+    return write_compressed(folder, name, text.encode())
 
 
 def bundle_file(folder: str | Path, name: str) -> Path | None:

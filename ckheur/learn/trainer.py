@@ -213,7 +213,7 @@ def train(df: Any, job: Job, *, model: Mapping[str, Any], candidates: Sequence[C
     from ckheur.learn.prior import pair_prior, prior_spec
     from ckheur.families.hardware import DESCRIPTORS, WithHardware, with_hardware
     from ckheur.learn.training import (TREE_BUDGETS, build_table, build_table_across_archs, cross_validate, fit,
-                                       leave_cluster_out_cv, tree_budget)
+                                       leave_cluster_out_cv)
     from ckheur.problems.space import SIZE_REGIMES, regime_groups
 
     bad = [r for r in options.regime_cv if r not in SIZE_REGIMES]
@@ -368,7 +368,7 @@ def train(df: Any, job: Job, *, model: Mapping[str, Any], candidates: Sequence[C
         n_trees = max(10, int(np.median(picked["best_iterations"])))
         budget = None
         if options.budget_loss_pts > 0:
-            picked, n_trees, budget = _cut(picked, n_trees, options.budget_loss_pts, tb, tree_budget, log)
+            picked, n_trees, budget = _cut(picked, n_trees, options.budget_loss_pts, tb, log)
         booster = fit(tb, everything, model_of(chosen), chosen.objective, cat, options.seed, n_trees, **fit_kw)
         cv_metrics = _cv_metrics(chosen, spec, n_trees, results, picked, options, seeds, rep, cluster_cv, model)
         if budget is not None:
@@ -502,9 +502,11 @@ def _cv_metrics(chosen: Candidate, spec: Mapping[str, Any], n_trees: int, result
         "candidates": [entry(r) for r in results]}
 
 
-def _cut(picked: dict, n_trees: int, loss_pts: float, tb: Any, tree_budget: Any, log: Any) -> tuple[dict, int, dict]:
+def _cut(picked: dict, n_trees: int, loss_pts: float, tb: Any, log: Any) -> tuple[dict, int, dict]:
     """The chosen candidate's CV record at its tree budget (train.budget_loss_pts), the final fit's
     tree count, and the budget's record: every cut's grouped-CV figures beside the uncut model's."""
+    from ckheur.learn.training import tree_budget
+
     cut = tree_budget(picked["metrics"], picked["cut_runs"][0], loss_pts)
     pick = lambda m: {"mean": m["efficiency"]["mean"], "p10": m["efficiency"]["p10"], "top1": m["top1"]}  # noqa: E731
     record = {"loss_pts": loss_pts, "uncut_trees": n_trees, "uncut_grouped_cv": picked["grouped_cv"],

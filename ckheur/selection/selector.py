@@ -15,12 +15,13 @@ says which produced it):
 
 An exact hit in the tuning database wins, then (MIOpen's solvers) one in a find-db given as
 ``find_db=``: MIOpen's own file, answered as MIOpen answers, with its fastest listed solver; then
-any other exact tier given as ``exact=[ExactTier(...)]``. Otherwise the model (or, without one, the analytic model) ranks, and when ``measure`` is given
-its top-k are timed, the fastest is chosen, and every attempt is recorded in the database, so
-the next select of that problem is a hit. A bundle trained with ``train.remember`` ranks the
-fastest measured kernel of each of its training problems first for that exact problem (source
-``training_data``), unless the model predicts its own pick faster by more than the measurement
-noise (``remember_margin``, default ``REMEMBERED_NOISE``).
+any other exact tier given as ``exact=[ExactTier(...)]``. Otherwise the model (or, without one,
+the analytic model) ranks, and when ``measure`` is given its top-k are timed, the fastest is
+chosen, and every attempt is recorded in the database, so the next select of that problem is a
+hit. A bundle trained with ``train.remember`` ranks the fastest measured kernel of each of its
+training problems first for that exact problem (source ``training_data``), unless the model
+predicts its own pick faster by more than the measurement noise (``remember_margin``, default
+``REMEMBERED_NOISE``).
 
 Hot path: kernel features, and the feature columns that depend on kernels alone, are
 precomputed per spatial dimensionality; a problem's features are one vectorized numpy pass;
@@ -250,7 +251,8 @@ class Selector:
         sel = cls(b.kernels, spec["arch"], spec["op"]["direction"], spec["op"]["dtype"], engine=spec_engine(spec),
                   booster=b.booster, tflops_booster=b.tflops_booster, analytic_params=spec.get("analytic_params"),
                   sim_params=load_params(), objective=spec["objective"], op=op,
-                  prior=spec.get("prior"), label=f"model {b.path} (trained on {b.manifest.get('data_kind', 'unknown')} data{across_gpus(spec)})",
+                  prior=spec.get("prior"),
+                  label=f"model {b.path} (trained on {b.manifest.get('data_kind', 'unknown')} data{across_gpus(spec)})",
                   tuning_db=tuning_db, create_tuning_db=create_tuning_db, cache_size=cache_size,
                   cascade_threshold=cascade_threshold, cascade_top=cascade_top, find_db=find_db, exact=exact)
         sel.answers = dict(b.answers or {})
