@@ -205,6 +205,21 @@ def test_a_tree_budget_cuts_the_model_at_the_fewest_trees_within_the_loss(fwd, c
     assert b.booster.num_trees() == budget["trees"] == 25 < budget["uncut_trees"]
     assert b.cv_metrics["grouped_cv_seed_mean"]["mean"] == budget["curve"]["25"]["mean"]
     assert "train: tree budget: 25 trees" in r.stdout
+    # A student is cut, not its teacher, and is held to its teacher's CV (each fold's teacher scored)
+    student = plain_model(max_trees=40, distill_trees=30, distill_problems=0)
+    cv = cross_validate(tb, student, "relative", [tb.feature_names.index("pipeline")], 3, 0.2, 0, cuts=[2, 400])
+    assert np.array_equal(cv["oof_cut"][400], cv["oof"]) and not np.allclose(cv["oof_cut"][2], cv["oof"])
+    assert cv["teacher_metrics"]["efficiency"]["mean"] != cv["cut_metrics"][2]["efficiency"]["mean"]
+    r = run_cli("stage=train", "op=fwd", "model=relative", f"data.paths=[{ck_fwd_csv}]", "model.max_trees=60",
+                "model.distill_trees=30", "model.distill_problems=0", "train.folds=3", "train.cluster_cv=false",
+                "train.budget_loss_pts=100", f"train.output={tmp_path / 's'}")
+    assert r.returncode == 0, r.stderr
+    b = load_bundle(tmp_path / "s")
+    budget = b.cv_metrics["tree_budget"]
+    assert b.booster.num_trees() == b.cv_metrics["chosen"]["student_trees"] == budget["trees"] == 25
+    assert budget["uncut_trees"] == 30 and b.cv_metrics["chosen"]["trees"] >= 10  # the teacher's, early-stopped
+    assert budget["teacher_grouped_cv"]["mean"] == b.cv_metrics["teacher"]["efficiency"]["mean"]
+    assert "the teacher's (train.budget_loss_pts=100" in r.stdout
 
 
 def test_size_regimes_split_problems_by_thirds_of_their_size(ck_fwd_csv, tmp_path):

@@ -304,7 +304,8 @@ def train(df: Any, job: Job, *, model: Mapping[str, Any], candidates: Sequence[C
         for c in candidates:
             tb = cand_table(c)
             cat = [tb.feature_names.index(n) for n in engine(c.features).CATEGORICAL]
-            cuts = [k for k in TREE_BUDGETS if k < int(model_of(c)["max_trees"])] if options.budget_loss_pts > 0 else []
+            whole = int(model_of(c)["distill_trees"]) or int(model_of(c)["max_trees"])  # what a cut shortens
+            cuts = [k for k in TREE_BUDGETS if k < whole] if options.budget_loss_pts > 0 else []
             runs = [cross_validate(tb, model_of(c), c.objective, cat, folds, inner, sd, cuts=cuts, **fold_kw(c, tb, sd))
                     for sd in seeds]
             fam = [leave_cluster_out_cv(tb, model_of(c), c.objective, cat, folds, inner, clusters, sd,
@@ -321,7 +322,8 @@ def train(df: Any, job: Job, *, model: Mapping[str, Any], candidates: Sequence[C
                 "cluster_cv": seed_summary([r["metrics"] for r in fam]) if fam else None,
                 "cluster_cv_detail": {"clusters": clusters, "cluster_sizes": fam[0]["cluster_sizes"],
                                      "best_iterations": fam[0]["best_iterations"], **fam[0]["metrics"]} if fam else None,
-                "regime_cv": regimes, "cut_runs": [r["cut_metrics"] for r in runs], "oof_cut": runs[0]["oof_cut"]})
+                "regime_cv": regimes, "cut_runs": [r["cut_metrics"] for r in runs], "oof_cut": runs[0]["oof_cut"],
+                "teacher": runs[0]["teacher_metrics"]})
             log(_candidate_line(results[-1], len(seeds)))
             cap = int(model_of(c)["max_trees"])
             capped = sum(b >= cap for b in results[-1]["best_iterations"])
@@ -365,12 +367,19 @@ def train(df: Any, job: Job, *, model: Mapping[str, Any], candidates: Sequence[C
         cv_metrics = {"warm_start_from": str(warm.path), "previous": warm.cv_metrics}
     else:
         picked = next(r for r in results if r["candidate"] == chosen)
-        n_trees = max(10, int(np.median(picked["best_iterations"])))
+        n_trees = max(10, int(np.median(picked["best_iterations"])))  # a student's: its teacher's
+        final = model_of(chosen)
+        student_trees = int(final["distill_trees"])
         budget = None
         if options.budget_loss_pts > 0:
-            picked, n_trees, budget = _cut(picked, n_trees, options.budget_loss_pts, tb, log)
-        booster = fit(tb, everything, model_of(chosen), chosen.objective, cat, options.seed, n_trees, **fit_kw)
+            picked, cut, budget = _cut(picked, student_trees or n_trees, options.budget_loss_pts, tb, log)
+            final = {**final, "distill_trees": cut} if student_trees else final
+            n_trees = n_trees if student_trees else cut
+        booster = fit(tb, everything, final, chosen.objective, cat, options.seed, n_trees, **fit_kw)
         cv_metrics = _cv_metrics(chosen, spec, n_trees, results, picked, options, seeds, rep, cluster_cv, model)
+        if student_trees:
+            cv_metrics["chosen"]["student_trees"] = int(final["distill_trees"])
+            cv_metrics["teacher"] = picked["teacher"]
         if budget is not None:
             cv_metrics["tree_budget"] = budget
         oof = {"oof": picked["oof"], "fold": picked["fold"]}
@@ -504,22 +513,26 @@ def _cv_metrics(chosen: Candidate, spec: Mapping[str, Any], n_trees: int, result
 
 def _cut(picked: dict, n_trees: int, loss_pts: float, tb: Any, log: Any) -> tuple[dict, int, dict]:
     """The chosen candidate's CV record at its tree budget (train.budget_loss_pts), the final fit's
-    tree count, and the budget's record: every cut's grouped-CV figures beside the uncut model's."""
+    tree count (a student's: the student's), and the budget's record: every cut's grouped-CV figures
+    beside the uncut model's, or a student's beside its teacher's (the bound a student keeps)."""
     from ckheur.learn.training import tree_budget
 
-    cut = tree_budget(picked["metrics"], picked["cut_runs"][0], loss_pts)
+    teacher = picked.get("teacher")
+    reference, against = (teacher, "the teacher's") if teacher else (picked["metrics"], "the uncut model's")
+    cut = tree_budget(reference, picked["cut_runs"][0], loss_pts)
     pick = lambda m: {"mean": m["efficiency"]["mean"], "p10": m["efficiency"]["p10"], "top1": m["top1"]}  # noqa: E731
     record = {"loss_pts": loss_pts, "uncut_trees": n_trees, "uncut_grouped_cv": picked["grouped_cv"],
+              **({"teacher_grouped_cv": pick(teacher)} if teacher else {}),
               "curve": {str(k): pick(m) for k, m in picked["cut_runs"][0].items()}}
     if cut is None or cut >= n_trees:
-        log(f"train: tree budget: no cut within {loss_pts} points of the uncut model's mean efficiency; "
-            f"{n_trees} trees kept")
+        log(f"train: tree budget: no cut within {loss_pts} points of {against} grouped CV mean "
+            f"({100 * reference['efficiency']['mean']:.2f}%); {n_trees} trees kept")
         return picked, n_trees, {**record, "trees": n_trees}
     runs = picked["cut_runs"]
     cut_picked = {**picked, "metrics": runs[0][cut], "grouped_cv": seed_summary([r[cut] for r in runs]),
                   "oof": picked["oof_cut"][cut], "per_problem": _oof_efficiency(tb, picked["oof_cut"][cut])}
     log(f"train: tree budget: {cut} trees (of {n_trees}), grouped CV mean {100 * runs[0][cut]['efficiency']['mean']:.2f}% "
-        f"against {100 * picked['metrics']['efficiency']['mean']:.2f}% uncut (train.budget_loss_pts={loss_pts})")
+        f"against {100 * reference['efficiency']['mean']:.2f}%, {against} (train.budget_loss_pts={loss_pts})")
     return cut_picked, cut, {**record, "trees": cut}
 
 

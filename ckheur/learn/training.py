@@ -361,6 +361,7 @@ def distill(teacher: Any, table: Table, rows: np.ndarray, model: Mapping[str, An
     # The teacher's early-stopping counts: what CV reports and the final fit trains the teacher with.
     student.member_iterations = list(getattr(teacher, "member_iterations", [teacher.current_iteration()]))
     student.distilled = True
+    student.teacher = teacher  # CV scores the fold's teacher beside its student (the quality bound)
     return student
 
 
@@ -473,8 +474,9 @@ def cross_validate(table: Table, model: Mapping[str, Any], objective: str, categ
     is the table a fold trains and scores on (same rows; features or prior may depend on the
     training rows, as in ``models.fold_calibration``). ``seed`` seeds the models; ``split_seed``
     (default: ``seed``) the inner early-stopping split, so the models' seed can vary alone. ``cuts``:
-    tree counts each fold's single model is also scored at (its first trees only; a fold that stopped
-    earlier is scored whole), their metrics under ``"cut_metrics"``."""
+    tree counts each fold's single model or student is also scored at (its first trees only; a fold that
+    stopped earlier is scored whole), their metrics under ``"cut_metrics"``. A distilled model's folds
+    also score their teachers: ``"teacher_metrics"`` (None otherwise)."""
     from sklearn.model_selection import GroupKFold, GroupShuffleSplit
 
     from ckheur.metrics import selection_report
@@ -486,6 +488,7 @@ def cross_validate(table: Table, model: Mapping[str, Any], objective: str, categ
     fold_groups = table.pid if groups is None else np.asarray(groups)[table.pid]
     oof = np.full(len(table.X), np.nan)
     oof_cut = {int(k): np.full(len(table.X), np.nan) for k in cuts}
+    oof_teacher = np.full(len(table.X), np.nan)  # a distilled model's: each fold's teacher
     best_iters = []
     fold_of = np.full(len(table.X), -1)
     for f, (tr, te) in enumerate(GroupKFold(n_splits=folds).split(table.X, groups=fold_groups)):
@@ -497,18 +500,22 @@ def cross_validate(table: Table, model: Mapping[str, Any], objective: str, categ
         booster = fit(tb, np.sort(tr[inner_tr]), model, objective, categorical, seed, model["max_trees"],
                       valid_rows=np.sort(tr[inner_va]), partial=partial, pair_weight=pair_weight)
         best_iters += booster.member_iterations
-        # A single model is cut at its early-stopping iteration; an average already holds only its members' best.
-        used = booster.member_iterations[0] if len(booster.member_iterations) == 1 and \
-            not getattr(booster, "distilled", False) else None
-        oof[te] = predict(booster, tb.X[te], int(model.get("threads", 0)), num_iteration=used)
+        threads = int(model.get("threads", 0))
+        student = getattr(booster, "distilled", False)
+        # A single model is cut at its early-stopping iteration; an average already holds only its members' best;
+        # a student has no early stopping (its first k trees are the student of k trees).
+        used = booster.current_iteration() if student else \
+            booster.member_iterations[0] if len(booster.member_iterations) == 1 else None
+        oof[te] = predict(booster, tb.X[te], threads, num_iteration=None if student else used)
+        if student:
+            oof_teacher[te] = predict(booster.teacher, tb.X[te], threads)
         for k, cut in oof_cut.items():
             if used is None:
-                raise TrainingError("train.budget_loss_pts: only a single model (no bag, no student) is cut")
-            cut[te] = predict(booster, tb.X[te], int(model.get("threads", 0)), num_iteration=min(k, used))
+                raise TrainingError("train.budget_loss_pts: a bag of models is not cut (model.bagging_seeds > 1)")
+            cut[te] = predict(booster, tb.X[te], threads, num_iteration=min(k, used))
         if tb.prior is not None:
-            oof[te] += tb.prior[te]
-            for cut in oof_cut.values():
-                cut[te] += tb.prior[te]
+            for scores in (oof, oof_teacher, *oof_cut.values()):
+                scores[te] += tb.prior[te]
         fold_of[te] = f
     scored = table.full[table.pid] if table.full is not None and table.full.any() else np.ones(len(oof), bool)
     metrics = selection_report(table.pid[scored], oof[scored], table.tflops[scored])
@@ -516,8 +523,10 @@ def cross_validate(table: Table, model: Mapping[str, Any], objective: str, categ
     metrics["oracle"] = "measured" if table.full is None or table.full.any() else "best measured kernel"
     cut_metrics = {k: selection_report(table.pid[scored], cut[scored], table.tflops[scored])
                    for k, cut in oof_cut.items()}
+    teacher = selection_report(table.pid[scored], oof_teacher[scored], table.tflops[scored]) \
+        if not np.isnan(oof_teacher).any() else None
     return {"oof": oof, "fold": fold_of, "best_iterations": best_iters, "metrics": metrics,
-            "cut_metrics": cut_metrics, "oof_cut": oof_cut}
+            "cut_metrics": cut_metrics, "oof_cut": oof_cut, "teacher_metrics": teacher}
 
 
 def tree_budget(uncut: Mapping[str, Any], cut_metrics: Mapping[int, Mapping[str, Any]],
