@@ -388,6 +388,7 @@ def load_table(data: Path, arch: str, direction: str, dtype: str, name: str):
     tb = build_table(df, op, arch_cfg, enumerate_pool(op, arch_cfg).kernels, get_engine("miopen"), None)
     flops = np.array([p.flops for p in tb.problems], dtype=float)[tb.pid]
     tb.flops_over_tflops = np.where(tb.tflops > 0, flops / np.maximum(tb.tflops, 1e-30) * 1e-9, np.nan)  # ms
+    tb.op = op
     return tb, plain(cfg.model)
 
 

@@ -256,11 +256,12 @@ def few_shot_problems(tb, budget: float, how: str, seed: int) -> np.ndarray:
 
 
 def few_shot(ta, tb, arch_a: str, arch_b: str, direction: str, dtype: str, model: dict, seed: int,
-             arch_cfgs: dict, budgets: list, ways: list) -> list[dict]:
+             arch_cfgs: dict, budgets: list, ways: list, weights: tuple = (1.0,)) -> list[dict]:
     """Bring-up of GPU B, few-shot: one model across GPUs (hardware descriptors as features) on all
-    of A's data plus a few of B's problems (each budget a share of B's pairs), scored on B's other
-    problems; beside it, a model on those few B problems alone, A's model with trees added on them
-    (fine-tuned), A's bundle as is and A's best single solver, on the same held-out problems."""
+    of A's data plus a few of B's problems (each budget a share of B's pairs), B's rows weighing each
+    of ``weights`` (train.target_weight), scored on B's other problems; beside it, a model on those
+    few B problems alone, A's model with trees added on them (fine-tuned), A's bundle as is and A's
+    best single solver, on the same held-out problems."""
     import dataclasses
 
     from ckheur.families.hardware import DESCRIPTORS
@@ -289,8 +290,11 @@ def few_shot(ta, tb, arch_a: str, arch_b: str, direction: str, dtype: str, model
             held = np.flatnonzero(~np.isin(tb.pid, picked))
             tag = f"{100 * budget:g}% of {arch_b}'s pairs ({how}, {len(picked)} problems)"
             shot_b = problem_subset(hw_b, picked)
-            booster, _ = fit_on(concat_tables([hw_a, shot_b]), None, model, seed)
-            add(f"across GPUs: {arch_a} + {tag}", held, predict_rows(booster, hw_b, held), budget=budget, how=how)
+            for w in weights:
+                weighed = shot_b if w == 1 else dataclasses.replace(shot_b, weight=np.full(len(shot_b.X), float(w)))
+                booster, _ = fit_on(concat_tables([hw_a, weighed]), None, model, seed)
+                add(f"across GPUs: {arch_a} + {tag}" + (f", {arch_b}'s rows x{w:g}" if w != 1 else ""), held,
+                    predict_rows(booster, hw_b, held), budget=budget, how=how, weight=w)
             booster_b, _ = fit_on(shot_b, None, model, seed)
             add(f"{arch_b} alone: {tag}", held, predict_rows(booster_b, hw_b, held), budget=budget, how=how)
             tuned, _ = fit_on(shot_b, None, model, seed, init_model=model_a)
@@ -407,8 +411,30 @@ def tunanet_rows(tb, arch: str, direction: str, dtype: str, folder: str, add) ->
     return []
 
 
+def masked_both(tb, train_rows: np.ndarray, rows: np.ndarray, scores: np.ndarray) -> np.ndarray:
+    """``scores`` of some rows, the solvers ``op.applicability=both`` does not rank for their problem
+    last: MIOpen's rules, and ``op.listed`` learned from the listed rows of ``train_rows`` alone (as
+    ``stage=train op.applicability=both`` learns it from its training data)."""
+    from ckheur.families.miopen import solvers as miopen_solvers
+
+    dtype, kind, listed = tb.op["dtype"], {}, {}
+    for r in train_rows[tb.tflops[train_rows] > 0]:
+        i = int(tb.pid[r])
+        if i not in kind:
+            kind[i] = miopen_solvers.problem_kind(tb.problems[i], dtype)
+        listed.setdefault(tb.kernels[tb.kid[r]].name, set()).add(kind[i])
+    op = {**tb.op, "applicability": "both", "listed": {n: sorted(k) for n, k in listed.items()}}
+    support = miopen_solvers.support_arrays(tb.kernels)
+    keep = np.ones((len(tb.problems), len(tb.kernels)), dtype=bool)
+    for i in np.unique(tb.pid[rows]):
+        mask, _ = miopen_solvers.support_mask(tb.problems[i], support, op)
+        keep[i] = mask if mask.any() else True
+    return np.where(keep[tb.pid[rows], tb.kid[rows]], scores, -1e30)
+
+
 def leave_family_out(tb, arch: str, direction: str, dtype: str, model: dict, seed: int, names: list) -> list[dict]:
-    """Each family held out in turn: trained on the rest of the table, scored on it."""
+    """Each family held out in turn: trained on the rest of the table, scored on it as it ranks
+    every solver (open) and ranking only those ``op.applicability=both`` leaves (``"both"``)."""
     out = []
     for name in names:
         member = FAMILIES[name](tb.problems)
@@ -420,12 +446,14 @@ def leave_family_out(tb, arch: str, direction: str, dtype: str, model: dict, see
         t0 = time.perf_counter()
         booster, _ = fit_on(tb, np.flatnonzero(~held), model, seed)
         rows = np.flatnonzero(held)
-        r = {"family": name, **report(tb, rows, predict_rows(booster, tb, rows)),
+        scores = predict_rows(booster, tb, rows)
+        r = {"family": name, **report(tb, rows, scores),
+             "both": report(tb, rows, masked_both(tb, np.flatnonzero(~held), rows, scores)),
              "seconds": round(time.perf_counter() - t0, 1)}
         out.append(r)
         print(f"  {arch} {direction} {dtype} family {name:24s} {r['problems']:6d} problems: top-1 "
-              f"{100 * r['top1']:5.1f}%, eff {100 * r['efficiency']:6.2f}%, not listed {100 * r['not_listed']:5.2f}% "
-              f"({r['seconds']} s)", flush=True)
+              f"{100 * r['top1']:5.1f}%, eff {100 * r['efficiency']:6.2f}%, not listed {100 * r['not_listed']:5.2f}%; "
+              f"applicability both {cell(r['both'])} ({r['seconds']} s)", flush=True)
     return out
 
 
@@ -503,6 +531,8 @@ def main() -> None:
     ap.add_argument("--families", nargs="+", default=list(FAMILIES), choices=list(FAMILIES))
     ap.add_argument("--budgets", nargs="+", type=float, default=[0.01, 0.05],
                     help="few-shot: shares of the target GPU's pairs measured (--splits fewshot)")
+    ap.add_argument("--target-weights", nargs="+", type=float, default=[1.0, 20.0],
+                    help="few-shot: weights of the target's rows in the model across GPUs (train.target_weight)")
     ap.add_argument("--ways", nargs="+", default=["random", "farthest"], choices=["random", "farthest"],
                     help="few-shot: how the target's problems are drawn")
     ap.add_argument("--seed", type=int, default=0)
@@ -558,7 +588,7 @@ def main() -> None:
                 results["fewshot"].append({"from": arches[i], "to": arches[j], "direction": direction, "dtype": dtype,
                                            "rows": few_shot(tabs[i][0], tabs[j][0], arches[i], arches[j], direction,
                                                             dtype, tabs[i][1], args.seed, arch_cfgs, args.budgets,
-                                                            args.ways)})
+                                                            args.ways, tuple(args.target_weights))})
             if families:
                 for arch, (tb, model) in zip(arches, tabs):
                     key = f"{arch} {direction} {dtype}"
@@ -571,15 +601,17 @@ def main() -> None:
     print_transfer(results["gpu"], "Leave-one-GPU-out (open protocol): top-1 / mean efficiency / picks not listed, "
                    "on all of the target's problems (TunaNet: its domain)")
     if results["family"]:
-        print("\nLeave-shape-family-out (open protocol): top-1 / mean efficiency / picks not listed; the random "
-              "split of the same file beside it")
-        print("| GPU | direction | dtype | held-out family | problems | held out | random split |")
-        print("| --- | --- | --- | --- | --- | --- | --- |")
+        print("\nLeave-shape-family-out (open protocol): top-1 / mean efficiency / picks not listed; ranking every "
+              "solver, and only those op.applicability=both leaves (op.listed learned without the family); the "
+              "random split of the same file beside it")
+        print("| GPU | direction | dtype | held-out family | problems | held out | held out, applicability both | "
+              "random split |")
+        print("| --- | --- | --- | --- | --- | --- | --- | --- |")
         for g in results["family"]:
             rand = results["random"][f"{g['arch']} {g['direction']} {g['dtype']}"]
             for r in g["rows"]:
                 print(f"| {g['arch']} | {g['direction']} | {g['dtype']} | {r['family']} | {r['problems']:,} | "
-                      f"{cell(r)} | {cell(rand)} |")
+                      f"{cell(r)} | {cell(r['both'])} | {cell(rand)} |")
     print_transfer(results["fewshot"], "Bring-up few-shot (open protocol): top-1 / mean efficiency / picks not "
                    "listed, on the target's problems not measured")
     if results["remember"]:

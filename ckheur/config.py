@@ -465,6 +465,9 @@ class TrainSchema:
     # > 0: the chosen model is cut at the fewest trees (of models.training.TREE_BUDGETS) whose grouped-CV
     # mean efficiency is within this many points of the uncut model's (selection time follows the trees)
     budget_loss_pts: float = 0.0
+    # features.hardware: how much each row of the job's arch weighs against another GPU's row (a few of
+    # the new GPU's measurements beside every other GPU's: the bring-up of a GPU); null: 20 there
+    target_weight: Optional[float] = None
     overwrite: bool = False  # replace a bundle already in the output folder (otherwise refused)
 
 

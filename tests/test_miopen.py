@@ -911,3 +911,21 @@ def test_one_model_across_gpus_serves_a_gpu_never_measured(tmp_path):
     r = run_cli("stage=export", "op=miopen/fwd", "arch=gfx908", "op.dtype=fp32", f"export.model_dir={out}",
                 f"export.output={tmp_path / 'c'}", f"hydra.run.dir={tmp_path / 'r2'}")
     assert r.returncode == 2 and "hardware descriptors" in r.stderr
+    # Bring-up: the target GPU's few rows weigh more against the other GPUs' (train.target_weight)
+    on_90a = [c.replace("arch=gfx908", "arch=gfx90a") for c in common]
+    r = run_cli(*on_90a, "train.target_weight=20", f"train.output={tmp_path / 'w0'}", f"hydra.run.dir={tmp_path / 'r3'}")
+    assert r.returncode == 2 and "train.target_weight=20.0 weighs the job's arch" in r.stderr
+    r = run_cli(*on_90a, "features.hardware=true", "train.target_weight=0", f"train.output={tmp_path / 'w0'}",
+                f"hydra.run.dir={tmp_path / 'r4'}")
+    assert r.returncode == 2 and "train.target_weight=0.0: must be > 0" in r.stderr
+    q = as_problem("conv -n 32 -c 256 -H 56 -W 56 -k 256 -y 3 -x 3 -p 1 -q 1", sel.family, "fwd", "fp32")
+    scores = {}
+    for w in (1, None):  # None: the default, 20
+        r = run_cli(*on_90a, "features.hardware=true", *([f"train.target_weight={w}"] if w else []),
+                    f"train.output={tmp_path / f'w{w}'}", f"hydra.run.dir={tmp_path / f'rw{w}'}")
+        assert r.returncode == 0, r.stderr
+        archs = json.loads((tmp_path / f"w{w}" / "train_manifest.json").read_text())["archs"]
+        assert archs["gfx90a"].get("weight", 1) == (w or 20) and "weight" not in archs["gfx942"]
+        scores[w] = sorted((r.kernel, r.tflops) for r in Selector.load(tmp_path / f"w{w}").rank(q, k=None))
+    assert [n for n, _ in scores[1]] == [n for n, _ in scores[None]]
+    assert not np.allclose([t for _, t in scores[1]], [t for _, t in scores[None]])  # another model

@@ -33,6 +33,10 @@ from ckheur.learn.training import OBJECTIVES, TrainingError
 CLUSTER_MIN_PROBLEMS = 10
 FEATURE_SETS = ("native", "ck")  # ckheur's engine of the op family; CK's dispatcher features (grouped conv)
 CHOICE_RULES = ("simpler", "best")
+# features.hardware: the weight of each of the job's arch's rows against another GPU's (train.target_weight).
+# At 1% and 5% of a GPU's pairs it beat weight 1 in every forward bring-up row, by 2-8 points of top-1
+# (docs/miopen-results.md, bring-up few-shot).
+TARGET_WEIGHT = 20.0
 
 
 @dataclass(frozen=True)
@@ -122,6 +126,7 @@ class TrainOptions:
     warm_start_trees: int = 100
     regime_cv: tuple = ()  # size regimes (problems.space.SIZE_REGIMES) held out a third at a time, reported
     budget_loss_pts: float = 0.0  # > 0: cut the model at the fewest trees within this much mean efficiency (CV)
+    target_weight: float | None = None  # hardware: the weight of each row of the job's arch (others: 1); None: 20
 
 
 @dataclass
@@ -219,6 +224,13 @@ def train(df: Any, job: Job, *, model: Mapping[str, Any], candidates: Sequence[C
     bad = [r for r in options.regime_cv if r not in SIZE_REGIMES]
     if bad:
         raise TrainingError(f"train.regime_cv={list(options.regime_cv)}: allowed values are {', '.join(SIZE_REGIMES)}")
+    if options.target_weight is not None and not hardware:
+        raise TrainingError(f"train.target_weight={options.target_weight} weighs the job's arch against other GPUs' "
+                            "rows: it needs features.hardware=true (one model across GPUs)")
+    target_weight = TARGET_WEIGHT if options.target_weight is None else options.target_weight
+    if not target_weight > 0:
+        raise TrainingError(f"train.target_weight={target_weight}: must be > 0 (1: the job's arch weighs as much as "
+                            "any other GPU; null: 20)")
     from ckheur.version import __version__
 
     t0 = time.perf_counter()
@@ -234,9 +246,10 @@ def train(df: Any, job: Job, *, model: Mapping[str, Any], candidates: Sequence[C
 
     def table(features: str, analytic: bool) -> Any:
         if (features, analytic) not in tables:
-            build = build_table_across_archs if hardware else build_table
-            tables[features, analytic] = build(df, op, arch, pool, engine(features), sim_params if analytic else None,
-                                               exclude_suspect)
+            params = sim_params if analytic else None
+            tables[features, analytic] = build_table_across_archs(
+                df, op, arch, pool, engine(features), params, exclude_suspect, target_weight) if hardware \
+                else build_table(df, op, arch, pool, engine(features), params, exclude_suspect)
         return tables[features, analytic]
 
     first = candidates[0]

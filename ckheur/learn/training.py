@@ -3,7 +3,7 @@ group split of the training folds (never on the scored fold), and the final fit.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Callable, Mapping, Sequence
 
 import numpy as np
@@ -39,6 +39,7 @@ class Table:
     featurize: Callable[[Sequence[Any]], tuple[np.ndarray, np.ndarray]] | None = None
     build_problem: Callable[[dict], Any] | None = None  # a dict of fields -> a checked problem
     span_blocks: tuple = ()  # fields drawn together when new problems are drawn (problems.space.span_problems)
+    weight: np.ndarray | None = None  # per row: its weight in training (None: all 1; train.target_weight)
 
 
 def build_table(df: Any, op: Mapping[str, Any], arch: Mapping[str, Any], pool: Sequence[Any], engine: Any,
@@ -118,12 +119,13 @@ def build_table(df: Any, op: Mapping[str, Any], arch: Mapping[str, Any], pool: S
 
 def build_table_across_archs(df: Any, op: Mapping[str, Any], arch: Mapping[str, Any], pool: Sequence[Any],
                              engine: Any, analytic_params: Mapping[str, Any] | None,
-                             exclude_suspect: bool = False) -> Table:
+                             exclude_suspect: bool = False, target_weight: float = 1.0) -> Table:
     """One training table of this op's rows on every arch in the data (one model across GPUs):
     each arch's rows featurized with its own arch config (``conf/arch``), so ``engine`` should
     describe the hardware (``families.hardware``). ``arch`` is the target: its pool is the
-    kernels ranked, its table (when the data has rows of it) makes the generated problems of
-    distillation. An arch without usable rows is left out; the report says so per arch."""
+    kernels ranked, its rows weigh ``target_weight`` each in training (others 1), and its table
+    (when the data has rows of it) makes the generated problems of distillation. An arch without
+    usable rows is left out; the report says so per arch."""
     from ckheur.config import load_arch
 
     mine = df[(df.direction == op["direction"]) & (df.dtype == op["dtype"])]
@@ -137,6 +139,9 @@ def build_table_across_archs(df: Any, op: Mapping[str, Any], arch: Mapping[str, 
             per_arch[name] = {"error": str(e)}
             continue
         per_arch[name] = {k: tb.report[k] for k in ("rows_used", "problems", "rows_kernel_not_in_pool")}
+        if name == arch["name"] and target_weight != 1:
+            tb = replace(tb, weight=np.full(len(tb.X), float(target_weight)))
+            per_arch[name]["weight"] = float(target_weight)
         tables.append(tb)
     if not tables:
         raise TrainingError(f"no usable rows on any arch of the data ({', '.join(names) or 'none of this op'}): "
@@ -168,7 +173,9 @@ def concat_tables(tables: Sequence[Table]) -> Table:
                  kid=np.concatenate([t.kid for t in tables]), problems=[p for t in tables for p in t.problems],
                  kernels=first.kernels, feature_names=first.feature_names,
                  full=np.concatenate([t.full for t in tables]), report=report, featurize=first.featurize,
-                 build_problem=first.build_problem, span_blocks=first.span_blocks)
+                 build_problem=first.build_problem, span_blocks=first.span_blocks,
+                 weight=None if all(t.weight is None for t in tables) else
+                 np.concatenate([np.ones(len(t.X)) if t.weight is None else t.weight for t in tables]))
 
 
 def _fully_measured(rows: Any, fields: list, keys: list, candidates: set, pool: Sequence[Any], family: Any,
@@ -226,11 +233,11 @@ def lgb_params(model: Mapping[str, Any], objective: str, seed: int) -> dict:
 
 
 def _dataset(X: np.ndarray, y: np.ndarray, pid: np.ndarray, objective: str, categorical: list[int], ref: Any = None,
-             init_score: np.ndarray | None = None):
+             init_score: np.ndarray | None = None, weight: np.ndarray | None = None):
     from ckheur.threads import lightgbm
 
     ds = lightgbm().Dataset(X, y, categorical_feature=categorical, free_raw_data=False, reference=ref,
-                            init_score=init_score)
+                            init_score=init_score, weight=weight)
     if objective == "lambdarank":
         _, counts = np.unique(pid, return_counts=True)  # rows are sorted by pid
         ds.set_group(counts)
@@ -388,7 +395,9 @@ def _fit_one(table: Table, rows: np.ndarray, model: Mapping[str, Any], objective
     params = lgb_params(model, objective, seed)
     params["num_threads"] = train_threads(int(model.get("threads", 0)), len(rows), table.X.shape[1])
     init = lambda r: None if start is None else start[r]  # noqa: E731
-    train = _dataset(table.X[rows], y[rows], table.pid[rows], objective, categorical, init_score=init(rows))
+    weight = lambda r: None if table.weight is None else table.weight[r]  # noqa: E731
+    train = _dataset(table.X[rows], y[rows], table.pid[rows], objective, categorical, init_score=init(rows),
+                     weight=weight(rows))
     kw: dict[str, Any] = {}
     if mixed:
         params["objective"], _ = _mixed_loss(y[rows], full_rows[rows], table.tflops[rows], table.pid[rows],
@@ -396,7 +405,7 @@ def _fit_one(table: Table, rows: np.ndarray, model: Mapping[str, Any], objective
         params["metric"] = "None"
     if valid_rows is not None:
         valid = _dataset(table.X[valid_rows], y[valid_rows], table.pid[valid_rows], objective, categorical, ref=train,
-                         init_score=init(valid_rows))
+                         init_score=init(valid_rows), weight=weight(valid_rows))
         kw["valid_sets"] = [valid]
         kw["callbacks"] = [lgb.early_stopping(model["early_stopping_rounds"], verbose=False)]
         if mixed:
