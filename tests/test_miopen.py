@@ -858,10 +858,12 @@ def test_gfx908_tables_are_what_the_registry_in_tools_gives(monkeypatch):
         assert op["solvers"]["gfx908"] == table and sorted(op["registry"], key=lambda s: s["miopen_id"]) == rows
 
 
-def test_one_model_across_gpus_serves_a_gpu_never_measured(tmp_path):
+def test_one_model_across_gpus_serves_a_gpu_never_measured(tmp_path, monkeypatch):
     """features.hardware=true: a gfx908 (MI100) model trained on the MI300X and MI210/250 slices
     alone; both GPUs' rows are in it, each with its own descriptors, and it ranks for gfx908
-    with gfx908's. Without the option the same data is refused, naming the way out."""
+    with gfx908's, in Python and in C alike. Without the option the same data is refused, naming
+    the way out. With a few rows of the target, they weigh train.target_weight each, and CV is
+    also reported on the target's own problems."""
     from ckheur import Selector
     from ckheur.families.hardware import DESCRIPTORS
 
@@ -908,9 +910,18 @@ def test_one_model_across_gpus_serves_a_gpu_never_measured(tmp_path):
     want = [math.log2(120), 1.502, math.log2(46.1), math.log2(1228.8), math.log2(8192), 64, 40, math.log2(46100 / 1228.8)]
     assert np.allclose(X[:, -len(DESCRIPTORS):], want, rtol=1e-6)
     assert len(sel.rank(p, k=None)) == len(sel._all_kernels)
-    r = run_cli("stage=export", "op=miopen/fwd", "arch=gfx908", "op.dtype=fp32", f"export.model_dir={out}",
-                f"export.output={tmp_path / 'c'}", f"hydra.run.dir={tmp_path / 'r2'}")
-    assert r.returncode == 2 and "hardware descriptors" in r.stderr
+    # In C too: the descriptors are gfx908's constants; the same candidates, order and scores as Python
+    from ckheur.c_export.compiled import find_compiler
+    from ckheur.families.miopen.problems import generate_varied
+    from test_export import assert_parity
+
+    if find_compiler() is not None:
+        monkeypatch.setenv("CKHEUR_CACHE_DIR", str(tmp_path / "cache"))
+        c = Selector.load(out, compiled=True, cache_size=0)
+        assert c.compiled is not None and "[compiled C]" in c.label
+        py = copy.copy(c)
+        py.compiled = None
+        assert assert_parity(py, c.compiled, [p, *generate_varied(11, 60)])["ranked"] >= 40
     # Bring-up: the target GPU's few rows weigh more against the other GPUs' (train.target_weight)
     on_90a = [c.replace("arch=gfx908", "arch=gfx90a") for c in common]
     r = run_cli(*on_90a, "train.target_weight=20", f"train.output={tmp_path / 'w0'}", f"hydra.run.dir={tmp_path / 'r3'}")
@@ -926,6 +937,10 @@ def test_one_model_across_gpus_serves_a_gpu_never_measured(tmp_path):
         assert r.returncode == 0, r.stderr
         archs = json.loads((tmp_path / f"w{w}" / "train_manifest.json").read_text())["archs"]
         assert archs["gfx90a"].get("weight", 1) == (w or 20) and "weight" not in archs["gfx942"]
+        # the CV a bring-up needs: on the target's own problems, apart from the other GPUs'
+        target = json.loads((tmp_path / f"w{w}" / "cv_metrics.json").read_text())["target_arch_cv"]
+        assert target["arch"] == "gfx90a" and target["problems"] == archs["gfx90a"]["problems"]
+        assert f"train: CV on gfx90a's own {target['problems']} problems" in r.stdout
         scores[w] = sorted((r.kernel, r.tflops) for r in Selector.load(tmp_path / f"w{w}").rank(q, k=None))
     assert [n for n, _ in scores[1]] == [n for n, _ in scores[None]]
     assert not np.allclose([t for _, t in scores[1]], [t for _, t in scores[None]])  # another model

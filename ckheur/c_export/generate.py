@@ -319,9 +319,8 @@ def export_bundle(model_dir: str | Path, output: str | Path, name: str | None = 
     an earlier export of the same model and name (anything else is refused unless ``overwrite``).
     ``applicability`` and ``listed`` replace the bundle's ``op.applicability`` / ``op.listed``, as
     ``Selector.load`` takes them (MIOpen: which solvers are ranked per problem)."""
-    from ckheur.families.engines import get_engine
     from ckheur.families.tile_features import coverage_occupancy
-    from ckheur.learn.bundle import load_bundle, margin_of, remembered_bar
+    from ckheur.learn.bundle import load_bundle, margin_of, remembered_bar, spec_engine
     from ckheur.families import C_SOURCES, FAMILIES
     from ckheur.sim import CASCADE_THRESHOLD, CASCADE_TOP, load_params
 
@@ -332,10 +331,9 @@ def export_bundle(model_dir: str | Path, output: str | Path, name: str | None = 
                           "features exports to CK's dispatcher format (export.format=ck)")
     family = b.family
     cf = c_family(family)
-    if spec.get("hardware"):
-        raise ExportError(f"{b.path}: the model takes hardware descriptors (features.hardware=true), which the C "
-                          "feature code does not compute yet; export a bundle trained without them")
-    engine = get_engine(spec["engine"])
+    # A model across GPUs (features.hardware) takes its arch's descriptors: constants of the bundle's
+    # arch, so kernel-only columns whose values the engine computes here, like the kernels' own.
+    engine = spec_engine(spec)
     arch, direction, dtype = spec["arch"], spec["op"]["direction"], spec["op"]["dtype"]
     op_cfg = dict(spec.get("op_config") or spec["op"])
     if applicability is not None:

@@ -336,8 +336,13 @@ def train(df: Any, job: Job, *, model: Mapping[str, Any], candidates: Sequence[C
                 "cluster_cv_detail": {"clusters": clusters, "cluster_sizes": fam[0]["cluster_sizes"],
                                      "best_iterations": fam[0]["best_iterations"], **fam[0]["metrics"]} if fam else None,
                 "regime_cv": regimes, "cut_runs": [r["cut_metrics"] for r in runs], "oof_cut": runs[0]["oof_cut"],
-                "teacher": runs[0]["teacher_metrics"]})
+                "teacher": runs[0]["teacher_metrics"], "target_cv": _target_cv(tb, runs[0]["oof"], arch["name"])})
             log(_candidate_line(results[-1], len(seeds)))
+            if results[-1]["target_cv"]:
+                t = results[-1]["target_cv"]
+                log(f"train: CV on {t['arch']}'s own {t['problems']} problems (beside the other GPUs'): mean "
+                    f"{100 * t['efficiency']['mean']:.2f}% P10 {100 * t['efficiency']['p10']:.2f}% top-1 "
+                    f"{100 * t['top1']:.1f}%")
             cap = int(model_of(c)["max_trees"])
             capped = sum(b >= cap for b in results[-1]["best_iterations"])
             if capped:
@@ -390,6 +395,8 @@ def train(df: Any, job: Job, *, model: Mapping[str, Any], candidates: Sequence[C
             n_trees = n_trees if student_trees else cut
         booster = fit(tb, everything, final, chosen.objective, cat, options.seed, n_trees, **fit_kw)
         cv_metrics = _cv_metrics(chosen, spec, n_trees, results, picked, options, seeds, rep, cluster_cv, model)
+        if picked["target_cv"]:
+            cv_metrics["target_arch_cv"] = picked["target_cv"]
         if student_trees:
             cv_metrics["chosen"]["student_trees"] = int(final["distill_trees"])
             cv_metrics["teacher"] = picked["teacher"]
@@ -547,6 +554,22 @@ def _cut(picked: dict, n_trees: int, loss_pts: float, tb: Any, log: Any) -> tupl
     log(f"train: tree budget: {cut} trees (of {n_trees}), grouped CV mean {100 * runs[0][cut]['efficiency']['mean']:.2f}% "
         f"against {100 * reference['efficiency']['mean']:.2f}%, {against} (train.budget_loss_pts={loss_pts})")
     return cut_picked, cut, {**record, "trees": cut}
+
+
+def _target_cv(tb: Any, oof: np.ndarray, arch: str) -> dict | None:
+    """A table across GPUs (features.hardware): the grouped CV of ``arch``'s own problems, which
+    ``build_table_across_archs`` puts first; None when the table has no other GPU or no row of ``arch``."""
+    from ckheur.metrics import selection_report
+
+    archs = tb.report.get("archs") or {}
+    n = int(archs.get(arch, {}).get("rows_used", 0))
+    if not n or n == len(tb.X):
+        return None
+    rows = np.arange(n)
+    if tb.full is not None and tb.full.any():
+        rows = rows[tb.full[tb.pid[rows]]]
+    report = selection_report(tb.pid[rows], oof[rows], tb.tflops[rows])
+    return {"arch": arch, "problems": int(len(np.unique(tb.pid[rows]))), **report}
 
 
 def _oof_efficiency(tb: Any, oof: np.ndarray) -> np.ndarray:

@@ -123,9 +123,9 @@ def build_table_across_archs(df: Any, op: Mapping[str, Any], arch: Mapping[str, 
     """One training table of this op's rows on every arch in the data (one model across GPUs):
     each arch's rows featurized with its own arch config (``conf/arch``), so ``engine`` should
     describe the hardware (``families.hardware``). ``arch`` is the target: its pool is the
-    kernels ranked, its rows weigh ``target_weight`` each in training (others 1), and its table
-    (when the data has rows of it) makes the generated problems of distillation. An arch without
-    usable rows is left out; the report says so per arch."""
+    kernels ranked, its rows come first and weigh ``target_weight`` each in training (others 1),
+    and its table (when the data has rows of it) makes the generated problems of distillation. An
+    arch without usable rows is left out; the report says so per arch."""
     from ckheur.config import load_arch
 
     mine = df[(df.direction == op["direction"]) & (df.dtype == op["dtype"])]

@@ -262,10 +262,6 @@ class Selector:
 
             from ckheur.c_export.compiled import load_compiled
 
-            if spec.get("hardware"):
-                warnings.warn("the model takes hardware descriptors (features.hardware), which the C export does not "
-                              "compute yet; ranking with the Python path", stacklevel=2)
-                return sel
             if sel.answers and sel.remember_margin != margin_of(op):
                 warnings.warn(f"remember_margin={sel.remember_margin}: the compiled selector uses the bundle's "
                               f"({margin_of(op)}); ranking with the Python path", stacklevel=2)
