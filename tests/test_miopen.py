@@ -944,3 +944,32 @@ def test_one_model_across_gpus_serves_a_gpu_never_measured(tmp_path, monkeypatch
         scores[w] = sorted((r.kernel, r.tflops) for r in Selector.load(tmp_path / f"w{w}").rank(q, k=None))
     assert [n for n, _ in scores[1]] == [n for n, _ in scores[None]]
     assert not np.allclose([t for _, t in scores[1]], [t for _, t in scores[None]])  # another model
+
+
+def test_a_gpu_without_a_model_is_served_by_the_nearest_gpus_on_the_solvers_it_runs(tmp_path):
+    """arch=gfx908 (MI100 has no bundle): predict ranks with the bundle of the GPU nearest by
+    hardware descriptors (MI210/250's, not MI300X's), drops that GPU's remembered answers, says so
+    and how many of gfx908's own solvers it cannot rank; a bundle asked for some kernels ranks
+    only those."""
+    from ckheur import Selector
+    from ckheur.job import Job
+    from ckheur.learn.bundle import load_bundle
+    from ckheur.selection.predicting import nearest_bundle
+    from ckheur.stages import compose_config
+
+    job = Job.from_config(compose_config(["op=miopen/bwd_weight", "op.dtype=fp32", "arch=gfx908"]))
+    path, arch = nearest_bundle(job, ROOT / "models")
+    assert arch == "gfx90a" and path.name == "miopen_bwd_weight_fp32_gfx90a"
+    on_942 = Job.from_config(compose_config(["op=miopen/bwd_weight", "op.dtype=fp32", "arch=gfx942"]))
+    assert nearest_bundle(on_942, tmp_path) is None  # no other GPU's bundle in that folder
+    own = len({k.name for k in job.pool.kernels} - {k.name for k in load_bundle(path).kernels})
+    assert own > 0  # MI100's own solvers (older assembly implicit GEMMs, Winograd binaries)
+    r = run_cli("stage=predict", "op=miopen/bwd_weight", "op.dtype=fp32", "arch=gfx908",
+                "problem=conv -n 32 -c 256 -H 56 -W 56 -k 256 -y 3 -x 3 -p 1 -q 1 -F 4", f"hydra.run.dir={tmp_path / 'p'}")
+    assert r.returncode == 0, r.stderr
+    assert "NEAREST GPU'S MODEL: gfx908 has none, gfx90a is the nearest GPU with one" in r.stdout
+    assert f"{own} solvers of gfx908's table it never measured are not ranked" in r.stdout
+    assert "(tier: model)" in r.stdout  # not gfx90a's remembered answer
+    some = [k.name for k in load_bundle(path).kernels][:5]
+    sel = Selector.load(path, kernels=[*some, "NoSuchSolver"])
+    assert [k.name for k in sel._all_kernels] == some

@@ -38,6 +38,18 @@ def selector_for(job: Job, *, models: str | Path, sim_models: str | Path, model_
         return sel, sel.label
     if model_dir:
         raise UserError(f"model dir {found} not found")
+    near = None if job.family.analytic else nearest_bundle(job, models)
+    if near is not None:  # a GPU without a model of its own: the nearest GPU's, on the solvers that run here
+        path, arch = near
+        sel = Selector.load(path, tuning_db=tuning_db, find_db=find_db, kernels=[k.name for k in job.pool.kernels],
+                            **applicability_of(job.op))
+        sel.answers = {}  # another GPU's measurements: not this GPU's fastest
+        unknown = len({k.name for k in job.pool.kernels} - {k.name for k in sel._all_kernels})
+        sel.label += (f"; NEAREST GPU'S MODEL: {job.arch_name} has none, {arch} is the nearest GPU with one (by hardware "
+                      f"descriptors); its solvers that run on {job.arch_name}, without {arch}'s remembered answers"
+                      + (f"; {unknown} solvers of {job.arch_name}'s table it never measured are not ranked" if unknown
+                         else ""))
+        return sel, sel.label
     if not job.family.analytic:  # (the miopen family: find_db serves only beside a model)
         raise UserError(f"no trained model {found} for {job.model_name}, and the {job.family.name} family has no "
                         f"analytic model to fall back on: train one (stage=train) or give predict.model_dir; for a "
@@ -45,6 +57,36 @@ def selector_for(job: Job, *, models: str | Path, sim_models: str | Path, model_
                         f"arch={job.arch_name} features.hardware=true data.paths=[<their datasets>]")
     return (Selector.analytic(job.pool.kernels, job.arch, job.direction, job.dtype, op=job.op, tuning_db=tuning_db),
             f"ANALYTIC MODEL (fallback: no trained model {found} for {job.model_name})")
+
+
+def nearest_bundle(job: Job, models: str | Path) -> tuple[Path, str] | None:
+    """For an arch without a bundle of the job's op and dtype: the bundle of that op and dtype on
+    the GPU nearest by hardware descriptors (``families.hardware``, each scaled by its spread over
+    the arch configs), and that GPU; None when no other arch has one."""
+    import numpy as np
+
+    from ckheur.config import known_archs, load_arch
+    from ckheur.families.hardware import descriptors
+    from ckheur.learn.bundle import resolve_model_dir
+
+    name, arch = job.model_name, job.arch_name
+    if not name.endswith(f"_{arch}"):
+        return None
+    points, folders = {}, {}
+    for other in known_archs():
+        cfg = job.arch if other == arch else load_arch(other)
+        if job.dtype not in cfg.get("peak_tflops", {}):
+            continue
+        points[other] = descriptors(cfg, job.dtype)
+        folder = resolve_model_dir(Path(models) / f"{name[: -len(arch)]}{other}")
+        if other != arch and folder.is_dir():
+            folders[other] = folder
+    if not folders or arch not in points:
+        return None
+    spread = np.std(np.array(list(points.values())), axis=0)
+    spread[spread == 0] = 1.0
+    nearest = min(folders, key=lambda a: float(np.linalg.norm((points[a] - points[arch]) / spread)))
+    return folders[nearest], nearest
 
 
 def applicability_of(op: Any) -> dict:

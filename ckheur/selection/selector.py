@@ -221,7 +221,8 @@ class Selector:
              create_tuning_db: bool = False, find_db: Any = None, cache_size: int = 4096,
              cascade_threshold: int = CASCADE_THRESHOLD, cascade_top: int = CASCADE_TOP,
              applicability: str | None = None, listed: Mapping[str, Any] | None = None,
-             exact: Sequence[ExactTier] = (), remember_margin: float | None = None) -> "Selector":
+             exact: Sequence[ExactTier] = (), remember_margin: float | None = None,
+             kernels: Sequence[str] | None = None) -> "Selector":
         """A selector from a model bundle folder (verified on load).
 
         ``compiled=True`` ranks through the model exported as C (built with the system compiler
@@ -237,8 +238,9 @@ class Selector:
         the same solvers). ``remember_margin``: a
         remembered answer stays first unless the model predicts its own pick faster by more than
         this fraction (default: the bundle's ``op.remember_margin``, else ``REMEMBERED_NOISE``; 0: the
-        model decides; inf: always the remembered answer)."""
-        from ckheur.learn.bundle import load_bundle, spec_engine
+        model decides; inf: always the remembered answer). ``kernels``: rank only the bundle's
+        kernels of these names (a bundle serving another GPU: the solvers that run there)."""
+        from ckheur.learn.bundle import BundleError, load_bundle, spec_engine
         from ckheur.sim import load_params
 
         b = load_bundle(model_dir)
@@ -248,7 +250,13 @@ class Selector:
             op["applicability"] = applicability
         if listed is not None:
             op["listed"] = dict(listed)
-        sel = cls(b.kernels, spec["arch"], spec["op"]["direction"], spec["op"]["dtype"], engine=spec_engine(spec),
+        ranked = b.kernels
+        if kernels is not None:
+            names = set(kernels)
+            ranked = [k for k in b.kernels if k.name in names]
+            if not ranked:
+                raise BundleError(f"{b.path}: none of its {len(b.kernels)} kernels is among the {len(names)} asked for")
+        sel = cls(ranked, spec["arch"], spec["op"]["direction"], spec["op"]["dtype"], engine=spec_engine(spec),
                   booster=b.booster, tflops_booster=b.tflops_booster, analytic_params=spec.get("analytic_params"),
                   sim_params=load_params(), objective=spec["objective"], op=op,
                   prior=spec.get("prior"),
@@ -262,6 +270,10 @@ class Selector:
 
             from ckheur.c_export.compiled import load_compiled
 
+            if kernels is not None:
+                warnings.warn("the compiled selector ranks every kernel of its bundle, not the ones asked for: "
+                              "ranking with the Python path", stacklevel=2)
+                return sel
             if sel.answers and sel.remember_margin != margin_of(op):
                 warnings.warn(f"remember_margin={sel.remember_margin}: the compiled selector uses the bundle's "
                               f"({margin_of(op)}); ranking with the Python path", stacklevel=2)
