@@ -41,6 +41,10 @@ def selector_for(job: Job, *, models: str | Path, sim_models: str | Path, model_
     near = None if job.family.analytic else nearest_bundle(job, models)
     if near is not None:  # a GPU without a model of its own: the nearest GPU's, on the solvers that run here
         path, arch = near
+        if find_db is not None:  # its answers may be solvers the nearest GPU's model cannot rank
+            raise UserError(f"predict.find_db: {job.arch_name} has no model of its own to serve a find-db beside; "
+                            f"import it and train one (stage=import import.path={find_db}, then stage=train "
+                            f"arch={job.arch_name})")
         sel = Selector.load(path, tuning_db=tuning_db, find_db=find_db, kernels=[k.name for k in job.pool.kernels],
                             **applicability_of(job.op))
         sel.answers = {}  # another GPU's measurements: not this GPU's fastest
