@@ -45,7 +45,7 @@ def selector_for(job: Job, *, models: str | Path, sim_models: str | Path, model_
             raise UserError(f"predict.find_db: {job.arch_name} has no model of its own to serve a find-db beside; "
                             f"import it and train one (stage=import import.path={find_db}, then stage=train "
                             f"arch={job.arch_name})")
-        sel = Selector.load(path, tuning_db=tuning_db, find_db=find_db, kernels=[k.name for k in job.pool.kernels],
+        sel = Selector.load(path, tuning_db=tuning_db, kernels=[k.name for k in job.pool.kernels],
                             **applicability_of(job.op))
         sel.answers = {}  # another GPU's measurements: not this GPU's fastest
         unknown = len({k.name for k in job.pool.kernels} - {k.name for k in sel._all_kernels})
