@@ -486,6 +486,9 @@ class EvaluateSchema:
     tie_tolerance: float = 0.02  # tie-aware top-1: a pick within this fraction of the oracle counts
     ck_models: List[str] = field(default_factory=list)  # CK dispatcher model folders scored beside the model
     tunanet: Optional[str] = None  # miopen ops: MIOpen's TunaNet (folder of <arch>.tn.model) scored beside the model
+    # the bundle of the nearest other GPU with one (by hardware descriptors), as it is, scored beside the model:
+    # what this GPU would get without a model of its own
+    nearest_gpu: bool = True
     progress: ProgressMode = ProgressMode.auto  # bar on a terminal, log lines otherwise, or none
     log_every_s: float = 10.0
 

@@ -271,6 +271,10 @@ def test_training_ranks_censored_solvers_last(tmp_path):
     m = json.loads((tmp_path / "re" / "metrics.json").read_text())
     per = pd.read_csv(tmp_path / "re" / "per_problem.csv")
     assert "analytic model" not in m["baselines"] and set(m["by_pick_pipeline"]) <= {"direct", "implicit_gemm", "winograd", "gemm", "fft"}
+    # beside it, what this GPU would get without a model of its own: the nearest other GPU's bundle, as it is
+    name = "gfx90a bundle as is (the nearest other GPU with one)"
+    assert m["baselines"][name]["problems_it_could_not_rank"] == 0 and 0 < m["baselines"][name]["mean"] < 1
+    assert m["censored_beside"][name]["problems"] == len(per)  # in find-db terms too
     o, li = m["censored"]["all"]["open"], m["censored"]["all"]["listed"]
     assert o["problems"] == len(per) == m["problems_evaluated"]
     assert o["picks_outside_listed"] == pytest.approx((per.efficiency == 0).mean())

@@ -67,7 +67,7 @@ def run(cfg: Any, ctx: Context) -> dict:
     from ckheur.job import Job
     from ckheur.evaluation.scoring import COLUMNS, check_options, evaluate
     from ckheur.evaluation.report import write_report
-    from ckheur.selection.predicting import applicability_of
+    from ckheur.selection.predicting import applicability_of, nearest_bundle
     from ckheur.selection.selector import Selector
 
     job, ev = Job.from_config(cfg), cfg.evaluate
@@ -104,6 +104,10 @@ def run(cfg: Any, ctx: Context) -> dict:
         from ckheur.integrations.miopen.tunanet import TunaNetRanker
 
         baselines["TunaNet"] = TunaNetRanker(net, selector.kernels, job.direction, job.dtype)
+    near = nearest_bundle(job, cfg.paths.models) if ev.nearest_gpu else None
+    if near is not None:
+        baselines[f"{near[1]} bundle as is (the nearest other GPU with one)"] = Selector.load(
+            near[0], kernels=[k.name for k in selector.kernels])
     gate_against = Selector.load(ev.baseline) if ev.baseline else None
     fields = list(job.family.problems.FIELDS)
     df = keep_shard(read_dataset(paths, columns=[*COLUMNS, *fields]), plain(cfg.data.shard), job.family)
