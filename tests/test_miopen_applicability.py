@@ -137,6 +137,10 @@ def test_support_mask_modes(tiny_fdb):
         ms.support_mask(grouped, _kernels(names), {"direction": "fwd", "dtype": "fp16", "applicability": "listed"})
     with pytest.raises(KernelError, match="op.applicability='maybe'; allowed: none, rules, listed, both"):
         ms.support_mask(grouped, _kernels(names), {**op, "applicability": "maybe"})
+    # a misspelt kind would never match: a selector refuses it once, naming the solver and the parts
+    with pytest.raises(KernelError, match=r"op.listed\['GemmFwd1x1_0_1'\]: kind 'NCHW/fp16/dense/sqare' is not"):
+        Selector.load(shipped_models_dir() / "miopen_fwd_fp16_gfx942", applicability="listed",
+                      listed={"GemmFwd1x1_0_1": ["NCHW/fp16/dense/sqare"]})
 
 
 def test_masked_picks_leave_no_unlisted_pick():

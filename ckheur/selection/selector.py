@@ -176,6 +176,9 @@ class Selector:
         if booster is None and not self.family.analytic:
             raise ProblemError(f"the {self.family.name} family has no analytic model to rank with: train a model "
                                f"(stage=train) and load it")
+        check_op = getattr(self.family.kernels, "check_op", None)  # what the family's ranking options must hold
+        if check_op is not None:
+            check_op(self.op)
         self.arch, self.direction, self.dtype, self.engine = dict(arch), direction, dtype, engine
         self.booster, self.tflops_booster, self.objective = booster, tflops_booster, objective
         # One query's rows, scored through LightGBM's C API without the wrapper's per-call work.

@@ -302,6 +302,15 @@ def applicability_mode(op: Mapping[str, Any]) -> str:
     return mode
 
 
+def check_op(op: Mapping[str, Any]) -> None:
+    """A KernelError when ``op.applicability`` or a kind of ``op.listed`` is not one ranking knows
+    (checked once, where a selector is made: a misspelt kind would otherwise never match)."""
+    applicability_mode(op)
+    for solver, kinds in (op.get("listed") or {}).items():
+        for kind in kinds:
+            kind_code(kind, solver)
+
+
 def listed_table(op: Mapping[str, Any], mode: str) -> Mapping[str, Any]:
     """``op.listed``, which ``listed`` and ``both`` need (a KernelError when it is empty)."""
     listed = op.get("listed") or {}
