@@ -144,8 +144,10 @@ def best_single_solver(tb) -> str:
 
 
 def bundle_scores(bundle_dir: Path, tb, X: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
-    """A shipped bundle's scores of every row of ``tb`` (features ``X``, default the table's): without
-    and with its remembered answers (the remembered solver of a problem raised above all)."""
+    """A shipped bundle's scores of every row of ``tb`` (features ``X``, default the table's), as its
+    selector ranks: only its own solvers that its ``op.applicability`` keeps for the problem (the
+    others -inf: unranked); without and with its remembered answers (the remembered solver of a
+    problem raised above all)."""
     from ckheur import Selector
     from ckheur.threads import predict
 
@@ -154,8 +156,15 @@ def bundle_scores(bundle_dir: Path, tb, X: np.ndarray | None = None) -> tuple[np
     assert sel.prior is None and sel._sim_sets["features"] is None, bundle_dir
     plain = predict(sel.booster, tb.X if X is None else X)
     names = [k.name for k in tb.kernels]
+    own = {k.name for k in sel._all_kernels}
+    support = sel.family.kernels.support_arrays(tb.kernels)
+    keep = np.zeros((len(tb.problems), len(tb.kernels)), dtype=bool)
+    for i in np.unique(tb.pid):
+        mask, _ = sel.family.kernels.support_mask(tb.problems[i], support, sel.op)
+        keep[i] = (mask if mask.any() else True) & np.array([n in own for n in names])
+    plain = np.where(keep[tb.pid, tb.kid], plain, -np.inf)
     remembered = np.array([sel.answers.get(tb.problems[p].key()) == names[k] for p, k in zip(tb.pid, tb.kid)])
-    return plain, np.where(remembered, plain.max() + 1.0, plain)
+    return plain, np.where(remembered, np.nanmax(plain[np.isfinite(plain)]) + 1.0, plain)
 
 
 def batch_scaled(tb, arch: dict, direction: str, ratio: float) -> np.ndarray:

@@ -96,10 +96,13 @@ def censored_choice_report(problem_ids: np.ndarray, scores: np.ndarray, time_ms:
     top-1 (pick = fastest listed), tie-aware top-1 (within ``tie_tolerance`` of it), mean slowdown
     (t_pick / t_best - 1 over problems whose pick is listed), the share of picks outside the
     listed ones, efficiency t_best / t_pick (mean, median, P10, min) and time-weighted efficiency
-    (sum of best times over sum of picked times, listed picks)."""
+    (sum of best times over sum of picked times, listed picks). A score of -inf marks a row the
+    selector does not rank (a solver it does not know): it counts for the fastest listed time but is
+    never picked, in either protocol."""
     pid = np.asarray(problem_ids)
-    order = np.lexsort((-np.asarray(scores, dtype=float), pid))  # per problem, best score first (stable)
-    pid, t = pid[order], np.asarray(time_ms, dtype=float)[order]
+    scores = np.asarray(scores, dtype=float)
+    order = np.lexsort((-scores, pid))  # per problem, best score first (stable)
+    pid, t, ranked = pid[order], np.asarray(time_ms, dtype=float)[order], np.isfinite(scores[order])
     first = np.r_[True, pid[1:] != pid[:-1]]
     start = np.flatnonzero(first)
     listed = np.isfinite(t)
@@ -108,9 +111,9 @@ def censored_choice_report(problem_ids: np.ndarray, scores: np.ndarray, time_ms:
     out = {}
     for protocol in ("open", "listed"):
         if protocol == "open":
-            pick_t = t[start]
+            pick_t = np.where(ranked[start], t[start], np.nan)
         else:  # the first listed row of each problem in score order
-            idx = np.where(listed, np.arange(len(t)), len(t))
+            idx = np.where(listed & ranked, np.arange(len(t)), len(t))
             first_listed = np.minimum.reduceat(idx, start)
             pick_t = np.where(first_listed < len(t), t[np.minimum(first_listed, len(t) - 1)], np.nan)
         pick_t, b = pick_t[has], best[has]

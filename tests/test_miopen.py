@@ -339,6 +339,14 @@ def test_censored_choice_report_hand_computed():
     # listed: problem 1 picks its listed 1.0 (the best)
     assert li["top1"] == pytest.approx(1 / 3) and li["picks_outside_listed"] == 0
     assert li["efficiency"]["mean"] == pytest.approx((0.5 + 1 + 5 / 5.05) / 3)
+    # a row the selector does not rank (-inf: a solver it does not know) is never picked, but its
+    # time is the best when it is fastest: problem 0's 1.0 unranked leaves the 2.0 pick at 50%
+    unranked = np.where(np.arange(8) == 1, -np.inf, scores)
+    o2, li2 = (censored_choice_report(pid, unranked, t)[k] for k in ("open", "listed"))
+    assert o2 == o and li2["efficiency"]["mean"] == li["efficiency"]["mean"]
+    both_unranked = np.where(np.isin(np.arange(8), [3, 5]), -np.inf, scores)  # problem 1: only its censored one
+    o3, li3 = (censored_choice_report(pid, both_unranked, t)[k] for k in ("open", "listed"))
+    assert o3["efficiency"]["mean"] == o["efficiency"]["mean"] and li3["picks_outside_listed"] == pytest.approx(1 / 3)
 
 
 SHIPPED = {(arch, d): ROOT / "models" / f"miopen_{d}_fp16_{arch}" for arch in ("gfx942", "gfx90a")

@@ -73,7 +73,8 @@ class Scored:
     skipped: list = field(default_factory=list)  # {"problem", "reason"}: no oracle, not rankable, nothing measured
     kernels: list = field(default_factory=list)  # names of the kernels the efficiencies below index
     candidate_eff: list = field(default_factory=list)  # per row: (kernel indices, measured efficiency; 0 failed)
-    choice: list = field(default_factory=list)  # per row: (scores of the measured candidates, their 1 / TFLOPS)
+    # per row: (scores of the measured candidates, then -inf for the other kernels measured; their 1 / TFLOPS)
+    choice: list = field(default_factory=list)
     pred_tflops: list = field(default_factory=list)  # per row: predicted TFLOPS of the candidates that ran
     meas_tflops: list = field(default_factory=list)  # ... and their measured TFLOPS
     slices: dict = field(default_factory=dict)  # slice name -> [bool per row]
@@ -139,7 +140,11 @@ def score_problems(rows: ProblemRows, selector: Any, direction: str, top_k: Sequ
         idx = np.array([index.setdefault(ks[j].name, len(index)) for j in cand], dtype=np.int32)
         ran = np.isfinite(meas)
         out.candidate_eff.append((idx, np.where(ran, meas / best, 0.0)))
-        out.choice.append((scores[cand], 1.0 / meas))
+        # beside the candidates, every other kernel measured for the problem, unranked (-inf): the
+        # fastest listed one is the oracle even when the selector cannot rank it
+        rest = [n for n in names if n not in {ks[j].name for j in cand}]
+        out.choice.append((np.r_[scores[cand], np.full(len(rest), -np.inf)],
+                           1.0 / np.r_[meas, [measured[n] for n in rest]]))
         out.pred_tflops.append(tflops[cand][ran])
         out.meas_tflops.append(meas[ran])
     out.kernels = list(index)
@@ -321,7 +326,7 @@ def _censored_report(scored: Any, tol: float) -> dict:
 
 
 def _choice_arrays(choice: Sequence[tuple]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Problem index, score and 1 / TFLOPS per candidate of ``Scored.choice`` entries, flat."""
+    """Problem index, score and 1 / TFLOPS per measured kernel of ``Scored.choice`` entries, flat."""
     pid = np.concatenate([np.full(len(sc), i) for i, (sc, _) in enumerate(choice)])
     return pid, np.concatenate([sc for sc, _ in choice]), np.concatenate([t for _, t in choice])
 
@@ -349,7 +354,8 @@ def _censored_fixed_order(scored: Any, tol: float) -> dict:
     from ckheur.metrics import censored_choice_report
 
     mean = efficiency_matrix(scored).mean(axis=0)
-    fixed = [(mean[idx], t) for (idx, _), (_, t) in zip(scored.candidate_eff, scored.choice)]
+    fixed = [(np.r_[mean[idx], np.full(len(t) - len(idx), -np.inf)], t)  # (kernels no candidate: unranked)
+             for (idx, _), (_, t) in zip(scored.candidate_eff, scored.choice)]
     return {"problems": len(fixed), "model": censored_choice_report(*_choice_arrays(scored.choice), tol),
             "best fixed kernel": censored_choice_report(*_choice_arrays(fixed), tol)}
 
