@@ -653,8 +653,9 @@ def test_a_bundle_trained_with_both_exports_it_and_rejects_what_the_rules_reject
 def test_every_gpu_direction_and_dtype_has_a_shipped_bundle():
     """FP32, FP16 and BF16, three directions, both GPUs: real data, every training problem
     remembered, the model cut at its tree budget (the fewest trees within train.budget_loss_pts of
-    the uncut model's grouped-CV mean efficiency); a bundle trained without a budget (kept where the
-    compact recipe lost quality) chose its recipe by CV among two, no chosen fold at the tree cap."""
+    the uncut model's grouped-CV mean efficiency), a distilled student within it of its teachers';
+    a bundle trained without a budget (kept where the compact recipe lost quality) chose its recipe
+    by CV among two, no chosen fold at the tree cap."""
     for arch in ("gfx942", "gfx90a"):
         for direction in ("fwd", "bwd_data", "bwd_weight"):
             for dtype in ("fp32", "fp16", "bf16"):
@@ -669,9 +670,15 @@ def test_every_gpu_direction_and_dtype_has_a_shipped_bundle():
                     assert len(cv["candidates"]) >= 2 and max(chosen["best_iterations"]) < cap, bundle
                     continue
                 budget, loss = cv["tree_budget"], manifest["config"]["train"]["budget_loss_pts"]
-                assert cv["chosen"]["trees"] == budget["trees"] <= budget["uncut_trees"] and loss > 0, bundle
-                uncut = budget["uncut_grouped_cv"]["mean"]
+                student = cv["chosen"].get("student_trees")
+                trees = student or cv["chosen"]["trees"]
+                assert trees == budget["trees"] <= budget["uncut_trees"] and loss > 0, bundle
+                uncut = budget["teacher_grouped_cv" if student else "uncut_grouped_cv"]["mean"]
                 assert 100 * (uncut - cv["grouped_cv_seed_mean"]["mean"]) <= loss + 1e-9, bundle
+                if student:  # the model shipped is the student
+                    from ckheur.learn.bundle import load_bundle
+
+                    assert load_bundle(bundle).booster.num_trees() == student, bundle
 
 
 def test_merging_into_a_user_find_db_keeps_every_other_line_as_it_was(tmp_path):

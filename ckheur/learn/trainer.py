@@ -399,6 +399,7 @@ def train(df: Any, job: Job, *, model: Mapping[str, Any], candidates: Sequence[C
             cv_metrics["target_arch_cv"] = picked["target_cv"]
         if student_trees:
             cv_metrics["chosen"]["student_trees"] = int(final["distill_trees"])
+            cv_metrics["chosen"]["student_leaves"] = int(final.get("distill_leaves", 15))
             cv_metrics["teacher"] = picked["teacher"]
         if budget is not None:
             cv_metrics["tree_budget"] = budget
