@@ -943,7 +943,8 @@ def test_one_model_across_gpus_serves_a_gpu_never_measured(tmp_path, monkeypatch
         assert assert_parity(py, c.compiled, [p, *generate_varied(11, 60)])["ranked"] >= 40
     # Bring-up: the target GPU's few rows weigh more against the other GPUs' (train.target_weight)
     on_90a = [c.replace("arch=gfx908", "arch=gfx90a") for c in common]
-    r = run_cli(*on_90a, "train.target_weight=20", f"train.output={tmp_path / 'w0'}", f"hydra.run.dir={tmp_path / 'r3'}")
+    r = run_cli(*on_90a, "train.target_weight=20", f"train.output={tmp_path / 'w0'}",
+                f"hydra.run.dir={tmp_path / 'r3'}")
     assert r.returncode == 2 and "train.target_weight=20.0 weighs the job's arch" in r.stderr
     r = run_cli(*on_90a, "features.hardware=true", "train.target_weight=0", f"train.output={tmp_path / 'w0'}",
                 f"hydra.run.dir={tmp_path / 'r4'}")
@@ -984,13 +985,15 @@ def test_a_gpu_without_a_model_is_served_by_the_nearest_gpus_on_the_solvers_it_r
     own = len({k.name for k in job.pool.kernels} - {k.name for k in load_bundle(path).kernels})
     assert own > 0  # MI100's own solvers (older assembly implicit GEMMs, Winograd binaries)
     r = run_cli("stage=predict", "op=miopen/bwd_weight", "op.dtype=fp32", "arch=gfx908",
-                "problem=conv -n 32 -c 256 -H 56 -W 56 -k 256 -y 3 -x 3 -p 1 -q 1 -F 4", f"hydra.run.dir={tmp_path / 'p'}")
+                "problem=conv -n 32 -c 256 -H 56 -W 56 -k 256 -y 3 -x 3 -p 1 -q 1 -F 4",
+                f"hydra.run.dir={tmp_path / 'p'}")
     assert r.returncode == 0, r.stderr
     assert "NEAREST GPU'S MODEL: gfx908 has none, gfx90a is the nearest GPU with one" in r.stdout
     assert f"{own} solvers of gfx908's table it never measured are not ranked" in r.stdout
     assert "(tier: model)" in r.stdout  # not gfx90a's remembered answer
     r = run_cli("stage=predict", "op=miopen/bwd_weight", "op.dtype=fp32", "arch=gfx908", f"predict.find_db={MI210}",
-                "problem=conv -n 32 -c 256 -H 56 -W 56 -k 256 -y 3 -x 3 -p 1 -q 1 -F 4", f"hydra.run.dir={tmp_path / 'q'}")
+                "problem=conv -n 32 -c 256 -H 56 -W 56 -k 256 -y 3 -x 3 -p 1 -q 1 -F 4",
+                f"hydra.run.dir={tmp_path / 'q'}")
     assert r.returncode == 2 and "predict.find_db: gfx908 has no model of its own" in r.stderr
     some = [k.name for k in load_bundle(path).kernels][:5]
     sel = Selector.load(path, kernels=[*some, "NoSuchSolver"])

@@ -49,8 +49,9 @@ def selector_for(job: Job, *, models: str | Path, sim_models: str | Path, model_
                             **applicability_of(job.op))
         sel.answers = {}  # another GPU's measurements: not this GPU's fastest
         unknown = len({k.name for k in job.pool.kernels} - {k.name for k in sel._all_kernels})
-        sel.label += (f"; NEAREST GPU'S MODEL: {job.arch_name} has none, {arch} is the nearest GPU with one (by hardware "
-                      f"descriptors); its solvers that run on {job.arch_name}, without {arch}'s remembered answers"
+        sel.label += (f"; NEAREST GPU'S MODEL: {job.arch_name} has none, {arch} is the nearest GPU with one (by "
+                      f"hardware descriptors); its solvers that run on {job.arch_name}, without {arch}'s remembered "
+                      "answers"
                       + (f"; {unknown} solvers of {job.arch_name}'s table it never measured are not ranked" if unknown
                          else ""))
         return sel, sel.label

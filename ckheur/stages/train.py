@@ -49,7 +49,8 @@ def options(cfg: Any) -> Any:
                         pairwise_weight=float(t.pairwise_weight), sim_calibration=str(t.sim_calibration),
                         calibration_iterations=int(t.calibration_iterations),
                         warm_start_trees=int(t.warm_start_trees), regime_cv=tuple(str(r) for r in t.regime_cv),
-                        budget_loss_pts=float(t.budget_loss_pts), target_weight=None if t.target_weight is None else float(t.target_weight))
+                        budget_loss_pts=float(t.budget_loss_pts),
+                        target_weight=None if t.target_weight is None else float(t.target_weight))
 
 
 def check_output(out: Path, overwrite: bool) -> None:
