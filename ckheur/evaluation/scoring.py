@@ -142,7 +142,8 @@ def score_problems(rows: ProblemRows, selector: Any, direction: str, top_k: Sequ
         out.candidate_eff.append((idx, np.where(ran, meas / best, 0.0)))
         # beside the candidates, every other kernel measured for the problem, unranked (-inf): the
         # fastest listed one is the oracle even when the selector cannot rank it
-        rest = [n for n in names if n not in {ks[j].name for j in cand}]
+        ranked = {ks[j].name for j in cand}
+        rest = [n for n in names if n not in ranked]
         out.choice.append((np.r_[scores[cand], np.full(len(rest), -np.inf)],
                            1.0 / np.r_[meas, [measured[n] for n in rest]]))
         out.pred_tflops.append(tflops[cand][ran])
