@@ -266,10 +266,11 @@ class TunaNetRanker:
 
     def score_matrix(self, problems: list) -> np.ndarray:
         """TunaNet's score of each solver of the table [problems, kernels]; solvers it has no output
-        for score -1e30 (MIOpen never tries them on its advice)."""
+        for score -inf: never ranked (MIOpen never tries them on its advice; a problem whose listed
+        solvers it does not know is a miss in the listed protocol, ``metrics.censored_choice_report``)."""
         cols = {f: np.array([getattr(p, f) for p in problems]) for f in FEATURE_FIELDS.values()}
-        raw = self.net.scores(cols, self.direction, self.dtype)
-        return np.where(self._columns >= 0, raw[:, np.maximum(self._columns, 0)], np.float32(-1e30)).astype(np.float64)
+        raw = self.net.scores(cols, self.direction, self.dtype).astype(np.float64)
+        return np.where(self._columns >= 0, raw[:, np.maximum(self._columns, 0)], -np.inf)
 
     def _scores(self, p: Any) -> tuple[list, np.ndarray, np.ndarray]:
         """(the solver table, TunaNet's scores, NaN predicted TFLOPS); ValueError outside its domain."""
