@@ -305,7 +305,9 @@ def cross_gpu(a, b, model: dict, seed: int, bundle=None) -> dict:
         for prob in tb.problems:
             ks, sc, _ = bundle._scores(prob)
             by_problem.append(dict(zip((k.name for k in ks), sc)))
-        model_scores = np.array([by_problem[tb.pid[r]].get(tb.kernels[tb.kid[r]].name, -1e30) for r in range(len(tb.pid))])
+        # a solver the bundle does not rank for the problem is never its pick (-inf)
+        model_scores = np.array([by_problem[tb.pid[r]].get(tb.kernels[tb.kid[r]].name, -np.inf)
+                                 for r in range(len(tb.pid))])
     model_rep = censored_choice_report(tb.pid, model_scores, time_b)
     # a's measurement as the score: its fastest listed solver first, its censored ones last
     pair = lambda t, r: (t.problems[t.pid[r]].key(), t.kernels[t.kid[r]].name)  # noqa: E731
@@ -343,7 +345,7 @@ def masked_report(bundle, table, scores: dict[int, dict], mode: str, listed: dic
             [solver[n] for n in names]), op)
         keep[int(i)] = {n for n, ok in zip(names, mask) if ok} if mask.any() else set(names)
     name = lambda r: table.kernels[table.kid[r]].name  # noqa: E731
-    sc = np.array([scores[int(table.pid[r])].get(name(r), -1e30) if name(r) in keep[int(table.pid[r])] else -1e30
+    sc = np.array([scores[int(table.pid[r])].get(name(r), -np.inf) if name(r) in keep[int(table.pid[r])] else -np.inf
                    for r in rows])
     time_ms = np.where(table.tflops[rows] > 0, table.flops_over_tflops[rows], np.nan)
     return censored_choice_report(table.pid[rows], sc, time_ms)
