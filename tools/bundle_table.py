@@ -34,14 +34,22 @@ def rows(folder: Path, family: str) -> list[str]:
         arch, direction, dtype = spec["arch"]["name"], spec["op"]["direction"], spec["op"]["dtype"]
         chosen, g = cv["chosen"], cv["grouped_cv_seed_mean"]
         compared = ", ".join(c["candidate"] for c in cv["candidates"])
+        recipe = f"{chosen.get('num_leaves', '?')} / {chosen.get('learning_rate', '?')} / {chosen['trees']}"
+        if chosen.get("student_trees"):  # a distilled student ships: its trees, then its teacher's recipe
+            recipe = f"student {student_leaves(chosen, manifest)} x {chosen['student_trees']} of {recipe}"
         size = sum(f.stat().st_size for f in b.iterdir()) / 2**20
         found.append(((arch != "gfx942", order[direction], order[dtype]),
                       f"| {GPUS.get(arch, arch)} | {direction} | {dtype} | {manifest['problems']:,} | "
-                      f"{chosen.get('num_leaves', '?')} / {chosen.get('learning_rate', '?')} / {chosen['trees']} "
-                      f"(of: {compared}) | {100 * g['mean']:.2f} / {100 * g['p10']:.2f} / {100 * g['top1']:.1f}% | "
+                      f"{recipe} (of: {compared}) | "
+                      f"{100 * g['mean']:.2f} / {100 * g['p10']:.2f} / {100 * g['top1']:.1f}% | "
                       f"{manifest.get('remembered_problems', 0):,} | {manifest['train_seconds']:.0f} s | {size:.1f} MB |"))
     out += [r for _, r in sorted(found)]
     return out
+
+
+def student_leaves(chosen: dict, manifest: dict) -> object:
+    """A distilled student's leaves: its CV record's, else its training config's (model.distill_leaves)."""
+    return chosen.get("student_leaves") or manifest["config"]["model"].get("distill_leaves", "?")
 
 
 def against(folder: Path, baseline: Path, family: str) -> list[str]:
@@ -55,9 +63,10 @@ def against(folder: Path, baseline: Path, family: str) -> list[str]:
         model = model_file(b)  # model.txt.xz, or model.txt.gz in a bundle of an earlier version
         text = read_compressed(model).decode()
         g, chosen = cv["grouped_cv_seed_mean"], cv["chosen"]
-        budget = json.loads((b / "train_manifest.json").read_text())["config"]["train"].get("budget_loss_pts", 0)
-        return (text.count("\nTree="), chosen.get("num_leaves", "?"), model.stat().st_size / 2**20,
-                100 * g["mean"], 100 * g["top1"], budget)
+        manifest = json.loads((b / "train_manifest.json").read_text())
+        budget = manifest["config"]["train"].get("budget_loss_pts", 0)
+        leaves = student_leaves(chosen, manifest) if chosen.get("student_trees") else chosen.get("num_leaves", "?")
+        return (text.count("\nTree="), leaves, model.stat().st_size / 2**20, 100 * g["mean"], 100 * g["top1"], budget)
 
     order = {"fwd": 0, "bwd_data": 1, "bwd_weight": 2, "fp32": 0, "fp16": 1, "bf16": 2}
     found = []
