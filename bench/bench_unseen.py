@@ -154,17 +154,29 @@ def bundle_scores(bundle_dir: Path, tb, X: np.ndarray | None = None) -> tuple[np
     sel = Selector.load(bundle_dir)
     # MIOpen bundles have no analytic prior or simulator features: the booster alone scores the rows
     assert sel.prior is None and sel._sim_sets["features"] is None, bundle_dir
-    plain = predict(sel.booster, tb.X if X is None else X)
+    own = {k.name for k in sel.kernels}
     names = [k.name for k in tb.kernels]
-    own = {k.name for k in sel._all_kernels}
-    support = sel.family.kernels.support_arrays(tb.kernels)
-    keep = np.zeros((len(tb.problems), len(tb.kernels)), dtype=bool)
-    for i in np.unique(tb.pid):
-        mask, _ = sel.family.kernels.support_mask(tb.problems[i], support, sel.op)
-        keep[i] = (mask if mask.any() else True) & np.array([n in own for n in names])
-    plain = np.where(keep[tb.pid, tb.kid], plain, -np.inf)
+    rows = np.arange(len(tb.pid))
+    plain = ranked_only(tb, sel.op, rows, predict(sel.booster, tb.X if X is None else X),
+                        np.array([n in own for n in names]))
     remembered = np.array([sel.answers.get(tb.problems[p].key()) == names[k] for p, k in zip(tb.pid, tb.kid)])
-    return plain, np.where(remembered, np.nanmax(plain[np.isfinite(plain)]) + 1.0, plain)
+    return plain, np.where(remembered, plain[np.isfinite(plain)].max() + 1.0, plain)
+
+
+def ranked_only(tb, op: dict, rows: np.ndarray, scores: np.ndarray, known: np.ndarray | None = None) -> np.ndarray:
+    """``scores`` of some rows of a MIOpen table, -inf (unranked) for the solvers ``op.applicability``
+    leaves out for the row's problem (a step that would leave none is skipped, as the selector does)
+    and, with ``known`` (per kernel of the table), for the kernels a selector does not have."""
+    from ckheur.families.miopen import solvers as miopen_solvers
+
+    support = miopen_solvers.support_arrays(tb.kernels)
+    keep = np.ones((len(tb.problems), len(tb.kernels)), dtype=bool)
+    for i in np.unique(tb.pid[rows]):
+        mask, _ = miopen_solvers.support_mask(tb.problems[i], support, op)
+        keep[i] = mask if mask.any() else True
+    if known is not None:
+        keep &= known
+    return np.where(keep[tb.pid[rows], tb.kid[rows]], scores, -np.inf)
 
 
 def batch_scaled(tb, arch: dict, direction: str, ratio: float) -> np.ndarray:
@@ -422,7 +434,7 @@ def tunanet_rows(tb, arch: str, direction: str, dtype: str, folder: str, add) ->
 
 def masked_both(tb, train_rows: np.ndarray, rows: np.ndarray, scores: np.ndarray) -> np.ndarray:
     """``scores`` of some rows, the solvers ``op.applicability=both`` does not rank for their problem
-    last: MIOpen's rules, and ``op.listed`` learned from the listed rows of ``train_rows`` alone (as
+    unranked: MIOpen's rules, and ``op.listed`` learned from the listed rows of ``train_rows`` alone (as
     ``stage=train op.applicability=both`` learns it from its training data)."""
     from ckheur.families.miopen import solvers as miopen_solvers
 
@@ -433,12 +445,7 @@ def masked_both(tb, train_rows: np.ndarray, rows: np.ndarray, scores: np.ndarray
             kind[i] = miopen_solvers.problem_kind(tb.problems[i], dtype)
         listed.setdefault(tb.kernels[tb.kid[r]].name, set()).add(kind[i])
     op = {**tb.op, "applicability": "both", "listed": {n: sorted(k) for n, k in listed.items()}}
-    support = miopen_solvers.support_arrays(tb.kernels)
-    keep = np.ones((len(tb.problems), len(tb.kernels)), dtype=bool)
-    for i in np.unique(tb.pid[rows]):
-        mask, _ = miopen_solvers.support_mask(tb.problems[i], support, op)
-        keep[i] = mask if mask.any() else True
-    return np.where(keep[tb.pid[rows], tb.kid[rows]], scores, -1e30)
+    return ranked_only(tb, op, rows, scores)
 
 
 def leave_family_out(tb, arch: str, direction: str, dtype: str, model: dict, seed: int, names: list) -> list[dict]:

@@ -515,7 +515,7 @@ def cross_validate(table: Table, model: Mapping[str, Any], objective: str, categ
         # a student has no early stopping (its first k trees are the student of k trees).
         used = booster.current_iteration() if student else \
             booster.member_iterations[0] if len(booster.member_iterations) == 1 else None
-        oof[te] = predict(booster, tb.X[te], threads, num_iteration=None if student else used)
+        oof[te] = predict(booster, tb.X[te], threads, num_iteration=used)
         if student:
             oof_teacher[te] = predict(booster.teacher, tb.X[te], threads)
         for k, cut in oof_cut.items():

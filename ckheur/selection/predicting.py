@@ -48,7 +48,7 @@ def selector_for(job: Job, *, models: str | Path, sim_models: str | Path, model_
         sel = Selector.load(path, tuning_db=tuning_db, kernels=[k.name for k in job.pool.kernels],
                             **applicability_of(job.op))
         sel.answers = {}  # another GPU's measurements: not this GPU's fastest
-        unknown = len({k.name for k in job.pool.kernels} - {k.name for k in sel._all_kernels})
+        unknown = len({k.name for k in job.pool.kernels} - {k.name for k in sel.kernels})
         sel.label += (f"; NEAREST GPU'S MODEL: {job.arch_name} has none, {arch} is the nearest GPU with one (by "
                       f"hardware descriptors); its solvers that run on {job.arch_name}, without {arch}'s remembered "
                       "answers"
