@@ -166,6 +166,7 @@ def _forest_c(tag: str, forest: Forest, feat_class: Sequence[str], slot: Sequenc
               kernel_values: np.ndarray, use_kmask: bool, kmask_type: str) -> str:
     """C arrays and the ckh_forest of one model (main or companion)."""
     pnodes, cnodes = [], []
+    scan: list[tuple[int, float, int, int]] = []  # (slot, threshold, tree, left leaves) of plain problem splits
     cat_words: list[int] = []
     cat_ofs = [0]
     nk = kernel_values.shape[0]
@@ -194,6 +195,9 @@ def _forest_c(tag: str, forest: Forest, feat_class: Sequence[str], slot: Sequenc
             thr = _float_down(float(n["threshold"]))
         src = 1 if cls == "K" else 0
         zero_left = int(kind == 0 and 0.0 <= float(thr))
+        if cls == "P" and kind == 0:  # tested by the sorted scan: only the nodes a problem sends right act
+            scan.append((slot[f], float(thr), t, left))
+            continue
         row = (f"{{{_hexf(thr)}, {t}, {slot[f]}, {kind}, {int(bool(n['default_left']))}, {src}, {zero_left}, {cat}, "
                f"UINT64_C({left:#x}), UINT64_C({right:#x})}}")
         (pnodes if cls == "P" else cnodes).append((t, row))
@@ -205,10 +209,17 @@ def _forest_c(tag: str, forest: Forest, feat_class: Sequence[str], slot: Sequenc
     leaf_vals = [v for vals in forest.leaves for v in vals]
     leaf_ofs = np.cumsum([0] + [len(v) for v in forest.leaves])[:-1].tolist() or [0]
     none = "{0.0f, 0, 0, 0, 0, 0, 0, -1, 0, 0}"
+    scan.sort()
+    nslots = max([s for s, _, _, _ in scan], default=-1) + 1
+    sofs = np.searchsorted([s for s, _, _, _ in scan], np.arange(nslots + 1)).tolist() if scan else [0]
     out = [
         f"static const ckh_node ckh_{tag}_pnodes[] = {{\n{_rows([r for _, r in pnodes], 1) or '    ' + none}\n}};",
         f"static const ckh_node ckh_{tag}_cnodes[] = {{\n{_rows([r for _, r in cnodes], 1) or '    ' + none}\n}};",
         f"static const int32_t ckh_{tag}_cofs[] = {{\n{_rows([str(x) for x in cofs], 16)}\n}};",
+        f"static const float ckh_{tag}_scan_thr[] = {{\n{_rows([_hexf(np.float32(x)) for _, x, _, _ in scan], 6) or '    0.0f'}\n}};",
+        f"static const uint64_t ckh_{tag}_scan_clear[] = {{\n{_rows([f'UINT64_C({x:#x})' for _, _, _, x in scan], 4) or '    0'}\n}};",
+        f"static const uint16_t ckh_{tag}_scan_tree[] = {{\n{_rows([str(x) for _, _, x, _ in scan], 16) or '    0'}\n}};",
+        f"static const int32_t ckh_{tag}_scan_ofs[] = {{\n{_rows([str(x) for x in sofs], 16)}\n}};",
         f"static const double ckh_{tag}_leaf[] = {{\n{_rows([_hex(v) for v in leaf_vals], 4)}\n}};",
         f"static const int32_t ckh_{tag}_leaf_ofs[] = {{\n{_rows([str(x) for x in leaf_ofs], 16)}\n}};",
         f"static const uint32_t ckh_{tag}_cat_bits[] = {{\n{_rows([f'{w:#x}u' for w in cat_words], 8) or '    0u'}\n}};",
@@ -221,6 +232,7 @@ def _forest_c(tag: str, forest: Forest, feat_class: Sequence[str], slot: Sequenc
         out.append(f"static const CKH_KMASK_T ckh_{tag}_kmask[] = {{\n{_rows(vals, 12)}\n}};")
     out.append(
         f"static const ckh_forest ckh_forest_{tag} = {{{forest.ntree}, ckh_{tag}_pnodes, {len(pnodes)}, "
+        f"ckh_{tag}_scan_thr, ckh_{tag}_scan_clear, ckh_{tag}_scan_tree, ckh_{tag}_scan_ofs, {nslots}, "
         f"ckh_{tag}_cnodes, ckh_{tag}_cofs, ckh_{tag}_leaf, ckh_{tag}_leaf_ofs, ckh_{tag}_cat_bits, "
         f"ckh_{tag}_cat_ofs, {f'ckh_{tag}_kmask' if use_kmask else 'NULL'}}};")
     return "\n".join(out) + "\n"

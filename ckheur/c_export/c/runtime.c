@@ -3,9 +3,11 @@
  * Trees are evaluated QuickScorer-style for all candidate kernels of a problem together: a
  * tree's leaves are bits of a mask (left to right); a node whose test sends a row right clears
  * the bits of its left subtree, and the exit leaf is the lowest bit left. Nodes on problem
- * features are tested once per problem and nodes on kernel features were resolved at export
- * time (per kernel and tree); both clear the side not taken, so only nodes on problem x kernel
- * features whose left subtree the problem can still reach are tested per candidate.
+ * features are tested once per problem: the plain numerical ones sorted by feature and threshold,
+ * so that a problem visits only those that send it right (a prefix per feature); nodes on kernel
+ * features were resolved at export time (per kernel and tree), clearing the side not taken. Nodes
+ * on problem x kernel features whose left subtree the problem can still reach are tested per
+ * candidate.
  * Scores are summed in double in tree order, as LightGBM does, so they equal its scores.
  */
 #if defined(__clang__)
@@ -39,7 +41,11 @@ typedef struct {
 
 typedef struct {
     int ntree;
-    const ckh_node* pnodes; int npnodes;          /* problem-feature nodes */
+    const ckh_node* pnodes; int npnodes;          /* problem-feature nodes the scan does not take */
+    /* plain numerical problem-feature splits sorted by (feature slot, threshold): their threshold,
+     * left leaves and tree; [scan_ofs[s], scan_ofs[s + 1]) are those of slot s */
+    const float* scan_thr; const uint64_t* scan_clear; const uint16_t* scan_tree;
+    const int32_t* scan_ofs; int nscan_slots;
     const ckh_node* cnodes; const int32_t* cofs;  /* candidate nodes, by tree: [cofs[t], cofs[t+1]) */
     const double* leaf; const int32_t* leaf_ofs;  /* leaf values, left to right, by tree */
     const uint32_t* cat_bits; const int32_t* cat_ofs;
@@ -134,6 +140,19 @@ static void ckh_problem_masks(const ckh_forest* f, const float* xp, uint64_t* pm
                         : (uint64_t)(x <= n->thr) | ((uint64_t)n->zero_left & (uint64_t)(x != x));
         const uint64_t sel = (uint64_t)0 - left;  /* all ones when the row goes left */
         pm[n->tree] &= ~((n->right & sel) | (n->clear & ~sel));
+    }
+    for (int slot = 0; slot < f->nscan_slots; ++slot) {
+        float x = xp[slot];
+        if (x != x) x = 0.0f;  /* NaN reads as 0 */
+        /* A row goes right where x > thr: the nodes of thresholds below x, a prefix. */
+        int lo = f->scan_ofs[slot], hi = f->scan_ofs[slot + 1];
+        while (lo < hi) {  /* the first threshold >= x */
+            int mid = lo + (hi - lo) / 2;
+            if (f->scan_thr[mid] < x) lo = mid + 1; else hi = mid;
+        }
+        const uint64_t* clear = f->scan_clear;
+        const uint16_t* tree = f->scan_tree;
+        for (int i = f->scan_ofs[slot]; i < lo; ++i) pm[tree[i]] &= ~clear[i];
     }
 }
 
