@@ -81,12 +81,35 @@ def test_rules_never_reject_a_solver_the_real_slices_list():
         probs = fdb.problems
         checked = 0
         for pid, solver in zip(fdb.entries.problem.to_numpy(), fdb.entries.solver):
-            if solver in ms.RULES:
+            if solver in ms.RULES or ms.structure_of(solver) is not None:
                 r = probs.iloc[int(pid)]
                 p = problem_from_dict({f: r[f] for f in FIELDS})
                 assert not ms.rule_rejections(solver, p, r["direction"], r["dtype"]), (name, solver, p.describe())
                 checked += 1
         assert checked > 500
+
+
+def test_structures_read_from_miopen_sources():
+    """Each solver's layouts, groups and data types as its IsApplicable says (src/solver/conv/)."""
+    p3 = conv(layout="NCDHW", Di=4, Z=3, pad_d=1)
+    # conv_hip_implicit_gemm_fwd_v4r4.cpp: `!Is2d() && !Is3d()`, IsLayoutDefault, one group, fp32
+    assert not rejected("ConvHipImplicitGemmV4R4Fwd", p3, "fwd", "fp32")
+    assert not rejected("ConvHipImplicitGemmV4R4Fwd", conv(), "fwd", "fp32")
+    assert rejected("ConvHipImplicitGemmV4R4Fwd", conv(), "fwd", "fp16")
+    assert rejected("ConvHipImplicitGemmV4R4Fwd", conv(G=2), "fwd", "fp32")
+    assert rejected("ConvHipImplicitGemmV4R4Fwd", conv(layout="NHWC"), "fwd", "fp32")
+    # conv_hip_implicit_gemm_fwd_v4r4_xdlops.cpp: Is2d and IsLayoutDefault; groups allowed
+    assert rejected("ConvHipImplicitGemmForwardV4R4Xdlops", p3) and not rejected("ConvHipImplicitGemmForwardV4R4Xdlops", conv(G=2))
+    # conv_multipass_wino3x3WrW.cpp: a template class; 2D NCHW, GetGroupCount() == 1
+    assert rejected("ConvWinograd3x3MultipassWrW<3-2>", conv(G=2), "bwd_weight", "fp32")
+    assert not rejected("ConvWinograd3x3MultipassWrW<3-2>", conv(), "bwd_weight", "fp32")
+    # conv_ocl_dir2D_bwdWrW_2.cpp: the tunable solver takes groups, the non-tunable one does not
+    assert not rejected("ConvOclBwdWrW2<4>", conv(G=2), "bwd_weight") and rejected("ConvOclBwdWrW2NonTunable", conv(G=2), "bwd_weight")
+    # gemm.cpp, GemmFwdBase: IsLayoutDefault, 2D or 3D; the naive solvers take every layout
+    assert not rejected("GemmFwdRest", p3) and rejected("GemmFwdRest", conv(layout="NHWC"))
+    assert not rejected("ConvDirectNaiveConvFwd", conv(layout="NDHWC", Di=4, Z=3, pad_d=1))
+    # the MLIR solvers check none of these in MIOpen (rocMLIR decides)
+    assert not rejected("ConvMlirIgemmFwdXdlops", p3)
 
 
 LINES = [  # a tiny hand-made find-db: kinds are written beside each line

@@ -66,6 +66,10 @@ static void ckh_applicable(const ckh_problem_t* p, ckh_prob* q) {
     for (int k = 0; k < CKH_NKERN; ++k) {
 #if CKH_APPLY_RULES
         if (ckh_rule_rejects(ckh_rule_of[k], p)) continue;
+        {   /* the solver's structure: its layouts, one group, the op's data type */
+            const unsigned s = ckh_structure[k];
+            if (!(s >> p->layout & 1u) || ((s & 16u) && p->G != 1) || (s & 32u)) continue;
+        }
 #endif
         ok[k / 64] |= (uint64_t)1 << (k % 64);
     }

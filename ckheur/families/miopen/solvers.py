@@ -287,11 +287,88 @@ RULES = {  # solver name -> the rule that lists why MIOpen's IsApplicable reject
 }
 
 
+@dataclass(frozen=True)
+class Structure:
+    """What a solver's IsApplicable asks of a problem's structure, in MIOpen's source: the layouts
+    it takes (Is2d / Is3d with IsLayoutDefault / IsLayoutNHWC: NCHW is the 2D default layout, NCDHW
+    the 3D one), one group only (GetGroupCount() == 1), and its data types (IsFp32 / IsFp16 / IsBfp16)."""
+
+    layouts: tuple[str, ...]
+    one_group: bool = False
+    dtypes: tuple[str, ...] = ("fp32", "fp16", "bf16")
+
+    def rejections(self, p: Any, dtype: str) -> list[str]:
+        why = [] if p.layout in self.layouts else [f"{' or '.join(self.layouts)} only"]
+        if self.one_group and p.G != 1:
+            why.append("one group only")
+        if dtype not in self.dtypes:
+            why.append(f"{', '.join(self.dtypes)} only")
+        return why
+
+
+_2D = ("NCHW",)  # Is2d and IsLayoutDefault
+_2D_3D = ("NCHW", "NCDHW")  # IsLayoutDefault, 2D or 3D
+_FP32 = ("fp32",)
+# Per solver class (a name's part before "<": ConvOclBwdWrW2<16> is ConvOclBwdWrW2), read from
+# MIOpen's src/solver/conv/<file>.cpp, IsApplicable (and the helper it calls, where it delegates).
+# The MLIR solvers check none of these in MIOpen (rocMLIR decides), the naive ones take every
+# layout, and RULES above holds the solvers with rules of their own.
+STRUCTURES = {
+    "ConvAsm1x1UV2": Structure(_2D, True, _FP32),  # conv_asm_1x1u_stride2.cpp
+    "ConvAsm3x3U": Structure(_2D, dtypes=_FP32),  # conv_asm_3x3u.cpp
+    "ConvAsm5x10u2v2b1": Structure(_2D, True, _FP32),  # conv_asm_5x10u2v2b1.cpp
+    "ConvAsm5x10u2v2f1": Structure(_2D, True, _FP32),  # conv_asm_5x10u2v2f1.cpp
+    "ConvAsm7x7c3h224w224k64u2v2p3q3f1": Structure(_2D, True, _FP32),  # conv_asm_7x7c3h224w224k64u2v2p3q3f1.cpp
+    "ConvAsmBwdWrW1x1": Structure(_2D, True),  # conv_asm_dir_BwdWrW1x1.cpp
+    "ConvAsmBwdWrW3x3": Structure(_2D, dtypes=("fp32", "fp16")),  # conv_asm_dir_BwdWrW3x3.cpp
+    "ConvAsmImplicitGemmGTCDynamicFwdXdlops": Structure(_2D, True, ("fp32", "fp16")),  # conv_asm_implicit_gemm_gtc_fwd.cpp
+    "ConvAsmImplicitGemmGTCDynamicBwdXdlops": Structure(_2D, dtypes=("fp32", "fp16")),  # ..._gtc_bwd.cpp
+    "ConvAsmImplicitGemmGTCDynamicWrwXdlops": Structure(_2D, True, ("fp32", "fp16")),  # ..._wrw_gtc_dynamic_xdlops.cpp
+    "ConvBinWinograd3x3U": Structure(_2D, True, _FP32),  # conv_bin_wino3x3U.cpp
+    "ConvBinWinogradRxS": Structure(_2D, True, ("fp32", "fp16")),  # conv_bin_winoRxS.cpp
+    "ConvHipImplicitGemmBwdDataV1R1": Structure(_2D_3D, True, ("fp32", "bf16")),  # conv_hip_implicit_gemm_bwd_v1r1.cpp
+    "ConvHipImplicitGemmBwdDataV1R1Xdlops": Structure(_2D),  # ..._bwd_v1r1_xdlops.cpp
+    "ConvHipImplicitGemmBwdDataV4R1": Structure(_2D_3D, True, _FP32),  # ..._bwd_v4r1.cpp
+    "ConvHipImplicitGemmBwdDataV4R1Xdlops": Structure(_2D),  # ..._bwd_v4r1_xdlops.cpp
+    # ..._bwd_data_xdlops.cpp, ..._fwd_xdlops.cpp: 2D, NHWC (some versions NCHW too), one group
+    "ConvHipImplicitGemmBwdXdlops": Structure(("NCHW", "NHWC"), True),
+    "ConvHipImplicitGemmFwdXdlops": Structure(("NCHW", "NHWC"), True),
+    "ConvHipImplicitGemmForwardV4R4Xdlops": Structure(_2D),  # ..._fwd_v4r4_xdlops.cpp
+    "ConvHipImplicitGemmForwardV4R4Xdlops_Padded_Gemm": Structure(_2D),  # ..._fwd_v4r4_xdlops_padded_gemm.cpp
+    "ConvHipImplicitGemmForwardV4R5Xdlops": Structure(_2D),  # ..._fwd_v4r5_xdlops.cpp
+    "ConvHipImplicitGemmV4R1Fwd": Structure(_2D),  # ..._v4r1.cpp
+    "ConvHipImplicitGemmV4R1WrW": Structure(_2D),  # ..._v4r1.cpp
+    "ConvHipImplicitGemmV4R4Fwd": Structure(_2D_3D, True, _FP32),  # ..._fwd_v4r4.cpp
+    "ConvHipImplicitGemmV4R4WrW": Structure(_2D_3D, True, _FP32),  # ..._wrw_v4r4.cpp
+    "ConvHipImplicitGemmWrwV4R4Xdlops": Structure(_2D),  # ..._wrw_v4r4_xdlops.cpp
+    "ConvHipImplicitGemmWrwV4R4Xdlops_Padded_Gemm": Structure(_2D),  # ..._wrw_v4r4_xdlops_padded_gemm.cpp
+    "ConvMPBidirectWinograd": Structure(_2D, dtypes=("fp32", "fp16")),  # conv_MP_bidirectional_winograd.cpp
+    "ConvMPBidirectWinograd_xdlops": Structure(_2D, dtypes=("fp32", "fp16")),  # the same file
+    "ConvOclBwdWrW1x1": Structure(_2D, True),  # conv_ocl_dir2D_bwdWrW_1x1.cpp
+    "ConvOclBwdWrW2": Structure(_2D),  # conv_ocl_dir2D_bwdWrW_2.cpp, IsApplicableBase
+    "ConvOclBwdWrW2NonTunable": Structure(_2D, True),  # the same file: not tunable means one group
+    "ConvOclBwdWrW53": Structure(_2D),  # conv_ocl_dir2D_bwdWrW_53.cpp
+    "ConvOclDirectFwd11x11": Structure(_2D, True),  # conv_ocl_dir2D11x11.cpp
+    "ConvOclDirectFwd1x1": Structure(_2D, True),  # conv_ocl_dir2Dfwd1x1.cpp
+    "ConvOclDirectFwdGen": Structure(_2D, True),  # conv_ocl_dir2Dfwdgen.cpp
+    "ConvWinograd3x3MultipassWrW": Structure(_2D, True),  # conv_multipass_wino3x3WrW.cpp
+    "GemmFwdRest": Structure(_2D_3D),  # gemm.cpp, GemmFwdBase: IsLayoutDefault, any dimensionality
+    "GemmBwdRest": Structure(_2D_3D),  # gemm_bwd.cpp, GemmBwdBase
+    "GemmWrwUniversal": Structure(_2D_3D),  # gemm_wrw.cpp, GemmWrwBase
+}
+
+
+def structure_of(name: str) -> Structure | None:
+    """A solver's :class:`Structure` (its class's, for a name with template arguments), or None."""
+    return STRUCTURES.get(name.split("<", 1)[0])
+
+
 def rule_rejections(name: str, p: Any, direction: str, dtype: str) -> list[str]:
     """Why MIOpen's own applicability check rejects solver ``name`` for problem ``p`` ([] when no
-    rule here rejects it; a solver without a rule here is never rejected)."""
-    rule = RULES.get(name)
-    return rule(p, direction, dtype) if rule is not None else []
+    rule here rejects it; a solver without a rule or a structure here is never rejected)."""
+    rule, structure = RULES.get(name), structure_of(name)
+    return (structure.rejections(p, dtype) if structure is not None else []) \
+        + (rule(p, direction, dtype) if rule is not None else [])
 
 
 def applicability_mode(op: Mapping[str, Any]) -> str:
@@ -396,6 +473,11 @@ def c_support(kernels: Sequence[Any], op: Mapping[str, Any]) -> tuple[dict, str,
         of = [f"CKH_RULE_{RULES[k.name].c_rule}" if k.name in RULES else "CKH_RULE_NONE" for k in kernels]
         out.append("static const uint8_t ckh_rule_of[] = {  /* each solver's rule (solvers.RULES) */\n"
                    + ",\n".join(f"    {c}" for c in of) + "\n};")
+        out.append("/* each solver's structure (solvers.STRUCTURES): bit i a layout it takes (LAYOUTS[i]), bit 4\n"
+                   " * one group only, bit 5 the op's data type rejected */\n"
+                   "static const uint8_t ckh_structure[] = {\n"
+                   + ",\n".join(f"    {_structure_bits(structure_of(k.name), op['dtype'], LAYOUTS):#04x}"
+                                 for k in kernels) + "\n};")
     if listed:
         codes = {}  # every solver's kinds checked, those of solvers outside this table too
         for solver, kinds in listed_table(op, mode).items():
@@ -412,6 +494,14 @@ def c_support(kernels: Sequence[Any], op: Mapping[str, Any]) -> tuple[dict, str,
             out.append(f"static const uint64_t ckh_listed_{tag}[] = {{  /* kinds each solver is listed for {what} */\n"
                        + ",\n".join(f"    UINT64_C({b:#x})" for b in bits) + "\n};")
     return defines, "\n".join(out) + ("\n" if out else ""), _ranked(mode, op, kernels)
+
+
+def _structure_bits(structure: Structure | None, dtype: str, layouts: Sequence[str]) -> int:
+    """A :class:`Structure` as the C export codes it (ckh_structure); every layout when there is none."""
+    if structure is None:
+        return (1 << len(layouts)) - 1
+    return sum(1 << i for i, x in enumerate(layouts) if x in structure.layouts) \
+        | (structure.one_group << 4) | ((dtype not in structure.dtypes) << 5)
 
 
 def _ranked(mode: str, op: Mapping[str, Any], kernels: Sequence[Any]) -> str:
