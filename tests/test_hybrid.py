@@ -327,12 +327,22 @@ def test_mixed_objective_gradient_matches_its_loss():
     tflops = rng.uniform(10, 100, len(pid))
     full = np.repeat([True, False, True, False, False, True], 4)
     y = tflops / np.maximum.reduceat(tflops, np.arange(0, 24, 4))[pid]
-    grad_hess, loss = _mixed_loss(y, full, tflops, pid, 0.7)
     preds = rng.normal(0.5, 0.2, len(pid))
-    g, h = grad_hess(preds)
-    num = np.array([(loss(preds + e) - loss(preds - e)) / 2e-6 for e in np.eye(len(pid)) * 1e-6])
-    np.testing.assert_allclose(g / len(pid), num, rtol=1e-5, atol=1e-9)  # loss is the mean
-    assert (h > 0).all()
+    weights = np.repeat(rng.choice([1.0, 20.0], 6), 4)  # train.target_weight: a problem's rows weigh alike
+    for row_weight in (None, weights):
+        grad_hess, loss = _mixed_loss(y, full, tflops, pid, 0.7, row_weight)
+        g, h = grad_hess(preds)
+        num = np.array([(loss(preds + e) - loss(preds - e)) / 2e-6 for e in np.eye(len(pid)) * 1e-6])
+        np.testing.assert_allclose(g / len(pid), num, rtol=1e-5, atol=1e-9)  # loss is the mean
+        assert (h > 0).all()
+    # the weights count: every row at 3 triples the loss, a weighted problem moves its gradient alone
+    plain, tripled = _mixed_loss(y, full, tflops, pid, 0.7)[1], _mixed_loss(y, full, tflops, pid, 0.7, np.full(24, 3.0))[1]
+    assert tripled(preds) == pytest.approx(3 * plain(preds))
+    g1 = _mixed_loss(y, full, tflops, pid, 0.7)[0](preds)[0]
+    gw = _mixed_loss(y, full, tflops, pid, 0.7, np.repeat([5.0, 1, 1, 5.0, 1, 1], 4))[0](preds)[0]
+    np.testing.assert_allclose(gw[pid == 0], 5 * g1[pid == 0])
+    np.testing.assert_allclose(gw[pid == 3], 5 * g1[pid == 3])
+    np.testing.assert_allclose(gw[pid == 1], g1[pid == 1])
 
 
 def test_partial_targets_train_and_drop_uses_full_problems_only():

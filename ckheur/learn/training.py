@@ -267,16 +267,20 @@ def pairwise_terms(tflops: np.ndarray, pid: np.ndarray, partial_rows: np.ndarray
     return cat(pi, np.int64), cat(pj, np.int64), cat(delta, float), cat(w, float)
 
 
-def _mixed_loss(y: np.ndarray, full_rows: np.ndarray, tflops: np.ndarray, pid: np.ndarray, pair_weight: float):
+def _mixed_loss(y: np.ndarray, full_rows: np.ndarray, tflops: np.ndarray, pid: np.ndarray, pair_weight: float,
+                row_weight: np.ndarray | None = None):
     """Objective and metric for `relative` with partial problems: squared error against the
     relative target on fully measured problems, squared error of score differences on pairs of
-    measured kernels within partly measured ones."""
+    measured kernels within partly measured ones; each row's term (a pair's: its first row's, the
+    rows of a problem weigh alike) times its weight (``row_weight``: train.target_weight; LightGBM
+    does not apply a dataset's weights to a custom objective)."""
     pi, pj, delta, w = pairwise_terms(tflops, pid, ~full_rows)
-    w = w * pair_weight
+    rw = np.ones(len(y)) if row_weight is None else np.asarray(row_weight, dtype=float)
+    w = w * pair_weight * rw[pi]
 
     def grad_hess(preds: np.ndarray, _data: Any = None) -> tuple[np.ndarray, np.ndarray]:
-        grad = np.where(full_rows, preds - y, 0.0)
-        hess = full_rows.astype(float)
+        grad = np.where(full_rows, rw * (preds - y), 0.0)
+        hess = np.where(full_rows, rw, 0.0)
         r = w * (preds[pi] - preds[pj] - delta)
         np.add.at(grad, pi, r)
         np.add.at(grad, pj, -r)
@@ -285,7 +289,7 @@ def _mixed_loss(y: np.ndarray, full_rows: np.ndarray, tflops: np.ndarray, pid: n
         return grad, np.maximum(hess, 1e-6)  # rows of single-kernel partial problems carry no information
 
     def loss(preds: np.ndarray) -> float:
-        full = float(np.sum(np.where(full_rows, (preds - y) ** 2, 0.0)))
+        full = float(np.sum(np.where(full_rows, rw * (preds - y) ** 2, 0.0)))
         pairs = float(np.sum(w * (preds[pi] - preds[pj] - delta) ** 2))
         return 0.5 * (full + pairs) / max(1, len(preds))
 
@@ -401,7 +405,7 @@ def _fit_one(table: Table, rows: np.ndarray, model: Mapping[str, Any], objective
     kw: dict[str, Any] = {}
     if mixed:
         params["objective"], _ = _mixed_loss(y[rows], full_rows[rows], table.tflops[rows], table.pid[rows],
-                                             pair_weight)
+                                             pair_weight, weight(rows))
         params["metric"] = "None"
     if valid_rows is not None:
         valid = _dataset(table.X[valid_rows], y[valid_rows], table.pid[valid_rows], objective, categorical, ref=train,
@@ -410,7 +414,7 @@ def _fit_one(table: Table, rows: np.ndarray, model: Mapping[str, Any], objective
         kw["callbacks"] = [lgb.early_stopping(model["early_stopping_rounds"], verbose=False)]
         if mixed:
             _, valid_loss = _mixed_loss(y[valid_rows], full_rows[valid_rows], table.tflops[valid_rows],
-                                        table.pid[valid_rows], pair_weight)
+                                        table.pid[valid_rows], pair_weight, weight(valid_rows))
             kw["feval"] = lambda preds, _data: ("mixed_l2", valid_loss(preds), False)
     return lgb.train(params, train, num_boost_round=n_trees, init_model=init_model, **kw)
 
