@@ -335,14 +335,19 @@ def test_compiled_selector_and_fallback_without_compiler(monkeypatch):
     assert fb.rank(p, 5) == want
 
 
-def test_export_refuses_trees_over_64_leaves():
+def test_export_refuses_trees_over_64_leaves_and_more_trees_than_it_numbers(monkeypatch):
     import lightgbm as lgb
+
+    from ckheur.learn import forest
 
     rng = np.random.default_rng(0)
     X = rng.normal(size=(4000, 4))
     b = lgb.train({"objective": "regression", "num_leaves": 100, "min_data_in_leaf": 2, "verbose": -1},
                   lgb.Dataset(X, X @ [1, 2, 3, 4] + np.sin(20 * X[:, 0])), 2)
     with pytest.raises(ExportError, match="at most 64 leaves"):
+        read_forest(b)
+    monkeypatch.setattr(forest, "MAX_TREES", 1)  # 65,535 in truth: a model that large takes minutes to train
+    with pytest.raises(ExportError, match="the model has 2 trees; the C export numbers trees in 16 bits"):
         read_forest(b)
 
 

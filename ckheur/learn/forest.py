@@ -16,6 +16,7 @@ RAW_OBJECTIVES = ("regression", "regression_l1", "huber", "fair", "quantile", "m
                   "rank_xendcg", "custom", "none")
 ZERO = float(np.float32(1e-35))  # LightGBM's kZeroThreshold
 MAX_LEAVES = 64  # leaves of a tree the C evaluator handles (one 64-bit mask)
+MAX_TREES = 65535  # trees a C forest numbers (uint16_t tree indices)
 
 
 class ExportError(UserError):
@@ -64,6 +65,9 @@ def read_forest(booster: Any) -> Forest:
                           f"{', '.join(RAW_OBJECTIVES)}")
     if d.get("average_output"):
         raise ExportError("random-forest models (average_output) cannot be exported")
+    if len(d["tree_info"]) > MAX_TREES:
+        raise ExportError(f"the model has {len(d['tree_info'])} trees; the C export numbers trees in 16 bits, at "
+                          f"most {MAX_TREES} (train with fewer: model.max_trees, or distil it: model.distill_trees)")
     leaves: list[list[float]] = []
     nodes: list[tuple[int, dict, int, int]] = []
     for t, info in enumerate(d["tree_info"]):
