@@ -998,3 +998,37 @@ def test_a_gpu_without_a_model_is_served_by_the_nearest_gpus_on_the_solvers_it_r
     some = [k.name for k in load_bundle(path).kernels][:5]
     sel = Selector.load(path, kernels=[*some, "NoSuchSolver"])
     assert [k.name for k in sel._all_kernels] == some
+
+
+def test_bring_up_sweep_draws_whole_problems_at_random_within_its_budget(tmp_path):
+    """The bring-up's sweep as the docs give it (a find-db replayed as the new GPU, problems drawn at
+    random, sweep.strategy=random): every problem it picks has every solver of the table timed
+    (listed ones ok, the others censored, as MIOpen's find reports them), the budget is never
+    exceeded, and the seed fixes the draw."""
+    from ckheur.data.dataset import read_dataset
+    from ckheur.families.miopen.problems import FIELDS
+    from ckheur.families.miopen.solvers import table_names
+
+    data = tmp_path / "data"
+    r = run_cli("stage=import", f"import.path={MI210}", f"paths.data={data}", f"hydra.run.dir={tmp_path / 'i'}")
+    assert r.returncode == 0, r.stderr
+    whole = data / "miopen_bwd_weight_fp16_gfx90a" / "gfx90a68.parquet"
+    file_keys = {tuple(k) for k in read_dataset(whole)[list(FIELDS)].drop_duplicates().itertuples(index=False)}
+    drawn = []
+    for run, seed in (("a", 0), ("b", 0), ("c", 1)):
+        out = tmp_path / run / "drill.parquet"
+        r = run_cli("stage=sweep", "op=miopen/bwd_weight", "op.dtype=fp16", "arch=gfx90a", "backend=replay",
+                    f"backend.paths=[{whole}]", "problems=miopen_log", "problems.sources.0.kind=dataset",
+                    f"problems.sources.0.path={whole}", "sweep.strategy=random", "sweep.budget=0.2",
+                    f"sweep.active.seed={seed}", f"sweep.output={out}", f"hydra.run.dir={tmp_path / run}")
+        assert r.returncode == 0, r.stderr
+        df = read_dataset(out)
+        per_problem = df.groupby(list(FIELDS)).kernel.nunique()
+        assert (per_problem == len(table_names("bwd_weight", "gfx90a"))).all()  # whole problems
+        assert {"ok", "censored"} <= set(df.status)
+        summary = json.loads((tmp_path / run / "sweep_summary.json").read_text())
+        assert len(df) <= summary["budget_pairs"] < 1.2 * len(df) + 2 * per_problem.max()
+        keys = {tuple(k) for k in per_problem.index}
+        assert keys <= file_keys and len(keys) < len(file_keys)
+        drawn.append(keys)
+    assert drawn[0] == drawn[1] != drawn[2]
