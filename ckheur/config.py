@@ -285,6 +285,10 @@ class ActiveSchema:
     explore: Optional[int] = None
     all_kernels_max: int = 0
     seed: int = 0
+    # A bundle that ranks a problem's kernels before the ensemble exists, for a family without an
+    # analytic model (MIOpen): its top and explore are timed instead of every runnable kernel
+    # (a new GPU's bring-up: the model across the other GPUs). null: every kernel is timed.
+    ranker: Optional[str] = None
 
 
 @dataclass

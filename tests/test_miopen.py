@@ -1000,7 +1000,7 @@ def test_a_gpu_without_a_model_is_served_by_the_nearest_gpus_on_the_solvers_it_r
     assert [k.name for k in sel._all_kernels] == some
 
 
-def test_bring_up_sweep_draws_whole_problems_at_random_within_its_budget(tmp_path):
+def test_bring_up_sweep_draws_problems_at_random_within_its_budget(tmp_path):
     """The bring-up's sweep as the docs give it (a find-db replayed as the new GPU, problems drawn at
     random, sweep.strategy=random): every problem it picks has every solver of the table timed
     (listed ones ok, the others censored, as MIOpen's find reports them), the budget is never
@@ -1032,3 +1032,28 @@ def test_bring_up_sweep_draws_whole_problems_at_random_within_its_budget(tmp_pat
         assert keys <= file_keys and len(keys) < len(file_keys)
         drawn.append(keys)
     assert drawn[0] == drawn[1] != drawn[2]
+    # With a ranker (a new GPU's model across the other GPUs; here the shipped bundle), each problem
+    # gets floor(sqrt(34)) = 5 solvers plus 3 at random: more problems, same budget; the first round's
+    # five are the ranker's best (later rounds take the ensemble's, once it is trained on them).
+    from ckheur import Selector
+
+    ranker = ROOT / "models" / "miopen_bwd_weight_fp16_gfx90a"
+    common = ["stage=sweep", "op=miopen/bwd_weight", "op.dtype=fp16", "arch=gfx90a", "backend=replay",
+              f"backend.paths=[{whole}]", "problems=miopen_log", "problems.sources.0.kind=dataset",
+              f"problems.sources.0.path={whole}", "sweep.strategy=random", "sweep.budget=0.2"]
+    out = tmp_path / "r" / "drill.parquet"
+    r = run_cli(*common, f"sweep.active.ranker={ranker}", f"sweep.output={out}", f"hydra.run.dir={tmp_path / 'r'}")
+    assert r.returncode == 0, r.stderr
+    df = read_dataset(out)
+    timed = df.groupby(list(FIELDS)).kernel.agg(set)
+    assert (timed.map(len) == 8).all() and len(timed) > 3 * len(drawn[0])
+    sel = Selector.load(ranker)
+    first = json.loads((out / "active_sweep.json").read_text())["rounds"][0]["pairs"]
+    firsts = {tuple(pair[:len(FIELDS)]) for pair in first}
+    assert len(firsts) >= 20
+    for key in sorted(firsts, key=str)[:20]:
+        best = [n for n, _ in sel.rank(problem_from_dict(dict(zip(FIELDS, key))), k=5)]
+        assert set(best) <= timed[key]
+    r = run_cli(*common, f"sweep.active.ranker={ROOT / 'models' / 'miopen_fwd_fp16_gfx90a'}",
+                f"sweep.output={tmp_path / 'x' / 'd.parquet'}", f"hydra.run.dir={tmp_path / 'x'}")
+    assert r.returncode == 2 and "sweep.active.ranker=" in r.stderr and "bundle; this sweep is miopen bwd_weight" in r.stderr

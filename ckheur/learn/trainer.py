@@ -342,7 +342,8 @@ def train(df: Any, job: Job, *, model: Mapping[str, Any], candidates: Sequence[C
                 t = results[-1]["target_cv"]
                 log(f"train: CV on {t['arch']}'s own {t['problems']} problems (beside the other GPUs'): mean "
                     f"{100 * t['efficiency']['mean']:.2f}% P10 {100 * t['efficiency']['p10']:.2f}% top-1 "
-                    f"{100 * t['top1']:.1f}%")
+                    f"{100 * t['top1']:.1f}%" + (" (partly measured: each pick against its problem's best measured "
+                                                  "kernel)" if t["partly_measured"] else ""))
             cap = int(model_of(c)["max_trees"])
             capped = sum(b >= cap for b in results[-1]["best_iterations"])
             if capped:
@@ -567,10 +568,13 @@ def _target_cv(tb: Any, oof: np.ndarray, arch: str) -> dict | None:
     if not n or n == len(tb.X):
         return None
     rows = np.arange(n)
-    if tb.full is not None and tb.full.any():
-        rows = rows[tb.full[tb.pid[rows]]]
+    full = rows[tb.full[tb.pid[rows]]] if tb.full is not None else rows
+    # A sweep that timed a few kernels per problem (sweep.active.ranker) leaves none fully measured:
+    # then each pick is judged against its problem's best measured kernel, and the report says so.
+    partly = len(full) == 0
+    rows = rows if partly else full
     report = selection_report(tb.pid[rows], oof[rows], tb.tflops[rows])
-    return {"arch": arch, "problems": int(len(np.unique(tb.pid[rows]))), **report}
+    return {"arch": arch, "problems": int(len(np.unique(tb.pid[rows]))), "partly_measured": partly, **report}
 
 
 def _oof_efficiency(tb: Any, oof: np.ndarray) -> np.ndarray:

@@ -54,6 +54,7 @@ class RoundOptions:
     explore: int | None = None  # ... plus this many at random (None: half of top)
     all_kernels_max: int = 0  # problems with at most this many runnable kernels get every kernel timed
     seed: int = 0
+    ranker: str | None = None  # a bundle ranking a problem's kernels before the ensemble exists (no analytic model)
     threads: int = 0  # LightGBM threads of the members (0: ckheur.threads decides)
     partial: str = "naive"  # partly measured problems in the members' training (as train.partial)
 
@@ -65,6 +66,22 @@ class RoundOptions:
             raise SweepError(f"sweep.active.acquisition={self.acquisition!r}: allowed values are "
                              f"{', '.join(ACQUISITIONS)}")
         _check(asdict(self))
+
+
+def _load_ranker(path: str, job: Any) -> Any:
+    """The bundle of ``sweep.active.ranker`` as a selector of the job's op and arch (a SweepError
+    names the option when it is not one)."""
+    from ckheur.errors import UserError
+    from ckheur.selection.selector import Selector
+
+    try:
+        ranker = Selector.load(path)
+    except (UserError, OSError) as e:
+        raise SweepError(f"sweep.active.ranker={path}: not a bundle ckheur can load ({str(e)[:300]})") from None
+    if (ranker.family.name, ranker.direction, ranker.dtype) != (job.family.name, job.direction, job.dtype):
+        raise SweepError(f"sweep.active.ranker={path}: a {ranker.family.name} {ranker.direction} {ranker.dtype} "
+                         f"bundle; this sweep is {job.family.name} {job.direction} {job.dtype}")
+    return ranker
 
 
 def budget_pairs(budget: float | None, runnable_pairs: int, log: Callable[[str], None] = print) -> int:
@@ -158,11 +175,33 @@ class _Rounds:
         self.runnable_pairs = int(sum(len(r) for r in self.runnable))
         self.order: np.ndarray | None = None  # random / stratified: the fixed order of problems
         self._sim: tuple | None = None  # simulator parameters and kernel arrays per group (analytic ranking)
+        self.ranker = _load_ranker(options.ranker, self.job) if options.ranker else None
 
     def all_kernels(self, i: int) -> bool:
         # A family without an analytic model (MIOpen's solvers) has nothing to rank a new problem's
-        # kernels by before the ensemble exists: every runnable one is timed (its pools are small).
-        return len(self.runnable[i]) <= int(self.a["all_kernels_max"]) or not self.job.family.analytic
+        # kernels by before the ensemble exists unless a ranker is given: every runnable one is timed.
+        return len(self.runnable[i]) <= int(self.a["all_kernels_max"]) or \
+            (not self.job.family.analytic and self.ranker is None)
+
+    def first_top(self, idx: np.ndarray, n: int) -> dict[int, np.ndarray]:
+        """Per problem index: its runnable kernels in the order that picks them before the ensemble
+        exists: the analytic model's (best n), else the ranker's (every one, the ranker's unknown last)."""
+        if self.job.family.analytic:
+            return self.analytic_top(idx, n)
+        from ckheur.families.problem_base import ProblemError
+
+        out = {}
+        for i in idx:
+            try:
+                ranked = self.ranker.rank(self.problems[i], k=None)
+            except ProblemError:  # the ranker ranks none of its kernels here: the runnable ones in order
+                ranked = []
+            order = [self.kpos[name] for name, _ in ranked if name in self.kpos]
+            runnable = [int(k) for k in self.runnable[i]]
+            known = set(order)
+            out[int(i)] = np.array([k for k in order if k in set(runnable)] + [k for k in runnable if k not in known],
+                                   dtype=np.int64)
+        return out
 
     def top_explore(self, i: int) -> tuple[int, int]:
         """(kernels from the ranking, kernels at random) to time on problem i."""
@@ -385,7 +424,7 @@ def _plan_round(R: _Rounds, rnd: int, left: int, budget: int, min_gain: float) -
             return stop, []
     pairs, chosen = [], []
     partial = [int(cand[j]) for j in picks if not R.all_kernels(int(cand[j]))]
-    analytic = R.analytic_top(np.array(partial), max(R.top_explore(i)[0] for i in partial)) \
+    analytic = R.first_top(np.array(partial), max(R.top_explore(i)[0] for i in partial)) \
         if partial and S is None else {}
     for j, w in zip(picks, why):
         i = int(cand[j])
