@@ -285,9 +285,9 @@ class ActiveSchema:
     explore: Optional[int] = None
     all_kernels_max: int = 0
     seed: int = 0
-    # A bundle that ranks a problem's kernels before the ensemble exists, for a family without an
-    # analytic model (MIOpen): its top and explore are timed instead of every runnable kernel
-    # (a new GPU's bring-up: the model across the other GPUs). null: every kernel is timed.
+    # A bundle that ranks a problem's kernels before the ensemble exists, instead of the analytic
+    # model; for MIOpen's solvers (no analytic model), its top and explore are timed instead of every
+    # runnable solver (a new GPU's bring-up: the model across the other GPUs). null: none.
     ranker: Optional[str] = None
 
 

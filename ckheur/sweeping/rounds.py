@@ -54,7 +54,7 @@ class RoundOptions:
     explore: int | None = None  # ... plus this many at random (None: half of top)
     all_kernels_max: int = 0  # problems with at most this many runnable kernels get every kernel timed
     seed: int = 0
-    ranker: str | None = None  # a bundle ranking a problem's kernels before the ensemble exists (no analytic model)
+    ranker: str | None = None  # a bundle ranking a problem's kernels before the ensemble exists (instead of the analytic model)
     threads: int = 0  # LightGBM threads of the members (0: ckheur.threads decides)
     partial: str = "naive"  # partly measured problems in the members' training (as train.partial)
 
@@ -185,8 +185,9 @@ class _Rounds:
 
     def first_top(self, idx: np.ndarray, n: int) -> dict[int, np.ndarray]:
         """Per problem index: its runnable kernels in the order that picks them before the ensemble
-        exists: the analytic model's (best n), else the ranker's (every one, the ranker's unknown last)."""
-        if self.job.family.analytic:
+        exists: the ranker's when one is given (every one, those it does not rank last), else the
+        analytic model's (best n)."""
+        if self.ranker is None:
             return self.analytic_top(idx, n)
         from ckheur.families.problem_base import ProblemError
 
@@ -196,10 +197,10 @@ class _Rounds:
                 ranked = self.ranker.rank(self.problems[i], k=None)
             except ProblemError:  # the ranker ranks none of its kernels here: the runnable ones in order
                 ranked = []
-            order = [self.kpos[name] for name, _ in ranked if name in self.kpos]
             runnable = [int(k) for k in self.runnable[i]]
-            known = set(order)
-            out[int(i)] = np.array([k for k in order if k in set(runnable)] + [k for k in runnable if k not in known],
+            order = [self.kpos[name] for name, _ in ranked if name in self.kpos]
+            ranked_set, runnable_set = set(order), set(runnable)
+            out[int(i)] = np.array([k for k in order if k in runnable_set] + [k for k in runnable if k not in ranked_set],
                                    dtype=np.int64)
         return out
 
