@@ -436,16 +436,15 @@ def masked_both(tb, train_rows: np.ndarray, rows: np.ndarray, scores: np.ndarray
     """``scores`` of some rows, the solvers ``op.applicability=both`` does not rank for their problem
     unranked: MIOpen's rules, and ``op.listed`` learned from the listed rows of ``train_rows`` alone (as
     ``stage=train op.applicability=both`` learns it from its training data)."""
-    from ckheur.families.miopen import solvers as miopen_solvers
+    import pandas as pd
 
-    dtype, kind, listed = tb.op["dtype"], {}, {}
-    for r in train_rows[tb.tflops[train_rows] > 0]:
-        i = int(tb.pid[r])
-        if i not in kind:
-            kind[i] = miopen_solvers.problem_kind(tb.problems[i], dtype)
-        listed.setdefault(tb.kernels[tb.kid[r]].name, set()).add(kind[i])
-    op = {**tb.op, "applicability": "both", "listed": {n: sorted(k) for n, k in listed.items()}}
-    return ranked_only(tb, op, rows, scores)
+    from ckheur.families.miopen.solvers import listed_kinds
+
+    timed = train_rows[tb.tflops[train_rows] > 0]
+    frame = pd.DataFrame([{"layout": p.layout, "dtype": tb.op["dtype"], "G": p.G, "C": p.C, "Z": p.Z, "Y": p.Y,
+                           "X": p.X} for p in (tb.problems[i] for i in tb.pid[timed])])
+    frame["kernel"] = [tb.kernels[k].name for k in tb.kid[timed]]
+    return ranked_only(tb, {**tb.op, "applicability": "both", "listed": listed_kinds(frame)}, rows, scores)
 
 
 def leave_family_out(tb, arch: str, direction: str, dtype: str, model: dict, seed: int, names: list) -> list[dict]:

@@ -561,27 +561,27 @@ def _cut(picked: dict, n_trees: int, loss_pts: float, tb: Any, log: Any) -> tupl
 def _target_cv(tb: Any, oof: np.ndarray, arch: str) -> dict | None:
     """A table across GPUs (features.hardware): the grouped CV of ``arch``'s own problems, which
     ``build_table_across_archs`` puts first; None when the table has no other GPU or no row of ``arch``."""
+    from ckheur.learn.training import scored_rows
     from ckheur.metrics import selection_report
 
     archs = tb.report.get("archs") or {}
     n = int(archs.get(arch, {}).get("rows_used", 0))
     if not n or n == len(tb.X):
         return None
-    rows = np.arange(n)
-    full = rows[tb.full[tb.pid[rows]]] if tb.full is not None else rows
+    rows = scored_rows(tb, np.arange(n))
     # A sweep that timed a few kernels per problem (sweep.active.ranker) leaves none fully measured:
     # then each pick is judged against its problem's best measured kernel, and the report says so.
-    partly = len(full) == 0
-    rows = rows if partly else full
+    partly = tb.full is not None and not tb.full[tb.pid[rows]].any()
     report = selection_report(tb.pid[rows], oof[rows], tb.tflops[rows])
     return {"arch": arch, "problems": int(len(np.unique(tb.pid[rows]))), "partly_measured": partly, **report}
 
 
 def _oof_efficiency(tb: Any, oof: np.ndarray) -> np.ndarray:
     """Per problem, the out-of-fold pick's efficiency (the rows grouped CV scores)."""
+    from ckheur.learn.training import scored_rows
     from ckheur.metrics import per_problem_efficiency
 
-    scored = tb.full[tb.pid] if tb.full is not None and tb.full.any() else np.ones(len(oof), bool)
+    scored = scored_rows(tb)
     return per_problem_efficiency(tb.pid[scored], oof[scored], tb.tflops[scored])
 
 

@@ -117,6 +117,17 @@ def build_table(df: Any, op: Mapping[str, Any], arch: Mapping[str, Any], pool: S
                  span_blocks=tuple(getattr(problems_mod, "SPAN_BLOCKS", getattr(problems_mod, "PARTNERS", ()))))
 
 
+def scored_rows(table: Table, rows: np.ndarray | None = None) -> np.ndarray:
+    """Of ``rows`` (default every row), those selection figures score: the rows of fully measured
+    problems, or all of them when none is (each pick then judged against its problem's best measured
+    kernel)."""
+    rows = np.arange(len(table.X)) if rows is None else rows
+    if table.full is None:
+        return rows
+    full = rows[table.full[table.pid[rows]]]
+    return full if len(full) else rows
+
+
 def build_table_across_archs(df: Any, op: Mapping[str, Any], arch: Mapping[str, Any], pool: Sequence[Any],
                              engine: Any, analytic_params: Mapping[str, Any] | None,
                              exclude_suspect: bool = False, target_weight: float = 1.0) -> Table:
@@ -530,7 +541,7 @@ def cross_validate(table: Table, model: Mapping[str, Any], objective: str, categ
             for scores in (oof, oof_teacher, *oof_cut.values()):
                 scores[te] += tb.prior[te]
         fold_of[te] = f
-    scored = table.full[table.pid] if table.full is not None and table.full.any() else np.ones(len(oof), bool)
+    scored = scored_rows(table)
     metrics = selection_report(table.pid[scored], oof[scored], table.tflops[scored])
     metrics["scored_problems"] = int(len(np.unique(table.pid[scored])))
     metrics["oracle"] = "measured" if table.full is None or table.full.any() else "best measured kernel"
