@@ -69,6 +69,12 @@ def test_fft_dimensionality_and_unruled_solvers():
     # conv_asm_implicit_gemm_gtc_wrw_nhwc.cpp: 2D only
     assert rejected("ConvAsmImplicitGemmGTCDynamicWrwXdlopsNHWC", p3, "bwd_weight", "fp32")
     assert not rejected("ConvAsmImplicitGemmGTCDynamicWrwXdlopsNHWC", conv(), "bwd_weight", "fp32")
+    # ... and one group: asm_implicit_gemm.hpp sets WORKAROUND_ISSUE_1979, under which all three
+    # directions' IsApplicable reject GetGroupCount() > 1 (depthwise included)
+    for d, direction in (("Fwd", "fwd"), ("Bwd", "bwd_data"), ("Wrw", "bwd_weight")):
+        name = f"ConvAsmImplicitGemmGTCDynamic{d}XdlopsNHWC"
+        assert rejected(name, conv(G=2), direction) and rejected(name, conv(**DEPTHWISE_1X3), direction)
+        assert not rejected(name, conv(layout="NHWC"), direction)
     # conv_bin_winoRxS.cpp: the g1 Winograd is the one-group variant; both are NCHW only
     assert not rejected("ConvBinWinogradRxSf2x3g1", conv()) and rejected("ConvBinWinogradRxSf2x3g1", conv(G=2))
     assert not rejected("ConvBinWinogradRxSf2x3", conv(G=2)) and rejected("ConvBinWinogradRxSf2x3", conv(layout="NHWC"))

@@ -40,8 +40,7 @@ static int ckh_rule_rejects(int rule, const ckh_problem_t* p) {
     }
     case CKH_RULE_FFT:  /* fft.cpp, fft::IsApplicable */
         return !(fp32 && !wrw && nchw && p->G == 1 && p->dilation_h == 1 && p->dilation_w == 1);
-    case CKH_RULE_LAYOUT_NCHW_NHWC:  /* conv_asm_implicit_gemm_gtc_{fwd,bwd,wrw}_nhwc.cpp and
-                                        conv_hip_implicit_gemm_grouped_{fwd,bwd,wrw}_xdlops.cpp: Is2d */
+    case CKH_RULE_LAYOUT_NCHW_NHWC:  /* conv_hip_implicit_gemm_grouped_{fwd,bwd,wrw}_xdlops.cpp: Is2d */
         return ndim != 2;
     case CKH_RULE_LAYOUT_NCDHW_NDHWC:  /* conv_hip_implicit_gemm_3d_grouped_{fwd,bwd,wrw}_xdlops.cpp: Is3d */
         return ndim != 3;

@@ -265,17 +265,12 @@ def _winograd_rxs_g1(p: Any, direction: str, dtype: str) -> list[str]:
     return _winograd_rxs(p, direction, dtype) + ([] if p.G == 1 else ["one group only"])
 
 
-# The ConvAsmImplicitGemmGTCDynamic*NHWC solvers are 2D only, of either layout: older sources
-# reject NCHW too, but both find-dbs list them for NCHW problems (MIOpen transposes the tensors).
 RULES = {  # solver name -> the rule that lists why MIOpen's IsApplicable rejects a problem
     "ConvOclDirectFwd": _ocl_direct_fwd,
     "ConvAsm1x1U": _asm_1x1u,
     "GemmFwd1x1_0_1": _gemm_1x1("1"), "GemmFwd1x1_0_2": _gemm_1x1("2"),
     "GemmBwd1x1_stride1": _gemm_1x1("1"), "GemmBwd1x1_stride2": _gemm_1x1("2"), "GemmWrw1x1_stride1": _gemm_1x1("1"),
     "fft": _fft,
-    # conv_asm_implicit_gemm_gtc_{fwd,bwd,wrw}_nhwc.cpp, IsApplicable: Is2d
-    **{f"ConvAsmImplicitGemmGTCDynamic{d}XdlopsNHWC": _layout(("NCHW", "NHWC"), 2, "Is2d")
-       for d in ("Fwd", "Bwd", "Wrw")},
     "ConvBinWinogradRxSf2x3": _winograd_rxs, "ConvBinWinogradRxSf3x2": _winograd_rxs,
     "ConvBinWinogradRxSf2x3g1": _winograd_rxs_g1,
     # conv_hip_implicit_gemm_grouped_{fwd,bwd,wrw}_xdlops.cpp: 2D only (the 3D ones are their own solvers)
@@ -324,6 +319,11 @@ STRUCTURES = {
     "ConvAsmImplicitGemmGTCDynamicFwdXdlops": Structure(_2D, True, ("fp32", "fp16")),  # conv_asm_implicit_gemm_gtc_fwd.cpp
     "ConvAsmImplicitGemmGTCDynamicBwdXdlops": Structure(_2D, dtypes=("fp32", "fp16")),  # ..._gtc_bwd.cpp
     "ConvAsmImplicitGemmGTCDynamicWrwXdlops": Structure(_2D, True, ("fp32", "fp16")),  # ..._wrw_gtc_dynamic_xdlops.cpp
+    # conv_asm_implicit_gemm_gtc_{fwd,bwd,wrw}_nhwc.cpp: Is2d, and one group: a grouped problem is
+    # rejected under WORKAROUND_ISSUE_1979, which conv/asm_implicit_gemm.hpp sets to 1 (these igemm
+    # kernels do not support group convolution); neither find-db lists them for a grouped problem, in
+    # any data type. Older sources reject NCHW too, but both find-dbs list them for NCHW problems.
+    **{f"ConvAsmImplicitGemmGTCDynamic{d}XdlopsNHWC": Structure(("NCHW", "NHWC"), True) for d in ("Fwd", "Bwd", "Wrw")},
     "ConvBinWinograd3x3U": Structure(_2D, True, _FP32),  # conv_bin_wino3x3U.cpp
     "ConvBinWinogradRxS": Structure(_2D, True, ("fp32", "fp16")),  # conv_bin_winoRxS.cpp
     "ConvHipImplicitGemmBwdDataV1R1": Structure(_2D_3D, True, ("fp32", "bf16")),  # conv_hip_implicit_gemm_bwd_v1r1.cpp
