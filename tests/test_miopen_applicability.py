@@ -75,9 +75,43 @@ def test_fft_dimensionality_and_unruled_solvers():
         name = f"ConvAsmImplicitGemmGTCDynamic{d}XdlopsNHWC"
         assert rejected(name, conv(G=2), direction) and rejected(name, conv(**DEPTHWISE_1X3), direction)
         assert not rejected(name, conv(layout="NHWC"), direction)
-    # conv_bin_winoRxS.cpp: the g1 Winograd is the one-group variant; both are NCHW only
+    # conv_winoRxS.cpp: the g1 Winograd is the one-group variant; both are NCHW only
     assert not rejected("ConvBinWinogradRxSf2x3g1", conv()) and rejected("ConvBinWinogradRxSf2x3g1", conv(G=2))
     assert not rejected("ConvBinWinogradRxSf2x3", conv(G=2)) and rejected("ConvBinWinogradRxSf2x3", conv(layout="NHWC"))
+    # ... the <2,3> one takes ungrouped problems in backward weights only; <3,2> takes them everywhere
+    assert rejected("ConvBinWinogradRxSf2x3", conv()) and not rejected("ConvBinWinogradRxSf2x3", conv(), "bwd_weight")
+    assert not rejected("ConvBinWinogradRxSf3x2", conv())
+    # ... equal strides of 1 or 2, stride 1 in backward weights, no dilation; backward data's pads
+    # below the filter size (its backward pad, filter - pad - 1, must not be negative)
+    s2 = dict(stride_h=2, stride_w=2)
+    assert not rejected("ConvBinWinogradRxSf3x2", conv(**s2)) and rejected("ConvBinWinogradRxSf3x2", conv(**s2), "bwd_weight")
+    assert rejected("ConvBinWinogradRxSf3x2", conv(stride_h=1, stride_w=2))
+    assert rejected("ConvBinWinogradRxSf3x2", conv(stride_h=3, stride_w=3))
+    assert rejected("ConvBinWinogradRxSf2x3g1", conv(dilation_h=2, dilation_w=2, pad_h=2, pad_w=2))
+    assert rejected("ConvBinWinogradRxSf3x2", conv(Y=1, X=3, pad_h=1, pad_w=1), "bwd_data")
+    assert not rejected("ConvBinWinogradRxSf3x2", conv(Y=1, X=3, pad_h=1, pad_w=1))
+
+
+def test_rules_of_the_asm_1x1_wrw_3x3_and_bwd_data_v1r1_solvers():
+    one = conv(Y=1, X=1, pad_h=0, pad_w=0)
+    # conv_asm_dir_BwdWrW1x1.cpp: unpadded undilated 1x1, equal strides up to 2
+    assert not rejected("ConvAsmBwdWrW1x1", one, "bwd_weight", "fp32")
+    assert not rejected("ConvAsmBwdWrW1x1", conv(Y=1, X=1, pad_h=0, pad_w=0, stride_h=2, stride_w=2), "bwd_weight")
+    assert rejected("ConvAsmBwdWrW1x1", conv(Y=1, X=1, pad_h=1, pad_w=1), "bwd_weight", "fp32")
+    assert rejected("ConvAsmBwdWrW1x1", conv(), "bwd_weight", "fp32")
+    # conv_asm_3x3u.cpp: 3x3 pad 1 stride 1; the input's channels per group (C forward, K backward
+    # data) a multiple of 4; input width 4 to 1000
+    assert not rejected("ConvAsm3x3U", conv(), "fwd", "fp32")
+    assert rejected("ConvAsm3x3U", conv(C=6), "fwd", "fp32") and not rejected("ConvAsm3x3U", conv(C=6), "bwd_data", "fp32")
+    assert rejected("ConvAsm3x3U", conv(K=6), "bwd_data", "fp32") and not rejected("ConvAsm3x3U", conv(K=6), "fwd", "fp32")
+    assert rejected("ConvAsm3x3U", conv(Wi=1001), "fwd", "fp32") and rejected("ConvAsm3x3U", conv(pad_h=0, pad_w=0), "fwd", "fp32")
+    # conv_hip_implicit_gemm_bwd_v1r1.cpp: GEMM C*Y*X x N*Ho*Wo x K in tiles of 32 x 32 x 4 (K in pairs in bf16)
+    assert not rejected("ConvHipImplicitGemmBwdDataV1R1", conv(), "bwd_data", "fp32")  # 576, 6272, 64
+    assert rejected("ConvHipImplicitGemmBwdDataV1R1", conv(C=4, Y=1, X=1, pad_h=0, pad_w=0), "bwd_data", "fp32")
+    assert rejected("ConvHipImplicitGemmBwdDataV1R1", conv(K=66), "bwd_data", "fp32")
+    assert rejected("ConvHipImplicitGemmBwdDataV1R1", conv(K=4), "bwd_data", "bf16")
+    assert not rejected("ConvHipImplicitGemmBwdDataV1R1", conv(K=8), "bwd_data", "bf16")
+    assert rejected("ConvHipImplicitGemmBwdDataV1R1", conv(N=1, Hi=5, Wi=5), "bwd_data", "fp32")  # 25 pixels
 
 
 def test_rules_never_reject_a_solver_the_real_slices_list():
@@ -156,8 +190,9 @@ def test_support_mask_modes(tiny_fdb):
     assert mask(grouped, "none") == [True] * 4
     assert mask(grouped, "rules") == [False, True, True, True]  # 3x3: not the 1x1 GEMM
     assert mask(grouped, "listed") == [False, True, True, False]  # the naive solver is never listed here
-    # a kind the file never lists for any solver says nothing: the rules' solvers stay
-    assert mask(conv(Y=1, X=5, pad_h=0, pad_w=2), "both") == [False, True, True, True]
+    # a kind the file never lists for any solver says nothing: the rules' solvers stay (ungrouped
+    # forward is not the <2,3> Winograd's: conv_winoRxS.cpp leaves it to the g1 variant)
+    assert mask(conv(Y=1, X=5, pad_h=0, pad_w=2), "both") == [False, False, True, True]
     # a kind listed in another data type only: that data type's listing answers
     op32 = {**op, "dtype": "fp32"}
     assert list(ms.support_mask(grouped, _kernels(names), {**op32, "applicability": "listed"})[0]) == \

@@ -44,10 +44,30 @@ static int ckh_rule_rejects(int rule, const ckh_problem_t* p) {
         return ndim != 2;
     case CKH_RULE_LAYOUT_NCDHW_NDHWC:  /* conv_hip_implicit_gemm_3d_grouped_{fwd,bwd,wrw}_xdlops.cpp: Is3d */
         return ndim != 3;
-    case CKH_RULE_WINOGRAD_RXS:  /* conv_bin_winoRxS.cpp, ConvBinWinoRxS::IsApplicableBase */
-        return !nchw;
-    case CKH_RULE_WINOGRAD_RXS_G1:  /* conv_bin_winoRxS.cpp, ConvBinWinogradRxSf2x3g1::IsApplicable */
-        return !nchw || p->G != 1;
+    case CKH_RULE_WINOGRAD_RXS:  /* conv_winoRxS.cpp, ConvBinWinoRxS<2,3> / <3,2>::IsApplicableBase */
+    case CKH_RULE_WINOGRAD_RXS_F2X3:  /* ... and <2,3>::IsApplicable: ungrouped in backward weights only */
+    case CKH_RULE_WINOGRAD_RXS_G1: {  /* ... and ConvBinWinogradRxSf2x3g1::IsApplicable: one group */
+        const int bwd_data = !fwd && !wrw;
+        if (!nchw || p->stride_h != p->stride_w || p->stride_w > 2 || (wrw && p->stride_w != 1)) return 1;
+        if (p->dilation_h != 1 || p->dilation_w != 1 || p->bias) return 1;
+        if (bwd_data && (p->pad_h >= p->Y || p->pad_w >= p->X)) return 1;  /* backward pad filter - pad - 1 >= 0 */
+        if (rule == CKH_RULE_WINOGRAD_RXS_F2X3) return p->G == 1 && !wrw;
+        return rule == CKH_RULE_WINOGRAD_RXS_G1 && p->G != 1;
+    }
+    case CKH_RULE_ASM_WRW_1X1:  /* conv_asm_dir_BwdWrW1x1.cpp, ConvAsmBwdWrW1x1::IsApplicable */
+        return p->Y != 1 || p->X != 1 || p->pad_h != 0 || p->pad_w != 0 || p->dilation_h != 1 || p->dilation_w != 1
+               || p->bias || p->stride_h != p->stride_w || p->stride_w > 2;
+    case CKH_RULE_ASM_3X3U:  /* conv_asm_3x3u.cpp, ConvAsm3x3U::IsApplicable: its input is x or dy */
+        return p->Y != 3 || p->X != 3 || p->pad_h != 1 || p->pad_w != 1 || p->stride_h != 1 || p->stride_w != 1
+               || p->dilation_h != 1 || p->dilation_w != 1 || wrw || ((fwd ? p->C : p->K) / p->G) % 4 != 0
+               || p->Wi <= 3 || p->Wi > 1000;
+    case CKH_RULE_BWD_DATA_V1R1: {  /* conv_hip_implicit_gemm_bwd_v1r1.cpp: GEMM tiles 32 x 32 x 4 */
+        const int64_t pack = !fp16 && !fp32 ? 2 : 1;  /* bf16: K in packs of 2 */
+        const int64_t pixels = p->N * ckh_out_size(p->Di, p->pad_d, p->dilation_d, p->Z, p->stride_d)
+                               * ckh_out_size(p->Hi, p->pad_h, p->dilation_h, p->Y, p->stride_h)
+                               * ckh_out_size(p->Wi, p->pad_w, p->dilation_w, p->X, p->stride_w);
+        return p->K % pack != 0 || (p->C * p->Z * p->Y * p->X) % 32 != 0 || pixels % 32 != 0 || (p->K / pack) % 4 != 0;
+    }
     default:
         return 0;  /* a solver without a rule is never rejected */
     }

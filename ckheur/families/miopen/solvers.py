@@ -255,14 +255,67 @@ def _fft(p: Any, direction: str, dtype: str) -> list[str]:
 
 @_c_rule("WINOGRAD_RXS")
 def _winograd_rxs(p: Any, direction: str, dtype: str) -> list[str]:
-    # conv_bin_winoRxS.cpp, ConvBinWinoRxS::IsApplicableBase
-    return [] if p.layout == "NCHW" else ["2D NCHW only"]
+    # conv_winoRxS.cpp, ConvBinWinoRxS<2,3> / <3,2>::IsApplicableBase (older sources also refuse
+    # stride 2 for <3,2>; the newer, more permissive rule is kept)
+    why = [] if p.layout == "NCHW" else ["2D NCHW only"]
+    if p.stride_h != p.stride_w or p.stride_w > 2:
+        why.append("equal strides of 1 or 2")
+    if direction == "bwd_weight" and p.stride_w != 1:
+        why.append("backward weights at stride 1 only")
+    if p.dilation_h != 1 or p.dilation_w != 1 or p.bias:
+        why.append("undilated, without bias")
+    if direction == "bwd_data" and (p.pad_h >= p.Y or p.pad_w >= p.X):
+        why.append("backward data: pads below the filter size")  # its backward pad, filter - pad - 1, is >= 0
+    return why
+
+
+@_c_rule("WINOGRAD_RXS_F2X3")
+def _winograd_rxs_f2x3(p: Any, direction: str, dtype: str) -> list[str]:
+    # conv_winoRxS.cpp, ConvBinWinoRxS<2,3>::IsApplicable: the base rules; ungrouped problems only in
+    # backward weights (ConvBinWinogradRxSf2x3g1 serves the others)
+    why = _winograd_rxs(p, direction, dtype)
+    return why + (["one group: backward weights only"] if p.G == 1 and direction != "bwd_weight" else [])
 
 
 @_c_rule("WINOGRAD_RXS_G1")
 def _winograd_rxs_g1(p: Any, direction: str, dtype: str) -> list[str]:
-    # conv_bin_winoRxS.cpp, ConvBinWinogradRxSf2x3g1::IsApplicable: the base rules and one group
+    # conv_winoRxS.cpp, ConvBinWinogradRxSf2x3g1::IsApplicable: the base rules and one group
     return _winograd_rxs(p, direction, dtype) + ([] if p.G == 1 else ["one group only"])
+
+
+@_c_rule("ASM_WRW_1X1")
+def _asm_wrw_1x1(p: Any, direction: str, dtype: str) -> list[str]:
+    # conv_asm_dir_BwdWrW1x1.cpp, ConvAsmBwdWrW1x1::IsApplicable (layout, group: STRUCTURES)
+    ok = (p.Y, p.X, p.pad_h, p.pad_w, p.dilation_h, p.dilation_w, p.bias) == (1, 1, 0, 0, 1, 1, 0) \
+        and p.stride_h == p.stride_w <= 2
+    return [] if ok else ["unpadded undilated 1x1 without bias, equal strides up to 2"]
+
+
+@_c_rule("ASM_3X3U")
+def _asm_3x3u(p: Any, direction: str, dtype: str) -> list[str]:
+    # conv_asm_3x3u.cpp, ConvAsm3x3U::IsApplicable (layout, data type: STRUCTURES). Its input is the
+    # direction's: x forward, dy backward data (same width here: 3x3, pad 1, stride 1)
+    why = []
+    if (p.Y, p.X, p.pad_h, p.pad_w, p.stride_h, p.stride_w, p.dilation_h, p.dilation_w) != (3, 3, 1, 1, 1, 1, 1, 1):
+        why.append("3x3, pad 1, stride 1, undilated only")
+    if direction == "bwd_weight":
+        why.append("forward and backward data only")
+    if ((p.C if direction == "fwd" else p.K) // p.G) % 4:
+        why.append("input channels per group a multiple of 4")
+    if not 3 < p.Wi <= 1000:
+        why.append("input width 4 to 1000")
+    return why
+
+
+@_c_rule("BWD_DATA_V1R1")
+def _bwd_data_v1r1(p: Any, direction: str, dtype: str) -> list[str]:
+    # conv_hip_implicit_gemm_bwd_v1r1.cpp, ConvHipImplicitGemmBwdDataV1R1::IsApplicable (layout,
+    # group, data types: STRUCTURES): its GEMM, C*filter x N*output pixels x K, in tiles of 32 x 32 x 4
+    # (K counted in packs of 2 for bf16)
+    pack = 2 if dtype == "bf16" else 1
+    filt, pixels = p.Z * p.Y * p.X, p.N * p.Do * p.Ho * p.Wo
+    ok = p.K % pack == 0 and (p.C * filt) % 32 == 0 and pixels % 32 == 0 and (p.K // pack) % 4 == 0
+    return [] if ok else ["C x filter and N x output pixels multiples of 32, K of 4 (8 in bf16)"]
 
 
 RULES = {  # solver name -> the rule that lists why MIOpen's IsApplicable rejects a problem
@@ -271,8 +324,9 @@ RULES = {  # solver name -> the rule that lists why MIOpen's IsApplicable reject
     "GemmFwd1x1_0_1": _gemm_1x1("1"), "GemmFwd1x1_0_2": _gemm_1x1("2"),
     "GemmBwd1x1_stride1": _gemm_1x1("1"), "GemmBwd1x1_stride2": _gemm_1x1("2"), "GemmWrw1x1_stride1": _gemm_1x1("1"),
     "fft": _fft,
-    "ConvBinWinogradRxSf2x3": _winograd_rxs, "ConvBinWinogradRxSf3x2": _winograd_rxs,
+    "ConvBinWinogradRxSf2x3": _winograd_rxs_f2x3, "ConvBinWinogradRxSf3x2": _winograd_rxs,
     "ConvBinWinogradRxSf2x3g1": _winograd_rxs_g1,
+    "ConvAsmBwdWrW1x1": _asm_wrw_1x1, "ConvAsm3x3U": _asm_3x3u, "ConvHipImplicitGemmBwdDataV1R1": _bwd_data_v1r1,
     # conv_hip_implicit_gemm_grouped_{fwd,bwd,wrw}_xdlops.cpp: 2D only (the 3D ones are their own solvers)
     **{f"ConvHipImplicitGemmGroup{d}Xdlops": _layout(("NCHW", "NHWC"), 2, "Is2d")
        for d in ("Fwd", "Bwd", "Wrw")},
