@@ -528,12 +528,15 @@ def _slice_problems(fdb, direction: str, dtype: str) -> list:
 # forward FP16 (the OpenCL direct solver with its FP16 cases, ConvAsm1x1U, the 1x1 GEMMs, the
 # Winograd solvers), gfx942 backward-data FP32 (FFT, the 2D and 3D grouped CK solvers), gfx90a
 # backward-data FP32 (ConvAsm3x3U on dy, the V1R1 implicit GEMM), gfx90a backward-weights FP16
-# (the assembly 1x1 and the Winograd solvers' backward-weights cases); each ranks with op.listed
-# learned from its own GPU's slice. The first two also take every step of the listed rule.
+# (the assembly and OpenCL 1x1, OpenCL and multipass Winograd and the implicit GEMMs' backward-weights
+# cases), gfx90a forward and backward-weights FP32 (the implicit GEMMs' FP32 branches); each ranks
+# with op.listed learned from its own GPU's slice. The first two also take every step of the listed rule.
 APPLICABILITY_BUNDLES = (("miopen_fwd_fp16_gfx90a", MI210, "fwd", "fp16", True),
                          ("miopen_bwd_data_fp32_gfx942", MI300X, "bwd_data", "fp32", True),
                          ("miopen_bwd_data_fp32_gfx90a", MI210, "bwd_data", "fp32", False),
-                         ("miopen_bwd_weight_fp16_gfx90a", MI210, "bwd_weight", "fp16", False))
+                         ("miopen_bwd_weight_fp16_gfx90a", MI210, "bwd_weight", "fp16", False),
+                         ("miopen_fwd_fp32_gfx90a", MI210, "fwd", "fp32", False),
+                         ("miopen_bwd_weight_fp32_gfx90a", MI210, "bwd_weight", "fp32", False))
 
 
 @pytest.mark.parametrize("bundle,fdb_path,direction,dtype,every_listed_step", APPLICABILITY_BUNDLES)

@@ -140,9 +140,18 @@ def test_structures_read_from_miopen_sources():
     assert rejected("ConvHipImplicitGemmV4R4Fwd", conv(layout="NHWC"), "fwd", "fp32")
     # conv_hip_implicit_gemm_fwd_v4r4_xdlops.cpp: Is2d and IsLayoutDefault; groups allowed
     assert rejected("ConvHipImplicitGemmForwardV4R4Xdlops", p3) and not rejected("ConvHipImplicitGemmForwardV4R4Xdlops", conv(G=2))
-    # conv_multipass_wino3x3WrW.cpp: a template class; 2D NCHW, GetGroupCount() == 1
-    assert rejected("ConvWinograd3x3MultipassWrW<3-2>", conv(G=2), "bwd_weight", "fp32")
-    assert not rejected("ConvWinograd3x3MultipassWrW<3-2>", conv(), "bwd_weight", "fp32")
+    # conv_multipass_wino3x3WrW.cpp: a template class; 2D NCHW, GetGroupCount() == 1; the filter is
+    # its first (and third) argument; <3,2> and <3,3> take stride 2 only, <3,4> to <3,6> 1 or 2
+    s2 = conv(stride_h=2, stride_w=2)
+    assert rejected("ConvWinograd3x3MultipassWrW<3-4>", conv(G=2), "bwd_weight", "fp32")
+    assert not rejected("ConvWinograd3x3MultipassWrW<3-4>", conv(), "bwd_weight", "fp32")
+    assert not rejected("ConvWinograd3x3MultipassWrW<3-4>", s2, "bwd_weight", "fp32")
+    assert rejected("ConvWinograd3x3MultipassWrW<3-2>", conv(), "bwd_weight", "fp32")
+    assert not rejected("ConvWinograd3x3MultipassWrW<3-2>", s2, "bwd_weight", "fp32")
+    assert not rejected("ConvWinograd3x3MultipassWrW<1-1-7-2>", conv(Y=1, X=7, pad_h=0, pad_w=3), "bwd_weight")
+    assert rejected("ConvWinograd3x3MultipassWrW<7-2-1-1>", conv(Y=1, X=7, pad_h=0, pad_w=3), "bwd_weight")
+    assert rejected("ConvWinograd3x3MultipassWrW<5-3>", conv(Y=5, X=5, pad_h=2, pad_w=2, stride_h=2, stride_w=2),
+                    "bwd_weight")
     # conv_ocl_dir2D_bwdWrW_2.cpp: the tunable solver takes groups, the non-tunable one does not
     assert not rejected("ConvOclBwdWrW2<4>", conv(G=2), "bwd_weight") and rejected("ConvOclBwdWrW2NonTunable", conv(G=2), "bwd_weight")
     # gemm.cpp, GemmFwdBase: IsLayoutDefault, 2D or 3D; the naive solvers take every layout
@@ -150,6 +159,48 @@ def test_structures_read_from_miopen_sources():
     assert not rejected("ConvDirectNaiveConvFwd", conv(layout="NDHWC", Di=4, Z=3, pad_d=1))
     # the MLIR solvers check none of these in MIOpen (rocMLIR decides)
     assert not rejected("ConvMlirIgemmFwdXdlops", p3)
+
+
+def test_rules_of_the_opencl_and_implicit_gemm_solvers():
+    one, s2 = conv(Y=1, X=1, pad_h=0, pad_w=0), dict(stride_h=2, stride_w=2)
+    wrw = lambda name, p: rejected(name, p, "bwd_weight", "fp32")  # noqa: E731
+    # conv_ocl_dir2Dfwd1x1.cpp: unpadded undilated 1x1, not backward weights
+    assert not rejected("ConvOclDirectFwd1x1", one) and rejected("ConvOclDirectFwd1x1", conv())
+    assert rejected("ConvOclDirectFwd1x1", one, "bwd_weight")
+    # conv_ocl_dir2Dfwdgen.cpp: forward; a filter over 11, or a strided one that is not 1x1
+    assert rejected("ConvOclDirectFwdGen", conv()) and not rejected("ConvOclDirectFwdGen", conv(**s2))
+    assert not rejected("ConvOclDirectFwdGen", conv(Y=13, X=13, pad_h=6, pad_w=6))
+    assert rejected("ConvOclDirectFwdGen", conv(Y=1, X=1, pad_h=0, pad_w=0, **s2))
+    # conv_ocl_dir2D_bwdWrW_1x1.cpp: 1x1, C and K multiples of 16
+    assert not wrw("ConvOclBwdWrW1x1", one) and wrw("ConvOclBwdWrW1x1", conv(Y=1, X=1, pad_h=0, pad_w=0, C=24))
+    # conv_ocl_dir2D_bwdWrW_53.cpp: stride 1, pad below the filter
+    assert not wrw("ConvOclBwdWrW53", conv()) and wrw("ConvOclBwdWrW53", conv(**s2))
+    assert wrw("ConvOclBwdWrW53", conv(pad_h=3, pad_w=3))
+    # conv_ocl_dir2D_bwdWrW_2.cpp: the tunable ones take a batch of at least their loops and leave
+    # ungrouped 3x3 to the non-tunable one
+    assert not wrw("ConvOclBwdWrW2<4>", conv(G=2)) and wrw("ConvOclBwdWrW2<4>", conv(G=2, N=2))
+    assert wrw("ConvOclBwdWrW2<4>", conv()) and not wrw("ConvOclBwdWrW2NonTunable", conv())
+    assert wrw("ConvOclBwdWrW2NonTunable", conv(G=2)) and wrw("ConvOclBwdWrW2<1>", conv(G=2, Y=12, X=12, pad_h=0, pad_w=0))
+    # implicitgemm_static_ck_util.hpp, IsValidGridGemmXdlops on the forward GEMM K/G x N*Ho*Wo x C/G*Y*X
+    # (here 64 x 6272 x 576: on the grid; depthwise: 1 x 6272 x 9 is not)
+    assert not rejected("ConvHipImplicitGemmForwardV4R4Xdlops", conv())
+    assert rejected("ConvHipImplicitGemmForwardV4R4Xdlops", conv(C=64, K=64, G=64))
+    # the padded variant takes only what needs padding (K/G to 16, N*Ho*Wo to 64, C/G*Y*X to 4)
+    assert rejected("ConvHipImplicitGemmForwardV4R4Xdlops_Padded_Gemm", conv())
+    assert not rejected("ConvHipImplicitGemmForwardV4R4Xdlops_Padded_Gemm", conv(K=60))
+    assert rejected("ConvHipImplicitGemmForwardV4R5Xdlops", one) and not rejected("ConvHipImplicitGemmForwardV4R5Xdlops", conv())
+    # backward weights: K/G x C/G*Y*X (64 x 576), N*Ho*Wo in fours; padded: Ho*Wo 784 needs none, 729 does
+    assert not wrw("ConvHipImplicitGemmWrwV4R4Xdlops", conv()) and wrw("ConvHipImplicitGemmWrwV4R4Xdlops", conv(K=6))
+    assert wrw("ConvHipImplicitGemmWrwV4R4Xdlops_Padded_Gemm", conv())
+    assert not wrw("ConvHipImplicitGemmWrwV4R4Xdlops_Padded_Gemm", conv(Hi=27, Wi=27))
+    # conv_hip_implicit_gemm_fwd_v4r1.cpp / _wrw_v4r1.cpp: N in eights (forward), C/G*Y*X in 64s (backward weights)
+    assert not rejected("ConvHipImplicitGemmV4R1Fwd", conv(), "fwd", "fp32")
+    assert rejected("ConvHipImplicitGemmV4R1Fwd", conv(N=4), "fwd", "fp32")
+    assert not wrw("ConvHipImplicitGemmV4R1WrW", conv()) and wrw("ConvHipImplicitGemmV4R1WrW", conv(C=8))
+    # conv_hip_implicit_gemm_{fwd,wrw}_v4r4.cpp: K in 32s, then 32 x 4 on the direction's GEMM
+    assert not rejected("ConvHipImplicitGemmV4R4Fwd", conv(), "fwd", "fp32")
+    assert rejected("ConvHipImplicitGemmV4R4Fwd", conv(K=48), "fwd", "fp32")
+    assert not wrw("ConvHipImplicitGemmV4R4WrW", conv()) and wrw("ConvHipImplicitGemmV4R4WrW", conv(C=2, Y=1, X=1, pad_h=0, pad_w=0))
 
 
 LINES = [  # a tiny hand-made find-db: kinds are written beside each line

@@ -7,10 +7,21 @@
 /* Whether MIOpen's IsApplicable rejects the problem for a solver of this rule: the C twins of
  * ckheur.families.miopen.solvers.RULES, case by case (each cites the MIOpen source its Python rule
  * cites); the direction and data type are the model's. */
-static int ckh_rule_rejects(int rule, const ckh_problem_t* p) {
+/* implicitgemm_static_ck_util.hpp, IsValidGridGemmXdlops: a GEMM M x N x K the xdlops tiles cover */
+static int ckh_xdlops_grid(int64_t m, int64_t n, int64_t k) {
+    if (m % 16 && n % 64) return 0;
+    return (m * n) % 256 == 0 && (k * m) % 64 == 0 && (k * n) % 64 == 0 && n % 16 == 0 && m % 4 == 0 && k % 4 == 0;
+}
+
+static int ckh_rule_rejects(int rule, int arg, const ckh_problem_t* p) {
     const int fp16 = CKH_OP_FP16, fp32 = CKH_OP_FP32, fwd = CKH_OP_FWD, wrw = CKH_OP_BWD_WEIGHT;
     const int nchw = p->layout == CKH_LAYOUT_NCHW;
     const int ndim = p->layout == CKH_LAYOUT_NCDHW || p->layout == CKH_LAYOUT_NDHWC ? 3 : 2;
+    const int64_t Do = ckh_out_size(p->Di, p->pad_d, p->dilation_d, p->Z, p->stride_d);
+    const int64_t Ho = ckh_out_size(p->Hi, p->pad_h, p->dilation_h, p->Y, p->stride_h);
+    const int64_t Wo = ckh_out_size(p->Wi, p->pad_w, p->dilation_w, p->X, p->stride_w);
+    const int64_t cg = p->C / p->G, kg = p->K / p->G, pix = p->N * Ho * Wo;
+    const int undilated = p->dilation_h == 1 && p->dilation_w == 1;
     switch (rule) {
     case CKH_RULE_OCL_DIRECT_FWD: {  /* conv_ocl_dir2D.cpp, ConvOclDirectFwd::IsApplicable */
         if (ndim != 2 || !nchw || wrw) return 1;
@@ -63,10 +74,55 @@ static int ckh_rule_rejects(int rule, const ckh_problem_t* p) {
                || p->Wi <= 3 || p->Wi > 1000;
     case CKH_RULE_BWD_DATA_V1R1: {  /* conv_hip_implicit_gemm_bwd_v1r1.cpp: GEMM tiles 32 x 32 x 4 */
         const int64_t pack = !fp16 && !fp32 ? 2 : 1;  /* bf16: K in packs of 2 */
-        const int64_t pixels = p->N * ckh_out_size(p->Di, p->pad_d, p->dilation_d, p->Z, p->stride_d)
-                               * ckh_out_size(p->Hi, p->pad_h, p->dilation_h, p->Y, p->stride_h)
-                               * ckh_out_size(p->Wi, p->pad_w, p->dilation_w, p->X, p->stride_w);
-        return p->K % pack != 0 || (p->C * p->Z * p->Y * p->X) % 32 != 0 || pixels % 32 != 0 || (p->K / pack) % 4 != 0;
+        return p->K % pack != 0 || (p->C * p->Z * p->Y * p->X) % 32 != 0 || (pix * Do) % 32 != 0
+               || (p->K / pack) % 4 != 0;
+    }
+    case CKH_RULE_OCL_FWD_1X1:  /* conv_ocl_dir2Dfwd1x1.cpp, ConvOclDirectFwd1x1::IsApplicable */
+        return p->Y != 1 || p->X != 1 || p->pad_h != 0 || p->pad_w != 0 || !undilated || wrw;
+    case CKH_RULE_OCL_FWD_GEN:  /* conv_ocl_dir2Dfwdgen.cpp, ConvOclDirectFwdGen::IsApplicable */
+        return !fwd || p->stride_h != p->stride_w || p->pad_h != p->pad_w || !undilated
+               || !(p->Y > 11 || p->X > 11 || (!(p->Y == 1 && p->X == 1) && p->stride_h > 1));
+    case CKH_RULE_OCL_WRW_1X1:  /* conv_ocl_dir2D_bwdWrW_1x1.cpp, ConvOclBwdWrW1x1::IsApplicable */
+        return p->Y != 1 || p->X != 1 || !undilated || p->C % 16 != 0 || p->K % 16 != 0;
+    case CKH_RULE_OCL_WRW_53:  /* conv_ocl_dir2D_bwdWrW_53.cpp, ConvOclBwdWrW53::IsApplicable */
+        return p->stride_h != 1 || p->stride_w != 1 || !undilated || p->pad_h >= p->Y || p->Y > p->Hi + 2 * p->pad_h;
+    case CKH_RULE_OCL_WRW_2: {  /* conv_ocl_dir2D_bwdWrW_2.cpp: arg = 2 x batch loops + tunable */
+        const int tunable = arg & 1, special = p->Y == 5 && (p->X == 10 || p->X == 20) && p->stride_h == 2
+            && p->stride_w == 2 && ((p->Hi == 79 && p->Wi == 341) || (p->Hi == 161 && p->Wi == 700));
+        const int small = p->G == 1 && ((p->Y == 3 && p->X == 3) || (p->Y == 1 && p->X == 1));
+        return !undilated || p->Y - p->stride_h < p->pad_h || p->N < arg / 2 || p->Y < 2 || p->Y > 11 || Wo < 6
+               || (p->X >= 8 && p->X % 2 == 0 && !special) || small == tunable;
+    }
+    case CKH_RULE_WINO_MULTIPASS_WRW: {  /* conv_multipass_wino3x3WrW.cpp: arg = 100 DH + 10 DW + strides */
+        const int64_t s = p->stride_h;
+        return p->Y != arg / 100 || p->X != arg / 10 % 10 || p->stride_w != s || s < 1 || s > 2
+               || !((arg % 10) >> (s - 1) & 1) || !undilated || p->bias || p->pad_h > 3 || p->pad_w > 3;
+    }
+    case CKH_RULE_FWD_V4R4_XDLOPS:  /* conv_hip_implicit_gemm_fwd_v4r4_xdlops.cpp: K/G x N*Ho*Wo x C/G*Y*X */
+        return !ckh_xdlops_grid(kg, pix, cg * p->Y * p->X);
+    case CKH_RULE_FWD_V4R5_XDLOPS:  /* ..._fwd_v4r5_xdlops.cpp: not 1x1, then the V4R4 grid check */
+        return (p->Y == 1 && p->X == 1) || !ckh_xdlops_grid(kg, pix, cg * p->Y * p->X);
+    case CKH_RULE_FWD_V4R4_XDLOPS_PADDED:  /* ..._padded_gemm.cpp: a GEMM that needs padding */
+        return kg % 16 == 0 && pix % 64 == 0 && (cg * p->Y * p->X) % 4 == 0;
+    case CKH_RULE_WRW_V4R4_XDLOPS: {  /* ..._wrw_v4r4_xdlops.cpp: the grid check's parts free of kb */
+        const int64_t n = cg * p->Y * p->X;
+        return !(kg % 4 == 0 && n % 16 == 0 && (kg % 16 == 0 || n % 64 == 0) && (kg * n) % 256 == 0 && pix % 4 == 0);
+    }
+    case CKH_RULE_WRW_V4R4_XDLOPS_PADDED:  /* ..._wrw_v4r4_xdlops_padded_gemm.cpp: a GEMM that needs padding */
+        return kg % 16 == 0 && (cg * p->Y * p->X) % 64 == 0 && (Ho * Wo) % 16 == 0;
+    case CKH_RULE_FWD_V4R1: {  /* conv_hip_implicit_gemm_fwd_v4r1.cpp, ConvHipImplicitGemmV4R1Fwd */
+        const int64_t pack = fp32 ? 1 : 2, multiple = fp32 ? 8 : 16;
+        return !(cg % pack == 0 && p->N % 8 == 0 && pix % 32 == 0 && (pix * kg) % 1024 == 0
+                 && (cg * p->Y * p->X) % multiple == 0 && kg % 16 == 0);
+    }
+    case CKH_RULE_WRW_V4R1: {  /* conv_hip_implicit_gemm_wrw_v4r1.cpp, ConvHipImplicitGemmV4R1WrW */
+        const int64_t pack = fp32 ? 1 : 2, multiple = fp32 ? 8 : 16, cyx = cg * p->Y * p->X;
+        return !(p->N % pack == 0 && cg % 8 == 0 && cyx % 64 == 0 && pix % multiple == 0 && kg % 16 == 0
+                 && (cyx * kg) % 1024 == 0);
+    }
+    case CKH_RULE_V4R4: {  /* conv_hip_implicit_gemm_{fwd,wrw}_v4r4.cpp: GEMM tiles 32 x 32 x 4 */
+        const int64_t opix = pix * Do, cf = p->C * p->Z * p->Y * p->X;
+        return !(p->K % 32 == 0 && (fwd ? opix : cf) % 32 == 0 && (fwd ? cf : opix) % 4 == 0);
     }
     default:
         return 0;  /* a solver without a rule is never rejected */
@@ -84,7 +140,7 @@ static void ckh_applicable(const ckh_problem_t* p, ckh_prob* q) {
     for (int w = 0; w < (CKH_NKERN + 63) / 64; ++w) ok[w] = 0;
     for (int k = 0; k < CKH_NKERN; ++k) {
 #if CKH_APPLY_RULES
-        if (ckh_rule_rejects(ckh_rule_of[k], p)) continue;
+        if (ckh_rule_rejects(ckh_rule_of[k], ckh_rule_arg[k], p)) continue;
         {   /* the solver's structure: its layouts, one group, the op's data type */
             const unsigned s = ckh_structure[k];
             if (!(s >> p->layout & 1u) || ((s & 16u) && p->G != 1) || (s & 32u)) continue;

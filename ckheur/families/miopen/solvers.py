@@ -148,11 +148,12 @@ def problem_kind(p: Any, dtype: str) -> str:
     return listing_kind(p.layout, dtype, p.G, p.C, dims)
 
 
-def _c_rule(name: str) -> Any:
+def _c_rule(name: str, arg: int = 0) -> Any:
     """Names a rule's C twin (``case CKH_RULE_<name>:`` in ckheur/families/miopen/miopen.c), which
-    the C export applies to the solvers this rule serves."""
+    the C export applies to the solvers this rule serves, with ``arg`` (a rule made for one of a
+    family of solvers passes what sets it apart, e.g. a template argument)."""
     def mark(rule: Any) -> Any:
-        rule.c_rule = name
+        rule.c_rule, rule.c_arg = name, arg
         return rule
     return mark
 
@@ -307,6 +308,159 @@ def _asm_3x3u(p: Any, direction: str, dtype: str) -> list[str]:
     return why
 
 
+@_c_rule("OCL_FWD_1X1")
+def _ocl_fwd_1x1(p: Any, direction: str, dtype: str) -> list[str]:
+    # conv_ocl_dir2Dfwd1x1.cpp, ConvOclDirectFwd1x1::IsApplicable (layout, group: STRUCTURES)
+    why = [] if (p.Y, p.X, p.pad_h, p.pad_w, p.dilation_h, p.dilation_w) == (1, 1, 0, 0, 1, 1) \
+        else ["unpadded undilated 1x1 only"]
+    return why + (["forward and backward data only"] if direction == "bwd_weight" else [])
+
+
+@_c_rule("OCL_FWD_GEN")
+def _ocl_fwd_gen(p: Any, direction: str, dtype: str) -> list[str]:
+    # conv_ocl_dir2Dfwdgen.cpp, ConvOclDirectFwdGen::IsApplicable (layout, group: STRUCTURES): a
+    # filter over 11, or a strided one that is not 1x1 (older sources took a list of square filters)
+    why = [] if direction == "fwd" else ["forward only"]
+    if p.stride_h != p.stride_w or p.pad_h != p.pad_w or p.dilation_h != 1 or p.dilation_w != 1:
+        why.append("equal strides and pads, undilated")
+    if not (max(p.Y, p.X) > 11 or ((p.Y, p.X) != (1, 1) and p.stride_h > 1)):
+        why.append("a filter over 11, or a strided one that is not 1x1")
+    return why
+
+
+@_c_rule("OCL_WRW_1X1")
+def _ocl_wrw_1x1(p: Any, direction: str, dtype: str) -> list[str]:
+    # conv_ocl_dir2D_bwdWrW_1x1.cpp, ConvOclBwdWrW1x1::IsApplicable (layout, group: STRUCTURES)
+    ok = (p.Y, p.X, p.dilation_h, p.dilation_w) == (1, 1, 1, 1) and p.C % 16 == 0 and p.K % 16 == 0
+    return [] if ok else ["undilated 1x1, C and K multiples of 16"]
+
+
+@_c_rule("OCL_WRW_53")
+def _ocl_wrw_53(p: Any, direction: str, dtype: str) -> list[str]:
+    # conv_ocl_dir2D_bwdWrW_53.cpp, ConvOclBwdWrW53::IsApplicable (its LDS and workaround checks not
+    # carried: they reject more)
+    ok = (p.stride_h, p.stride_w, p.dilation_h, p.dilation_w) == (1, 1, 1, 1) and p.pad_h < p.Y \
+        and p.Y <= p.Hi + 2 * p.pad_h
+    return [] if ok else ["stride 1, undilated, pad below the filter height, filter within the padded input"]
+
+
+def _ocl_wrw_2(batch_loops: int, tunable: bool) -> Any:
+    def rule(p: Any, direction: str, dtype: str) -> list[str]:
+        # conv_ocl_dir2D_bwdWrW_2.cpp, ConvOclBwdWrW2<N>::IsApplicableBase and its default
+        # configuration (filter height 2 to 11, output width at least its read size, 6); the tunable
+        # solvers leave ungrouped 3x3 and 1x1 to ConvOclBwdWrW2NonTunable
+        why = []
+        if p.dilation_h != 1 or p.dilation_w != 1 or p.Y - p.stride_h < p.pad_h:
+            why.append("undilated, pad at most filter height minus stride")
+        if p.N < batch_loops:
+            why.append(f"batch at least {batch_loops}")
+        if not 2 <= p.Y <= 11 or p.Wo < 6:
+            why.append("filter height 2 to 11, output width at least 6")
+        special = p.Y == 5 and p.X in (10, 20) and p.stride_h == p.stride_w == 2 and (p.Hi, p.Wi) in ((79, 341), (161, 700))
+        if p.X >= 8 and p.X % 2 == 0 and not special:
+            why.append("no even filter width of 8 or more")
+        small = p.G == 1 and (p.Y, p.X) in ((3, 3), (1, 1))
+        if small == tunable:
+            why.append("ungrouped 3x3 or 1x1: the non-tunable solver's" if tunable else "ungrouped 3x3 or 1x1 only")
+        return why
+    return _c_rule("OCL_WRW_2", 2 * batch_loops + tunable)(rule)
+
+
+def _wino_multipass_wrw(name: str) -> Any:
+    # conv_multipass_wino3x3WrW.cpp, ConvWinograd3x3MultipassWrW<DH, FH[, DW, FW]>::IsApplicable: the
+    # filter is DH x DW; equal strides, 1 or (3x3 only) 2, where <3,2> and <3,3> take stride 2 only
+    # and <3,4>..<3,6> either; undilated, no bias, pads up to 3 (layout, group: STRUCTURES)
+    args = [int(a) for a in name[name.index("<") + 1:-1].split("-")]
+    dh, fh, dw = args[0], args[1], args[2] if len(args) > 2 else args[0]
+    strides = (2,) if (dh, dw, fh) in ((3, 3, 2), (3, 3, 3)) else (1, 2) if (dh, dw) == (3, 3) else (1,)
+
+    def rule(p: Any, direction: str, dtype: str) -> list[str]:
+        ok = (p.Y, p.X) == (dh, dw) and p.stride_h == p.stride_w and p.stride_h in strides \
+            and (p.dilation_h, p.dilation_w, p.bias) == (1, 1, 0) and max(p.pad_h, p.pad_w) <= 3
+        return [] if ok else [f"a {dh}x{dw} filter, stride {' or '.join(map(str, strides))}, undilated, "
+                              "no bias, pads up to 3"]
+    return _c_rule("WINO_MULTIPASS_WRW", 100 * dh + 10 * dw + sum(1 << (s - 1) for s in strides))(rule)
+
+
+def _xdlops_grid(m: int, n: int, k: int) -> bool:
+    """implicitgemm_static_ck_util.hpp, IsValidGridGemmXdlops: a GEMM M x N x K the xdlops tiles cover."""
+    if m % 16 and n % 64:
+        return False
+    return (m * n) % 256 == 0 and (k * m) % 64 == 0 and (k * n) % 64 == 0 and n % 16 == 0 and m % 4 == 0 and k % 4 == 0
+
+
+def _fwd_gemm(p: Any) -> tuple[int, int, int]:
+    """The forward implicit GEMM of the static-CK solvers: K/G x N*Ho*Wo x C/G*Y*X."""
+    return p.K // p.G, p.N * p.Ho * p.Wo, (p.C // p.G) * p.Y * p.X
+
+
+@_c_rule("FWD_V4R4_XDLOPS")
+def _fwd_v4r4_xdlops(p: Any, direction: str, dtype: str) -> list[str]:
+    # conv_hip_implicit_gemm_fwd_v4r4_xdlops.cpp, IsApplicable: IsValidGridGemmXdlops of its GEMM
+    return [] if _xdlops_grid(*_fwd_gemm(p)) else ["its GEMM (K/G x N*Ho*Wo x C/G*Y*X) on the xdlops grid"]
+
+
+@_c_rule("FWD_V4R5_XDLOPS")
+def _fwd_v4r5_xdlops(p: Any, direction: str, dtype: str) -> list[str]:
+    # conv_hip_implicit_gemm_fwd_v4r5_xdlops.cpp, IsApplicable: no 1x1 filter, the V4R4 grid check
+    return (["not 1x1"] if p.Y == 1 and p.X == 1 else []) + _fwd_v4r4_xdlops(p, direction, dtype)
+
+
+@_c_rule("FWD_V4R4_XDLOPS_PADDED")
+def _fwd_v4r4_xdlops_padded(p: Any, direction: str, dtype: str) -> list[str]:
+    # ..._fwd_v4r4_xdlops_padded_gemm.cpp, IsApplicable: only a GEMM that needs padding (to 16 x 64 x 4)
+    m, n, k = _fwd_gemm(p)
+    return ["its GEMM needs no padding"] if m % 16 == 0 and n % 64 == 0 and k % 4 == 0 else []
+
+
+@_c_rule("WRW_V4R4_XDLOPS")
+def _wrw_v4r4_xdlops(p: Any, direction: str, dtype: str) -> list[str]:
+    # conv_hip_implicit_gemm_wrw_v4r4_xdlops.cpp: GEMM K/G x C/G*Y*X x (N/kb)*Ho*Wo (kb depends on the
+    # GPU), on the xdlops grid: the parts that do not depend on kb
+    m, n = p.K // p.G, (p.C // p.G) * p.Y * p.X
+    ok = m % 4 == 0 and n % 16 == 0 and (m % 16 == 0 or n % 64 == 0) and (m * n) % 256 == 0 \
+        and (p.N * p.Ho * p.Wo) % 4 == 0
+    return [] if ok else ["its GEMM (K/G x C/G*Y*X x N*Ho*Wo) on the xdlops grid"]
+
+
+@_c_rule("WRW_V4R4_XDLOPS_PADDED")
+def _wrw_v4r4_xdlops_padded(p: Any, direction: str, dtype: str) -> list[str]:
+    # ..._wrw_v4r4_xdlops_padded_gemm.cpp, IsApplicable: only a GEMM that needs padding (to 16 x 64 x 16)
+    ok = (p.K // p.G) % 16 == 0 and ((p.C // p.G) * p.Y * p.X) % 64 == 0 and (p.Ho * p.Wo) % 16 == 0
+    return ["its GEMM needs no padding"] if ok else []
+
+
+@_c_rule("FWD_V4R1")
+def _fwd_v4r1(p: Any, direction: str, dtype: str) -> list[str]:
+    # conv_hip_implicit_gemm_fwd_v4r1.cpp, ConvHipImplicitGemmV4R1Fwd::IsApplicable (C in packs of 2
+    # and C/G*Y*X in multiples of 16 outside fp32, else 1 and 8)
+    c, k, pix = p.C // p.G, p.K // p.G, p.N * p.Ho * p.Wo
+    pack, multiple = (1, 8) if dtype == "fp32" else (2, 16)
+    ok = c % pack == 0 and p.N % 8 == 0 and pix % 32 == 0 and (pix * k) % 1024 == 0 \
+        and (c * p.Y * p.X) % multiple == 0 and k % 16 == 0
+    return [] if ok else ["N, N*Ho*Wo, K/G, C/G*Y*X in its GEMM's multiples"]
+
+
+@_c_rule("WRW_V4R1")
+def _wrw_v4r1(p: Any, direction: str, dtype: str) -> list[str]:
+    # conv_hip_implicit_gemm_wrw_v4r1.cpp, ConvHipImplicitGemmV4R1WrW::IsApplicable (its forward check
+    # on the backward-weights GEMM: N in packs, C/G, K/G, C/G*Y*X and N*Ho*Wo in multiples)
+    c, k, cyx = p.C // p.G, p.K // p.G, (p.C // p.G) * p.Y * p.X
+    pack, multiple = (1, 8) if dtype == "fp32" else (2, 16)
+    ok = p.N % pack == 0 and c % 8 == 0 and cyx % 64 == 0 and (p.N * p.Ho * p.Wo) % multiple == 0 \
+        and k % 16 == 0 and (cyx * k) % 1024 == 0
+    return [] if ok else ["N, C/G, K/G, C/G*Y*X and N*Ho*Wo in its GEMM's multiples"]
+
+
+@_c_rule("V4R4")
+def _v4r4(p: Any, direction: str, dtype: str) -> list[str]:
+    # conv_hip_implicit_gemm_fwd_v4r4.cpp / _wrw_v4r4.cpp (one group, fp32: STRUCTURES): GEMM K x
+    # N*Do*Ho*Wo x C*Z*Y*X forward, K x C*Z*Y*X x N*Do*Ho*Wo backward weights, in tiles of 32 x 32 x 4
+    pix, cf = p.N * p.Do * p.Ho * p.Wo, p.C * p.Z * p.Y * p.X
+    n, k = (pix, cf) if direction == "fwd" else (cf, pix)
+    return [] if p.K % 32 == 0 and n % 32 == 0 and k % 4 == 0 else ["its GEMM in tiles of 32 x 32 x 4"]
+
+
 @_c_rule("BWD_DATA_V1R1")
 def _bwd_data_v1r1(p: Any, direction: str, dtype: str) -> list[str]:
     # conv_hip_implicit_gemm_bwd_v1r1.cpp, ConvHipImplicitGemmBwdDataV1R1::IsApplicable (layout,
@@ -327,6 +481,20 @@ RULES = {  # solver name -> the rule that lists why MIOpen's IsApplicable reject
     "ConvBinWinogradRxSf2x3": _winograd_rxs_f2x3, "ConvBinWinogradRxSf3x2": _winograd_rxs,
     "ConvBinWinogradRxSf2x3g1": _winograd_rxs_g1,
     "ConvAsmBwdWrW1x1": _asm_wrw_1x1, "ConvAsm3x3U": _asm_3x3u, "ConvHipImplicitGemmBwdDataV1R1": _bwd_data_v1r1,
+    "ConvHipImplicitGemmForwardV4R4Xdlops": _fwd_v4r4_xdlops, "ConvHipImplicitGemmForwardV4R5Xdlops": _fwd_v4r5_xdlops,
+    "ConvHipImplicitGemmForwardV4R4Xdlops_Padded_Gemm": _fwd_v4r4_xdlops_padded,
+    "ConvHipImplicitGemmWrwV4R4Xdlops": _wrw_v4r4_xdlops, "ConvHipImplicitGemmWrwV4R4Xdlops_Padded_Gemm": _wrw_v4r4_xdlops_padded,
+    "ConvHipImplicitGemmV4R1Fwd": _fwd_v4r1, "ConvHipImplicitGemmV4R1WrW": _wrw_v4r1,
+    "ConvHipImplicitGemmV4R4Fwd": _v4r4, "ConvHipImplicitGemmV4R4WrW": _v4r4,
+    "ConvOclDirectFwd1x1": _ocl_fwd_1x1, "ConvOclDirectFwdGen": _ocl_fwd_gen, "ConvOclBwdWrW1x1": _ocl_wrw_1x1, "ConvOclBwdWrW53": _ocl_wrw_53,
+    **{f"ConvOclBwdWrW2<{n}>": _ocl_wrw_2(n, True) for n in (1, 2, 4, 8, 16)},
+    "ConvOclBwdWrW2NonTunable": _ocl_wrw_2(1, False),
+    **{n: _wino_multipass_wrw(n) for n in (
+        "ConvWinograd3x3MultipassWrW<3-2>", "ConvWinograd3x3MultipassWrW<3-3>", "ConvWinograd3x3MultipassWrW<3-4>",
+        "ConvWinograd3x3MultipassWrW<3-5>", "ConvWinograd3x3MultipassWrW<3-6>", "ConvWinograd3x3MultipassWrW<7-2>",
+        "ConvWinograd3x3MultipassWrW<7-3>", "ConvWinograd3x3MultipassWrW<1-1-7-2>",
+        "ConvWinograd3x3MultipassWrW<1-1-7-3>", "ConvWinograd3x3MultipassWrW<7-2-1-1>",
+        "ConvWinograd3x3MultipassWrW<7-3-1-1>", "ConvWinograd3x3MultipassWrW<5-3>", "ConvWinograd3x3MultipassWrW<5-4>")},
     # conv_hip_implicit_gemm_grouped_{fwd,bwd,wrw}_xdlops.cpp: 2D only (the 3D ones are their own solvers)
     **{f"ConvHipImplicitGemmGroup{d}Xdlops": _layout(("NCHW", "NHWC"), 2, "Is2d")
        for d in ("Fwd", "Bwd", "Wrw")},
@@ -527,6 +695,9 @@ def c_support(kernels: Sequence[Any], op: Mapping[str, Any]) -> tuple[dict, str,
         of = [f"CKH_RULE_{RULES[k.name].c_rule}" if k.name in RULES else "CKH_RULE_NONE" for k in kernels]
         out.append("static const uint8_t ckh_rule_of[] = {  /* each solver's rule (solvers.RULES) */\n"
                    + ",\n".join(f"    {c}" for c in of) + "\n};")
+        args = [RULES[k.name].c_arg if k.name in RULES else 0 for k in kernels]
+        out.append("static const int32_t ckh_rule_arg[] = {  /* and its argument */\n"
+                   + ",\n".join(f"    {a}" for a in args) + "\n};")
         out.append("/* each solver's structure (solvers.STRUCTURES): bit i a layout it takes (LAYOUTS[i]), bit 4\n"
                    " * one group only, bit 5 the op's data type rejected */\n"
                    "static const uint8_t ckh_structure[] = {\n"
