@@ -157,8 +157,10 @@ def test_structures_read_from_miopen_sources():
     # gemm.cpp, GemmFwdBase: IsLayoutDefault, 2D or 3D; the naive solvers take every layout
     assert not rejected("GemmFwdRest", p3) and rejected("GemmFwdRest", conv(layout="NHWC"))
     assert not rejected("ConvDirectNaiveConvFwd", conv(layout="NDHWC", Di=4, Z=3, pad_d=1))
-    # the MLIR solvers check none of these in MIOpen (rocMLIR decides)
-    assert not rejected("ConvMlirIgemmFwdXdlops", p3)
+    # the MLIR solvers leave the problem to rocMLIR, but mlir_common.cpp passes it as a 2D
+    # convolution (H and W only): 2D of either layout, groups allowed
+    assert rejected("ConvMlirIgemmFwdXdlops", p3) and rejected("ConvMlirIgemmWrWXdlops", p3, "bwd_weight")
+    assert not rejected("ConvMlirIgemmFwdXdlops", conv(layout="NHWC", G=2))
 
 
 def test_rules_of_the_opencl_and_implicit_gemm_solvers():

@@ -528,8 +528,7 @@ _2D_3D = ("NCHW", "NCDHW")  # IsLayoutDefault, 2D or 3D
 _FP32 = ("fp32",)
 # Per solver class (a name's part before "<": ConvOclBwdWrW2<16> is ConvOclBwdWrW2), read from
 # MIOpen's src/solver/conv/<file>.cpp, IsApplicable (and the helper it calls, where it delegates).
-# The MLIR solvers check none of these in MIOpen (rocMLIR decides), the naive ones take every
-# layout, and RULES above holds the solvers with rules of their own.
+# The naive solvers take every layout, and RULES above holds the solvers with rules of their own.
 STRUCTURES = {
     "ConvAsm1x1UV2": Structure(_2D, True, _FP32),  # conv_asm_1x1u_stride2.cpp
     "ConvAsm3x3U": Structure(_2D, dtypes=_FP32),  # conv_asm_3x3u.cpp
@@ -574,6 +573,10 @@ STRUCTURES = {
     "ConvOclDirectFwd1x1": Structure(_2D, True),  # conv_ocl_dir2Dfwd1x1.cpp
     "ConvOclDirectFwdGen": Structure(_2D, True),  # conv_ocl_dir2Dfwdgen.cpp
     "ConvWinograd3x3MultipassWrW": Structure(_2D, True),  # conv_multipass_wino3x3WrW.cpp
+    # conv_mlir_igemm_{fwd,bwd,wrw}[_xdlops].cpp leave the problem to rocMLIR, but mlir_common.cpp
+    # (ConstructBuildOptions) passes it as a 2D convolution, sizes of H and W only, which rocMLIR
+    # cannot parse for a 3D layout: 2D, either layout; no file lists them for a 3D problem
+    **{f"ConvMlirIgemm{d}{x}": Structure(("NCHW", "NHWC")) for d in ("Fwd", "Bwd", "WrW") for x in ("", "Xdlops")},
     "GemmFwdRest": Structure(_2D_3D),  # gemm.cpp, GemmFwdBase: IsLayoutDefault, any dimensionality
     "GemmBwdRest": Structure(_2D_3D),  # gemm_bwd.cpp, GemmBwdBase
     "GemmWrwUniversal": Structure(_2D_3D),  # gemm_wrw.cpp, GemmWrwBase
