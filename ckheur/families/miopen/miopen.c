@@ -4,15 +4,16 @@
  * exactly (the parity tests hold them to it). */
 
 #if CKH_APPLY_RULES
-/* Whether MIOpen's IsApplicable rejects the problem for a solver of this rule: the C twins of
- * ckheur.families.miopen.solvers.RULES, case by case (each cites the MIOpen source its Python rule
- * cites); the direction and data type are the model's. */
 /* implicitgemm_static_ck_util.hpp, IsValidGridGemmXdlops: a GEMM M x N x K the xdlops tiles cover */
 static int ckh_xdlops_grid(int64_t m, int64_t n, int64_t k) {
     if (m % 16 && n % 64) return 0;
     return (m * n) % 256 == 0 && (k * m) % 64 == 0 && (k * n) % 64 == 0 && n % 16 == 0 && m % 4 == 0 && k % 4 == 0;
 }
 
+/* Whether MIOpen's IsApplicable rejects the problem for a solver of this rule: the C twins of
+ * ckheur.families.miopen.solvers.RULES, case by case (each cites the MIOpen source its Python rule
+ * cites); the direction and data type are the model's; arg sets apart the solvers of
+ * one rule (solvers.RULES' c_arg). */
 static int ckh_rule_rejects(int rule, int arg, const ckh_problem_t* p) {
     const int fp16 = CKH_OP_FP16, fp32 = CKH_OP_FP32, fwd = CKH_OP_FWD, wrw = CKH_OP_BWD_WEIGHT;
     const int nchw = p->layout == CKH_LAYOUT_NCHW;
