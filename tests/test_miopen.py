@@ -289,9 +289,17 @@ def test_training_ranks_censored_solvers_last(tmp_path):
     assert "N32 C256 K256 G32 56x56 k3x3 s1 p1 NHWC bias" in r.stdout and "selected: " in r.stdout
     from ckheur import Selector
 
+    from ckheur.families.miopen.solvers import rule_rejections
+    from ckheur.selection.selector import as_problem
+
     sel = Selector.load(tmp_path / "model")
     ranked = sel.rank(line, k=None)
-    assert len(ranked) == 12 and ranked[0][0] == r.stdout.split("selected: ")[1].split()[0]
+    assert ranked[0][0] == r.stdout.split("selected: ")[1].split()[0]
+    # a model trained without op.applicability ranks the solvers of the 12-solver table MIOpen's rules keep
+    p = as_problem(line, sel.family, "fwd", "fp32")
+    kept = {k.name for k in sel.kernels if not rule_rejections(k.name, p, "fwd", "fp32")}
+    assert {k for k, _ in ranked} == kept and 0 < len(kept) < len(sel.kernels) == 12
+    assert len(Selector.load(tmp_path / "model", applicability="none").rank(line, k=None)) == 12
     # op.applicability=both learns op.listed from the training rows: what the find-db lists, per kind.
     r = run_cli("stage=train", "op=miopen/fwd", "arch=gfx942", "op.dtype=fp32", "op.applicability=both",
                 f"data.paths=[{data / 'miopen_fwd_fp32_gfx942' / 'gfx942130.parquet'}]", "model.max_trees=5",
@@ -938,7 +946,10 @@ def test_one_model_across_gpus_serves_a_gpu_never_measured(tmp_path, monkeypatch
     # MI100's data sheet, as conf/arch/gfx908.yaml gives it: 120 CUs, 1502 MHz, 46.1 TF FP32, 1228.8 GB/s, 8 MB L2
     want = [math.log2(120), 1.502, math.log2(46.1), math.log2(1228.8), math.log2(8192), 64, 40, math.log2(46100 / 1228.8)]
     assert np.allclose(X[:, -len(DESCRIPTORS):], want, rtol=1e-6)
-    assert len(sel.rank(p, k=None)) == len(sel._all_kernels)
+    from ckheur.families.miopen.solvers import rule_rejections
+
+    assert {k for k, _ in sel.rank(p, k=None)} == {k.name for k in sel.kernels
+                                                   if not rule_rejections(k.name, p, "fwd", "fp32")}
     # In C too: the descriptors are gfx908's constants; the same candidates, order and scores as Python
     from ckheur.c_export.compiled import find_compiler
     from ckheur.families.miopen.problems import generate_varied
@@ -1012,12 +1023,12 @@ def test_a_gpu_without_a_model_is_served_by_the_nearest_gpus_on_the_solvers_it_r
 
 def test_bring_up_sweep_draws_problems_at_random_within_its_budget(tmp_path):
     """The bring-up's sweep as the docs give it (a find-db replayed as the new GPU, problems drawn at
-    random, sweep.strategy=random): every problem it picks has every solver of the table timed
-    (listed ones ok, the others censored, as MIOpen's find reports them), the budget is never
-    exceeded, and the seed fixes the draw."""
+    random, sweep.strategy=random): every problem it picks has every solver of the table that
+    MIOpen's rules keep timed (listed ones ok, the others censored, as MIOpen's find reports them),
+    the budget is never exceeded, and the seed fixes the draw."""
     from ckheur.data.dataset import read_dataset
-    from ckheur.families.miopen.problems import FIELDS
-    from ckheur.families.miopen.solvers import table_names
+    from ckheur.families.miopen.problems import FIELDS, problem_from_dict
+    from ckheur.families.miopen.solvers import rule_rejections, table_names
 
     data = tmp_path / "data"
     r = run_cli("stage=import", f"import.path={MI210}", f"paths.data={data}", f"hydra.run.dir={tmp_path / 'i'}")
@@ -1034,7 +1045,9 @@ def test_bring_up_sweep_draws_problems_at_random_within_its_budget(tmp_path):
         assert r.returncode == 0, r.stderr
         df = read_dataset(out)
         per_problem = df.groupby(list(FIELDS)).kernel.nunique()
-        assert (per_problem == len(table_names("bwd_weight", "gfx90a"))).all()  # whole problems
+        for key, timed in per_problem.items():  # whole problems: every solver the rules keep
+            q = problem_from_dict(dict(zip(FIELDS, key)))
+            assert timed == sum(not rule_rejections(n, q, "bwd_weight", "fp16") for n in table_names("bwd_weight", "gfx90a"))
         assert {"ok", "censored"} <= set(df.status)
         summary = json.loads((tmp_path / run / "sweep_summary.json").read_text())
         assert len(df) <= summary["budget_pairs"] < 1.2 * len(df) + 2 * per_problem.max()
@@ -1043,8 +1056,9 @@ def test_bring_up_sweep_draws_problems_at_random_within_its_budget(tmp_path):
         drawn.append(keys)
     assert drawn[0] == drawn[1] != drawn[2]
     # With a ranker (a new GPU's model across the other GPUs; here the shipped bundle), each problem
-    # gets floor(sqrt(34)) = 5 solvers plus 3 at random: more problems, same budget; the first round's
-    # five are the ranker's best (later rounds take the ensemble's, once it is trained on them).
+    # gets floor(sqrt(n)) solvers plus half that (rounded up) at random, n the solvers MIOpen's rules
+    # keep (of the table's 34): more problems, same budget; the first round's are the ranker's
+    # best (later rounds take the ensemble's, once it is trained on them).
     from ckheur import Selector
 
     ranker = ROOT / "models" / "miopen_bwd_weight_fp16_gfx90a"
@@ -1055,14 +1069,19 @@ def test_bring_up_sweep_draws_problems_at_random_within_its_budget(tmp_path):
     r = run_cli(*common, f"sweep.active.ranker={ranker}", f"sweep.output={out}", f"hydra.run.dir={tmp_path / 'r'}")
     assert r.returncode == 0, r.stderr
     df = read_dataset(out)
-    timed = df.groupby(list(FIELDS)).kernel.agg(set)
-    assert (timed.map(len) == 8).all() and len(timed) > 3 * len(drawn[0])
+    timed, tops = df.groupby(list(FIELDS)).kernel.agg(set), {}
+    for key, kernels in timed.items():
+        q = problem_from_dict(dict(zip(FIELDS, key)))
+        n = sum(not rule_rejections(name, q, "bwd_weight", "fp16") for name in table_names("bwd_weight", "gfx90a"))
+        tops[key] = max(1, math.isqrt(n))
+        assert len(kernels) == tops[key] + min(-(-tops[key] // 2), n - tops[key])
+    assert len(timed) > 1.5 * len(drawn[0])
     sel = Selector.load(ranker)
     first = json.loads((out / "active_sweep.json").read_text())["rounds"][0]["pairs"]
     firsts = {tuple(pair[:len(FIELDS)]) for pair in first}
     assert len(firsts) >= 20
     for key in sorted(firsts, key=str)[:20]:
-        best = [n for n, _ in sel.rank(problem_from_dict(dict(zip(FIELDS, key))), k=5)]
+        best = [n for n, _ in sel.rank(problem_from_dict(dict(zip(FIELDS, key))), k=tops[key])]
         assert set(best) <= timed[key]
     r = run_cli(*common, f"sweep.active.ranker={ROOT / 'models' / 'miopen_fwd_fp16_gfx90a'}",
                 f"sweep.output={tmp_path / 'x' / 'd.parquet'}", f"hydra.run.dir={tmp_path / 'x'}")

@@ -33,7 +33,7 @@ class MIOpenOpSchema:
     registry: List[SolverSchema] = field(default_factory=list)  # every solver MIOpen registers for the direction
     # Which solvers are ranked per problem: none (all), rules (MIOpen's IsApplicable rules we carry),
     # listed (kinds of problem a find-db lists each solver for: listed below), both (ckheur.families.miopen.solvers);
-    # null: a trained model's own (the shipped ones: both), none when training
+    # null: a trained model's own (the shipped ones: both), rules when training
     applicability: Optional[Applicability] = None
     listed: Dict[str, List[str]] = field(default_factory=dict)  # solver -> kinds (ckheur.integrations.miopen.find_db.learn_listed)
     # A remembered answer (train.remember) stays first unless the model predicts its own pick faster

@@ -110,10 +110,10 @@ def from_traits(d: Mapping[str, Any]) -> Solver:
 
 
 # Which solvers are ranked for a problem (``op.applicability``): ``none`` every solver of the table
-# (what the model learns to rank last when it does not apply; the shipped bundles rank so);
-# ``rules`` only those MIOpen's own IsApplicable does not reject (the simple rules below); ``listed``
-# only those the find-db the op learned from lists for problems of the same kind (``op.listed``);
-# ``both`` the two together.
+# (what the model learns to rank last when it does not apply); ``rules`` only those MIOpen's own
+# IsApplicable does not reject (the rules below; the default); ``listed`` only those the find-db the
+# op learned from lists for problems of the same kind (``op.listed``); ``both`` the two together
+# (the shipped bundles rank so).
 APPLICABILITY = ("none", "rules", "listed", "both")
 
 
@@ -597,8 +597,9 @@ def rule_rejections(name: str, p: Any, direction: str, dtype: str) -> list[str]:
 
 
 def applicability_mode(op: Mapping[str, Any]) -> str:
-    """The op's ``op.applicability`` (default ``none``); a KernelError names the allowed values."""
-    mode = str(op.get("applicability") or "none")
+    """The op's ``op.applicability`` (default ``rules``: they never reject a solver either whole
+    find-db lists); a KernelError names the allowed values."""
+    mode = str(op.get("applicability") or "rules")
     if mode not in APPLICABILITY:
         raise KernelError(f"op.applicability={mode!r}; allowed: {', '.join(APPLICABILITY)}")
     return mode
