@@ -288,7 +288,6 @@ def test_training_ranks_censored_solvers_last(tmp_path):
     assert r.returncode == 0, r.stderr
     assert "N32 C256 K256 G32 56x56 k3x3 s1 p1 NHWC bias" in r.stdout and "selected: " in r.stdout
     from ckheur import Selector
-
     from ckheur.families.miopen.solvers import rule_rejections
     from ckheur.selection.selector import as_problem
 
