@@ -10,7 +10,8 @@ direction and dtype:
    - A's shipped bundle used as it is (models/miopen_<dir>_<dtype>_<A>), with its remembered
      answers (A's fastest listed solver for every problem A's file lists) and without them;
    - the bundle's model with B's batch sizes times sqrt(CUs of A / CUs of B): the same work per CU;
-   - a model trained here on A's whole file (no remembered answers), and batch-scaled as above;
+   - a model trained here on A's whole file (no remembered answers), and batch-scaled as above,
+     ranking the solvers MIOpen's rules keep, as a model trained without op.applicability does;
    - the same model, ranking first the solvers A's file lists for that exact problem ("A-listed
      first"; other problems: the model alone);
    - A's file as a lookup: A's listed solvers in A's time order where A lists the problem, the
@@ -219,19 +220,23 @@ def leave_gpu_out(ta, tb, arch_a: str, arch_b: str, direction: str, dtype: str, 
         add(f"{arch_a} bundle without remembered answers", plain)
         add(f"{arch_a} bundle's model, {scaled}", bundle_scores(shipped, tb, X_scaled)[0])
     booster, _ = fit_on(ta, np.arange(len(ta.pid)), model, seed)
-    # the model ranks B's solvers by B's rows; a solver A never had scores as the model says
-    model_b = predict_rows(booster, tb, rows_b)
+    # the model ranks B's solvers by B's rows, as a model trained without op.applicability ranks: the
+    # solvers MIOpen's rules keep (the default); a solver A never had scores as the model says
+    kept = np.isfinite(ranked_only(tb, tb.op, rows_b, np.zeros(len(rows_b))))
+    model_b = np.where(kept, predict_rows(booster, tb, rows_b), -np.inf)
     add(f"model trained on {arch_a}", model_b)
-    add(f"model trained on {arch_a}, {scaled}", predict(booster, X_scaled, num_iteration=booster.best_iteration or None))
+    add(f"model trained on {arch_a}, {scaled}",
+        np.where(kept, predict(booster, X_scaled, num_iteration=booster.best_iteration or None), -np.inf))
     times_a = time_lookup(ta)
     pair = [(tb.problems[tb.pid[r]].key(), tb.kernels[tb.kid[r]].name) for r in rows_b]
     t_a = np.array([times_a.get(k, np.nan) for k in pair])
     keys_a = {p.key() for p in ta.problems}
     shared = np.array([tb.problems[i].key() in keys_a for i in tb.pid])
     # ranks: A-listed first (by the model, or by A's time), then the rest by the model
-    top = model_b.max() - model_b.min() + 1.0
+    top = model_b[kept].max() - model_b[kept].min() + 1.0
     add(f"model trained on {arch_a}, {arch_a}-listed first", np.where(np.isfinite(t_a), model_b + top, model_b))
-    by_time = np.where(np.isfinite(t_a), model_b.max() + 1.0 + 1.0 / (1.0 + np.nan_to_num(t_a, nan=0.0)), model_b)
+    by_time = np.where(np.isfinite(t_a) & kept, model_b[kept].max() + 1.0 + 1.0 / (1.0 + np.nan_to_num(t_a, nan=0.0)),
+                       model_b)
     add(f"{arch_a} file lookup, else model", by_time)
     out[-1]["shared_problems"] = int(len(np.unique(tb.pid[shared])))
     single = best_single_solver(ta)
