@@ -356,7 +356,8 @@ def _ocl_wrw_2(batch_loops: int, tunable: bool) -> Any:
             why.append(f"batch at least {batch_loops}")
         if not 2 <= p.Y <= 11 or p.Wo < 6:
             why.append("filter height 2 to 11, output width at least 6")
-        special = p.Y == 5 and p.X in (10, 20) and p.stride_h == p.stride_w == 2 and (p.Hi, p.Wi) in ((79, 341), (161, 700))
+        special = p.Y == 5 and p.X in (10, 20) and p.stride_h == p.stride_w == 2 \
+            and (p.Hi, p.Wi) in ((79, 341), (161, 700))
         if p.X >= 8 and p.X % 2 == 0 and not special:
             why.append("no even filter width of 8 or more")
         small = p.G == 1 and (p.Y, p.X) in ((3, 3), (1, 1))
@@ -483,10 +484,12 @@ RULES = {  # solver name -> the rule that lists why MIOpen's IsApplicable reject
     "ConvAsmBwdWrW1x1": _asm_wrw_1x1, "ConvAsm3x3U": _asm_3x3u, "ConvHipImplicitGemmBwdDataV1R1": _bwd_data_v1r1,
     "ConvHipImplicitGemmForwardV4R4Xdlops": _fwd_v4r4_xdlops, "ConvHipImplicitGemmForwardV4R5Xdlops": _fwd_v4r5_xdlops,
     "ConvHipImplicitGemmForwardV4R4Xdlops_Padded_Gemm": _fwd_v4r4_xdlops_padded,
-    "ConvHipImplicitGemmWrwV4R4Xdlops": _wrw_v4r4_xdlops, "ConvHipImplicitGemmWrwV4R4Xdlops_Padded_Gemm": _wrw_v4r4_xdlops_padded,
+    "ConvHipImplicitGemmWrwV4R4Xdlops": _wrw_v4r4_xdlops,
+    "ConvHipImplicitGemmWrwV4R4Xdlops_Padded_Gemm": _wrw_v4r4_xdlops_padded,
     "ConvHipImplicitGemmV4R1Fwd": _fwd_v4r1, "ConvHipImplicitGemmV4R1WrW": _wrw_v4r1,
     "ConvHipImplicitGemmV4R4Fwd": _v4r4, "ConvHipImplicitGemmV4R4WrW": _v4r4,
-    "ConvOclDirectFwd1x1": _ocl_fwd_1x1, "ConvOclDirectFwdGen": _ocl_fwd_gen, "ConvOclBwdWrW1x1": _ocl_wrw_1x1, "ConvOclBwdWrW53": _ocl_wrw_53,
+    "ConvOclDirectFwd1x1": _ocl_fwd_1x1, "ConvOclDirectFwdGen": _ocl_fwd_gen,
+    "ConvOclBwdWrW1x1": _ocl_wrw_1x1, "ConvOclBwdWrW53": _ocl_wrw_53,
     **{f"ConvOclBwdWrW2<{n}>": _ocl_wrw_2(n, True) for n in (1, 2, 4, 8, 16)},
     "ConvOclBwdWrW2NonTunable": _ocl_wrw_2(1, False),
     **{n: _wino_multipass_wrw(n) for n in (
@@ -494,7 +497,8 @@ RULES = {  # solver name -> the rule that lists why MIOpen's IsApplicable reject
         "ConvWinograd3x3MultipassWrW<3-5>", "ConvWinograd3x3MultipassWrW<3-6>", "ConvWinograd3x3MultipassWrW<7-2>",
         "ConvWinograd3x3MultipassWrW<7-3>", "ConvWinograd3x3MultipassWrW<1-1-7-2>",
         "ConvWinograd3x3MultipassWrW<1-1-7-3>", "ConvWinograd3x3MultipassWrW<7-2-1-1>",
-        "ConvWinograd3x3MultipassWrW<7-3-1-1>", "ConvWinograd3x3MultipassWrW<5-3>", "ConvWinograd3x3MultipassWrW<5-4>")},
+        "ConvWinograd3x3MultipassWrW<7-3-1-1>", "ConvWinograd3x3MultipassWrW<5-3>",
+        "ConvWinograd3x3MultipassWrW<5-4>")},
     # conv_hip_implicit_gemm_grouped_{fwd,bwd,wrw}_xdlops.cpp: 2D only (the 3D ones are their own solvers)
     **{f"ConvHipImplicitGemmGroup{d}Xdlops": _layout(("NCHW", "NHWC"), 2, "Is2d")
        for d in ("Fwd", "Bwd", "Wrw")},
