@@ -164,10 +164,10 @@ def bundle_scores(bundle_dir: Path, tb, X: np.ndarray | None = None) -> tuple[np
     return plain, np.where(remembered, plain[np.isfinite(plain)].max() + 1.0, plain)
 
 
-def ranked_only(tb, op: dict, rows: np.ndarray, scores: np.ndarray, known: np.ndarray | None = None) -> np.ndarray:
-    """``scores`` of some rows of a MIOpen table, -inf (unranked) for the solvers ``op.applicability``
+def ranked_rows(tb, op: dict, rows: np.ndarray, known: np.ndarray | None = None) -> np.ndarray:
+    """Which of some rows of a MIOpen table a selector ranks: not the solvers ``op.applicability``
     leaves out for the row's problem (a step that would leave none is skipped, as the selector does)
-    and, with ``known`` (per kernel of the table), for the kernels a selector does not have."""
+    nor, with ``known`` (per kernel of the table), the kernels a selector does not have."""
     from ckheur.families.miopen import solvers as miopen_solvers
 
     support = miopen_solvers.support_arrays(tb.kernels)
@@ -177,7 +177,12 @@ def ranked_only(tb, op: dict, rows: np.ndarray, scores: np.ndarray, known: np.nd
         keep[i] = mask if mask.any() else True
     if known is not None:
         keep &= known
-    return np.where(keep[tb.pid[rows], tb.kid[rows]], scores, -np.inf)
+    return keep[tb.pid[rows], tb.kid[rows]]
+
+
+def ranked_only(tb, op: dict, rows: np.ndarray, scores: np.ndarray, known: np.ndarray | None = None) -> np.ndarray:
+    """``scores`` of some rows, -inf (unranked) where :func:`ranked_rows` says a selector does not rank them."""
+    return np.where(ranked_rows(tb, op, rows, known), scores, -np.inf)
 
 
 def batch_scaled(tb, arch: dict, direction: str, ratio: float) -> np.ndarray:
@@ -222,7 +227,7 @@ def leave_gpu_out(ta, tb, arch_a: str, arch_b: str, direction: str, dtype: str, 
     booster, _ = fit_on(ta, np.arange(len(ta.pid)), model, seed)
     # the model ranks B's solvers by B's rows, as a model trained without op.applicability ranks: the
     # solvers MIOpen's rules keep (the default); a solver A never had scores as the model says
-    kept = np.isfinite(ranked_only(tb, tb.op, rows_b, np.zeros(len(rows_b))))
+    kept = ranked_rows(tb, tb.op, rows_b)
     model_b = np.where(kept, predict_rows(booster, tb, rows_b), -np.inf)
     add(f"model trained on {arch_a}", model_b)
     add(f"model trained on {arch_a}, {scaled}",

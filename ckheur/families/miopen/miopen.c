@@ -14,13 +14,11 @@ static int ckh_xdlops_grid(int64_t m, int64_t n, int64_t k) {
  * ckheur.families.miopen.solvers.RULES, case by case (each cites the MIOpen source its Python rule
  * cites); the direction and data type are the model's; arg sets apart the solvers of
  * one rule (solvers.RULES' c_arg). */
-static int ckh_rule_rejects(int rule, int arg, const ckh_problem_t* p) {
+static int ckh_rule_rejects(int rule, int arg, const ckh_problem_t* p, const int64_t* out) {
     const int fp16 = CKH_OP_FP16, fp32 = CKH_OP_FP32, fwd = CKH_OP_FWD, wrw = CKH_OP_BWD_WEIGHT;
     const int nchw = p->layout == CKH_LAYOUT_NCHW;
     const int ndim = p->layout == CKH_LAYOUT_NCDHW || p->layout == CKH_LAYOUT_NDHWC ? 3 : 2;
-    const int64_t Do = ckh_out_size(p->Di, p->pad_d, p->dilation_d, p->Z, p->stride_d);
-    const int64_t Ho = ckh_out_size(p->Hi, p->pad_h, p->dilation_h, p->Y, p->stride_h);
-    const int64_t Wo = ckh_out_size(p->Wi, p->pad_w, p->dilation_w, p->X, p->stride_w);
+    const int64_t Do = out[0], Ho = out[1], Wo = out[2];  /* the output's sizes, computed once per problem */
     const int64_t cg = p->C / p->G, kg = p->K / p->G, pix = p->N * Ho * Wo;
     const int undilated = p->dilation_h == 1 && p->dilation_w == 1;
     switch (rule) {
@@ -139,9 +137,14 @@ static int ckh_rule_rejects(int rule, int arg, const ckh_problem_t* p) {
 static void ckh_applicable(const ckh_problem_t* p, ckh_prob* q) {
     uint64_t* ok = q->allowed;
     for (int w = 0; w < (CKH_NKERN + 63) / 64; ++w) ok[w] = 0;
+#if CKH_APPLY_RULES
+    const int64_t out[3] = {ckh_out_size(p->Di, p->pad_d, p->dilation_d, p->Z, p->stride_d),
+                            ckh_out_size(p->Hi, p->pad_h, p->dilation_h, p->Y, p->stride_h),
+                            ckh_out_size(p->Wi, p->pad_w, p->dilation_w, p->X, p->stride_w)};
+#endif
     for (int k = 0; k < CKH_NKERN; ++k) {
 #if CKH_APPLY_RULES
-        if (ckh_rule_rejects(ckh_rule_of[k], ckh_rule_arg[k], p)) continue;
+        if (ckh_rule_rejects(ckh_rule_of[k], ckh_rule_arg[k], p, out)) continue;
         {   /* the solver's structure: its layouts, one group, the op's data type */
             const unsigned s = ckh_structure[k];
             if (!(s >> p->layout & 1u) || ((s & 16u) && p->G != 1) || (s & 32u)) continue;
