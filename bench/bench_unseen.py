@@ -147,9 +147,11 @@ def best_single_solver(tb) -> str:
 def bundle_scores(bundle_dir: Path, tb, X: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
     """A shipped bundle's scores of every row of ``tb`` (features ``X``, default the table's), as its
     selector ranks: only its own solvers that its ``op.applicability`` keeps for the problem (the
-    others -inf: unranked); without and with its remembered answers (the remembered solver of a
-    problem raised above all)."""
+    others -inf: unranked), through its screen where it has one (among the table's solvers: a
+    bundle serving another GPU ranks the solvers that run there); without and with its remembered
+    answers (the remembered solver of a problem raised above all)."""
     from ckheur import Selector
+    from ckheur.selection.screening import screened_scores
     from ckheur.threads import predict
 
     sel = Selector.load(bundle_dir)
@@ -158,10 +160,15 @@ def bundle_scores(bundle_dir: Path, tb, X: np.ndarray | None = None) -> tuple[np
     own = {k.name for k in sel.kernels}
     names = [k.name for k in tb.kernels]
     rows = np.arange(len(tb.pid))
-    plain = ranked_only(tb, sel.op, rows, predict(sel.booster, tb.X if X is None else X),
-                        np.array([n in own for n in names]))
+    X = tb.X if X is None else X
+    plain = ranked_only(tb, sel.op, rows, predict(sel.booster, X), np.array([n in own for n in names]))
     remembered = np.array([sel.answers.get(tb.problems[p].key()) == names[k] for p, k in zip(tb.pid, tb.kid)])
-    return plain, np.where(remembered, plain[np.isfinite(plain)].max() + 1.0, plain)
+    if sel.screen is None:
+        return plain, np.where(remembered, plain[np.isfinite(plain)].max() + 1.0, plain)
+    first = predict(sel.booster, X, num_iteration=sel.screen[0])
+    with_answers = screened_scores(tb.pid, first, plain, sel.screen[1], remembered)
+    plain = screened_scores(tb.pid, first, plain, sel.screen[1])
+    return plain, np.where(remembered, with_answers[np.isfinite(with_answers)].max() + 1.0, with_answers)
 
 
 def ranked_rows(tb, op: dict, rows: np.ndarray, known: np.ndarray | None = None) -> np.ndarray:

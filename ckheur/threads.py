@@ -96,10 +96,12 @@ def predict(booster: Any, X: Any, threads: int = 0, **kw: Any) -> Any:
     return booster.predict(X, num_threads=predict_threads(threads, len(X)), **kw)
 
 
-def one_thread_predictor(booster: Any) -> Callable[[Any], Any]:
+def one_thread_predictor(booster: Any, num_iteration: int | None = None,
+                         start_iteration: int = 0) -> Callable[[Any], Any]:
     """``predict(booster, X)`` for the few rows of one query (a C-contiguous float32/float64
     matrix), on one thread, equal to it; the wrapper's per-call work (parameter parsing, predictor
-    setup, copies: a third of scoring 20 rows) is done here once, then LightGBM's C API is called."""
+    setup, copies: a third of scoring 20 rows) is done here once, then LightGBM's C API is called.
+    ``start_iteration``, ``num_iteration``: the sum of those trees only, as ``Booster.predict`` takes them."""
     import ctypes
 
     import numpy as np
@@ -109,22 +111,23 @@ def one_thread_predictor(booster: Any) -> Callable[[Any], Any]:
 
         handle = booster._handle
     except (ImportError, AttributeError):  # another LightGBM's internals: the public path
-        return lambda X: predict(booster, X, threads=1)
-    best = booster.best_iteration  # what Booster.predict uses when num_iteration is None
+        return lambda X: predict(booster, X, threads=1, num_iteration=num_iteration, start_iteration=start_iteration)
+    best = booster.best_iteration if num_iteration is None else num_iteration  # Booster.predict's default
     iterations, params, nfeat = ctypes.c_int(best if best > 0 else -1), ctypes.c_char_p(b"num_threads=1"), \
         booster.num_feature()
     dtypes = {np.dtype(np.float32): ctypes.c_int(0), np.dtype(np.float64): ctypes.c_int(1)}  # C_API_DTYPE_*
-    zero, row_major = ctypes.c_int(0), ctypes.c_int(1)
+    zero, row_major, start = ctypes.c_int(0), ctypes.c_int(1), ctypes.c_int(start_iteration)
 
     def run(X: Any) -> Any:
         """Predictions of the rows of X (one per row)."""
         if X.ndim != 2 or X.shape[1] != nfeat or X.dtype not in dtypes or not X.flags.c_contiguous \
                 or predict_threads(0, len(X)) > 1:
-            return predict(booster, X)  # the wrapper checks and converts; many rows get threads
+            # the wrapper checks and converts; many rows get threads
+            return predict(booster, X, num_iteration=num_iteration, start_iteration=start_iteration)
         out, got = np.empty(X.shape[0]), ctypes.c_int64(0)
         _safe_call(_LIB.LGBM_BoosterPredictForMat(
             handle, ctypes.c_void_p(X.ctypes.data), dtypes[X.dtype], ctypes.c_int32(X.shape[0]),
-            ctypes.c_int32(nfeat), row_major, zero, zero, iterations, params, ctypes.byref(got),
+            ctypes.c_int32(nfeat), row_major, zero, start, iterations, params, ctypes.byref(got),
             ctypes.c_void_p(out.ctypes.data)))
         return out
 

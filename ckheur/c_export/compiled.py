@@ -204,10 +204,11 @@ class CompiledModel:
         return idx[:n].copy(), score[:n].copy(), tflops[:n].copy()
 
 
-def op_settings(applicability: Any = None, listed: Mapping[str, Any] | None = None) -> dict:
+def op_settings(applicability: Any = None, listed: Mapping[str, Any] | None = None, screen: bool = True) -> dict:
     """The op settings given in place of the bundle's, as plain values (config nodes and enums
-    too): what the build receives and the cache key hashes."""
-    out: dict = {}
+    too), and ``screen=False`` where the bundle's screen is not used: what the build receives and
+    the cache key hashes."""
+    out: dict = {} if screen else {"screen": False}
     if applicability is not None:
         out["applicability"] = str(applicability)
     if listed is not None:
@@ -217,14 +218,15 @@ def op_settings(applicability: Any = None, listed: Mapping[str, Any] | None = No
 
 
 def load_compiled(model_dir: str | Path, cc: str | None = None, *, applicability: str | None = None,
-                  listed: Mapping[str, Any] | None = None) -> CompiledModel | None:
+                  listed: Mapping[str, Any] | None = None, screen: bool = True) -> CompiledModel | None:
     """The bundle's compiled selector, exported and built on first use; None (with a warning) when
     there is no C compiler or the build fails, so callers fall back to the Python path.
     ``applicability`` and ``listed`` replace the bundle's ``op.applicability`` / ``op.listed``
-    (MIOpen: which solvers are ranked per problem), as ``Selector.load`` takes them."""
+    (MIOpen: which solvers are ranked per problem), and ``screen=False`` disables the bundle's screen,
+    as ``Selector.load`` takes them."""
     from ckheur.learn.bundle import resolve_model_dir
 
-    op = op_settings(applicability, listed)
+    op = op_settings(applicability, listed, screen)
     model_dir = resolve_model_dir(model_dir)
     cc = cc or find_compiler()
     if cc is None:

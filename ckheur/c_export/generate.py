@@ -326,13 +326,15 @@ def _field_min(family: Any, f: str) -> int:
 # ---------------------------------------------------------------- package
 def export_bundle(model_dir: str | Path, output: str | Path, name: str | None = None,
                   sim_params: Mapping[str, Any] | None = None, overwrite: bool = False,
-                  applicability: str | None = None, listed: Mapping[str, Any] | None = None) -> ExportResult:
+                  applicability: str | None = None, listed: Mapping[str, Any] | None = None,
+                  screen: bool = True) -> ExportResult:
     """Write the C package of a model bundle into ``output``: a new or empty folder, or one holding
     an earlier export of the same model and name (anything else is refused unless ``overwrite``).
     ``applicability`` and ``listed`` replace the bundle's ``op.applicability`` / ``op.listed``, as
-    ``Selector.load`` takes them (MIOpen: which solvers are ranked per problem)."""
+    ``Selector.load`` takes them (MIOpen: which solvers are ranked per problem); ``screen=False``:
+    the whole model scores every candidate, where the bundle has a screen."""
     from ckheur.families.tile_features import coverage_occupancy
-    from ckheur.learn.bundle import load_bundle, margin_of, remembered_bar, spec_engine
+    from ckheur.learn.bundle import SCREEN_OFFSET, load_bundle, margin_of, remembered_bar, screen_of, spec_engine
     from ckheur.families import C_SOURCES, FAMILIES
     from ckheur.sim import CASCADE_THRESHOLD, CASCADE_TOP, load_params
 
@@ -433,6 +435,7 @@ def export_bundle(model_dir: str | Path, output: str | Path, name: str | None = 
         del sims["prior"]
     errors = _errors(family)
     remember_log, remember_bar = remembered_bar(spec["objective"], margin_of(op_cfg))
+    screened = screen_of(spec) if screen else None
     fields = list(family.problems.FIELDS)
     numeric_fields = [f for f in fields if f not in cf.enums and f not in cf.flags]
     defines = {
@@ -458,6 +461,9 @@ def export_bundle(model_dir: str | Path, output: str | Path, name: str | None = 
         "CKH_ANSWERS": len(b.answers or {}), "CKH_KEY_FIELDS": len(fields),
         # a remembered answer stays first unless the model's pick beats it by the bundle's margin
         "CKH_REMEMBER_LOG": int(remember_log), "CKH_REMEMBER_BAR": _hex(remember_bar),
+        # the screen: the first trees score every candidate, the whole model the best CKH_SCREEN_TOP
+        "CKH_SCREEN_TREES": screened[0] if screened else 0, "CKH_SCREEN_TOP": screened[1] if screened else 0,
+        "CKH_SCREEN_OFFSET": repr(SCREEN_OFFSET),
         "CKH_ALLOWED": 0,  # 1: the family's code keeps a per-problem set of the kernels it ranks
         **support_defines,
     }
@@ -506,7 +512,8 @@ def export_bundle(model_dir: str | Path, output: str | Path, name: str | None = 
             "struct": cf.struct, "enums": {f: list(v) for f, v in cf.enums.items()},
             "arch": arch["name"], "objective": spec["objective"], "data_kind": kind, "bundle": str(b.path),
             "kernels": len(kernels), "trees": forest.ntree, "companion_trees": companion.ntree if companion else 0,
-            "cascade": cascade, "analytic_features": analytic is not None, "prior": prior is not None,
+            "cascade": cascade, "screen": list(screened) if screened else None,
+            "analytic_features": analytic is not None, "prior": prior is not None,
             "remembered_problems": len(b.answers or {}), "ranked": ranked,
             "fields": fields, "direction_field": "direction" in dict(cf.ctype._fields_),
             "example": family.problems.generate(0, 1)[0].to_dict(),

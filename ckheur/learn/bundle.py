@@ -263,6 +263,18 @@ def margin_of(op: Mapping[str, Any]) -> float:
     return REMEMBERED_NOISE if margin is None else checked_margin(margin)
 
 
+# A screened-out candidate's score: its first trees' sum this far below, so that it ranks after
+# every candidate the whole model scored, in the order of those first trees.
+SCREEN_OFFSET = 1e6
+
+
+def screen_of(spec: Mapping[str, Any]) -> tuple[int, int] | None:
+    """A bundle's screen (``spec["screen"]``, ckheur.selection.screening): the first trees, which
+    score every candidate, and how many of their best the whole model then scores; None: all."""
+    screen = spec.get("screen")
+    return None if not screen else (int(screen["trees"]), int(screen["top"]))
+
+
 def _read_json(path: Path) -> Any:
     try:
         return json.loads(path.read_text())
@@ -443,6 +455,11 @@ def _check_spec(spec: Any, where: Path) -> None:
     need(prior is None or (isinstance(prior, dict) and prior.get("kind") == "analytic" and isinstance(
         prior.get("scale"), (int, float)) and math.isfinite(prior["scale"]) and is_params(prior.get("params"))),
         "prior", "null or an object with kind analytic, a finite scale and the simulator's params")
+    screen = spec.get("screen")
+    need(screen is None or (isinstance(screen, dict) and all(isinstance(screen.get(k), int) and not isinstance(
+        screen[k], bool) and screen[k] >= 1 for k in ("trees", "top"))),
+        "screen", "null or an object with integers trees >= 1 and top >= 1")
+    need(screen is None or prior is None, "screen", "null for a model with an analytic prior")
     for field, schema in (("arch", ArchSchema), ("op_config", schemas[spec["op"]["family"]])):
         node = spec.get(field)
         if node is None and field == "op_config":
@@ -481,6 +498,10 @@ def load_bundle(path: str | Path) -> Bundle:
         diff = sorted(set(spec["feature_names"]) ^ set(expected))
         raise BundleError(f"{path}: feature names differ from this ckheur's engine ({', '.join(diff) or 'order'})")
     booster = _read_booster(found[MODEL], len(expected))
+    screen = screen_of(spec)
+    if screen is not None and screen[0] >= booster.num_trees():
+        raise BundleError(f"{path / 'feature_spec.json'}: screen.trees={screen[0]}; the model has "
+                          f"{booster.num_trees()} trees: give fewer")
     extra = found[TFLOPS_MODEL]
     tflops_booster = _read_booster(extra, len(expected)) if extra is not None else None
     if spec["objective"] != "regression_log" and tflops_booster is None:

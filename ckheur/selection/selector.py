@@ -30,7 +30,9 @@ LightGBM scores a float32 matrix on one thread through its C API, set up once pe
 ``compiled=True`` ranks in the exported C instead (about 15x faster per problem); it is not the
 default because its first use exports and compiles the bundle (seconds to tens of seconds).
 Pools larger than ``cascade_threshold`` are pre-ranked by the analytic model and only its top
-``cascade_top`` are scored by the learned model.
+``cascade_top`` are scored by the learned model. A bundle with a screen (``spec["screen"]``,
+``ckheur.selection.screening``) scores every candidate with its first trees, and only their best
+with the whole model; the others rank after those, in the first trees' order.
 """
 
 from __future__ import annotations
@@ -46,7 +48,7 @@ from ckheur.families import Family
 from ckheur.families.kernel_base import LATENCY_FLOOR_MS
 from ckheur.families.problem_base import ProblemError
 from ckheur.families.tile_features import FixedColumns, analytic_log_tflops
-from ckheur.learn.bundle import REMEMBERED_NOISE, margin_of, remembered_kept
+from ckheur.learn.bundle import REMEMBERED_NOISE, SCREEN_OFFSET, margin_of, remembered_kept, screen_of
 from ckheur.learn.prior import prior_from_log_tflops
 from ckheur.sim import CASCADE_THRESHOLD, CASCADE_TOP, kernel_terms, predicted_tflops, problem_arrays
 from ckheur.threads import one_thread_predictor
@@ -167,7 +169,7 @@ class Selector:
                  cascade_threshold: int = CASCADE_THRESHOLD, cascade_top: int = CASCADE_TOP, cache_size: int = 4096,
                  label: str = "", op: Mapping[str, Any] | None = None, tuning_db: Any = None,
                  create_tuning_db: bool = False, prior: Mapping[str, Any] | None = None,
-                 find_db: Any = None, exact: Sequence[ExactTier] = ()) -> None:
+                 find_db: Any = None, exact: Sequence[ExactTier] = (), screen: tuple[int, int] | None = None) -> None:
         from ckheur.families import get_family
         from ckheur.sim import kernel_arrays as sim_kernel_arrays
 
@@ -184,6 +186,10 @@ class Selector:
         # One query's rows, scored through LightGBM's C API without the wrapper's per-call work.
         self._predict_main = None if booster is None else one_thread_predictor(booster)
         self._predict_tflops = None if tflops_booster is None else one_thread_predictor(tflops_booster)
+        # (first trees, how many candidates the whole model scores): a screen, or None
+        self.screen = screen if booster is not None else None
+        self._predict_first, self._predict_rest = (None, None) if self.screen is None else (
+            one_thread_predictor(booster, self.screen[0]), one_thread_predictor(booster, -1, self.screen[0]))
         self.analytic_params = analytic_params
         self.prior = prior  # the analytic prior the trees correct (models.prior), added to their raw scores
         # The prior and the simulator's features come from one simulator pass when their parameters agree.
@@ -225,7 +231,7 @@ class Selector:
              cascade_threshold: int = CASCADE_THRESHOLD, cascade_top: int = CASCADE_TOP,
              applicability: str | None = None, listed: Mapping[str, Any] | None = None,
              exact: Sequence[ExactTier] = (), remember_margin: float | None = None,
-             kernels: Sequence[str] | None = None) -> "Selector":
+             kernels: Sequence[str] | None = None, screen: bool = True) -> "Selector":
         """A selector from a model bundle folder (verified on load).
 
         ``compiled=True`` ranks through the model exported as C (built with the system compiler
@@ -242,7 +248,8 @@ class Selector:
         remembered answer stays first unless the model predicts its own pick faster by more than
         this fraction (default: the bundle's ``op.remember_margin``, else ``REMEMBERED_NOISE``; 0: the
         model decides; inf: always the remembered answer). ``kernels``: rank only the bundle's
-        kernels of these names (a bundle serving another GPU: the solvers that run there)."""
+        kernels of these names (a bundle serving another GPU: the solvers that run there).
+        ``screen=False``: the whole model scores every candidate, where the bundle has a screen."""
         from ckheur.learn.bundle import BundleError, load_bundle, spec_engine
         from ckheur.sim import load_params
 
@@ -265,7 +272,8 @@ class Selector:
                   prior=spec.get("prior"),
                   label=f"model {b.path} (trained on {b.manifest.get('data_kind', 'unknown')} data{across_gpus(spec)})",
                   tuning_db=tuning_db, create_tuning_db=create_tuning_db, cache_size=cache_size,
-                  cascade_threshold=cascade_threshold, cascade_top=cascade_top, find_db=find_db, exact=exact)
+                  cascade_threshold=cascade_threshold, cascade_top=cascade_top, find_db=find_db, exact=exact,
+                  screen=screen_of(spec) if screen else None)
         sel.answers = dict(b.answers or {})
         sel.remember_margin = margin_of({"remember_margin": remember_margin} if remember_margin is not None else op)
         if compiled:
@@ -286,7 +294,7 @@ class Selector:
                               f"{sel.cascade_threshold}/{sel.cascade_top}: ranking with the Python path", stacklevel=2)
                 return sel
             # the C package ranks the solvers op.applicability keeps, as given here or the bundle's
-            sel.compiled = load_compiled(b.path, applicability=applicability, listed=listed)
+            sel.compiled = load_compiled(b.path, applicability=applicability, listed=listed, screen=screen)
             if sel.compiled is not None:
                 sel.label += " [compiled C]"
         return sel
@@ -430,6 +438,14 @@ class Selector:
         if self.compiled is not None:
             idx, scores, tflops = self.compiled.predict(p)
             return [self._all_kernels[i] for i in idx], scores, tflops
+        pool = self._candidates(p)
+        at = self._remembered_at(p, pool.kernels)
+        scores, tflops = self._predict_pool(p, pool, at)
+        return pool.kernels, self._remembered_first(at, scores), tflops
+
+    def _candidates(self, p: Any) -> "_Pool":
+        """The kernels ranked for a problem: its group's that the family ranks for it (MIOpen:
+        ``op.applicability``), cut to the analytic model's best in a large pool (the cascade)."""
         if p.group not in self._pools:
             what = f"{p.ndim}D problems" if self.family.name == "grouped_conv" else f"group {p.group!r}"
             raise ProblemError(f"no kernel for {what} in this pool (groups: {sorted(self._pools)})")
@@ -443,15 +459,17 @@ class Selector:
             # Cascade: the analytic model pre-ranks, the learned model scores its top candidates.
             tf = self._sim_tflops(problem_arrays([p], self.direction), pool, "sim")[0]
             pool = pool.take(np.argsort(-tf, kind="stable")[: self.cascade_top])
-        scores, tflops = self._predict_pool(p, pool)
-        return pool.kernels, self._remembered_first(p, pool.kernels, scores), tflops
+        return pool
 
-    def _remembered_first(self, p: Any, kernels: list, scores: np.ndarray) -> np.ndarray:
-        """Scores with the kernel the bundle remembers for this exact problem raised above all,
-        unless the model predicts its own pick faster by more than ``remember_margin``
-        (``remembered_kept``; the compiled C model does the same); predicted TFLOPS stay the model's."""
+    def _remembered_at(self, p: Any, kernels: list) -> int | None:
+        """Where among the candidates is the kernel the bundle remembers for this exact problem (None: nowhere)."""
         name = self.answers.get(p.key()) if self.answers else None
-        at = next((i for i, k in enumerate(kernels) if k.name == name), None) if name else None
+        return next((i for i, k in enumerate(kernels) if k.name == name), None) if name else None
+
+    def _remembered_first(self, at: int | None, scores: np.ndarray) -> np.ndarray:
+        """Scores with the remembered kernel (candidate ``at``) raised above all, unless the model
+        predicts its own pick faster by more than ``remember_margin`` (``remembered_kept``; the
+        compiled C model does the same); predicted TFLOPS stay the model's."""
         if at is None or not remembered_kept(np.max(scores), scores[at], self.objective, self.remember_margin):
             return scores
         scores = np.array(scores, dtype=np.float64)
@@ -464,10 +482,9 @@ class Selector:
         return self._predict_pool(p, _Pool([], feats, self._kernel_terms(sim_kern, 0), None,
                                            self._kernel_columns(feats)))  # no cascade here
 
-    def _predict_pool(self, p: Any, pool: "_Pool") -> tuple[np.ndarray, np.ndarray]:
-        if self.booster is None:
-            tf = self._sim_tflops(problem_arrays([p], self.direction), pool, "sim")[0]
-            return tf, _floored(tf, p)
+    def _rows(self, p: Any, pool: "_Pool") -> tuple[np.ndarray, np.ndarray | None]:
+        """The model's feature rows of a pool's kernels for a problem, and the simulator's log
+        TFLOPS [1, kernels] that the analytic prior reads (None without a prior)."""
         prob = self.engine.problem_arrays([p], self.direction)
         analytic = self._sim_sets["features"]
         # One simulator pass serves the features and the prior when their parameters agree.
@@ -476,18 +493,44 @@ class Selector:
             self._sim_tflops(prob, pool, "prior", log=True)
         X = self.engine.features(prob, pool.feats, self.arch, self.direction, analytic, analytic_log_tf=log_tf,
                                  **({} if pool.kernel_cols is None else {"kernel_cols": pool.kernel_cols}))
-        scores = self._predict_main(X)
+        return X, prior_tf
+
+    def _predict_pool(self, p: Any, pool: "_Pool", remembered: int | None = None) -> tuple[np.ndarray, np.ndarray]:
+        if self.booster is None:
+            tf = self._sim_tflops(problem_arrays([p], self.direction), pool, "sim")[0]
+            return tf, _floored(tf, p)
+        X, prior_tf = self._rows(p, pool)
+        scores, estimate = self._tree_scores(X, remembered)
         if prior_tf is not None:
             scores = scores + prior_from_log_tflops(prior_tf[0], None, self.prior, self.objective)
+            estimate = scores
         if self.tflops_booster is None:
-            tflops = np.expm1(scores)
+            tflops = np.expm1(estimate)
         else:
             tflops = np.expm1(self._predict_tflops(X))
             if self.objective == "relative":
                 # Scores are predicted fractions of the best: scale by the best TFLOPS estimate so
                 # the TFLOPS shown agree with the ranking.
-                tflops = np.clip(scores, 1e-3, None) / max(scores.max(), 1e-3) * tflops.max()
+                tflops = np.clip(estimate, 1e-3, None) / max(estimate.max(), 1e-3) * tflops.max()
         return scores, _floored(tflops, p)
+
+    def _tree_scores(self, X: np.ndarray, remembered: int | None) -> tuple[np.ndarray, np.ndarray]:
+        """(ranking scores, score estimates) of the rows of X. With a screen, the first trees score
+        every row, and only their best and the remembered answer's (row ``remembered``) get the
+        other trees' sum added: the others' scores are their first trees' sum less ``SCREEN_OFFSET``
+        (they rank after, in that order), their estimates that sum. As the C export computes them,
+        to the bit."""
+        if self.screen is None or len(X) <= self.screen[1]:
+            scores = self._predict_main(X)
+            return scores, scores
+        first = self._predict_first(X)
+        full = np.zeros(len(X), dtype=bool)
+        full[np.argsort(-first, kind="stable")[: self.screen[1]]] = True
+        if remembered is not None:  # remembered_kept compares the whole model's scores
+            full[remembered] = True
+        estimate = first.copy()
+        estimate[full] += self._predict_rest(np.ascontiguousarray(X[full]))
+        return np.where(full, estimate, first - SCREEN_OFFSET), estimate
 
     def _scores(self, problem: Any) -> tuple[list, np.ndarray, np.ndarray]:
         """(kernels, scores, predicted TFLOPS) over the pool's candidates for a problem, in pool order

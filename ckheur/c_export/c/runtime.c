@@ -9,6 +9,8 @@
  * on problem x kernel features whose left subtree the problem can still reach are tested per
  * candidate.
  * Scores are summed in double in tree order, as LightGBM does, so they equal its scores.
+ * A screen (CKH_SCREEN_TOP > 0) sums every candidate's first CKH_SCREEN_TREES trees, then the
+ * rest of the trees for the best of them only.
  */
 #if defined(__clang__)
 #pragma STDC FP_CONTRACT OFF /* GCC does not contract in ISO C mode (-std=c99) */
@@ -160,16 +162,17 @@ static void ckh_problem_masks(const ckh_forest* f, const float* xp, uint64_t* pm
  * leaves, so that a vector instruction tests twice the candidates. */
 typedef CKH_MASK_T ckh_mask;
 
-/* Raw scores of n <= CKH_CHUNK candidates (kernel ids kid), pair features xi[slot][c]. */
+/* Raw scores of n <= CKH_CHUNK candidates (kernel ids kid), pair features xi[slot][c]: the sums
+ * of trees [t0, t1), each from 0 (LightGBM's predict from start_iteration t0). */
 static void ckh_forest_chunk(const ckh_forest* f, const uint64_t* pm, const float (*xi)[CKH_CHUNK],
-                             const int* kid, int n, double* out) {
+                             const int* kid, int n, int t0, int t1, double* out) {
     ckh_mask m[CKH_CHUNK];
     int consecutive = 1;  /* kernels kid[0], kid[0] + 1, ...: their masks are read as one run */
     for (int c = 0; c < n; ++c) {
         out[c] = 0.0;
         consecutive &= kid[c] == kid[0] + c;
     }
-    for (int t = 0; t < f->ntree; ++t) {
+    for (int t = t0; t < t1; ++t) {
         const ckh_mask reach = (ckh_mask)pm[t];
         if (f->kmask) {  /* a tree's masks are adjacent, kernel by kernel */
             const CKH_KMASK_T* km = f->kmask + (size_t)t * CKH_NKERN;
@@ -397,14 +400,22 @@ int CKH_FN(predict)(const ckh_problem_t* p, int cap, int* kernel_index, double* 
 #endif
     float xi[CKH_NIS + 1][CKH_CHUNK];
     double t2[CKH_CHUNK];
+#if CKH_SCREEN_TOP > 0
+    const int first_trees = n > CKH_SCREEN_TOP ? CKH_SCREEN_TREES : ckh_forest_main.ntree;
+    unsigned char full[CKH_MAX_CAND];  /* screened: the candidates the whole model scores */
+#else
+    const int first_trees = ckh_forest_main.ntree;
+#endif
     for (int c0 = 0; c0 < n; c0 += CKH_CHUNK) {
         int m = n - c0 < CKH_CHUNK ? n - c0 : CKH_CHUNK;
         for (int c = 0; c < m; ++c)
             ckh_pair_features(&q, &ckh_kernels[cand[c0 + c]], CKH_ATF(c0 + c), atf_max, xi, c);
-        ckh_forest_chunk(&ckh_forest_main, pm, (const float (*)[CKH_CHUNK])xi, cand + c0, m, score + c0);
+        ckh_forest_chunk(&ckh_forest_main, pm, (const float (*)[CKH_CHUNK])xi, cand + c0, m, 0, first_trees,
+                         score + c0);
         if (tflops) {
 #if CKH_NTREE2 > 0
-            ckh_forest_chunk(&ckh_forest_tflops, pm2, (const float (*)[CKH_CHUNK])xi, cand + c0, m, t2);
+            ckh_forest_chunk(&ckh_forest_tflops, pm2, (const float (*)[CKH_CHUNK])xi, cand + c0, m, 0,
+                             ckh_forest_tflops.ntree, t2);
             for (int c = 0; c < m; ++c) tflops[c0 + c] = expm1(t2[c]);
 #else
             (void)t2;
@@ -413,6 +424,45 @@ int CKH_FN(predict)(const ckh_problem_t* p, int cap, int* kernel_index, double* 
         }
         for (int c = 0; c < m; ++c) kernel_index[c0 + c] = cand[c0 + c];
     }
+#if CKH_SCREEN_TOP > 0
+    if (first_trees < ckh_forest_main.ntree) {
+        /* The screen (ckheur.selection.screening): the other trees' sum added to the CKH_SCREEN_TOP
+         * best sums of the first (ties: the earlier candidate) and the remembered answer's; the others rank
+         * after every one of those, in their first trees' order (their scores lowered below). */
+        memset(full, 0, sizeof full);
+        for (int r = 0; r < CKH_SCREEN_TOP; ++r) {
+            int b = -1;
+            for (int i = 0; i < n; ++i)
+                if (!full[i] && (b < 0 || score[i] > score[b])) b = i;
+            full[b] = 1;
+        }
+#if CKH_ANSWERS > 0
+        {
+            int at = ckh_answer_find(p);
+            for (int i = 0; at >= 0 && i < n; ++i) full[i] |= cand[i] == ckh_answer_kernel[at];
+        }
+#endif
+        int sub[CKH_CHUNK], pos[CKH_CHUNK], m = 0;
+        double sum[CKH_CHUNK];
+        for (int i = 0; i <= n; ++i) {
+            if (i < n && full[i]) {
+                ckh_pair_features(&q, &ckh_kernels[cand[i]], CKH_ATF(i), atf_max, xi, m);
+                sub[m] = cand[i]; pos[m] = i; ++m;
+            }
+            if (m == CKH_CHUNK || (i == n && m > 0)) {
+                ckh_forest_chunk(&ckh_forest_main, pm, (const float (*)[CKH_CHUNK])xi, sub, m, first_trees,
+                                 ckh_forest_main.ntree, sum);
+                for (int c = 0; c < m; ++c) {
+                    score[pos[c]] += sum[c];
+#if CKH_NTREE2 == 0
+                    if (tflops) tflops[pos[c]] = expm1(score[pos[c]]);
+#endif
+                }
+                m = 0;
+            }
+        }
+    }
+#endif
 #undef CKH_ATF
 #if CKH_PRIOR
     {   /* the analytic prior the trees correct (ckheur.learn.prior), over these candidates */
@@ -435,6 +485,11 @@ int CKH_FN(predict)(const ckh_problem_t* p, int cap, int* kernel_index, double* 
         for (int i = 1; i < n; ++i) { smax = fmax(smax, score[i]); tmax = fmax(tmax, tflops[i]); }
         for (int i = 0; i < n; ++i) tflops[i] = fmax(score[i], 1e-3) / fmax(smax, 1e-3) * tmax;
     }
+#endif
+#if CKH_SCREEN_TOP > 0
+    if (first_trees < ckh_forest_main.ntree)
+        for (int i = 0; i < n; ++i)
+            if (!full[i]) score[i] -= CKH_SCREEN_OFFSET;
 #endif
     if (tflops)  /* no predicted latency below a kernel launch (as the Python selector) */
         for (int i = 0; i < n; ++i) tflops[i] = fmin(tflops[i], q.flops / CKH_LATENCY_FLOOR_S / 1e12);

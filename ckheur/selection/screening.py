@@ -1,0 +1,144 @@
+"""Screens: a model's first trees rank every candidate, and only their best get the other trees.
+
+A boosted model's first trees carry most of its ranking. A bundle with a screen
+(``feature_spec.json``'s ``screen``: ``{"trees": N, "top": k}``) sums the first N trees for
+every candidate of a problem, then adds the other trees' sum for the k best of those (and the
+remembered answer, which ``remember_margin`` compares with the whole model's score); the
+others rank after them, in the first trees' order. The Python selector and the exported C
+compute it alike, to the bit.
+
+A screen changes the top-1 only where the whole model's best is not among the k best by the
+first N trees. :func:`screen_table` counts that on problems (no measurement needed: the
+reference is the whole model), and :func:`choose_screen` takes the cheapest screen that keeps
+the top-1 on at least a given share of the problems of every set given.
+
+    sel = Selector.load("models/miopen_fwd_fp32_gfx90a", screen=False)
+    choice = choose_screen(sel, {"training": problems, "generated": family.problems.generate(0, 1000)},
+                           {"training": 0.999, "generated": 0.995})
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Mapping, Sequence
+
+import numpy as np
+
+from ckheur.families.problem_base import ProblemError
+from ckheur.threads import predict
+
+TREES = (100, 150, 200, 300, 400, 500, 750)  # first trees tried (those below the model's count)
+TOPS = (2, 3, 4, 5, 6)  # candidates the whole model scores
+
+
+@dataclass(frozen=True)
+class ScreenRow:
+    """One screen on a set of problems: the share whose top-1 is the whole model's, and the row x
+    tree evaluations per problem as a share of the whole model's."""
+
+    trees: int
+    top: int
+    agreement: float
+    cost: float
+
+
+@dataclass(frozen=True)
+class ScreenChoice:
+    """The screen chosen, its figures per set of problems, and every screen tried."""
+
+    trees: int
+    top: int
+    rows: dict  # set name -> ScreenRow of the chosen screen
+    problems: dict  # set name -> problems scored
+    table: dict  # set name -> [ScreenRow] of every screen tried
+
+    def spec(self) -> dict:
+        """What ``feature_spec.json`` records."""
+        return {"trees": self.trees, "top": self.top}
+
+
+def _candidate_rows(selector: Any, problems: Sequence[Any]) -> list[np.ndarray]:
+    """The feature rows of each problem's candidates, as the selector ranks them (problems it
+    cannot rank are left out)."""
+    out = []
+    for p in problems:
+        try:
+            pool = selector._candidates(p)
+        except ProblemError:
+            continue
+        out.append(selector._rows(p, pool)[0])
+    return out
+
+
+def screen_table(selector: Any, problems: Sequence[Any], trees: Sequence[int] = TREES,
+                 tops: Sequence[int] = TOPS) -> tuple[list[ScreenRow], int]:
+    """Every screen (first trees x top) on the problems, beside the whole model (the selector's
+    booster, scored without a screen), and the number of problems scored."""
+    booster = selector.booster
+    total = booster.num_trees()
+    rows = _candidate_rows(selector, problems)
+    if not rows:
+        raise ProblemError("none of the problems has a candidate to rank")
+    X = np.concatenate(rows)
+    bounds = np.cumsum([0] + [len(r) for r in rows])
+    whole = predict(booster, X)
+    best = [int(np.argmax(whole[a:b])) for a, b in zip(bounds[:-1], bounds[1:])]
+    out = []
+    for n in [t for t in trees if 0 < t < total]:
+        first = predict(booster, X, num_iteration=n)
+        for top in tops:
+            agree = cost = 0.0
+            for (a, b), j in zip(zip(bounds[:-1], bounds[1:]), best):
+                m = b - a
+                if m <= top:
+                    agree, cost = agree + 1, cost + 1
+                    continue
+                kept = np.argsort(-first[a:b], kind="stable")[:top]
+                agree += int(kept[np.argmax(whole[a:b][kept])]) == j
+                cost += (m * n + top * (total - n)) / (m * total)
+            out.append(ScreenRow(n, top, agree / len(rows), cost / len(rows)))
+    return out, len(rows)
+
+
+def choose_screen(selector: Any, problem_sets: Mapping[str, Sequence[Any]], min_agreement: Mapping[str, float],
+                  trees: Sequence[int] = TREES, tops: Sequence[int] = TOPS) -> ScreenChoice | None:
+    """The cheapest screen (by row x tree evaluations on the first set) that keeps the whole
+    model's top-1 on at least ``min_agreement[name]`` of the problems of every set; None when
+    none does, or none saves work."""
+    for name in problem_sets:
+        if not 0 < min_agreement[name] <= 1:
+            raise ValueError(f"min_agreement[{name!r}]={min_agreement[name]}: a share in (0, 1]")
+    tables, counts = {}, {}
+    for name, problems in problem_sets.items():
+        tables[name], counts[name] = screen_table(selector, problems, trees, tops)
+    first = next(iter(tables))
+    ok = [i for i, r in enumerate(tables[first]) if r.cost < 1.0
+          and all(t[i].agreement >= min_agreement[name] for name, t in tables.items())]
+    if not ok:
+        return None
+    i = min(ok, key=lambda i: (tables[first][i].cost, -tables[first][i].agreement))
+    r = tables[first][i]
+    return ScreenChoice(r.trees, r.top, {n: t[i] for n, t in tables.items()}, counts, tables)
+
+
+def screened_scores(groups: np.ndarray, first: np.ndarray, whole: np.ndarray, top: int,
+                    forced: np.ndarray | None = None) -> np.ndarray:
+    """A screen applied to the rows of many problems at once (a table: ``groups`` the problem of
+    each row; rows a selector does not rank have ``whole`` -inf and stay so): the whole model's
+    score for each problem's ``top`` best rows by the first trees (ties: the earlier row) and the
+    ``forced`` ones, the first trees' sum less ``SCREEN_OFFSET`` for the others, as the selector
+    ranks them (its whole-model scores differ from ``whole`` in the last bits: a sum in two parts)."""
+    from ckheur.learn.bundle import SCREEN_OFFSET
+
+    ranked = np.isfinite(whole)
+    order = np.lexsort((np.arange(len(first)), -np.where(ranked, first, -np.inf), ~ranked, groups))
+    g = groups[order]
+    start = np.r_[True, g[1:] != g[:-1]]
+    position = np.arange(len(order)) - np.maximum.accumulate(np.where(start, np.arange(len(order)), 0))
+    problem = np.unique(g, return_inverse=True)[1]
+    count = np.bincount(problem, weights=ranked[order])  # rows ranked per problem
+    keep = np.empty(len(order), dtype=bool)
+    keep[order] = (position < top) | (count[problem] <= top)
+    if forced is not None:
+        keep |= forced
+    return np.where(~ranked, -np.inf, np.where(keep, whole, first - SCREEN_OFFSET))
