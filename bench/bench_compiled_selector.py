@@ -2,7 +2,8 @@
 repeats, then the median over problems (p50), in C (``ckheur_select``), through ctypes
 (``Selector.load(..., compiled=True)``) and in Python (``Selector.rank``); with each model's tree
 count (the ranking model's; ranking does not run the TFLOPS companion) and the ratio to the floor
-(kernels x trees x 1 ns). A baseline bundle (a folder, or the
+(kernels x trees x 1 ns; a bundle with a screen, ckheur.selection.screening, evaluates fewer:
+its screen is printed). A baseline bundle (a folder, or the
 shipped forward bundle at an earlier commit) is measured in the same run, interleaved.
 
     python bench/bench_compiled_selector.py [--problems 100] [--repeat 50] [--runs 3]
@@ -151,8 +152,10 @@ def measure(bundle: Path, problems: list, fields: list[str], tmp: Path, cc: str,
     compiled.compiled = CompiledModel(lib, json.loads((res.path / "export.json").read_text()))
     from ckheur.learn.bundle import load_bundle
 
-    trees = load_bundle(bundle).booster.num_trees()  # ranking scores these; the TFLOPS companion is not run to rank
+    b = load_bundle(bundle)
+    trees = b.booster.num_trees()  # ranking scores these; the TFLOPS companion is not run to rank
     return {"bundle": bundle.name, "kernels": res.num_kernels, "trees": trees, "c_us": c_us,
+            "screen": b.spec.get("screen"),
             "floor_us": res.num_kernels * trees / 1e3,
             "py_us": per_problem_p50_us(lambda p: py.rank(p, 5), problems, args.rounds),
             "compiled_us": per_problem_p50_us(lambda p: compiled.rank(p, 5), problems, args.rounds)}
@@ -196,7 +199,8 @@ def main() -> None:
             m = measure(bundle, problems, fields, tmp, cc, args)
             print(f"{m['bundle']:<46} {m['kernels']:>7} {m['trees']:>6} {m['c_us']:>7.1f} {m['floor_us']:>8.1f} "
                   f"{m['c_us'] / m['floor_us']:>7.1f} {m['compiled_us']:>11.1f} {m['py_us']:>9.0f}  "
-                  f"({len(problems)} problems)")
+                  f"({len(problems)} problems)"
+                  + (f"  screen: {m['screen']['trees']} trees, top {m['screen']['top']}" if m.get("screen") else ""))
         if args.gemm:
             gemm(tmp, cc, args)
 
