@@ -274,6 +274,9 @@ class Selector:
                   tuning_db=tuning_db, create_tuning_db=create_tuning_db, cache_size=cache_size,
                   cascade_threshold=cascade_threshold, cascade_top=cascade_top, find_db=find_db, exact=exact,
                   screen=screen_of(spec) if screen else None)
+        if sel.screen is not None:
+            sel.label += (f" [screen: its first {sel.screen[0]} of {b.booster.num_trees()} trees rank every "
+                          f"candidate, all of them the best {sel.screen[1]}]")
         sel.answers = dict(b.answers or {})
         sel.remember_margin = margin_of({"remember_margin": remember_margin} if remember_margin is not None else op)
         if compiled:
