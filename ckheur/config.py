@@ -469,6 +469,9 @@ class TrainSchema:
     # > 0: the chosen model is cut at the fewest trees (of models.training.TREE_BUDGETS) whose grouped-CV
     # mean efficiency is within this many points of the uncut model's (selection time follows the trees)
     budget_loss_pts: float = 0.0
+    # choose a screen for the trained model (ckheur.selection.screening): its first trees rank every
+    # candidate, the whole model the best few, where that keeps the top-1 (selection time follows the trees)
+    screen: bool = False
     # features.hardware: how much each row of the job's arch weighs against another GPU's row (a few of
     # the new GPU's measurements beside every other GPU's: the bring-up of a GPU); null: 20 there
     target_weight: Optional[float] = None

@@ -123,6 +123,10 @@ def test_train_recalibrates_per_fold_on_the_calibration_data_and_can_choose_the_
     r = run_cli(*common, "train.calibration_iterations=0", f"data.paths=[{ck_fwd_csv}]",
                 f"train.output={tmp_path / 'zero'}", f"hydra.run.dir={tmp_path / 'r0'}")
     assert r.returncode == 2 and "train.calibration_iterations=0: must be at least 1" in r.stderr
+    r = run_cli(*common, "model.prior=analytic", "train.screen=true", f"data.paths=[{ck_fwd_csv}]",
+                f"train.output={tmp_path / 'screen'}", f"hydra.run.dir={tmp_path / 'r2'}")
+    assert r.returncode == 2 and "train.screen=true: a model with an analytic prior" in r.stderr
+    assert "Traceback" not in r.stderr and not (tmp_path / "screen").exists()
 
     r = run_cli("stage=import", f"import.path={ck_fwd_csv}", f"paths.data={tmp_path / 'data'}",
                 f"hydra.run.dir={tmp_path / 'ri'}")

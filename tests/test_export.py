@@ -374,10 +374,14 @@ def test_miopen_export_parity_on_real_find_db_problems_errors_and_cli(tmp_path):
     assert r.returncode == 0, r.stderr
     ds = tmp_path / "data" / "miopen_bwd_weight_fp16_gfx942" / f"{fdb.name.split('.')[0]}.parquet"
     r = run_cli("stage=train", "op=miopen/bwd_weight", "arch=gfx942", f"data.paths=[{ds}]", "model.max_trees=40",
-                "train.folds=3", "train.cluster_cv=false", f"train.output={tmp_path / 'm'}", f"hydra.run.dir={tmp_path / 't'}")
+                "train.folds=3", "train.cluster_cv=false", "train.screen=true", f"train.output={tmp_path / 'm'}",
+                f"hydra.run.dir={tmp_path / 't'}")
     assert r.returncode == 0, r.stderr
     py, compiled = Selector.load(tmp_path / "m", cache_size=0), load_compiled(tmp_path / "m")
     assert compiled is not None and compiled.info["struct"] == "ckheur_miopen_problem"
+    # train.screen chose a screen (C and Python rank through it alike, below)
+    assert f"train: screen: the first {py.screen[0]} trees, the whole model for the best {py.screen[1]}" in r.stdout
+    assert compiled.info["screen"] == list(py.screen)
     df = read_dataset(ds)
     real = [problem_from_dict(dict(zip(FIELDS, key))) for key, _ in df.groupby(list(FIELDS))]
     assert {p.layout for p in real} >= {"NCHW", "NHWC"} and any(p.ndim == 3 for p in real)

@@ -20,15 +20,27 @@ the top-1 on at least a given share of the problems of every set given.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, Mapping, Sequence
 
 import numpy as np
 
+from ckheur.errors import UserError
 from ckheur.families.problem_base import ProblemError
 from ckheur.threads import predict
 
-TREES = (100, 150, 200, 300, 400, 500, 750)  # first trees tried (those below the model's count)
+TREES = (100, 150, 200, 300, 400, 500, 750)  # first trees tried (those below the model's count) ...
+SHARES = (0.1, 0.2, 0.3, 0.5)  # ... and these shares of its trees (a small model's screens)
 TOPS = (2, 3, 4, 5, 6)  # candidates the whole model scores
+# The share of problems whose top-1 a screen must keep: the bundle's training problems, and
+# generated ones (shapes unlike the training data, where a screen errs more often; where it
+# does, its pick is one of the model's next best).
+BARS = {"training": 0.999, "generated": 0.995}
+
+
+def trees_tried(total: int) -> list[int]:
+    """The first-tree counts tried for a model of ``total`` trees."""
+    return sorted({t for t in TREES if t < total} | {max(1, round(total * s)) for s in SHARES} - {total})
 
 
 @dataclass(frozen=True)
@@ -56,6 +68,12 @@ class ScreenChoice:
         """What ``feature_spec.json`` records."""
         return {"trees": self.trees, "top": self.top}
 
+    def describe(self) -> str:
+        """The screen and its figures per set, in words."""
+        return f"screen: the first {self.trees} trees, the whole model for the best {self.top}; " + "; ".join(
+            f"{n}: top-1 kept on {r.agreement:.2%} of {self.problems[n]} problems, {r.cost:.0%} of the row x "
+            "tree evaluations" for n, r in self.rows.items())
+
 
 def _candidate_rows(selector: Any, problems: Sequence[Any]) -> list[np.ndarray]:
     """The feature rows of each problem's candidates, as the selector ranks them (problems it
@@ -70,12 +88,14 @@ def _candidate_rows(selector: Any, problems: Sequence[Any]) -> list[np.ndarray]:
     return out
 
 
-def screen_table(selector: Any, problems: Sequence[Any], trees: Sequence[int] = TREES,
+def screen_table(selector: Any, problems: Sequence[Any], trees: Sequence[int] | None = None,
                  tops: Sequence[int] = TOPS) -> tuple[list[ScreenRow], int]:
     """Every screen (first trees x top) on the problems, beside the whole model (the selector's
-    booster, scored without a screen), and the number of problems scored."""
+    booster, scored without a screen), and the number of problems scored (``trees``: default
+    :func:`trees_tried`)."""
     booster = selector.booster
     total = booster.num_trees()
+    trees = trees_tried(total) if trees is None else trees
     rows = _candidate_rows(selector, problems)
     if not rows:
         raise ProblemError("none of the problems has a candidate to rank")
@@ -101,7 +121,7 @@ def screen_table(selector: Any, problems: Sequence[Any], trees: Sequence[int] = 
 
 
 def choose_screen(selector: Any, problem_sets: Mapping[str, Sequence[Any]], min_agreement: Mapping[str, float],
-                  trees: Sequence[int] = TREES, tops: Sequence[int] = TOPS) -> ScreenChoice | None:
+                  trees: Sequence[int] | None = None, tops: Sequence[int] = TOPS) -> ScreenChoice | None:
     """The cheapest screen (by row x tree evaluations on the first set) that keeps the whole
     model's top-1 on at least ``min_agreement[name]`` of the problems of every set; None when
     none does, or none saves work."""
@@ -142,3 +162,49 @@ def screened_scores(groups: np.ndarray, first: np.ndarray, whole: np.ndarray, to
     if forced is not None:
         keep |= forced
     return np.where(~ranked, -np.inf, np.where(keep, whole, first - SCREEN_OFFSET))
+
+
+def training_problems(bundle: Any, limit: int, seed: int = 0) -> list:
+    """Up to ``limit`` distinct problems (a seeded sample) of a loaded bundle's op and arch in the
+    datasets its manifest lists, read at the paths written there."""
+    from ckheur.data.dataset import read_dataset
+
+    op, fields = bundle.spec["op"], list(bundle.family.problems.FIELDS)
+    df = read_dataset([Path(d["path"]) for d in bundle.manifest["datasets"]])
+    df = df[(df["direction"] == op["direction"]) & (df["dtype"] == op["dtype"])
+            & (df["arch"] == bundle.spec["arch"]["name"])]
+    keys = df[fields].drop_duplicates()
+    if len(keys) > limit:
+        keys = keys.iloc[np.sort(np.random.default_rng(seed).choice(len(keys), limit, replace=False))]
+    return [bundle.family.problems.problem_from_dict(r) for r in keys.to_dict("records")]
+
+
+def screen_bundle(folder: str | Path, *, problems: int = 3000, generated: int = 3000, seed: int = 0,
+                  bars: Mapping[str, float] = BARS) -> ScreenChoice | None:
+    """Choose a screen for a bundle (:func:`choose_screen` on up to ``problems`` of its training
+    problems and ``generated`` generated ones) and write it into its feature_spec.json, the choice
+    into its manifest (``screen_set``: the screen, the bars, its agreement and cost per set, the
+    datasets by sha256); None, and the bundle unchanged but for any earlier screen removed, when
+    no screen keeps the bars."""
+    from ckheur.learn.bundle import load_bundle, write_json
+    from ckheur.parts import sha256_of
+    from ckheur.selection.selector import Selector
+
+    b = load_bundle(folder)
+    if b.spec.get("prior") is not None:
+        raise UserError(f"{b.path}: a model with an analytic prior needs every tree for every candidate: no screen")
+    spec = {k: v for k, v in b.spec.items() if k != "screen"}
+    manifest = {k: v for k, v in b.manifest.items() if k != "screen_set"}
+    sets = {"training": training_problems(b, problems, seed), "generated": b.family.problems.generate(seed, generated)}
+    choice = choose_screen(Selector.load(folder, screen=False), sets, bars)
+    if choice is not None:
+        spec["screen"] = choice.spec()
+        manifest["screen_set"] = {
+            **choice.spec(), "min_agreement": dict(bars),
+            "sets": {n: {"problems": choice.problems[n], "agreement": round(r.agreement, 5), "cost": round(r.cost, 4)}
+                     for n, r in choice.rows.items()},
+            "datasets": [{"path": d["path"], "sha256": sha256_of(Path(d["path"]))} for d in b.manifest["datasets"]]}
+    write_json(b.path / "feature_spec.json", spec)
+    write_json(b.path / "train_manifest.json", manifest)
+    load_bundle(folder)  # still a sound bundle
+    return choice

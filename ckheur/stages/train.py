@@ -69,6 +69,9 @@ def run(cfg: Any, ctx: Context) -> dict:
 
     job = Job.from_config(cfg)
     check_remember(job, bool(cfg.train.remember))  # before any data is read
+    if cfg.train.screen and str(cfg.model.prior) == "analytic":
+        raise StageError("train.screen=true: a model with an analytic prior (model.prior=analytic) needs every tree "
+                         "for every candidate; drop one of the two")
     cands = candidates(cfg)
     paths = data_paths(cfg, job.op, job.arch, list(cfg.data.paths), cfg.problems.name)
     names = [str(p) for p in cfg.data.paths] or [str(p) for p in paths]  # as the user named them
@@ -87,4 +90,14 @@ def run(cfg: Any, ctx: Context) -> dict:
                           run_dir=ctx.output_dir)
     print(f"train: chose {result['chosen']} with {result['trees']} trees; "
           f"bundle ({'SIMULATED' if result['simulated'] else 'real'} data) -> {out}")
+    if cfg.train.screen:
+        from ckheur.learn.bundle import load_bundle
+        from ckheur.selection.screening import BARS, screen_bundle
+
+        if load_bundle(out).spec.get("prior") is not None:  # train.compare chose a candidate with the prior
+            print("train: no screen: the chosen model has an analytic prior, which needs every tree for every candidate")
+        else:
+            choice = screen_bundle(out, seed=int(cfg.seed))
+            print("train: " + (choice.describe() if choice is not None else
+                               f"no screen keeps the whole model's top-1 on {BARS}: every tree ranks every candidate"))
     return {"bundle": result["bundle"], "cv": result["cv"]}
