@@ -5,6 +5,7 @@ a model, bagged models, and the rule that chooses among candidates."""
 from __future__ import annotations
 
 import json
+import shutil
 from pathlib import Path
 
 import numpy as np
@@ -103,6 +104,8 @@ def test_exported_folders_rank_as_the_bundle_on_every_shared_problem(ck_bundles,
 
 
 def test_what_ck_cannot_run_is_refused_with_what_to_train(ck_bundles, tmp_path):
+    from ckheur.integrations.ck.model_folder import CKFormatError, export_ck
+
     r = run_cli("stage=export", "export.format=ck", f"export.output={tmp_path / 'a'}", f"hydra.run.dir={tmp_path / 'r1'}")
     assert r.returncode == 2 and "trained on ckheur's grouped_conv features" in r.stderr
     assert "features.engine=ck" in r.stderr and not (tmp_path / "a").exists()
@@ -115,6 +118,12 @@ def test_what_ck_cannot_run_is_refused_with_what_to_train(ck_bundles, tmp_path):
     r = run_cli("stage=export", f"export.model_dir={ck_bundles['fwd'][0]}", f"export.output={tmp_path / 'c'}",
                 f"hydra.run.dir={tmp_path / 'r4'}")
     assert r.returncode == 2 and "export.format=ck" in r.stderr
+    screened = shutil.copytree(ck_bundles["fwd"][0], tmp_path / "screened")  # CK's predictor has no screen
+    spec = json.loads((screened / "feature_spec.json").read_text())
+    (screened / "feature_spec.json").write_text(json.dumps({**spec, "screen": {"trees": 10, "top": 3}}))
+    with pytest.raises(CKFormatError, match="has a screen .* tools/set_screen.py .* --off"):
+        export_ck(screened, tmp_path / "d")
+    assert not (tmp_path / "d").exists()
     r = run_cli("stage=train", "op=fwd", *QUICK, "features.analytic=true", f"data.paths=[{REAL}]",
                 f"hydra.run.dir={tmp_path / 'r5'}")
     assert r.returncode == 2 and "takes neither +analytic nor +prior" in r.stderr

@@ -103,6 +103,10 @@ def exportable(bundle: Any) -> Any:
     if spec.get("prior") is not None or spec.get("analytic"):
         raise CKFormatError(f"{bundle.path}: uses the simulator (a prior or analytic features), which CK's predictor "
                             f"does not have: {hint}")
+    if spec.get("screen"):
+        raise CKFormatError(f"{bundle.path}: has a screen (its first {spec['screen']['trees']} trees rank every kernel, "
+                            "all of them only the best); CK's predictor scores every tree for every kernel and would "
+                            f"rank otherwise: remove it first (python tools/set_screen.py {bundle.path} --off)")
     if spec["objective"] == "regression_log":
         return bundle.booster
     if spec["objective"] == "relative" and spec.get("tflops_model") == "ck_companion" and \
