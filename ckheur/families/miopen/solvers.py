@@ -118,8 +118,10 @@ APPLICABILITY = ("none", "rules", "listed", "both")
 
 
 def support_arrays(kernels: Sequence[Solver]) -> dict:
-    """The solver names, which the applicability rules and the listed table key on."""
-    return {"n": len(kernels), "name": [k.name for k in kernels]}
+    """The solver names, which the listed table keys on, and each one's applicability checks (its
+    structure and its rule, :func:`rule_rejections`), looked up once per pool."""
+    names = [k.name for k in kernels]
+    return {"n": len(kernels), "name": names, "checks": [(structure_of(n), RULES.get(n)) for n in names]}
 
 
 GROUP_KINDS = ("dense", "depthwise", "grouped")
@@ -595,7 +597,11 @@ def structure_of(name: str) -> Structure | None:
 def rule_rejections(name: str, p: Any, direction: str, dtype: str) -> list[str]:
     """Why MIOpen's own applicability check rejects solver ``name`` for problem ``p`` ([] when no
     rule here rejects it; a solver without a rule or a structure here is never rejected)."""
-    rule, structure = RULES.get(name), structure_of(name)
+    return _rejections(structure_of(name), RULES.get(name), p, direction, dtype)
+
+
+def _rejections(structure: Structure | None, rule: Any, p: Any, direction: str, dtype: str) -> list[str]:
+    """:func:`rule_rejections` with the solver's structure and rule given."""
     return (structure.rejections(p, dtype) if structure is not None else []) \
         + (rule(p, direction, dtype) if rule is not None else [])
 
@@ -640,7 +646,8 @@ def support_mask(problem: Any, kernels: Mapping[str, Any], op: Mapping[str, Any]
         return ok, ""
     names = kernels["name"]
     if mode in ("rules", "both"):
-        ok &= np.array([not rule_rejections(n, problem, op["direction"], op["dtype"]) for n in names], dtype=bool)
+        direction, dtype = op["direction"], op["dtype"]
+        ok &= np.array([not _rejections(s, r, problem, direction, dtype) for s, r in kernels["checks"]], dtype=bool)
         if not ok.any():
             return ok, f"MIOpen's applicability rules reject every solver of the table for {problem.describe()}"
     if mode in ("listed", "both"):
