@@ -61,9 +61,10 @@ def test_screen_ranks_first_trees_then_the_whole_model_for_the_best(screened, pr
         first = booster.predict(X, num_iteration=TREES)
         every = booster.predict(X)
         at = sel._remembered_at(p, pool.kernels)
-        scores, estimate = sel._tree_scores(X, at)
+        scores, estimate, scored = sel._tree_scores(X, at)
         if len(X) <= TOP:
             np.testing.assert_array_equal(scores, every)
+            assert scored is None
             continue
         screened_problems += 1
         full = np.zeros(len(X), dtype=bool)
@@ -71,6 +72,7 @@ def test_screen_ranks_first_trees_then_the_whole_model_for_the_best(screened, pr
         forced += at is not None and not full[at]
         if at is not None:
             full[at] = True
+        np.testing.assert_array_equal(scored, full)
         np.testing.assert_allclose(scores[full], every[full], rtol=1e-12)  # first + other trees, not one sum
         np.testing.assert_array_equal(scores[~full], first[~full] - SCREEN_OFFSET)
         np.testing.assert_array_equal(estimate[~full], first[~full])

@@ -464,6 +464,7 @@ def export_bundle(model_dir: str | Path, output: str | Path, name: str | None = 
         # the screen: the first trees score every candidate, the whole model the best CKH_SCREEN_TOP
         "CKH_SCREEN_TREES": screened[0] if screened else 0, "CKH_SCREEN_TOP": screened[1] if screened else 0,
         "CKH_SCREEN_OFFSET": repr(SCREEN_OFFSET),
+        "CKH_TILES": int(cf.tiles),  # the family's kernels are tiles (the coverage code is compiled)
         "CKH_ALLOWED": 0,  # 1: the family's code keeps a per-problem set of the kernels it ranks
         **support_defines,
     }

@@ -503,29 +503,30 @@ class Selector:
             tf = self._sim_tflops(problem_arrays([p], self.direction), pool, "sim")[0]
             return tf, _floored(tf, p)
         X, prior_tf = self._rows(p, pool)
-        scores, estimate = self._tree_scores(X, remembered)
+        scores, estimate, full = self._tree_scores(X, remembered)
         if prior_tf is not None:
             scores = scores + prior_from_log_tflops(prior_tf[0], None, self.prior, self.objective)
             estimate = scores
         if self.tflops_booster is None:
             tflops = np.expm1(estimate)
+        elif self.objective == "relative":
+            # Scores are predicted fractions of the best: scale by the best TFLOPS estimate (of the
+            # candidates the whole model scores, with a screen) so the TFLOPS shown agree with the ranking.
+            best = np.expm1(self._predict_tflops(X if full is None else np.ascontiguousarray(X[full]))).max()
+            tflops = np.clip(estimate, 1e-3, None) / max(estimate.max(), 1e-3) * best
         else:
             tflops = np.expm1(self._predict_tflops(X))
-            if self.objective == "relative":
-                # Scores are predicted fractions of the best: scale by the best TFLOPS estimate so
-                # the TFLOPS shown agree with the ranking.
-                tflops = np.clip(estimate, 1e-3, None) / max(estimate.max(), 1e-3) * tflops.max()
         return scores, _floored(tflops, p)
 
-    def _tree_scores(self, X: np.ndarray, remembered: int | None) -> tuple[np.ndarray, np.ndarray]:
-        """(ranking scores, score estimates) of the rows of X. With a screen, the first trees score
-        every row, and only their best and the remembered answer's (row ``remembered``) get the
-        other trees' sum added: the others' scores are their first trees' sum less ``SCREEN_OFFSET``
-        (they rank after, in that order), their estimates that sum. As the C export computes them,
-        to the bit."""
+    def _tree_scores(self, X: np.ndarray, remembered: int | None) -> tuple[np.ndarray, np.ndarray, Any]:
+        """(ranking scores, score estimates, the rows the whole model scored: None for all) of the
+        rows of X. With a screen, the first trees score every row, and only their best and the
+        remembered answer's (row ``remembered``) get the other trees' sum added: the others' scores
+        are their first trees' sum less ``SCREEN_OFFSET`` (they rank after, in that order), their
+        estimates that sum. As the C export computes them, to the bit."""
         if self.screen is None or len(X) <= self.screen[1]:
             scores = self._predict_main(X)
-            return scores, scores
+            return scores, scores, None
         first = self._predict_first(X)
         full = np.zeros(len(X), dtype=bool)
         full[np.argsort(-first, kind="stable")[: self.screen[1]]] = True
@@ -533,7 +534,7 @@ class Selector:
             full[remembered] = True
         estimate = first.copy()
         estimate[full] += self._predict_rest(np.ascontiguousarray(X[full]))
-        return np.where(full, estimate, first - SCREEN_OFFSET), estimate
+        return np.where(full, estimate, first - SCREEN_OFFSET), estimate, full
 
     def _scores(self, problem: Any) -> tuple[list, np.ndarray, np.ndarray]:
         """(kernels, scores, predicted TFLOPS) over the pool's candidates for a problem, in pool order

@@ -267,6 +267,7 @@ static double ckh_sim_tflops(const ckh_prob* q, const ckh_sim_kernel* k, const c
 }
 #endif
 
+#if CKH_TILES
 /* Tile and wave quantization (ckheur.families.tile_features.tile_coverage) of a problem by a kernel. */
 typedef struct {
     double tiles_m, tiles_n, k_iters, eff_m, eff_n, eff_k, eff_mnk, wgs, occ, rounds, wave_eff, wgs_per_cu, cu_util;
@@ -294,6 +295,7 @@ static void ckh_cover(const ckh_prob* q, const ckh_kernel* k, ckh_coverage* v) {
     v->k_over_tk = q->K / k->tk;
     v->padded_flops = 2.0 * q->G * v->tiles_m * k->tm * v->tiles_n * k->tn * v->k_iters * ks * k->tk;
 }
+#endif
 
 /* A feature as LightGBM reads it: rounded to float, and values within 1e-35 of zero read as zero. */
 static float ckh_lgb_value(double v) {
@@ -402,10 +404,15 @@ int CKH_FN(predict)(const ckh_problem_t* p, int cap, int* kernel_index, double* 
     double t2[CKH_CHUNK];
 #if CKH_SCREEN_TOP > 0
     const int first_trees = n > CKH_SCREEN_TOP ? CKH_SCREEN_TREES : ckh_forest_main.ntree;
+    const int screened = first_trees < ckh_forest_main.ntree;
     unsigned char full[CKH_MAX_CAND];  /* screened: the candidates the whole model scores */
 #else
     const int first_trees = ckh_forest_main.ntree;
+    const int screened = 0;
 #endif
+    /* Relative scores take the best TFLOPS estimate, of the candidates the whole model scores. */
+    const int companion_all = !(CKH_RELATIVE_TFLOPS && screened);
+    (void)companion_all;
     for (int c0 = 0; c0 < n; c0 += CKH_CHUNK) {
         int m = n - c0 < CKH_CHUNK ? n - c0 : CKH_CHUNK;
         for (int c = 0; c < m; ++c)
@@ -414,9 +421,11 @@ int CKH_FN(predict)(const ckh_problem_t* p, int cap, int* kernel_index, double* 
                          score + c0);
         if (tflops) {
 #if CKH_NTREE2 > 0
-            ckh_forest_chunk(&ckh_forest_tflops, pm2, (const float (*)[CKH_CHUNK])xi, cand + c0, m, 0,
-                             ckh_forest_tflops.ntree, t2);
-            for (int c = 0; c < m; ++c) tflops[c0 + c] = expm1(t2[c]);
+            if (companion_all) {
+                ckh_forest_chunk(&ckh_forest_tflops, pm2, (const float (*)[CKH_CHUNK])xi, cand + c0, m, 0,
+                                 ckh_forest_tflops.ntree, t2);
+                for (int c = 0; c < m; ++c) tflops[c0 + c] = expm1(t2[c]);
+            }
 #else
             (void)t2;
             for (int c = 0; c < m; ++c) tflops[c0 + c] = expm1(score[c0 + c]);
@@ -425,7 +434,7 @@ int CKH_FN(predict)(const ckh_problem_t* p, int cap, int* kernel_index, double* 
         for (int c = 0; c < m; ++c) kernel_index[c0 + c] = cand[c0 + c];
     }
 #if CKH_SCREEN_TOP > 0
-    if (first_trees < ckh_forest_main.ntree) {
+    if (screened) {
         /* The screen (ckheur.selection.screening): the other trees' sum added to the CKH_SCREEN_TOP
          * best sums of the first (ties: the earlier candidate) and the remembered answer's; the others rank
          * after every one of those, in their first trees' order (their scores lowered below). */
@@ -458,6 +467,13 @@ int CKH_FN(predict)(const ckh_problem_t* p, int cap, int* kernel_index, double* 
                     if (tflops) tflops[pos[c]] = expm1(score[pos[c]]);
 #endif
                 }
+#if CKH_NTREE2 > 0
+                if (tflops && !companion_all) {
+                    ckh_forest_chunk(&ckh_forest_tflops, pm2, (const float (*)[CKH_CHUNK])xi, sub, m, 0,
+                                     ckh_forest_tflops.ntree, t2);
+                    for (int c = 0; c < m; ++c) tflops[pos[c]] = expm1(t2[c]);
+                }
+#endif
                 m = 0;
             }
         }
@@ -481,13 +497,18 @@ int CKH_FN(predict)(const ckh_problem_t* p, int cap, int* kernel_index, double* 
 #endif
 #if CKH_RELATIVE_TFLOPS
     if (tflops) {  /* predicted fractions of the best, scaled by the best TFLOPS estimate (as the Python selector) */
-        double smax = score[0], tmax = tflops[0];
-        for (int i = 1; i < n; ++i) { smax = fmax(smax, score[i]); tmax = fmax(tmax, tflops[i]); }
+        double smax = score[0], tmax = -HUGE_VAL;
+        for (int i = 1; i < n; ++i) smax = fmax(smax, score[i]);
+        for (int i = 0; i < n; ++i)
+#if CKH_SCREEN_TOP > 0
+            if (!screened || full[i])
+#endif
+                tmax = fmax(tmax, tflops[i]);
         for (int i = 0; i < n; ++i) tflops[i] = fmax(score[i], 1e-3) / fmax(smax, 1e-3) * tmax;
     }
 #endif
 #if CKH_SCREEN_TOP > 0
-    if (first_trees < ckh_forest_main.ntree)
+    if (screened)
         for (int i = 0; i < n; ++i)
             if (!full[i]) score[i] -= CKH_SCREEN_OFFSET;
 #endif
