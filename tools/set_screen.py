@@ -34,16 +34,12 @@ def main() -> None:
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--off", action="store_true", help="remove the screen")
     args = ap.parse_args()
-    from ckheur.learn.bundle import load_bundle, write_json
-    from ckheur.selection.screening import screen_bundle
+    from ckheur.selection.screening import remove_screen, screen_bundle
 
     for folder in args.folders:
         if args.off:
-            b = load_bundle(folder)
-            write_json(b.path / "feature_spec.json", {k: v for k, v in b.spec.items() if k != "screen"})
-            write_json(b.path / "train_manifest.json", {k: v for k, v in b.manifest.items() if k != "screen_set"})
-            load_bundle(folder)
-            print(f"{b.path.name}: no screen")
+            remove_screen(folder)
+            print(f"{Path(folder).name}: no screen")
             continue
         bars = {"training": args.min_agreement, "generated": args.min_agreement_generated}
         choice = screen_bundle(folder, problems=args.problems, generated=args.generated, seed=args.seed, bars=bars)

@@ -88,6 +88,12 @@ def _candidate_rows(selector: Any, problems: Sequence[Any]) -> list[np.ndarray]:
     return out
 
 
+def _top1(groups: np.ndarray, scores: np.ndarray) -> np.ndarray:
+    """Each group's (rows sorted by group) first row of the highest score, as a stable ranking picks it."""
+    order = np.lexsort((np.arange(len(scores)), -scores, groups))
+    return order[np.r_[True, groups[order][1:] != groups[order][:-1]]]
+
+
 def screen_table(selector: Any, problems: Sequence[Any], trees: Sequence[int] | None = None,
                  tops: Sequence[int] = TOPS) -> tuple[list[ScreenRow], int]:
     """Every screen (first trees x top) on the problems, beside the whole model (the selector's
@@ -100,23 +106,17 @@ def screen_table(selector: Any, problems: Sequence[Any], trees: Sequence[int] | 
     if not rows:
         raise ProblemError("none of the problems has a candidate to rank")
     X = np.concatenate(rows)
-    bounds = np.cumsum([0] + [len(r) for r in rows])
+    sizes = np.array([len(r) for r in rows])
+    groups = np.repeat(np.arange(len(rows)), sizes)
     whole = predict(booster, X)
-    best = [int(np.argmax(whole[a:b])) for a, b in zip(bounds[:-1], bounds[1:])]
+    best = _top1(groups, whole)
     out = []
     for n in [t for t in trees if 0 < t < total]:
         first = predict(booster, X, num_iteration=n)
         for top in tops:
-            agree = cost = 0.0
-            for (a, b), j in zip(zip(bounds[:-1], bounds[1:]), best):
-                m = b - a
-                if m <= top:
-                    agree, cost = agree + 1, cost + 1
-                    continue
-                kept = np.argsort(-first[a:b], kind="stable")[:top]
-                agree += int(kept[np.argmax(whole[a:b][kept])]) == j
-                cost += (m * n + top * (total - n)) / (m * total)
-            out.append(ScreenRow(n, top, agree / len(rows), cost / len(rows)))
+            agree = _top1(groups, screened_scores(groups, first, whole, top)) == best
+            cost = np.where(sizes <= top, 1.0, (sizes * n + top * (total - n)) / (sizes * total))
+            out.append(ScreenRow(n, top, float(agree.mean()), float(cost.mean())))
     return out, len(rows)
 
 
@@ -186,25 +186,41 @@ def screen_bundle(folder: str | Path, *, problems: int = 3000, generated: int = 
     into its manifest (``screen_set``: the screen, the bars, its agreement and cost per set, the
     datasets by sha256); None, and the bundle unchanged but for any earlier screen removed, when
     no screen keeps the bars."""
-    from ckheur.learn.bundle import load_bundle, write_json
+    from ckheur.learn.bundle import load_bundle
     from ckheur.parts import sha256_of
     from ckheur.selection.selector import Selector
 
     b = load_bundle(folder)
     if b.spec.get("prior") is not None:
         raise UserError(f"{b.path}: a model with an analytic prior needs every tree for every candidate: no screen")
-    spec = {k: v for k, v in b.spec.items() if k != "screen"}
-    manifest = {k: v for k, v in b.manifest.items() if k != "screen_set"}
     sets = {"training": training_problems(b, problems, seed), "generated": b.family.problems.generate(seed, generated)}
     choice = choose_screen(Selector.load(folder, screen=False), sets, bars)
-    if choice is not None:
-        spec["screen"] = choice.spec()
-        manifest["screen_set"] = {
-            **choice.spec(), "min_agreement": dict(bars),
-            "sets": {n: {"problems": choice.problems[n], "agreement": round(r.agreement, 5), "cost": round(r.cost, 4)}
-                     for n, r in choice.rows.items()},
-            "datasets": [{"path": d["path"], "sha256": sha256_of(Path(d["path"]))} for d in b.manifest["datasets"]]}
-    write_json(b.path / "feature_spec.json", spec)
-    write_json(b.path / "train_manifest.json", manifest)
-    load_bundle(folder)  # still a sound bundle
+    record = None if choice is None else {
+        **choice.spec(), "min_agreement": dict(bars),
+        "sets": {n: {"problems": choice.problems[n], "agreement": round(r.agreement, 5), "cost": round(r.cost, 4)}
+                 for n, r in choice.rows.items()},
+        "datasets": [{"path": d["path"], "sha256": sha256_of(Path(d["path"]))} for d in b.manifest["datasets"]]}
+    _write_screen(b, record)
     return choice
+
+
+def remove_screen(folder: str | Path) -> None:
+    """Take a bundle's screen away (its whole model then scores every candidate)."""
+    from ckheur.learn.bundle import load_bundle
+
+    _write_screen(load_bundle(folder), None)
+
+
+def _write_screen(bundle: Any, record: Mapping[str, Any] | None) -> None:
+    """Write a screen (``record``: the manifest's ``screen_set``, its trees and top the spec's
+    ``screen``; None: none) into a loaded bundle's files, and check the bundle still loads."""
+    from ckheur.learn.bundle import load_bundle, write_json
+
+    spec = {k: v for k, v in bundle.spec.items() if k != "screen"}
+    manifest = {k: v for k, v in bundle.manifest.items() if k != "screen_set"}
+    if record is not None:
+        spec["screen"] = {"trees": record["trees"], "top": record["top"]}
+        manifest["screen_set"] = dict(record)
+    write_json(bundle.path / "feature_spec.json", spec)
+    write_json(bundle.path / "train_manifest.json", manifest)
+    load_bundle(bundle.path)

@@ -425,11 +425,11 @@ def _plan_round(R: _Rounds, rnd: int, left: int, budget: int, min_gain: float) -
             return stop, []
     pairs, chosen = [], []
     partial = [int(cand[j]) for j in picks if not R.all_kernels(int(cand[j]))]
-    analytic = R.first_top(np.array(partial), max(R.top_explore(i)[0] for i in partial)) \
+    first_order = R.first_top(np.array(partial), max(R.top_explore(i)[0] for i in partial)) \
         if partial and S is None else {}
     for j, w in zip(picks, why):
         i = int(cand[j])
-        ranked = analytic.get(i)
+        ranked = first_order.get(i)
         if not R.all_kernels(i) and S is not None:
             rows = np.flatnonzero(pid == j)
             ranked = kid[rows[np.argsort(-S[:, rows].mean(axis=0), kind="stable")]]
