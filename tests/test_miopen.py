@@ -977,6 +977,8 @@ def test_one_model_across_gpus_serves_a_gpu_never_measured(tmp_path, monkeypatch
         assert r.returncode == 0, r.stderr
         archs = json.loads((tmp_path / f"w{w}" / "train_manifest.json").read_text())["archs"]
         assert archs["gfx90a"].get("weight", 1) == (w or 20) and "weight" not in archs["gfx942"]
+        spans = [archs[a]["row_span"] for a in ("gfx90a", "gfx942")]  # the target's rows first, then the rest
+        assert spans[0] == [0, archs["gfx90a"]["rows_used"]] and spans[1] == [spans[0][1], spans[0][1] + archs["gfx942"]["rows_used"]]
         # the CV a bring-up needs: on the target's own problems, apart from the other GPUs'
         target = json.loads((tmp_path / f"w{w}" / "cv_metrics.json").read_text())["target_arch_cv"]
         assert target["arch"] == "gfx90a" and target["problems"] == archs["gfx90a"]["problems"]

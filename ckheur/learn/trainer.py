@@ -559,16 +559,15 @@ def _cut(picked: dict, n_trees: int, loss_pts: float, tb: Any, log: Any) -> tupl
 
 
 def _target_cv(tb: Any, oof: np.ndarray, arch: str) -> dict | None:
-    """A table across GPUs (features.hardware): the grouped CV of ``arch``'s own problems, which
-    ``build_table_across_archs`` puts first; None when the table has no other GPU or no row of ``arch``."""
+    """A table across GPUs (features.hardware): the grouped CV of ``arch``'s own problems (its
+    ``row_span`` in the table's report); None when the table has no other GPU or no row of ``arch``."""
     from ckheur.learn.training import scored_rows
     from ckheur.metrics import selection_report
 
-    archs = tb.report.get("archs") or {}
-    n = int(archs.get(arch, {}).get("rows_used", 0))
-    if not n or n == len(tb.X):
+    span = ((tb.report.get("archs") or {}).get(arch) or {}).get("row_span")
+    if not span or span[1] - span[0] in (0, len(tb.X)):
         return None
-    rows = scored_rows(tb, np.arange(n))
+    rows = scored_rows(tb, np.arange(*span))
     # A sweep that timed a few kernels per problem (sweep.active.ranker) leaves none fully measured:
     # then each pick is judged against its problem's best measured kernel, and the report says so.
     partly = tb.full is not None and not tb.full[tb.pid[rows]].any()

@@ -141,7 +141,7 @@ def build_table_across_archs(df: Any, op: Mapping[str, Any], arch: Mapping[str, 
 
     mine = df[(df.direction == op["direction"]) & (df.dtype == op["dtype"])]
     names = sorted(set(mine.arch), key=lambda a: (a != arch["name"], a))  # the target first
-    tables, per_arch = [], {}
+    tables, per_arch, start = [], {}, 0
     for name in names:
         cfg = arch if name == arch["name"] else load_arch(name)
         try:
@@ -150,6 +150,8 @@ def build_table_across_archs(df: Any, op: Mapping[str, Any], arch: Mapping[str, 
             per_arch[name] = {"error": str(e)}
             continue
         per_arch[name] = {k: tb.report[k] for k in ("rows_used", "problems", "rows_kernel_not_in_pool")}
+        per_arch[name]["row_span"] = [start, start + len(tb.X)]  # its rows in the joined table
+        start += len(tb.X)
         if name == arch["name"] and target_weight != 1:
             tb = replace(tb, weight=np.full(len(tb.X), float(target_weight)))
             per_arch[name]["weight"] = float(target_weight)
