@@ -21,6 +21,9 @@ direction and dtype:
 2. Leave-shape-family-out, on each file: one structural family held out at a time (depthwise
    G == C == K > 1; other grouped G > 1; 1xN / Nx1 filters; single-channel inputs C == 1; strided;
    dilated; 3D; extreme sizes: input pixels in the top or bottom 2%), trained on the rest, scored on it.
+   With --across, also one model across GPUs (hardware descriptors as features) on the rest of the
+   file plus the other GPU's whole file (family included; the file's rows x20, train.target_weight's
+   default): what training on every GPU's data does for shapes only another GPU measured.
 
 3. Remembered answers (--splits remember): how much faster the model must predict its own pick
    before it overrides a remembered answer (op.remember_margin).
@@ -124,6 +127,19 @@ def random_split(tb, model: dict, seed: int) -> dict:
     fit_rows, valid_rows, te = split_rows(tb, "random", seed)
     booster, _ = train(tb, fit_rows, valid_rows, model, "relative", seed)
     return report(tb, te, predict_rows(booster, tb, te))
+
+
+def random_split_across(tb, model: dict, seed: int, across) -> dict:
+    """The random split's 20%, ranking what ``op.applicability=both`` leaves, scored by the model of
+    the other 80% alone (``both``) and by a model across GPUs (:func:`across_gpus`) on those 80%
+    plus the other GPU's file (``across``)."""
+    fit_rows, valid_rows, te = split_rows(tb, "random", seed)
+    trained = np.concatenate([fit_rows, valid_rows])
+    alone, _ = train(tb, fit_rows, valid_rows, model, "relative", seed)
+    joined, mine = across(np.unique(tb.pid[trained]))
+    pooled, _ = fit_on(joined, None, model, seed)
+    return {"both": report(tb, te, masked_both(tb, trained, te, predict_rows(alone, tb, te))),
+            "across": report(tb, te, masked_both(tb, trained, te, predict_rows(pooled, mine, te)))}
 
 
 def time_lookup(tb) -> dict:
@@ -464,9 +480,30 @@ def masked_both(tb, train_rows: np.ndarray, rows: np.ndarray, scores: np.ndarray
     return ranked_only(tb, {**tb.op, "applicability": "both", "listed": listed_kinds(frame)}, rows, scores)
 
 
-def leave_family_out(tb, arch: str, direction: str, dtype: str, model: dict, seed: int, names: list) -> list[dict]:
+def across_gpus(tb, other, arch_cfgs: dict, arch: str, other_arch: str, dtype: str, weight: float = 20.0):
+    """A function of the problems to keep of ``tb``: the table of those (rows x ``weight``) and all of
+    ``other``'s, hardware descriptors appended to both (a model across GPUs), and ``tb`` with them."""
+    import dataclasses
+
+    from ckheur.families.hardware import DESCRIPTORS
+    from ckheur.learn.training import concat_tables
+
+    names = [*tb.feature_names, *DESCRIPTORS]
+    mine = dataclasses.replace(tb, X=with_descriptors(tb, arch_cfgs[arch], dtype), feature_names=names)
+    theirs = dataclasses.replace(other, X=with_descriptors(other, arch_cfgs[other_arch], dtype), feature_names=names)
+
+    def joined(keep: np.ndarray):
+        sub = problem_subset(mine, keep)
+        return concat_tables([dataclasses.replace(sub, weight=np.full(len(sub.X), weight)), theirs]), mine
+    return joined
+
+
+def leave_family_out(tb, arch: str, direction: str, dtype: str, model: dict, seed: int, names: list,
+                     across=None) -> list[dict]:
     """Each family held out in turn: trained on the rest of the table, scored on it as it ranks
-    every solver (open) and ranking only those ``op.applicability=both`` leaves (``"both"``)."""
+    every solver (open) and ranking only those ``op.applicability=both`` leaves (``"both"``); with
+    ``across`` (:func:`across_gpus`), also a model across GPUs on the rest plus the other GPU's file
+    (``"across"``, ranking what ``both`` leaves)."""
     out = []
     for name in names:
         member = FAMILIES[name](tb.problems)
@@ -480,12 +517,18 @@ def leave_family_out(tb, arch: str, direction: str, dtype: str, model: dict, see
         rows = np.flatnonzero(held)
         scores = predict_rows(booster, tb, rows)
         r = {"family": name, **report(tb, rows, scores),
-             "both": report(tb, rows, masked_both(tb, np.flatnonzero(~held), rows, scores)),
-             "seconds": round(time.perf_counter() - t0, 1)}
+             "both": report(tb, rows, masked_both(tb, np.flatnonzero(~held), rows, scores))}
+        if across is not None:
+            joined, mine = across(np.flatnonzero(~member))
+            pooled, _ = fit_on(joined, None, model, seed)
+            r["across"] = report(tb, rows, masked_both(tb, np.flatnonzero(~held), rows,
+                                                       predict_rows(pooled, mine, rows)))
+        r["seconds"] = round(time.perf_counter() - t0, 1)
         out.append(r)
         print(f"  {arch} {direction} {dtype} family {name:24s} {r['problems']:6d} problems: top-1 "
               f"{100 * r['top1']:5.1f}%, eff {100 * r['efficiency']:6.2f}%, not listed {100 * r['not_listed']:5.2f}%; "
-              f"applicability both {cell(r['both'])} ({r['seconds']} s)", flush=True)
+              f"applicability both {cell(r['both'])}"
+              + (f"; across GPUs {cell(r['across'])}" if "across" in r else "") + f" ({r['seconds']} s)", flush=True)
     return out
 
 
@@ -561,6 +604,8 @@ def main() -> None:
                     help="remember margins scored (--splits remember)")
     ap.add_argument("--family-dtypes", nargs="+", default=["fp16"], help="dtypes of the family splits")
     ap.add_argument("--families", nargs="+", default=list(FAMILIES), choices=list(FAMILIES))
+    ap.add_argument("--across", action="store_true",
+                    help="family split: also a model across GPUs, the other GPU's whole file added")
     ap.add_argument("--budgets", nargs="+", type=float, default=[0.01, 0.05],
                     help="few-shot: shares of the target GPU's pairs measured (--splits fewshot)")
     ap.add_argument("--target-weights", nargs="+", type=float, default=[1.0, 20.0],
@@ -622,13 +667,17 @@ def main() -> None:
                                                             dtype, tabs[i][1], args.seed, arch_cfgs, args.budgets,
                                                             args.ways, tuple(args.target_weights))})
             if families:
-                for arch, (tb, model) in zip(arches, tabs):
+                for i, (arch, (tb, model)) in enumerate(zip(arches, tabs)):
                     key = f"{arch} {direction} {dtype}"
+                    j = 1 - i
+                    across = across_gpus(tb, tabs[j][0], arch_cfgs, arch, arches[j], dtype) if args.across else None
                     if key not in results["random"]:
                         results["random"][key] = {"selector": "random split", **random_split(tb, model, args.seed)}
+                    if across is not None:
+                        results["random"][key]["across"] = random_split_across(tb, model, args.seed, across)
                     results["family"].append({"arch": arch, "direction": direction, "dtype": dtype,
                                               "rows": leave_family_out(tb, arch, direction, dtype, model, args.seed,
-                                                                       args.families)})
+                                                                       args.families, across)})
             print(f"  ({time.perf_counter() - t_start:.0f} s so far)", flush=True)
     print_transfer(results["gpu"], "Leave-one-GPU-out (open protocol): top-1 / mean efficiency / picks not listed, "
                    "on all of the target's problems (TunaNet: its domain)")
@@ -636,14 +685,19 @@ def main() -> None:
         print("\nLeave-shape-family-out (open protocol): top-1 / mean efficiency / picks not listed; ranking every "
               "solver, and only those op.applicability=both leaves (op.listed learned without the family); the "
               "random split of the same file beside it")
+        across = args.across
+        extra = (" held out, across GPUs | random split, applicability both | random split, across GPUs |"
+                 if across else "")
         print("| GPU | direction | dtype | held-out family | problems | held out | held out, applicability both | "
-              "random split |")
-        print("| --- | --- | --- | --- | --- | --- | --- | --- |")
+              f"random split |{extra}")
+        print("| --- " * (8 + 3 * across) + "|")
         for g in results["family"]:
             rand = results["random"][f"{g['arch']} {g['direction']} {g['dtype']}"]
             for r in g["rows"]:
+                more = (f" {cell(r['across'])} | {cell(rand['across']['both'])} | {cell(rand['across']['across'])} |"
+                        if across else "")
                 print(f"| {g['arch']} | {g['direction']} | {g['dtype']} | {r['family']} | {r['problems']:,} | "
-                      f"{cell(r)} | {cell(r['both'])} | {cell(rand)} |")
+                      f"{cell(r)} | {cell(r['both'])} | {cell(rand)} |{more}")
     print_transfer(results["fewshot"], "Bring-up few-shot (open protocol): top-1 / mean efficiency / picks not "
                    "listed, on the target's problems not measured")
     if results["remember"]:

@@ -315,6 +315,15 @@ def test_package_is_plain_c99_with_cmake_and_readme(tmp_path):
         assert subprocess.run([str(tmp_path / "use")]).returncode == 0
 
 
+def test_miopen_package_compiles_without_warnings_as_its_readme_builds_it(tmp_path):
+    """A shipped MIOpen bundle's C (no pair features; backward data, which needs no output-pixel
+    count) at -O3, the README's build, where GCC looks for reads of uninitialized memory."""
+    res = export_bundle(ROOT / "models" / "miopen_bwd_data_bf16_gfx942", tmp_path / "pkg")
+    r = subprocess.run([find_compiler(), "-O3", "-std=c99", "-pedantic", "-Wall", "-Wextra", "-Werror", "-c",
+                        str(res.path / f"{res.name}.c"), "-o", str(tmp_path / "m.o")], capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+
+
 def test_compiled_selector_and_fallback_without_compiler(monkeypatch):
     sel = Selector.load(SHIPPED, compiled=True)
     assert sel.compiled is not None and "[compiled C]" in sel.label

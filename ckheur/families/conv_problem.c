@@ -32,17 +32,16 @@ static int ckh_conv_check(const ckh_problem_t* p, ckh_prob* q) {
     double N = (double)p->N, G = (double)p->G, cg = (double)(p->C / p->G), kg = (double)(p->K / p->G);
     double filt = (double)p->Z * (double)p->Y * (double)p->X;
     double opix = (double)Do * (double)Ho * (double)Wo, ipix = (double)p->Di * (double)p->Hi * (double)p->Wi;
-    double out_pix = N * opix;
     q->flops = 2.0 * N * (double)p->K * opix * cg * filt;
     q->elems = N * ipix * G * cg + G * kg * filt * cg + N * opix * G * kg;
     if (!(q->flops < CKH_EXACT_LIMIT) || !(q->elems < CKH_EXACT_LIMIT)) return CKH_E_TOO_LARGE;
     q->G = G;
 #if CKH_DIRECTION == 0
-    q->M = out_pix; q->N = kg; q->K = cg * filt;
+    q->M = N * opix; q->N = kg; q->K = cg * filt;
 #elif CKH_DIRECTION == 1
     q->M = N * ipix; q->N = cg; q->K = kg * filt;
 #else
-    q->M = kg; q->N = cg * filt; q->K = out_pix;
+    q->M = kg; q->N = cg * filt; q->K = N * opix;
 #endif
     q->filt = filt;
     q->cpg = cg;

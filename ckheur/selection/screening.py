@@ -179,6 +179,10 @@ def training_problems(bundle: Any, limit: int, seed: int = 0) -> list:
     return [bundle.family.problems.problem_from_dict(r) for r in keys.to_dict("records")]
 
 
+class NeedsEveryTree(UserError):
+    """A bundle whose model cannot be screened (an analytic prior: every tree scores every candidate)."""
+
+
 def screen_bundle(folder: str | Path, *, problems: int = 3000, generated: int = 3000, seed: int = 0,
                   bars: Mapping[str, float] = BARS) -> ScreenChoice | None:
     """Choose a screen for a bundle (:func:`choose_screen` on up to ``problems`` of its training
@@ -192,7 +196,7 @@ def screen_bundle(folder: str | Path, *, problems: int = 3000, generated: int = 
 
     b = load_bundle(folder)
     if b.spec.get("prior") is not None:
-        raise UserError(f"{b.path}: a model with an analytic prior needs every tree for every candidate: no screen")
+        raise NeedsEveryTree(f"{b.path}: a model with an analytic prior needs every tree for every candidate: no screen")
     sets = {"training": training_problems(b, problems, seed), "generated": b.family.problems.generate(seed, generated)}
     choice = choose_screen(Selector.load(folder, screen=False), sets, bars)
     record = None if choice is None else {

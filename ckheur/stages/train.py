@@ -91,13 +91,13 @@ def run(cfg: Any, ctx: Context) -> dict:
     print(f"train: chose {result['chosen']} with {result['trees']} trees; "
           f"bundle ({'SIMULATED' if result['simulated'] else 'real'} data) -> {out}")
     if cfg.train.screen:
-        from ckheur.learn.bundle import load_bundle
-        from ckheur.selection.screening import BARS, screen_bundle
+        from ckheur.selection.screening import BARS, NeedsEveryTree, screen_bundle
 
-        if load_bundle(out).spec.get("prior") is not None:  # train.compare chose a candidate with the prior
+        try:
+            choice = screen_bundle(out, seed=int(cfg.seed))
+        except NeedsEveryTree:  # train.compare chose a candidate with the prior
             print("train: no screen: the chosen model has an analytic prior, which needs every tree for every candidate")
         else:
-            choice = screen_bundle(out, seed=int(cfg.seed))
             print("train: " + (choice.describe() if choice is not None else
                                f"no screen keeps the whole model's top-1 on {BARS}: every tree ranks every candidate"))
     return {"bundle": result["bundle"], "cv": result["cv"]}

@@ -400,7 +400,11 @@ int CKH_FN(predict)(const ckh_problem_t* p, int cap, int* kernel_index, double* 
     const double atf_max = 0.0;
 #define CKH_ATF(i) 0.0
 #endif
+#if CKH_NIS == 0
+    float xi[1][CKH_CHUNK] = {{0.0f}};  /* no pair features: never read, zeroed so compilers know */
+#else
     float xi[CKH_NIS + 1][CKH_CHUNK];
+#endif
     double t2[CKH_CHUNK];
 #if CKH_SCREEN_TOP > 0
     const int first_trees = n > CKH_SCREEN_TOP ? CKH_SCREEN_TREES : ckh_forest_main.ntree;
