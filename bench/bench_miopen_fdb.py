@@ -303,7 +303,7 @@ def cross_gpu(a, b, model: dict, seed: int, bundle=None) -> dict:
     else:  # the shipped bundle's own ranking (its remembered answers included) of b's problems
         by_problem = []
         for prob in tb.problems:
-            ks, sc, _ = bundle._scores(prob)
+            ks, sc, _ = bundle.scores(prob)
             by_problem.append(dict(zip((k.name for k in ks), sc)))
         # a solver the bundle does not rank for the problem is never its pick (-inf)
         model_scores = np.array([by_problem[tb.pid[r]].get(tb.kernels[tb.kid[r]].name, -np.inf)
@@ -324,7 +324,7 @@ def bundle_scores(bundle, table, problems: np.ndarray) -> dict[int, dict]:
     bundle.op = {**bundle.op, "applicability": "none"}
     out = {}
     for i in problems:
-        ks, sc, _ = bundle._scores(table.problems[i])
+        ks, sc, _ = bundle.scores(table.problems[i])
         out[int(i)] = dict(zip((k.name for k in ks), sc))
     return out
 

@@ -38,7 +38,7 @@ def picks(selector, table, problems: np.ndarray) -> tuple[np.ndarray, np.ndarray
     top = np.full(len(table.problems), "", dtype=object)
     for i in problems:
         try:
-            ks, sc, _ = selector._scores(table.problems[i])
+            ks, sc, _ = selector.scores(table.problems[i])
         except ProblemError:
             scores[int(i)] = {}
             continue

@@ -266,7 +266,7 @@ def test_cli_reads_ck_csv_with_missing_optional_columns(shipped, tmp_path):
         got = [ln.split(",") for ln in lines[1 + 3 * row: 4 + 3 * row]]
         assert [g[2] for g in got] == [w[0] for w in want]
         assert [int(g[1]) for g in got] == [1, 2, 3] and all(int(g[0]) == row for g in got)
-        ks, sc, _ = py._scores(p)
+        ks, sc, _ = py.scores(p)
         by_name = dict(zip([k.name for k in ks], sc))
         np.testing.assert_allclose([float(g[3]) for g in got], [by_name[g[2]] for g in got], rtol=1e-6)
     # A bad row is reported and skipped; the others are ranked; timing goes to stderr.

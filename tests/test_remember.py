@@ -50,7 +50,7 @@ def _disagreements(within: int, beyond: int) -> list:
     out, counts = [], [0, 0]
     for key in sorted(answers, key=str):
         p = problem_from_dict(dict(zip(fields, key)))
-        kernels, scores, _ = model._scores(p)
+        kernels, scores, _ = model.scores(p)
         names = [k.name for k in kernels]
         top = int(np.argmax(scores))
         if names[top] != answers[key] and answers[key] in names:

@@ -89,7 +89,7 @@ def same_scores(before: Any, after: Any, problems: list) -> int:
         got = []
         for selector in (before, after):
             try:
-                ks, scores, tflops = selector._scores(p)  # pool order, before ranking: every candidate
+                ks, scores, tflops = selector.scores(p)  # pool order, before ranking: every candidate
                 got.append(([k.name for k in ks], scores, tflops))
             except (UserError, ValueError) as e:  # a problem no kernel supports: the same on both sides
                 got.append(str(e))

@@ -36,7 +36,7 @@ def compare_with_python(selector: Any, problems: Sequence[Any], binary: Path, fi
     worst, mismatches = 0.0, []
     for i, p in enumerate(problems):
         try:
-            ks, scores, _ = selector._scores(p)
+            ks, scores, _ = selector.scores(p)
         except ProblemError:
             both_invalid += i not in c_rows
             if i in c_rows:

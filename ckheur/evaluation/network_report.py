@@ -94,7 +94,7 @@ def layer_rows(selector: Any, weighted: Sequence[tuple[Any, int]], plan: PlanMod
             miopen, miopen_ms, miopen_source = hit[0], hit[1], "find-db (measured)"
         elif tunanet is not None:
             try:
-                ks, scores, _ = tunanet._scores(p)
+                ks, scores, _ = tunanet.scores(p)
             except ValueError:
                 ks = []
             if len(ks):

@@ -109,7 +109,7 @@ def score_problems(rows: ProblemRows, selector: Any, direction: str, top_k: Sequ
             out.skipped.append({"problem": p.describe(), "reason": "no successful measurement (no oracle)"})
             continue
         try:
-            ks, scores, tflops = selector._scores(p)
+            ks, scores, tflops = selector.scores(p)
         except ValueError as e:
             out.skipped.append({"problem": p.describe(), "reason": str(e)})
             continue

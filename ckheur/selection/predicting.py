@@ -196,7 +196,7 @@ def explain(selector: Any, problem: Any, *, find_db: str | Path | None = None) -
 
     p = as_problem(problem, selector.family, selector.direction, selector.dtype)
     chosen = selector.select(p)
-    scored, scores, tflops = selector._scores(p)
+    scored, scores, tflops = selector.scores(p)
     order = np.argsort(-np.asarray(scores), kind="stable")
     rank = {scored[i].name: r + 1 for r, i in enumerate(order)}
     at = {k.name: i for i, k in enumerate(scored)}

@@ -536,7 +536,7 @@ class Selector:
         estimate[full] += self._predict_rest(np.ascontiguousarray(X[full]))
         return np.where(full, estimate, first - SCREEN_OFFSET), estimate, full
 
-    def _scores(self, problem: Any) -> tuple[list, np.ndarray, np.ndarray]:
+    def scores(self, problem: Any) -> tuple[list, np.ndarray, np.ndarray]:
         """(kernels, scores, predicted TFLOPS) over the pool's candidates for a problem, in pool order
         (cached): what ``rank`` sorts, and what evaluations and exports compare."""
         p = as_problem(problem, self.family, self.direction, self.dtype)
@@ -553,7 +553,7 @@ class Selector:
 
     def _ranking(self, problem: Any) -> tuple[list, np.ndarray]:
         """(kernel objects, predicted TFLOPS) over the pool, best first (ties keep pool order)."""
-        ks, scores, tflops = self._scores(problem)
+        ks, scores, tflops = self.scores(problem)
         order = np.argsort(-scores, kind="stable")
         return [ks[i] for i in order], tflops[order]
 
@@ -562,6 +562,6 @@ class Selector:
         MIOpenDriver line) best first, with predicted TFLOPS; ``k``: only the first k."""
         if k is not None and (isinstance(k, bool) or not isinstance(k, int) or k < 1):
             raise ValueError(f"k={k!r}: the number of kernels to return must be an integer >= 1 (None: all)")
-        ks, scores, tflops = self._scores(problem)
+        ks, scores, tflops = self.scores(problem)
         order = np.argsort(-scores, kind="stable")[: (len(ks) if k is None else k)]
         return [RankedKernel(ks[i].name, float(tflops[i])) for i in order]

@@ -278,15 +278,16 @@ class CKModel:
 
 class CKSelector:
     """A CK model folder as a selector over a bundle's kernel pool, for evaluation beside it
-    (``scores`` as ``models.selector.Selector.scores``: candidates, scores, predicted TFLOPS)."""
+    (``scores`` as ``ckheur.selection.selector.Selector.scores``: candidates, scores, predicted TFLOPS)."""
 
     def __init__(self, ck: CKModel, selector: Any) -> None:
         self.ck, self.selector = ck, selector
         self.family = selector.family
         self.label = f"CK model {ck.path}"
 
-    def _scores(self, problem: Any) -> tuple[list, np.ndarray, np.ndarray]:
-        ks = self.selector._scores(problem)[0]  # the bundle's candidates for this problem
+    def scores(self, problem: Any) -> tuple[list, np.ndarray, np.ndarray]:
+        """(the bundle's candidates, CK's predicted TFLOPS as scores, the same as TFLOPS)."""
+        ks = self.selector.scores(problem)[0]  # the bundle's candidates for this problem
         ranked = dict(self.ck.rank(problem, ks))
         tf = np.array([ranked[k.name] for k in ks])
         return ks, tf, tf

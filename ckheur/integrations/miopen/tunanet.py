@@ -272,7 +272,7 @@ class TunaNetRanker:
         raw = self.net.scores(cols, self.direction, self.dtype).astype(np.float64)
         return np.where(self._columns >= 0, raw[:, np.maximum(self._columns, 0)], -np.inf)
 
-    def _scores(self, p: Any) -> tuple[list, np.ndarray, np.ndarray]:
+    def scores(self, p: Any) -> tuple[list, np.ndarray, np.ndarray]:
         """(the solver table, TunaNet's scores, NaN predicted TFLOPS); ValueError outside its domain."""
         if not in_domain(p, self.dtype, self.net.arch):
             raise ValueError("outside TunaNet's domain (2D NCHW, equal strides and dilations, no bias)")
