@@ -318,47 +318,44 @@ def cross_gpu(a, b, model: dict, seed: int, bundle=None) -> dict:
             "other_file": files_rep}
 
 
-def bundle_scores(bundle, table, problems: np.ndarray) -> dict[int, dict]:
-    """The bundle's scores of some problems of the table (by problem id), by solver name, every
-    solver of its table ranked (``op.applicability=none``; :func:`masked_report` masks after)."""
-    bundle.op = {**bundle.op, "applicability": "none"}
+def bundle_scores(bundle, table, problems: np.ndarray, fallback=None) -> dict[int, dict]:
+    """The bundle's scores of some problems of the table (by problem id), by solver name: the
+    solvers it ranks for each, as its ``op.applicability`` keeps them (a screen applies after
+    that, as in use); where it keeps none, ``fallback``'s scores (a selector keeping every solver)."""
+    from ckheur.families.problem_base import ProblemError
+
     out = {}
     for i in problems:
-        ks, sc, _ = bundle.scores(table.problems[i])
+        try:
+            ks, sc, _ = bundle.scores(table.problems[i])
+        except ProblemError:
+            if fallback is None:
+                raise
+            ks, sc, _ = fallback.scores(table.problems[i])
         out[int(i)] = dict(zip((k.name for k in ks), sc))
     return out
 
 
-def masked_report(bundle, table, scores: dict[int, dict], mode: str, listed: dict, rows: np.ndarray) -> dict:
-    """The picks of the bundle on some of the table's rows (of scored problems) when it ranks only
-    the solvers ``op.applicability=mode`` leaves (those it masks score lowest), in MIOpen's terms
-    and ours."""
-    from ckheur.families.miopen import solvers as miopen_solvers
+def scored_report(table, scores: dict[int, dict], rows: np.ndarray) -> dict:
+    """The picks of :func:`bundle_scores` on some of the table's rows (a solver not scored for
+    its problem is never the pick), in MIOpen's terms and ours."""
     from ckheur.metrics import censored_choice_report
 
-    op = {**bundle.op, "applicability": mode, "listed": listed}
-    solver = {k.name: k for k in bundle.kernels}
-    keep = {}
-    for i in np.unique(table.pid[rows]):
-        names = list(scores[int(i)])
-        mask, _ = miopen_solvers.support_mask(table.problems[i], miopen_solvers.support_arrays(
-            [solver[n] for n in names]), op)
-        keep[int(i)] = {n for n, ok in zip(names, mask) if ok} if mask.any() else set(names)
-    name = lambda r: table.kernels[table.kid[r]].name  # noqa: E731
-    sc = np.array([scores[int(table.pid[r])].get(name(r), -np.inf) if name(r) in keep[int(table.pid[r])] else -np.inf
-                   for r in rows])
+    sc = np.array([scores[int(table.pid[r])].get(table.kernels[table.kid[r]].name, -np.inf) for r in rows])
     time_ms = np.where(table.tflops[rows] > 0, table.flops_over_tflops[rows], np.nan)
     return censored_choice_report(table.pid[rows], sc, time_ms)
 
 
-def applicability_figures(bundle, own, other, listed: dict, modes: list[str], max_problems: int, seed: int) -> dict:
-    """Unlisted picks, open and listed protocols of a shipped bundle per ``op.applicability`` mode:
-    on its own training file (in-sample) and on the other GPU's file (its keys the training file
-    lists too, and the others), solvers of both tables only; at most ``max_problems`` problems of
-    each (a seeded sample; every unseen key of the other file is kept)."""
+def applicability_figures(load, own, other, modes: list[str], max_problems: int, seed: int) -> dict:
+    """Unlisted picks, open and listed protocols of a shipped bundle per ``op.applicability`` mode
+    (``load(mode)``: the bundle's selector in that mode): on its own training file (in-sample) and
+    on the other GPU's file (its keys the training file lists too, and the others), solvers of
+    both tables only; at most ``max_problems`` problems of each (a seeded sample; every unseen key
+    of the other file is kept)."""
     rng = np.random.default_rng(seed)
     common = {k.name for k in own.kernels} & {k.name for k in other.kernels}
     keys_own = {p.key() for p in own.problems}
+    selectors = {mode: load(mode) for mode in {*modes, "none"}}
     out = {}
     for label, tab, train_keys in (("in-sample", own, None), ("other GPU", other, keys_own)):
         seen = np.array([train_keys is None or p.key() in train_keys for p in tab.problems])
@@ -369,10 +366,11 @@ def applicability_figures(bundle, own, other, listed: dict, modes: list[str], ma
         chosen[sample] = True
         chosen |= ~seen
         rows = np.flatnonzero(np.isin([tab.kernels[i].name for i in tab.kid], list(common)) & chosen[tab.pid])
-        scores = bundle_scores(bundle, tab, np.flatnonzero(chosen))
+        scores = {mode: bundle_scores(selectors[mode], tab, np.flatnonzero(chosen), selectors["none"])
+                  for mode in modes}
         splits = {"all": rows} if train_keys is None else \
             {"seen keys": rows[seen[tab.pid[rows]]], "unseen keys": rows[~seen[tab.pid[rows]]]}
-        out[label] = {split: {mode: masked_report(bundle, tab, scores, mode, listed, r) for mode in modes}
+        out[label] = {split: {mode: scored_report(tab, scores[mode], r) for mode in modes}
                       for split, r in splits.items() if len(r)}
     return out
 
@@ -435,11 +433,15 @@ def applicability_section(args, data: Path, results: dict) -> None:
             tabs = [load_table(data, arch, direction, dtype, name)[0] for arch, name in zip(arches, names)]
             for i in range(len(files)):
                 j = (i + 1) % len(files)
-                bundle = Selector.load(ROOT / "models" / f"miopen_{direction}_{dtype}_{arches[i]}")
-                if args.no_remember:
-                    bundle.answers = {}  # the bundle's model alone, without its file's fastest solvers
-                figs = applicability_figures(bundle, tabs[i], tabs[j], listed[i], args.applicability,
-                                             args.max_problems, args.seed)
+                folder = ROOT / "models" / f"miopen_{direction}_{dtype}_{arches[i]}"
+
+                def load(mode, folder=folder, listed=listed[i]):
+                    bundle = Selector.load(folder, applicability=mode, listed=listed)
+                    if args.no_remember:
+                        bundle.answers = {}  # the bundle's model alone, without its file's fastest solvers
+                    return bundle
+                figs = applicability_figures(load, tabs[i], tabs[j], args.applicability, args.max_problems,
+                                             args.seed)
                 results.setdefault("applicability", []).append(
                     {"bundle": arches[i], "remembered": not args.no_remember, "other": arches[j], "direction": direction, "dtype": dtype, **figs})
                 for label, by_split in figs.items():
