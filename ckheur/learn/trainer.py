@@ -472,15 +472,16 @@ def refit_companion(bundle_dir: str | Path, paths: Sequence[str | Path], *, leav
     model["companion_trees"] = int(trees or model.get("companion_trees", 100))
     cat = [tb.feature_names.index(n) for n in engine.CATEGORICAL]
     booster = fit_companion(tb, model, cat, int(b.manifest.get("config", {}).get("seed", 0)))
-    before = float(np.median(np.abs(b.tflops_booster.predict(tb.X) - np.log1p(tb.tflops))))
-    after = float(np.median(np.abs(booster.predict(tb.X) - np.log1p(tb.tflops))))
+    timed = tb.tflops > 0  # the error of figures shown: rows with a time (a failed run's 0 is no figure)
+    before = float(np.median(np.abs(b.tflops_booster.predict(tb.X[timed]) - np.log1p(tb.tflops[timed]))))
+    after = float(np.median(np.abs(booster.predict(tb.X[timed]) - np.log1p(tb.tflops[timed]))))
     write_model(b.path, TFLOPS_MODEL, booster)
     refit = {"leaves": leaves, "trees": model["companion_trees"], "rows": int(len(tb.X)),
              "datasets": [{"path": str(p), "sha256": sha256_of(Path(p))} for p in paths],
              "median_abs_log_error": {"before": round(before, 4), "after": round(after, 4)}}
     write_json(b.path / "train_manifest.json", {**b.manifest, "companion_refit": refit})
     log(f"refit {b.path.name}: companion {leaves} leaves x {model['companion_trees']} trees on {len(tb.X)} rows; "
-        f"median |log TFLOPS error| {before:.4f} -> {after:.4f}")
+        f"median |log TFLOPS error| over the {int(timed.sum())} timed rows {before:.4f} -> {after:.4f}")
     return refit
 
 
