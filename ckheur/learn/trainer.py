@@ -565,10 +565,10 @@ def _target_cv(tb: Any, oof: np.ndarray, arch: str) -> dict | None:
     from ckheur.learn.training import scored_rows
     from ckheur.metrics import selection_report
 
-    span = ((tb.report.get("archs") or {}).get(arch) or {}).get("row_span")
-    if not span or span[1] - span[0] in (0, len(tb.X)):
+    spans = {a: v["row_span"] for a, v in (tb.report.get("archs") or {}).items() if "row_span" in v}
+    if len(spans) < 2 or arch not in spans or spans[arch][0] == spans[arch][1]:
         return None
-    rows = scored_rows(tb, np.arange(*span))
+    rows = scored_rows(tb, np.arange(*spans[arch]))
     # A sweep that timed a few kernels per problem (sweep.active.ranker) leaves none fully measured:
     # then each pick is judged against its problem's best measured kernel, and the report says so.
     partly = tb.full is not None and not tb.full[tb.pid[rows]].any()
