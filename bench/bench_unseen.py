@@ -42,8 +42,8 @@ listed solver), mean efficiency (fastest listed time / the pick's; a pick the fi
 counts 0) and the share of picks the file does not list.
 
 Models here use a small recipe to stay cheap on a shared 2-core machine (15 leaves, at most 500
-trees, learning rate 0.15, early stopping on 15% of the training problems); the shipped bundles
-use the full recipe (63 leaves, lr 0.1, up to 4000 trees).
+trees, learning rate 0.15, early stopping on 15% of the training problems); --recipe shipped
+trains the shipped bundles' compact recipe instead (63 leaves, lr 0.25, up to 1,000 trees).
 
     python bench/bench_unseen.py [--directions fwd bwd_data bwd_weight] [--dtypes fp32 fp16]
                                  [--splits gpu family remember] [--families depthwise 3D ...] [--data DIR]
@@ -68,6 +68,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from bench_miopen_fdb import FILES, ROOT, TUNANET, import_file, load_table, split_rows, train  # noqa: E402
 
 RECIPE = {"num_leaves": 15, "max_trees": 500, "learning_rate": 0.15}
+# --recipe shipped: the shipped MIOpen bundles' compact recipe (before their cut to a tree budget)
+RECIPES = {"small": RECIPE, "shipped": {"num_leaves": 63, "max_trees": 1000, "learning_rate": 0.25,
+                                        "min_data_in_leaf": 10, "feature_fraction": 0.9, "lambda_l2": 0.0,
+                                        "subsample": 0.8}}
 
 
 def _pixels(p) -> int:
@@ -604,6 +608,8 @@ def main() -> None:
                     help="remember margins scored (--splits remember)")
     ap.add_argument("--family-dtypes", nargs="+", default=["fp16"], help="dtypes of the family splits")
     ap.add_argument("--families", nargs="+", default=list(FAMILIES), choices=list(FAMILIES))
+    ap.add_argument("--recipe", choices=list(RECIPES), default="small",
+                    help="the models' recipe: small (15 leaves, at most 500 trees) or the shipped bundles'")
     ap.add_argument("--across", action="store_true",
                     help="family split: also a model across GPUs, the other GPU's whole file added")
     ap.add_argument("--budgets", nargs="+", type=float, default=[0.01, 0.05],
@@ -634,7 +640,8 @@ def main() -> None:
     arches = [arch_from_name(f, ["gfx90a", "gfx942", "gfx950"])[0] for f in files]
     names = [f.name.split(".")[0] for f in files]
     arch_cfgs = {a: plain(compose_config([f"arch={a}"]).arch) for a in arches}
-    results = {"recipe": RECIPE, "gpu": [], "family": [], "random": {}, "remember": [], "repeats": [], "fewshot": []}
+    recipe = RECIPES[args.recipe]
+    results = {"recipe": recipe, "gpu": [], "family": [], "random": {}, "remember": [], "repeats": [], "fewshot": []}
     t_start = time.perf_counter()
     for direction in args.directions:
         for dtype in args.dtypes:
@@ -644,7 +651,7 @@ def main() -> None:
             tabs = []
             for arch, name in zip(arches, names):
                 tb, model = load_table(data, arch, direction, dtype, name)
-                tabs.append((tb, {**model, **RECIPE}))
+                tabs.append((tb, {**model, **recipe}))
             if "remember" in args.splits:
                 for arch, (tb, _) in zip(arches, tabs):
                     results["repeats"] += [{"arch": arch, "direction": direction, "dtype": dtype, "pair": r["pair"],
