@@ -349,8 +349,8 @@ def scored_report(table, scores: dict[int, dict], rows: np.ndarray) -> dict:
 def applicability_figures(load, own, other, modes: list[str], max_problems: int, seed: int) -> dict:
     """Unlisted picks, open and listed protocols of a shipped bundle per ``op.applicability`` mode
     (``load(mode)``: the bundle's selector in that mode): on its own training file (in-sample) and
-    on the other GPU's file (its keys the training file lists too, and the others), solvers of
-    both tables only; at most ``max_problems`` problems of each (a seeded sample; every unseen key
+    on the other GPU's file (its keys the training file lists too, and the others; solvers of
+    both tables only there); at most ``max_problems`` problems of each (a seeded sample; every unseen key
     of the other file is kept)."""
     rng = np.random.default_rng(seed)
     common = {k.name for k in own.kernels} & {k.name for k in other.kernels}
@@ -365,7 +365,9 @@ def applicability_figures(load, own, other, modes: list[str], max_problems: int,
         chosen = np.zeros(len(tab.problems), dtype=bool)
         chosen[sample] = True
         chosen |= ~seen
-        rows = np.flatnonzero(np.isin([tab.kernels[i].name for i in tab.kid], list(common)) & chosen[tab.pid])
+        # On the other GPU's file, solvers of both tables only; on its own, every solver it ranks.
+        solvers = common if train_keys is not None else {k.name for k in tab.kernels}
+        rows = np.flatnonzero(np.isin([tab.kernels[i].name for i in tab.kid], list(solvers)) & chosen[tab.pid])
         scores = {mode: bundle_scores(selectors[mode], tab, np.flatnonzero(chosen), selectors["none"])
                   for mode in modes}
         splits = {"all": rows} if train_keys is None else \
