@@ -348,16 +348,18 @@ def scored_report(table, scores: dict[int, dict], rows: np.ndarray) -> dict:
 
 def applicability_figures(load, own, other, modes: list[str], max_problems: int, seed: int) -> dict:
     """Unlisted picks, open and listed protocols of a shipped bundle per ``op.applicability`` mode
-    (``load(mode)``: the bundle's selector in that mode): on its own training file (in-sample) and
-    on the other GPU's file (its keys the training file lists too, and the others; solvers of
-    both tables only there); at most ``max_problems`` problems of each (a seeded sample; every unseen key
+    (``load(mode, only)``: the bundle's selector in that mode, ranking only the solvers ``only``
+    names when given): on its own training file (in-sample) and on the other GPU's file (its keys
+    the training file lists too, and the others; there the selector ranks only solvers of both
+    tables, as it would on a GPU with fewer solvers); at most ``max_problems`` problems of each (a seeded sample; every unseen key
     of the other file is kept)."""
     rng = np.random.default_rng(seed)
     common = {k.name for k in own.kernels} & {k.name for k in other.kernels}
     keys_own = {p.key() for p in own.problems}
-    selectors = {mode: load(mode) for mode in {*modes, "none"}}
     out = {}
     for label, tab, train_keys in (("in-sample", own, None), ("other GPU", other, keys_own)):
+        only = None if train_keys is None else common
+        selectors = {mode: load(mode, only) for mode in {*modes, "none"}}
         seen = np.array([train_keys is None or p.key() in train_keys for p in tab.problems])
         sample = np.flatnonzero(seen)
         if len(sample) > max_problems:
@@ -365,8 +367,7 @@ def applicability_figures(load, own, other, modes: list[str], max_problems: int,
         chosen = np.zeros(len(tab.problems), dtype=bool)
         chosen[sample] = True
         chosen |= ~seen
-        # On the other GPU's file, solvers of both tables only; on its own, every solver it ranks.
-        solvers = common if train_keys is not None else {k.name for k in tab.kernels}
+        solvers = {k.name for k in tab.kernels} if only is None else only
         rows = np.flatnonzero(np.isin([tab.kernels[i].name for i in tab.kid], list(solvers)) & chosen[tab.pid])
         scores = {mode: bundle_scores(selectors[mode], tab, np.flatnonzero(chosen), selectors["none"])
                   for mode in modes}
@@ -437,8 +438,9 @@ def applicability_section(args, data: Path, results: dict) -> None:
                 j = (i + 1) % len(files)
                 folder = ROOT / "models" / f"miopen_{direction}_{dtype}_{arches[i]}"
 
-                def load(mode, folder=folder, listed=listed[i]):
-                    bundle = Selector.load(folder, applicability=mode, listed=listed)
+                def load(mode, only=None, folder=folder, listed=listed[i]):
+                    names = None if only is None else sorted(only & {k.name for k in Selector.load(folder).kernels})
+                    bundle = Selector.load(folder, applicability=mode, listed=listed, kernels=names)
                     if args.no_remember:
                         bundle.answers = {}  # the bundle's model alone, without its file's fastest solvers
                     return bundle
