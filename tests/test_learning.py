@@ -424,7 +424,8 @@ def test_selector_api_without_hydra(small_model):
     assert [tf for _, tf in ranked] == sorted([tf for _, tf in ranked], reverse=True)
     assert sel.select(ConvProblem(**prob)).kernel == ranked[0][0] == ranked[0].kernel
     assert [f for f in dir(sel) if not f.startswith("_") and callable(getattr(sel, f))] == \
-        ["analytic", "load", "rank", "select"]  # one way to rank, one to pick; two ways to build
+        ["analytic", "load", "rank", "scores", "select"]  # one way to rank, one to pick, the unsorted
+    # scores every ranker gives evaluations (the CK and TunaNet rankers too); two ways to build
     assert len(sel.rank(prob, k=None)) == 20
     assert sel.rank("convbfp16 -n 16 -c 256 -H 28 -W 28 -k 128 -y 3 -x 3 -p 1 -q 1", k=5) == ranked
     with pytest.raises(ValueError, match="no kernel for 3D problems"):
