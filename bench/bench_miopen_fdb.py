@@ -351,8 +351,8 @@ def applicability_figures(load, own, other, modes: list[str], max_problems: int,
     (``load(mode, only)``: the bundle's selector in that mode, ranking only the solvers ``only``
     names when given): on its own training file (in-sample) and on the other GPU's file (its keys
     the training file lists too, and the others; there the selector ranks only solvers of both
-    tables, as it would on a GPU with fewer solvers); at most ``max_problems`` problems of each (a seeded sample; every unseen key
-    of the other file is kept)."""
+    tables, as it would on a GPU with fewer solvers); at most ``max_problems`` problems of each
+    (a seeded sample; every unseen key of the other file is kept)."""
     rng = np.random.default_rng(seed)
     common = {k.name for k in own.kernels} & {k.name for k in other.kernels}
     keys_own = {p.key() for p in own.problems}
