@@ -439,8 +439,8 @@ def applicability_section(args, data: Path, results: dict) -> None:
                 folder = ROOT / "models" / f"miopen_{direction}_{dtype}_{arches[i]}"
 
                 def load(mode, only=None, folder=folder, listed=listed[i]):
-                    names = None if only is None else sorted(only & {k.name for k in Selector.load(folder).kernels})
-                    bundle = Selector.load(folder, applicability=mode, listed=listed, kernels=names)
+                    bundle = Selector.load(folder, applicability=mode, listed=listed,
+                                           kernels=None if only is None else sorted(only))
                     if args.no_remember:
                         bundle.answers = {}  # the bundle's model alone, without its file's fastest solvers
                     return bundle

@@ -126,24 +126,22 @@ def fit_on(tb, rows: np.ndarray | None, model: dict, seed: int, init_model=None)
     return booster, seconds
 
 
-def random_split(tb, model: dict, seed: int) -> dict:
-    """The reference: trained on 80% of the table's problems, scored on the other 20%."""
-    fit_rows, valid_rows, te = split_rows(tb, "random", seed)
-    booster, _ = train(tb, fit_rows, valid_rows, model, "relative", seed)
-    return report(tb, te, predict_rows(booster, tb, te))
-
-
-def random_split_across(tb, model: dict, seed: int, across) -> dict:
-    """The random split's 20%, ranking what ``op.applicability=both`` leaves, scored by the model of
-    the other 80% alone (``both``) and by a model across GPUs (:func:`across_gpus`) on those 80%
+def random_split(tb, model: dict, seed: int, across=None) -> dict:
+    """The reference: trained on 80% of the table's problems, scored on the other 20%. With
+    ``across`` (:func:`across_gpus`), also ``"across"``: on those 20%, ranking what
+    ``op.applicability=both`` keeps, the same model (``both``) and a model across GPUs on the 80%
     plus the other GPU's file (``across``)."""
     fit_rows, valid_rows, te = split_rows(tb, "random", seed)
-    trained = np.concatenate([fit_rows, valid_rows])
-    alone, _ = train(tb, fit_rows, valid_rows, model, "relative", seed)
-    joined, mine = across(np.unique(tb.pid[trained]))
-    pooled, _ = fit_on(joined, None, model, seed)
-    return {"both": report(tb, te, masked_both(tb, trained, te, predict_rows(alone, tb, te))),
-            "across": report(tb, te, masked_both(tb, trained, te, predict_rows(pooled, mine, te)))}
+    booster, _ = train(tb, fit_rows, valid_rows, model, "relative", seed)
+    scores = predict_rows(booster, tb, te)
+    out = report(tb, te, scores)
+    if across is not None:
+        trained = np.concatenate([fit_rows, valid_rows])
+        joined, mine = across(np.unique(tb.pid[trained]))
+        pooled, _ = fit_on(joined, None, model, seed)
+        out["across"] = {"both": report(tb, te, masked_both(tb, trained, te, scores)),
+                         "across": report(tb, te, masked_both(tb, trained, te, predict_rows(pooled, mine, te)))}
+    return out
 
 
 def time_lookup(tb) -> dict:
@@ -678,10 +676,11 @@ def main() -> None:
                     key = f"{arch} {direction} {dtype}"
                     j = 1 - i
                     across = across_gpus(tb, tabs[j][0], arch_cfgs, arch, arches[j], dtype) if args.across else None
-                    if key not in results["random"]:
-                        results["random"][key] = {"selector": "random split", **random_split(tb, model, args.seed)}
-                    if across is not None:
-                        results["random"][key]["across"] = random_split_across(tb, model, args.seed, across)
+                    if key not in results["random"] or across is not None:
+                        rand = random_split(tb, model, args.seed, across)
+                        results["random"].setdefault(key, {"selector": "random split", **rand})
+                        if across is not None:
+                            results["random"][key]["across"] = rand["across"]
                     results["family"].append({"arch": arch, "direction": direction, "dtype": dtype,
                                               "rows": leave_family_out(tb, arch, direction, dtype, model, args.seed,
                                                                        args.families, across)})

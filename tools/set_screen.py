@@ -21,8 +21,9 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 
 
-def main() -> None:
+def main() -> int:
     sys.path.insert(0, str(ROOT))
+    from ckheur.errors import UserError
     from ckheur.selection.screening import BARS
 
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -36,15 +37,26 @@ def main() -> None:
     args = ap.parse_args()
     from ckheur.selection.screening import remove_screen, screen_bundle
 
-    for folder in args.folders:
-        if args.off:
-            remove_screen(folder)
-            print(f"{Path(folder).name}: no screen")
-            continue
-        bars = {"training": args.min_agreement, "generated": args.min_agreement_generated}
-        choice = screen_bundle(folder, problems=args.problems, generated=args.generated, seed=args.seed, bars=bars)
-        print(f"{Path(folder).name}: " + (choice.describe() if choice else f"no screen keeps the top-1 on {bars}"))
+    bars = {"training": args.min_agreement, "generated": args.min_agreement_generated}
+    for option, bar in (("--min-agreement", args.min_agreement),
+                        ("--min-agreement-generated", args.min_agreement_generated)):
+        if not 0 < bar <= 1:
+            print(f"error: {option}={bar}: a share of problems, in (0, 1]", file=sys.stderr)
+            return 2
+    try:
+        for folder in args.folders:
+            if args.off:
+                remove_screen(folder)
+                print(f"{Path(folder).name}: no screen")
+                continue
+            choice = screen_bundle(folder, problems=args.problems, generated=args.generated, seed=args.seed,
+                                   bars=bars)
+            print(f"{Path(folder).name}: " + (choice.describe() if choice else f"no screen keeps the top-1 on {bars}"))
+    except (UserError, ValueError) as e:  # a folder that is no bundle, its data missing, a bar outside (0, 1]
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    return 0
 
 
 if __name__ == "__main__":
-    main()
+    raise SystemExit(main())
