@@ -39,6 +39,30 @@ def load_arch(name: str) -> dict:
     return plain(OmegaConf.merge(OmegaConf.structured(ArchSchema), load_option(f"arch/{name}")))
 
 
+def resolve_device(arch: Mapping[str, Any], num_cus: int | None = None) -> dict:
+    """The arch config of one device: the arch's own figures, or those of its ``devices`` entry
+    whose num_cus is ``num_cus`` (default the config's num_cus, so ``arch.num_cus=64`` on gfx906
+    is MI60), without the devices list. A CU count no entry names keeps the arch's figures with
+    that count."""
+    out = {k: v for k, v in arch.items() if k != "devices"}
+    cus = int(out["num_cus"] if num_cus is None else num_cus)
+    for dev in arch.get("devices") or []:
+        if int(dev.get("num_cus", -1)) == cus:
+            out.update({k: v for k, v in dict(dev).items()})
+    out["num_cus"] = cus
+    return out
+
+
+def find_db_device(arch: Mapping[str, Any], cus: int) -> dict | None:
+    """The device of an arch config that a find-db name's CU count ``cus`` names (the arch's own,
+    counted as MIOpen does where ``find_db_cus`` says so, or a ``devices`` entry); None for another count."""
+    if cus == arch.get("find_db_cus") or cus == arch["num_cus"]:
+        return resolve_device(arch, int(arch["num_cus"]))
+    if any(int(d.get("num_cus", -1)) == cus for d in arch.get("devices") or []):
+        return resolve_device(arch, cus)
+    return None
+
+
 def load_option(option: str) -> dict:
     """A shipped config option as a plain dict, e.g. ``load_option("arch/gfx950")``.
 
@@ -200,6 +224,11 @@ class ArchSchema:
     num_xcds: int = 1
     peak_tflops: Dict[str, float] = MISSING  # dense matrix peak per dtype
     hbm_bandwidth_gbps: float = MISSING
+    matrix_cores: bool = True  # MFMA units (CDNA); GCN5 and RDNA2 have none: their peaks are the vector ALUs'
+    find_db_cus: Optional[int] = None  # the CU count MIOpen's find-db names carry, where it counts otherwise
+    # Other devices of the arch (another CU count: MI60 beside MI50): each entry's num_cus names it and
+    # its figures replace the arch's (resolve_device); arch=<name> arch.num_cus=<n> picks one.
+    devices: List[Dict[str, Any]] = field(default_factory=list)
     codegen: ArchCodegenSchema = field(default_factory=ArchCodegenSchema)
 
 

@@ -26,9 +26,9 @@ class Job:
     @classmethod
     def from_config(cls, cfg: Any) -> "Job":
         """The job of a composed ckheur config (its op, arch and kernels.filter)."""
-        from ckheur.config import plain
+        from ckheur.config import plain, resolve_device
 
-        return cls(plain(cfg.op), plain(cfg.arch), cfg.kernels.filter)
+        return cls(plain(cfg.op), resolve_device(plain(cfg.arch)), cfg.kernels.filter)
 
     @property
     def direction(self) -> str:

@@ -19,7 +19,7 @@ STAGE_FILES = sorted(p.stem for p in (CONF_DIR / "stage").glob("*.yaml"))
 
 
 def test_every_group_has_options():
-    assert ARCHS == ["gfx908", "gfx90a", "gfx942", "gfx950"]
+    assert ARCHS == ["gfx1030", "gfx900", "gfx906", "gfx908", "gfx90a", "gfx942", "gfx950"]
     assert set(OPS) >= {"fwd", "bwd_data", "bwd_weight", "grouped_conv/fwd",
                         "grouped_conv/bwd_data", "grouped_conv/bwd_weight", "gemm", "gemm/universal"}
     assert set(STAGE_FILES) == set(STAGES)
@@ -47,7 +47,7 @@ def test_compose_arch_op_stage(compose, arch, op, stage):
     assert resolved["op"]["direction"] == direction
     if op.startswith("miopen"):  # solvers per arch; problems come from an imported find-db
         assert resolved["op"]["model_name"] == f"miopen_{direction}_fp16_{arch}"
-        assert set(resolved["op"]["solvers"]) == {"gfx908", "gfx90a", "gfx942"}
+        assert set(resolved["op"]["solvers"]) == {"gfx1030", "gfx900", "gfx906", "gfx908", "gfx90a", "gfx942"}
         assert resolved["problems"]["name"] == "smoke"
         return
     assert resolved["op"]["model_name"] == f"grouped_conv_{direction}_bf16_{arch}"

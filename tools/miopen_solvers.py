@@ -90,15 +90,18 @@ REGISTRY = [
 # (an xdlops GPU of the gfx9 family, like gfx90a).
 ONLY_ON = {
     # gfx803/gfx900/gfx906/gfx908 binaries (conv_bin_wino3x3U.cpp, conv_bin_winoRxS.cpp)
-    "ConvBinWinograd3x3U": ("gfx908",), "ConvBinWinogradRxS": ("gfx908",),
+    "ConvBinWinograd3x3U": ("gfx900", "gfx906", "gfx908"), "ConvBinWinogradRxS": ("gfx900", "gfx906", "gfx908"),
     # the NCHW GTC xdlops implicit GEMMs: device_name == "gfx908" (conv_asm_implicit_gemm_gtc_*.cpp)
     "ConvAsmImplicitGemmGTCDynamicFwdXdlops": ("gfx908",), "ConvAsmImplicitGemmGTCDynamicBwdXdlops": ("gfx908",),
     "ConvAsmImplicitGemmGTCDynamicWrwXdlops": ("gfx908",),
     # gfx900/gfx906 only (conv_asm_implicit_gemm_*v4r1_dynamic.cpp)
-    **{n: () for n in ("ConvAsmImplicitGemmV4R1DynamicFwd", "ConvAsmImplicitGemmV4R1DynamicFwd_1x1",
+    **{n: ("gfx900", "gfx906") for n in ("ConvAsmImplicitGemmV4R1DynamicFwd", "ConvAsmImplicitGemmV4R1DynamicFwd_1x1",
                        "ConvAsmImplicitGemmV4R1DynamicBwd", "ConvAsmImplicitGemmV4R1DynamicWrw")},
-    # dot-product (dlops) kernels of RDNA2, and Winograd "Fury" of RDNA3 and later: none of ours
-    "ConvCkIgemmFwdV6r1DlopsNchw": (), "ConvAsmImplicitGemmGTCDynamicFwdDlopsNCHWC": (), "ConvWinoFuryRxSf2x3": (),
+    # dot-product (dlops) kernels: CK's v6r1 NCHW where CK runs (conv_ck_igemm_fwd_v6r1_dlops_nchw.cpp,
+    # IsComposableKernelSupportedHardware; the find-dbs list it on gfx906 and gfx1030; the gfx908 table,
+    # derived before, leaves it out), the NCHWC assembly on gfx1030 only; Winograd "Fury": RDNA3 and later
+    "ConvCkIgemmFwdV6r1DlopsNchw": ("gfx900", "gfx906", "gfx1030"), "ConvAsmImplicitGemmGTCDynamicFwdDlopsNCHWC": ("gfx1030",),
+    "ConvWinoFuryRxSf2x3": (),
     "GemmFwd1x1_0_1_int8": (),  # int8 only: no op of ours
 }
 # A solver new to the tables asks for a workspace like its kin: the GTC xdlops kernels (as their
@@ -139,11 +142,29 @@ def tables(paths: list[str]) -> dict:
 
     per: dict = {}
     names: set = set()
-    for path in paths:
-        arch, _ = arch_from_name(path, ["gfx90a", "gfx942", "gfx950"])
+    import pandas as pd
+
+    from ckheur.config import known_archs
+
+    frames: dict = {}
+    for path in paths:  # an arch's files (MI50's and MI60's: gfx906) make one table
+        arch, _ = arch_from_name(path, known_archs())
         fdb = read_find_db(path)
-        e = fdb.entries.assign(direction=fdb.problems["direction"].to_numpy()[fdb.entries["problem"].to_numpy()])
+        for old, n in (fdb.report.get("renamed_solvers") or {}).items():
+            print(f"# {Path(path).name}: {n} entries mapped, {old} (find_db.OLDER_NAMES)")
+        frames.setdefault(arch, []).append(fdb.entries.assign(
+            direction=fdb.problems["direction"].to_numpy()[fdb.entries["problem"].to_numpy()]))
+    registered = {name: dirs for _, name, dirs, _ in REGISTRY}
+    letters = {d: letter for letter, d in DIRECTIONS.items()}
+    for arch, parts in frames.items():
+        e = pd.concat(parts, ignore_index=True)
         for (direction, solver), g in e.groupby(["direction", "solver"]):
+            if letters[direction] not in registered.get(solver, letters[direction]) or \
+                    arch not in ONLY_ON.get(solver, (arch,)):
+                print(f"# {arch} {direction}: {solver} is listed, but MIOpen's registry (REGISTRY, ONLY_ON) "
+                      "does not run it there: check both")
+            if solver not in registered:
+                print(f"# {arch} {direction}: {solver} ({len(g)} entries) is not in MIOpen's registry (REGISTRY)")
             per.setdefault(direction, {}).setdefault(arch, []).append(
                 {"name": solver, "algorithm": g["algorithm"].mode().iloc[0], "implementation": implementation_of(solver),
                  "workspace": bool((g["workspace"] > 0).any()), "problems": int(len(g))})

@@ -291,8 +291,13 @@ def arch_peaks(arch: str | Mapping[str, Any]) -> dict[str, float]:
 
 @functools.lru_cache(maxsize=None)
 def _shipped_peaks(name: str) -> tuple:
-    try:
-        return tuple(load_option(f"arch/{name}")["peak_tflops"].items())
+    try:  # by name, any device of the arch (conf/arch devices: MI60 beside MI50): the fastest one's peak
+        cfg = load_option(f"arch/{name}")
+        peaks = dict(cfg["peak_tflops"])
+        for dev in cfg.get("devices") or []:
+            for dtype, peak in (dev.get("peak_tflops") or {}).items():
+                peaks[dtype] = max(float(peak), float(peaks.get(dtype, 0.0)))
+        return tuple(peaks.items())
     except (OSError, KeyError, TypeError, AttributeError):
         return ()
 

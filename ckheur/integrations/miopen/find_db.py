@@ -33,6 +33,16 @@ DTYPES = {"FP32": "fp32", "FP16": "fp16", "BF16": "bf16"}
 LAYOUTS = ("NCHW", "NCDHW", "NHWC", "NDHWC")
 ALGORITHMS = {"Direct": "direct", "ImplicitGEMM": "implicit_gemm", "Winograd": "winograd", "GEMM": "gemm",
               "FFT": "fft"}
+# Older find-dbs' solver names that are today's solver under another name, with why they are the
+# same (read in MIOpen's sources); the import maps them and says so. Any other unknown name is left
+# out of a dataset and counted (dataset_rows).
+OLDER_NAMES = {
+    # conv_ocl_dir2Dfwd.cpp / solvers.hpp (MIOpen 2.x-5.x): ``struct ConvOclDirectFwdFused :
+    # ConvOclDirectFwd``, its IsApplicable and kernel (MIOpenConvDirUni.cl) inherited, its
+    # GetSolution the base's without the MLO_CONV_BIAS macro: on a problem without bias, the same
+    # kernel. Registry id 12, retired since; mapped on bias-free problems only.
+    "ConvOclDirectFwdFused": "ConvOclDirectFwd",
+}
 CENSORED_REASON = "not listed in the find-db: not applicable, or slower than the slowest listed solver"
 
 _KEY_2D_COLS = ["c1", "h1", "w1", "Y", "X", "c2", "h2", "w2", "N", "pad_h", "pad_w", "stride_h", "stride_w",
@@ -140,7 +150,7 @@ def _extract(strings: Any, pattern: str, numbers: Sequence[str] = (), floats: Se
 
 
 CACHE_ENV = "CKHEUR_FIND_DB_CACHE"  # the parsed find-db cache folder; "off" parses every time
-CACHE_FORMAT = 1  # bump when FindDb's columns or the parser's rules change: older entries are ignored
+CACHE_FORMAT = 2  # bump when FindDb's columns or the parser's rules change: older entries are ignored
 
 
 def read_find_db(path: str | Path, arch: str | None = None) -> FindDb:
@@ -339,6 +349,14 @@ def _parse_find_db(path: Path, arch: str | None) -> FindDb:
     e = e[~bad]
     e["time_ms"] = e["time_ms"].astype(np.float64)
     e["workspace"] = e["workspace"].astype(np.int64)
+    older = e["solver"].isin(list(OLDER_NAMES)).to_numpy()
+    if older.any():  # today's name where it is the same solver (OLDER_NAMES): bias-free problems only
+        bias = problems["bias"].reindex(e["line"].to_numpy()).to_numpy()
+        mapped = older & (bias == 0)
+        renamed = report.setdefault("renamed_solvers", {})
+        for old_name, n in e["solver"][mapped].value_counts().items():
+            renamed[f"{old_name} -> {OLDER_NAMES[old_name]}"] = int(n)
+        e.loc[mapped, "solver"] = e["solver"][mapped].map(OLDER_NAMES)
     t = e["time_ms"].to_numpy()
     wrong = np.flatnonzero(~np.isfinite(t) | (t < 0))
     if len(wrong):

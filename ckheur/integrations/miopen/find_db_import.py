@@ -11,7 +11,7 @@ def import_find_db_file(src: Path, *, data_root: str | Path, arch: Mapping[str, 
                         find_db_arch: str | None, overwrite: bool, log: Callable[[str], None], **_: Any) -> dict:
     """One find-db: one dataset per direction and dtype it holds, every listed solver timed and every
     other solver of the arch's table ``censored``."""
-    from ckheur.config import known_archs, load_option
+    from ckheur.config import find_db_device, known_archs, load_option
     from ckheur.data.dataset import dataset_dir
     from ckheur.data.importing import ImportRefused, ImportTransaction, begin_import, import_report, plan_import
     from ckheur.integrations.miopen.find_db import FindDbError, arch_from_name, dataset_rows, read_find_db
@@ -34,13 +34,21 @@ def import_find_db_file(src: Path, *, data_root: str | Path, arch: Mapping[str, 
     except (OSError, EOFError) as e:
         raise ImportRefused(f"{src}: cannot be read ({e})") from None
     arch_cfg = dict(arch) if arch.get("name") == file_arch else load_option(f"arch/{file_arch}")
-    if cus is not None and cus != arch_cfg.get("num_cus"):
+    device = find_db_device(load_option(f"arch/{file_arch}"), cus) if cus is not None else None
+    if device is not None:
+        log(f"import: measured on {device.get('product', file_arch)} ({file_arch}, {device['num_cus']} CUs: "
+            f"arch={file_arch}" + (f" arch.num_cus={device['num_cus']}" if device["num_cus"] != arch_cfg["num_cus"]
+                                   else "") + ")")
+    elif cus is not None:
         log(f"import: the file was measured on {file_arch} with {cus} CUs (conf/arch/{file_arch}.yaml says "
             f"{arch_cfg.get('num_cus')}): the datasets are labeled {file_arch}")
     stamp = time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(src.stat().st_mtime)) + "+00:00"
     rep = fdb.report
     log(f"import: {src.name}: {rep['lines']} lines, {rep['problems']} problems, {rep['entries']} listed "
         f"solver times ({file_arch}{f', {cus} CUs' if cus else ''})")
+    for renamed, n in (rep.get("renamed_solvers") or {}).items():
+        log(f"import: mapped {n} entries of an older solver name to today's: {renamed} (the same solver; "
+            "ckheur.integrations.miopen.find_db.OLDER_NAMES says why)")
     for reason, n in {**rep["skipped_keys"], **rep["skipped_entries"]}.items():
         log(f"import: skipped {n}: {reason}")
     if rep.get("problems_out_of_time_order"):

@@ -1,0 +1,82 @@
+"""The four older GPUs (MI50, MI60, Vega 56, an RDNA2 Radeon): their find-dbs in MIOpen's older
+entry format and solver names import whole into their arch's solver tables; a device is an arch
+plus its CU count (MI60 is gfx906 with 64). Real data: slices of the shared files
+(tests/data/miopen_fdb, a few hundred lines each)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from conftest import ROOT, run_cli
+
+SLICES = ROOT / "tests" / "data" / "miopen_fdb"
+OLDER = {"gfx906_60": ("gfx906", 60), "gfx906_64": ("gfx906", 64), "gfx900_56": ("gfx900", 56),
+         "gfx1030_36": ("gfx1030", 36)}
+
+
+@pytest.mark.parametrize("stem", sorted(OLDER))
+def test_older_format_slices_parse_whole_into_their_arch_tables(stem):
+    """Every line of the slice is read (older entries: algo first, solver, time, workspace, library);
+    every listed solver of every direction is in the arch's table: nothing is left out."""
+    from ckheur.config import known_archs
+    from ckheur.families.miopen.solvers import table_names
+    from ckheur.integrations.miopen.find_db import arch_from_name, read_find_db
+
+    path = SLICES / f"{stem}.HIP.fdb.txt.bz2"
+    arch, cus = arch_from_name(path, known_archs())
+    assert (arch, cus) == OLDER[stem]
+    fdb = read_find_db(path, arch)
+    r = fdb.report
+    assert r["problems"] > 0.9 * r["lines"] and not r["skipped_entries"].get("entry not in either find-db format")
+    assert not any("peak" in reason for reason in r["skipped_entries"])  # the arch's peaks admit every time
+    p = fdb.problems
+    assert set(p.direction) == {"fwd", "bwd_data", "bwd_weight"} and set(p.dtype) == {"fp32", "fp16", "bf16"}
+    direction = p.direction.to_numpy()[fdb.entries.problem.to_numpy()]
+    for d in ("fwd", "bwd_data", "bwd_weight"):
+        listed = set(fdb.entries.solver[direction == d])
+        assert listed and listed <= set(table_names(d, arch)), (d, listed - set(table_names(d, arch)))
+
+
+def test_an_older_solver_name_is_mapped_and_the_import_says_so(tmp_path):
+    """gfx1030's ConvOclDirectFwdFused (ConvOclDirectFwd's subclass: its kernel without the bias
+    macro) is imported as ConvOclDirectFwd on bias-free problems, with a line saying so; the
+    device is named from the file's CU count."""
+    from ckheur.data.dataset import read_dataset
+
+    src = SLICES / "gfx1030_36.HIP.fdb.txt.bz2"
+    data = tmp_path / "data"
+    r = run_cli("stage=import", f"import.path={src}", f"paths.data={data}", f"hydra.run.dir={tmp_path / 'r'}")
+    assert r.returncode == 0, r.stderr
+    assert "mapped 4 entries of an older solver name to today's: ConvOclDirectFwdFused -> ConvOclDirectFwd" in r.stdout
+    assert "left out" not in r.stdout and "(gfx1030, 72 CUs: arch=gfx1030)" in r.stdout
+    df = read_dataset(data / "miopen_fwd_fp32_gfx1030" / "gfx1030_36.parquet")
+    ok = df[(df.status == "ok") & (df.kernel == "ConvOclDirectFwd")]
+    assert "ConvOclDirectFwdFused" not in set(df.kernel.astype(str))
+    assert ((ok.C == 128) & (ok.K == 256) & (ok.Hi == 3)).sum() >= 4  # the four lines that listed only the old name
+
+
+def test_a_device_is_an_arch_and_its_cu_count():
+    """arch=gfx906 is MI50; arch.num_cus=64 makes it MI60 with MI60's clocks and peaks (so its
+    hardware descriptors differ from MI50's); a count no device has keeps the arch's figures;
+    RDNA2 runs waves of 32 and none of the three has matrix cores."""
+    from ckheur.config import find_db_device, load_arch, load_option
+    from ckheur.families.hardware import descriptors
+    from ckheur.job import Job
+    from ckheur.stages import compose_config
+
+    mi50 = Job.from_config(compose_config(["op=miopen/fwd", "arch=gfx906"])).arch
+    mi60 = Job.from_config(compose_config(["op=miopen/fwd", "arch=gfx906", "arch.num_cus=64"])).arch
+    assert (mi50["product"], mi50["num_cus"], mi50["max_clock_mhz"]) == ("MI50", 60, 1725)
+    assert (mi60["product"], mi60["num_cus"], mi60["max_clock_mhz"], mi60["peak_tflops"]["fp16"]) == \
+        ("MI60", 64, 1800, 29.5)
+    assert "devices" not in mi60 and not np.allclose(descriptors(mi50, "fp16"), descriptors(mi60, "fp16"))
+    odd = Job.from_config(compose_config(["op=miopen/fwd", "arch=gfx906", "arch.num_cus=62"])).arch
+    assert (odd["product"], odd["num_cus"], odd["max_clock_mhz"]) == ("MI50", 62, 1725)
+    assert find_db_device(load_option("arch/gfx90a"), 104)["product"] == "MI210"
+    assert find_db_device(load_option("arch/gfx1030"), 36)["num_cus"] == 72  # HIP counts RDNA's WGPs
+    assert find_db_device(load_option("arch/gfx906"), 56) is None
+    for name in ("gfx900", "gfx906", "gfx1030"):
+        cfg = load_arch(name)
+        assert cfg["matrix_cores"] is False and cfg["wavefront_size"] == (32 if name == "gfx1030" else 64)
+    assert load_arch("gfx90a")["matrix_cores"] is True
