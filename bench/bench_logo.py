@@ -1,0 +1,349 @@
+#!/usr/bin/env python
+"""Leave-one-GPU-out over the six find-dbs, with a few-shot bring-up: what serves a GPU never measured.
+
+The six devices of ../shared/data/miopen_fdb (MI300X gfx942, MI210 gfx90a, MI50 gfx906 60 CUs,
+MI60 gfx906 64 CUs, Vega 56 gfx900, an RDNA2 Radeon gfx1030), each a device config
+(``ckheur.config.find_db_device``: the arch config with the device's CUs, clocks, peaks). Per
+direction and dtype, each device held out in turn; scored on its (subsampled) problems in the open
+protocol (every solver of its table is a candidate; a pick its file does not list counts 0):
+
+- **zero-shot**: one model across the other five devices, hardware descriptors as features
+  (``features.hardware``), ranking the held-out device's solver table with its descriptors, only
+  the solvers MIOpen's rules keep (``op.applicability=rules``, the default);
+- **today's fallback**: the shipped bundle of the nearest other GPU that has one (gfx90a or gfx942,
+  nearest by hardware descriptors scaled by their spread over the six), without its remembered
+  answers: what ``stage=predict`` serves a GPU without a bundle;
+- **nearest device's own model**: a model trained here on the nearest other device's data alone
+  (what its bundle would be), on the solvers both tables have;
+- **best single solver**: the solver of the five with the highest mean efficiency on their data
+  (pooled), always picked;
+- **TunaNet** of the held-out GPU where MIOpen ships one (gfx90a, gfx942), on its domain;
+- **ceiling**: the held-out device's own model on a random 80/20 split of its problems, scored on
+  the 20%;
+- **few-shot**: random 1% and 5% of the held-out device's (problem, solver) pairs, measured as
+  ``sweep.active.ranker`` does: problems drawn at random, each timed on the zero-shot model's
+  floor(sqrt(n)) best solvers plus half that drawn from the rest (a solver its file does not list
+  reads censored, as an import writes it); then a model across the five plus those rows (x20,
+  ``train.target_weight``), scored on the device's problems the sweep did not measure, beside the
+  zero-shot model and the ceiling's model on the same problems.
+- the same-arch pair: MI50 <- MI60's own model and MI60 <- MI50's (a GPU whose sibling was measured).
+
+Models use bench_unseen's small recipe (15 leaves, at most 500 trees, lr 0.15). Problems are
+subsampled per device, direction and dtype (--max-problems, at random) to fit small machines.
+
+    python bench/bench_logo.py [--data DIR] [--directions fwd bwd_data bwd_weight] [--dtypes fp32 fp16]
+                               [--max-problems 1500] [--jobs 6] [--out logo.json]
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import math
+import sys
+import time
+from concurrent.futures import ProcessPoolExecutor
+from pathlib import Path
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from bench_miopen_fdb import ROOT, SHARED, TUNANET, import_file  # noqa: E402
+from bench_unseen import RECIPE, fit_on, predict_rows, ranked_rows, report  # noqa: E402
+
+# device -> (arch, the find-db's CU count, its file)
+DEVICES = {"MI300X": ("gfx942", 304, "gfx942130"), "MI210": ("gfx90a", 104, "gfx90a68"),
+           "MI50": ("gfx906", 60, "gfx906_60"), "MI60": ("gfx906", 64, "gfx906_64"),
+           "Vega56": ("gfx900", 56, "gfx900_56"), "RDNA2": ("gfx1030", 36, "gfx1030_36")}
+SIBLINGS = (("MI50", "MI60"), ("MI60", "MI50"))
+BUNDLED = ("gfx90a", "gfx942")  # archs with shipped bundles
+TARGET_WEIGHT = 20.0  # train.target_weight's default: each of the held-out device's few rows
+
+
+def device_config(device: str) -> dict:
+    """The device's arch config (its devices entry where it has one)."""
+    from ckheur.config import find_db_device, load_arch
+
+    arch, cus, _ = DEVICES[device]
+    cfg = find_db_device(load_arch(arch), cus)
+    assert cfg is not None, device
+    return cfg
+
+
+def load_device(data: Path, device: str, direction: str, dtype: str, max_problems: int, seed: int):
+    """A device's table of one direction and dtype, at most ``max_problems`` problems drawn at random."""
+    from ckheur.data.dataset import read_dataset
+    from ckheur.families.engines import get_engine
+    from ckheur.families.miopen.problems import FIELDS
+    from ckheur.kernels import enumerate_pool
+    from ckheur.learn.training import build_table
+    from ckheur.stages import compose_config, plain
+
+    arch, _, name = DEVICES[device]
+    cfg = compose_config([f"op=miopen/{direction}", f"arch={arch}", f"op.dtype={dtype}"])
+    op, arch_cfg = plain(cfg.op), device_config(device)
+    df = read_dataset(data / f"miopen_{direction}_{dtype}_{arch}" / f"{name}.parquet")
+    group = df.groupby(list(FIELDS), sort=True, observed=True, dropna=False).ngroup().to_numpy()
+    total = int(group.max()) + 1
+    if total > max_problems:
+        keep = np.random.default_rng(seed).choice(total, size=max_problems, replace=False)
+        df = df[np.isin(group, keep)]
+    tb = build_table(df, op, arch_cfg, enumerate_pool(op, arch_cfg).kernels, get_engine("miopen"), None)
+    flops = np.array([p.flops for p in tb.problems], dtype=float)[tb.pid]
+    tb.flops_over_tflops = np.where(tb.tflops > 0, flops / np.maximum(tb.tflops, 1e-30) * 1e-9, np.nan)
+    tb.op = op
+    tb.total_problems = total
+    return tb
+
+
+def with_hw(tb, cfg: dict, dtype: str, union: list):
+    """The table with the device's descriptors appended and its kernels indexed into ``union``."""
+    from ckheur.families.hardware import DESCRIPTORS, descriptors
+
+    hw = descriptors(cfg, dtype).astype(tb.X.dtype)
+    at = {k.name: i for i, k in enumerate(union)}
+    remap = np.array([at[k.name] for k in tb.kernels])
+    return dataclasses.replace(tb, X=np.hstack([tb.X, np.broadcast_to(hw, (len(tb.X), len(hw)))]),
+                               feature_names=[*tb.feature_names, *DESCRIPTORS], kid=remap[tb.kid], kernels=union,
+                               weight=None)
+
+
+def rows_of(tb, rows: np.ndarray, weight: float | None = None):
+    """A table of some rows (problems renumbered), each weighing ``weight`` (None: 1)."""
+    keep, pid = np.unique(tb.pid[rows], return_inverse=True)
+    full = np.zeros(len(keep), dtype=bool) if tb.full is None else tb.full[keep]
+    return dataclasses.replace(tb, X=tb.X[rows], tflops=tb.tflops[rows], pid=pid, kid=tb.kid[rows],
+                               problems=[tb.problems[i] for i in keep], full=full,
+                               weight=None if weight is None else np.full(len(rows), weight))
+
+
+def nearest(held: str, among: list, cfgs: dict, dtype: str) -> str:
+    """The device of ``among`` nearest ``held`` by hardware descriptors, each scaled by its spread over the six."""
+    from ckheur.families.hardware import descriptors
+
+    points = {d: descriptors(cfgs[d], dtype) for d in DEVICES}
+    spread = np.std(np.array(list(points.values())), axis=0)
+    spread[spread == 0] = 1.0
+    return min(among, key=lambda d: float(np.linalg.norm((points[d] - points[held]) / spread)))
+
+
+def best_single(tables: list) -> str:
+    """The solver with the highest mean efficiency over the pooled problems of ``tables`` (unlisted: 0)."""
+    eff_by: dict = {}
+    n = 0
+    for tb in tables:
+        t = np.where(tb.tflops > 0, tb.flops_over_tflops, np.inf)
+        best = np.full(len(tb.problems), np.inf)
+        np.minimum.at(best, tb.pid, t)
+        eff = np.where(np.isfinite(t), best[tb.pid] / t, 0.0)
+        for k, e in zip(tb.kid, eff):
+            name = tb.kernels[k].name
+            eff_by[name] = eff_by.get(name, 0.0) + e
+        n += len(tb.problems)
+    return max(eff_by, key=eff_by.get)
+
+
+def sweep_rows(tb, kept: np.ndarray, scores: np.ndarray, budget: float, seed: int) -> np.ndarray:
+    """Rows a ``sweep.active.ranker`` sweep times within ``budget`` of the table's pairs: problems in a
+    random order, each on the ranker's floor(sqrt(n)) best solvers and half that drawn from the rest."""
+    rng = np.random.default_rng(seed)
+    limit = max(1, int(budget * len(tb.pid)))
+    by_problem = np.split(np.arange(len(tb.pid)), np.flatnonzero(np.diff(tb.pid)) + 1)
+    out: list = []
+    for p in rng.permutation(len(by_problem)):
+        rows = by_problem[p]
+        rows = rows[kept[rows]] if kept[rows].any() else rows
+        top = max(1, math.isqrt(len(rows)))
+        order = rows[np.argsort(-scores[rows], kind="stable")]
+        rest = order[top:]
+        explore = rng.choice(rest, size=min(len(rest), math.ceil(top / 2)), replace=False) if len(rest) else rest
+        out.extend([*order[:top], *explore])
+        if len(out) >= limit:
+            break
+    return np.sort(np.array(out, dtype=np.int64))
+
+
+def one_op(args: tuple) -> dict:
+    """Every held-out device of one direction and dtype."""
+    data, direction, dtype, max_problems, seed, budgets, threads, tunanet = args
+    from ckheur.stages import compose_config, plain
+
+    t0 = time.perf_counter()
+    model = {**plain(compose_config([f"op=miopen/{direction}"]).model), **RECIPE, "threads": threads}
+    cfgs = {d: device_config(d) for d in DEVICES}
+    tables = {d: load_device(Path(data), d, direction, dtype, max_problems, seed) for d in DEVICES}
+    union: dict = {}
+    for tb in tables.values():
+        for k in tb.kernels:
+            union.setdefault(k.name, k)
+    union_list = sorted(union.values(), key=lambda k: k.solver_id)
+    hw = {d: with_hw(tb, cfgs[d], dtype, union_list) for d, tb in tables.items()}
+    own = {d: fit_on(hw[d], None, model, seed)[0] for d in DEVICES}  # each device's own model (all its problems)
+    out = {"direction": direction, "dtype": dtype, "problems": {d: len(t.problems) for d, t in tables.items()},
+           "total_problems": {d: t.total_problems for d, t in tables.items()}, "held_out": {}}
+    print(f"{direction} {dtype}: tables and own models in {time.perf_counter() - t0:.0f} s", flush=True)
+    for held in DEVICES:
+        tb, mine = tables[held], hw[held]
+        others = [d for d in DEVICES if d != held]
+        rows = np.arange(len(tb.pid))
+        kept = ranked_rows(tb, tb.op, rows)
+        res: dict = {}
+
+        def add(name, scores, on=rows, **extra):
+            res[name] = {**report(tb, on, scores), **extra}
+
+        from ckheur.learn.training import concat_tables
+
+        zero, _ = fit_on(concat_tables([hw[d] for d in others]), None, model, seed)
+        z = np.where(kept, predict_rows(zero, mine, rows), -np.inf)
+        add("zero-shot: model across the other five", z)
+        fallback = nearest(held, [d for d in others if DEVICES[d][0] in BUNDLED], cfgs, dtype)
+        bundle = ROOT / "models" / f"miopen_{direction}_{dtype}_{DEVICES[fallback][0]}"
+        if bundle.is_dir():
+            from bench_unseen import bundle_scores
+
+            add("today's fallback: nearest shipped bundle", bundle_scores(bundle, tb)[0], bundle=fallback)
+        near = nearest(held, others, cfgs, dtype)
+        theirs = {k.name for k in tables[near].kernels}
+        known = np.array([k.name in theirs for k in tb.kernels])
+        add("nearest device's own model", np.where(kept & known[tb.kid], predict_rows(own[near], mine, rows), -np.inf),
+            device=near)
+        single = best_single([tables[d] for d in others])
+        add("best single solver of the five", np.array([1.0 if tb.kernels[k].name == single else 0.0
+                                                         for k in tb.kid]), solver=single)
+        arch = DEVICES[held][0]
+        if arch in BUNDLED and Path(tunanet).is_dir():
+            from bench_unseen import tunanet_rows
+
+            tunanet_rows(tb, arch, direction, dtype, tunanet,
+                         lambda name, scores, on: add("its own TunaNet (MIOpen's, its domain)", scores, on))
+        # the ceiling: the device's own model on 80% of its problems, scored on the other 20%
+        test = np.random.default_rng(seed + 7).random(len(tb.problems)) < 0.2
+        te = np.flatnonzero(test[tb.pid])
+        ceiling, _ = fit_on(mine, np.flatnonzero(~test[tb.pid]), model, seed)
+        add("ceiling: its own model, random split (20%)", predict_rows(ceiling, mine, te), te)
+        for budget in budgets:
+            swept = sweep_rows(tb, kept, z, budget, seed)
+            measured = np.zeros(len(tb.problems), dtype=bool)
+            measured[tb.pid[swept]] = True
+            rest = np.flatnonzero(~measured[tb.pid])
+            few, _ = fit_on(concat_tables([*(hw[d] for d in others), rows_of(mine, swept, TARGET_WEIGHT)]), None,
+                            model, seed)
+            tag = f"{100 * budget:g}%"
+            add(f"few-shot {tag}: five + the sweep's rows, retrained", np.where(kept[rest],
+                predict_rows(few, mine, rest), -np.inf), rest, pairs=int(len(swept)),
+                problems_swept=int(measured.sum()))
+            add(f"few-shot {tag}: zero-shot on the same problems", z[rest], rest)
+            # beside the ceiling on the same problems: its 20% the sweep did not measure
+            both = np.flatnonzero(test[tb.pid] & ~measured[tb.pid])
+            add(f"few-shot {tag}, on the ceiling's unmeasured 20%", np.where(kept[both],
+                predict_rows(few, mine, both), -np.inf), both)
+            add(f"ceiling, on the same problems (few-shot {tag})", predict_rows(ceiling, mine, both), both)
+        for a, b in SIBLINGS:
+            if held == a:
+                sib = {k.name for k in tables[b].kernels}
+                kn = np.array([k.name in sib for k in tb.kernels])
+                add(f"sibling {b}'s own model", np.where(kept & kn[tb.kid], predict_rows(own[b], mine, rows), -np.inf))
+        out["held_out"][held] = res
+        line = "; ".join(f"{n}: {100 * r['top1']:.1f} / {100 * r['efficiency']:.2f} / {100 * r['not_listed']:.2f}"
+                         for n, r in res.items())
+        print(f"{direction} {dtype} {held} ({time.perf_counter() - t0:.0f} s): {line}", flush=True)
+    out["seconds"] = round(time.perf_counter() - t0, 1)
+    return out
+
+
+def table_md(results: list) -> list[str]:
+    """Markdown: per direction, dtype and held-out device, top-1 / mean efficiency / unlisted picks of each row."""
+    names: list = []
+    for r in results:
+        for res in r["held_out"].values():
+            for n in res:
+                if n not in names:
+                    names.append(n)
+    lines = []
+    for n in names:
+        lines.append(f"\n**{n}** (top-1 % / mean efficiency % / unlisted picks %)\n")
+        lines.append("| direction | dtype | " + " | ".join(DEVICES) + " |")
+        lines.append("| --- | --- | " + " | ".join("---" for _ in DEVICES) + " |")
+        for r in results:
+            cells = []
+            for d in DEVICES:
+                x = r["held_out"].get(d, {}).get(n)
+                cells.append("" if x is None else f"{100 * x['top1']:.1f} / {100 * x['efficiency']:.2f} / "
+                             f"{100 * x['not_listed']:.2f}")
+            lines.append(f"| {r['direction']} | {r['dtype']} | " + " | ".join(cells) + " |")
+    return lines
+
+
+def summary(results: list) -> list[str]:
+    """Means over every held-out device, direction and dtype, and the targets' checks."""
+    z, f = "zero-shot: model across the other five", "today's fallback: nearest shipped bundle"
+    rows = [(r, d, res) for r in results for d, res in r["held_out"].items()]
+    mean = lambda name, key: 100 * np.mean([res[name][key] for _, _, res in rows if name in res])  # noqa: E731
+    out = ["\n| selector | cells | mean top-1 | mean efficiency | mean unlisted picks |", "| --- | --- | --- | --- | --- |"]
+    names = list(dict.fromkeys(n for _, _, res in rows for n in res))
+    for n in names:
+        cells = sum(1 for _, _, res in rows if n in res)
+        out.append(f"| {n} | {cells} | {mean(n, 'top1'):.1f} | {mean(n, 'efficiency'):.2f} | "
+                   f"{mean(n, 'not_listed'):.2f} |")
+    wins = [(res[z]["efficiency"] - res[f]["efficiency"]) for _, _, res in rows if f in res]
+    out.append(f"\nzero-shot minus today's fallback, mean efficiency: mean {100 * np.mean(wins):+.2f} points, "
+               f"worst {100 * min(wins):+.2f}, at least as good in {sum(w >= 0 for w in wins)} of {len(wins)} cells")
+    for tag in ("1%", "5%"):
+        few, ceil = f"few-shot {tag}, on the ceiling's unmeasured 20%", f"ceiling, on the same problems (few-shot {tag})"
+        gaps = [(res[ceil]["efficiency"] - res[few]["efficiency"], res[ceil]["top1"] - res[few]["top1"])
+                for _, _, res in rows if few in res]
+        if gaps:
+            g = np.array(gaps)
+            out.append(f"few-shot {tag}: ceiling minus few-shot on the same problems: mean efficiency "
+                       f"{100 * g[:, 0].mean():+.2f} points (worst {100 * g[:, 0].max():+.2f}), top-1 "
+                       f"{100 * g[:, 1].mean():+.2f} points (worst {100 * g[:, 1].max():+.2f})")
+    for a, b in SIBLINGS:
+        cells = [r["held_out"][a] for r in results if a in r["held_out"]]
+        sib = f"sibling {b}'s own model"
+        d = [x[z]["efficiency"] - x[sib]["efficiency"] for x in cells if sib in x]
+        if d:
+            out.append(f"{a} held out: zero-shot minus {sib}, mean efficiency {100 * np.mean(d):+.2f} points "
+                       f"(worst {100 * min(d):+.2f})")
+    return out
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--data", default="/tmp/ckheur_logo_data", help="datasets (the six files imported once)")
+    ap.add_argument("--fdb", default=str(SHARED), help="folder of the six find-db files")
+    ap.add_argument("--tunanet", default=str(TUNANET), help="folder of MIOpen's TunaNet files")
+    ap.add_argument("--directions", nargs="+", default=["fwd", "bwd_data", "bwd_weight"])
+    ap.add_argument("--dtypes", nargs="+", default=["fp32", "fp16"])
+    ap.add_argument("--max-problems", type=int, default=1500, help="per device, direction and dtype, at random")
+    ap.add_argument("--budgets", nargs="+", type=float, default=[0.01, 0.05])
+    ap.add_argument("--jobs", type=int, default=1, help="directions x dtypes in parallel processes")
+    ap.add_argument("--threads", type=int, default=2, help="LightGBM threads per process")
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--out", default=None, help="write the results as JSON")
+    args = ap.parse_args()
+    data = Path(args.data)
+    todo = [Path(args.fdb) / f"{name}.HIP.fdb.txt.bz2" for arch, _, name in DEVICES.values()
+            if not (data / f"miopen_fwd_fp32_{arch}" / f"{name}.parquet").exists()]
+    if todo:
+        with ProcessPoolExecutor(max_workers=max(1, min(args.jobs, len(todo)))) as ex:
+            for r in ex.map(import_file, todo, [data] * len(todo)):
+                print(f"imported {r['file']} in {r['wall_s']} s", flush=True)
+    jobs = [(str(data), d, t, args.max_problems, args.seed, args.budgets, args.threads, args.tunanet)
+            for d in args.directions for t in args.dtypes]
+    t0 = time.perf_counter()
+    results = []
+    with ProcessPoolExecutor(max_workers=max(1, args.jobs)) as ex:
+        for r in ex.map(one_op, jobs):
+            results.append(r)
+            if args.out:  # kept as each finishes: a run cut short keeps what it measured
+                Path(args.out).write_text(json.dumps(results, indent=1, default=float))
+    print(f"\nleave-one-GPU-out over {len(DEVICES)} devices, at most {args.max_problems} problems per device, "
+          f"direction and dtype (drawn at random, seed {args.seed}); {time.perf_counter() - t0:.0f} s")
+    for line in [*table_md(results), *summary(results)]:
+        print(line)
+
+
+if __name__ == "__main__":
+    main()
