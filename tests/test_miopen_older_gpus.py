@@ -80,3 +80,21 @@ def test_a_device_is_an_arch_and_its_cu_count():
         cfg = load_arch(name)
         assert cfg["matrix_cores"] is False and cfg["wavefront_size"] == (32 if name == "gfx1030" else 64)
     assert load_arch("gfx90a")["matrix_cores"] is True
+
+
+def test_evaluate_on_a_gpu_without_a_bundle_evaluates_what_predict_serves(tmp_path):
+    """MI60 (gfx906) has no bundle: stage=evaluate scores the nearest GPU's bundle as stage=predict
+    serves it (its solvers that run there, no remembered answers), saying so, instead of stopping
+    with "model bundle ... not found"."""
+    data = tmp_path / "data"
+    r = run_cli("stage=import", f"import.path={SLICES / 'gfx906_64.HIP.fdb.txt.bz2'}", f"paths.data={data}",
+                f"hydra.run.dir={tmp_path / 'i'}")
+    assert r.returncode == 0, r.stderr
+    assert "measured on MI60 (gfx906, 64 CUs: arch=gfx906 arch.num_cus=64)" in r.stdout
+    r = run_cli("stage=evaluate", "op=miopen/fwd", "op.dtype=fp16", "arch=gfx906", "evaluate.plots=false",
+                f"data.eval_paths=[{data / 'miopen_fwd_fp16_gfx906' / 'gfx906_64.parquet'}]",
+                f"hydra.run.dir={tmp_path / 'e'}")
+    assert r.returncode == 0, r.stderr
+    assert "gfx906 has no bundle of its own: evaluating what stage=predict serves it" in r.stdout
+    assert "NEAREST GPU'S MODEL: gfx906 has none, gfx90a is the nearest GPU with one" in r.stdout
+    assert "model models/miopen_fwd_fp16_gfx90a" in r.stdout and "not found" not in r.stdout + r.stderr

@@ -45,15 +45,7 @@ def selector_for(job: Job, *, models: str | Path, sim_models: str | Path, model_
             raise UserError(f"predict.find_db: {job.arch_name} has no model of its own to serve a find-db beside; "
                             f"import it and train one (stage=import import.path={find_db}, then stage=train "
                             f"arch={job.arch_name})")
-        sel = Selector.load(path, tuning_db=tuning_db, kernels=[k.name for k in job.pool.kernels],
-                            **applicability_of(job.op))
-        sel.answers = {}  # another GPU's measurements: not this GPU's fastest
-        unknown = len({k.name for k in job.pool.kernels} - {k.name for k in sel.kernels})
-        sel.label += (f"; NEAREST GPU'S MODEL: {job.arch_name} has none, {arch} is the nearest GPU with one (by "
-                      f"hardware descriptors); its solvers that run on {job.arch_name}, without {arch}'s remembered "
-                      "answers"
-                      + (f"; {unknown} solvers of {job.arch_name}'s table it never measured are not ranked" if unknown
-                         else ""))
+        sel = nearest_selector(job, path, arch, tuning_db=tuning_db)
         return sel, sel.label
     if not job.family.analytic:  # (the miopen family: find_db serves only beside a model)
         raise UserError(f"no trained model {found} for {job.model_name}, and the {job.family.name} family has no "
@@ -62,6 +54,23 @@ def selector_for(job: Job, *, models: str | Path, sim_models: str | Path, model_
                         f"arch={job.arch_name} features.hardware=true data.paths=[<their datasets>]")
     return (Selector.analytic(job.pool.kernels, job.arch, job.direction, job.dtype, op=job.op, tuning_db=tuning_db),
             f"ANALYTIC MODEL (fallback: no trained model {found} for {job.model_name})")
+
+
+def nearest_selector(job: Job, path: Path, arch: str, **load: Any) -> Any:
+    """The selector of another GPU's bundle (``path``, of ``arch``: ``nearest_bundle``) serving the
+    job's GPU as ``stage=predict`` serves it: the solvers of its table that run on the job's GPU,
+    without the other GPU's remembered answers, labelled so."""
+    from ckheur.selection.selector import Selector
+
+    sel = Selector.load(path, kernels=[k.name for k in job.pool.kernels], **load, **applicability_of(job.op))
+    sel.answers = {}  # another GPU's measurements: not this GPU's fastest
+    unknown = len({k.name for k in job.pool.kernels} - {k.name for k in sel.kernels})
+    sel.label += (f"; NEAREST GPU'S MODEL: {job.arch_name} has none, {arch} is the nearest GPU with one (by "
+                  f"hardware descriptors); its solvers that run on {job.arch_name}, without {arch}'s remembered "
+                  "answers"
+                  + (f"; {unknown} solvers of {job.arch_name}'s table it never measured are not ranked" if unknown
+                     else ""))
+    return sel
 
 
 def nearest_bundle(job: Job, models: str | Path) -> tuple[Path, str] | None:

@@ -67,7 +67,8 @@ def run(cfg: Any, ctx: Context) -> dict:
     from ckheur.job import Job
     from ckheur.evaluation.scoring import COLUMNS, check_options, evaluate
     from ckheur.evaluation.report import write_report
-    from ckheur.selection.predicting import applicability_of, nearest_bundle
+    from ckheur.learn.bundle import resolve_model_dir
+    from ckheur.selection.predicting import applicability_of, nearest_bundle, nearest_selector
     from ckheur.selection.selector import Selector
 
     job, ev = Job.from_config(cfg), cfg.evaluate
@@ -87,8 +88,17 @@ def run(cfg: Any, ctx: Context) -> dict:
         model_dir = Path(cfg.paths.sim_models if "sim" in set(backends) else cfg.paths.models) / job.model_name
     if ev.baseline and not Path(ev.baseline).is_dir():
         raise StageError(f"evaluate.baseline={ev.baseline}: no model bundle there")
-    selector = Selector.load(model_dir, **({} if ev.cascade else {"cascade_threshold": 10**9}),
-                             **applicability_of(job.op))
+    cascade = {} if ev.cascade else {"cascade_threshold": 10**9}
+    served_near = None
+    if not ev.model_dir and not job.family.analytic and not resolve_model_dir(model_dir).is_dir():
+        served_near = nearest_bundle(job, cfg.paths.models)  # what stage=predict serves a GPU without a bundle
+    if served_near is not None:
+        model_dir = served_near[0]
+        selector = nearest_selector(job, served_near[0], served_near[1], **cascade)
+        print(f"evaluate: {job.arch_name} has no bundle of its own: evaluating what stage=predict serves it, "
+              f"{selector.label}")
+    else:
+        selector = Selector.load(model_dir, **cascade, **applicability_of(job.op))
     baselines = {}  # the analytic model (for families ckheur.sim models) and CK model folders
     if selector.family.analytic:
         baselines["analytic model"] = Selector.analytic(selector.kernels, job.arch, job.direction, job.dtype, op=job.op)
@@ -104,7 +114,7 @@ def run(cfg: Any, ctx: Context) -> dict:
         from ckheur.integrations.miopen.tunanet import TunaNetRanker
 
         baselines["TunaNet"] = TunaNetRanker(net, selector.kernels, job.direction, job.dtype)
-    near = nearest_bundle(job, cfg.paths.models) if ev.nearest_gpu else None
+    near = nearest_bundle(job, cfg.paths.models) if ev.nearest_gpu and served_near is None else None
     if near is not None:
         baselines[f"{near[1]} bundle as is (the nearest other GPU with one)"] = Selector.load(
             near[0], kernels=[k.name for k in selector.kernels])
