@@ -10,8 +10,11 @@ The registry part (every solver MIOpen registers, its registry id, and on which 
 runs where its IsApplicable names devices) is hand-maintained below from MIOpen's solver.cpp; the
 tables of archs no find-db here measured (--registry-archs, default gfx908) come from it.
 
-    python tools/miopen_solvers.py ../shared/data/miopen_fdb/gfx942130.HIP.fdb.txt.bz2 \
-        ../shared/data/miopen_fdb/gfx90a68.HIP.fdb.txt.bz2 [--write]
+    python tools/miopen_solvers.py ../shared/data/miopen_fdb/*.HIP.fdb.txt.bz2 [--write]
+
+An arch's files (MI50's gfx906_60 and MI60's gfx906_64) make one table; a listed solver that the
+registry below does not run on the arch, or does not know, is printed (older names are mapped
+first: ckheur.integrations.miopen.find_db.OLDER_NAMES).
 """
 
 from __future__ import annotations
