@@ -140,7 +140,7 @@ def test_help_fits_a_screen_and_names_every_stage_and_group():
         assert any(ln.startswith(f"  {stage} ") for ln in lines), stage
     for group in ("arch:", "backend:", "model:", "op/grouped_conv:", "op/miopen:", "problems:", "stage:"):
         assert any(ln.strip().startswith(group) for ln in lines), group
-    assert "  arch:            gfx908, gfx90a, gfx942, gfx950*" in lines  # the default marked
+    assert "  arch:            gfx1030, gfx900, gfx906, gfx908, gfx90a, gfx942, gfx950*" in lines  # the default marked
     assert "--cfg job" in r.stdout and "docs/" in r.stdout
     assert run_cli("-h").stdout == r.stdout
 
