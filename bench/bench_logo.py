@@ -169,6 +169,23 @@ def sweep_rows(tb, kept: np.ndarray, scores: np.ndarray, budget: float, seed: in
     return np.sort(np.array(out, dtype=np.int64))
 
 
+def listed_of(parts: list) -> dict:
+    """``op.listed`` learned from the listed rows of ``parts`` ((table, rows) pairs): for each solver,
+    the kinds of problem it is listed for (``ckheur.families.miopen.solvers.listed_kinds``)."""
+    import pandas as pd
+
+    from ckheur.families.miopen.solvers import listed_kinds
+
+    frames = []
+    for tb, rows in parts:
+        timed = rows[tb.tflops[rows] > 0]
+        frame = pd.DataFrame([{"layout": p.layout, "dtype": tb.op["dtype"], "G": p.G, "C": p.C, "Z": p.Z, "Y": p.Y,
+                               "X": p.X} for p in (tb.problems[i] for i in tb.pid[timed])])
+        frame["kernel"] = [tb.kernels[k].name for k in tb.kid[timed]]
+        frames.append(frame)
+    return listed_kinds(pd.concat(frames, ignore_index=True))
+
+
 def one_op(args: tuple) -> dict:
     """Every held-out device of one direction and dtype."""
     data, direction, dtype, max_problems, seed, budgets, threads, tunanet = args
@@ -205,6 +222,10 @@ def one_op(args: tuple) -> dict:
         zero, _ = fit_on(concat_tables([trained[d] for d in others]), None, model, seed)
         z = np.where(kept, predict_rows(zero, mine, rows), -np.inf)
         add("zero-shot: model across the other five", z)
+        # op.applicability=both: also only the solvers the five list for problems of the same kind
+        both_op = {**tb.op, "applicability": "both",
+                   "listed": listed_of([(tables[d], np.arange(len(tables[d].pid))) for d in others])}
+        add("zero-shot, applicability both (what the five list)", np.where(ranked_rows(tb, both_op, rows), z, -np.inf))
         fallback = nearest(held, [d for d in others if DEVICES[d][0] in BUNDLED], cfgs, dtype)
         bundle = ROOT / "models" / f"miopen_{direction}_{dtype}_{DEVICES[fallback][0]}"
         if bundle.is_dir():
@@ -242,6 +263,10 @@ def one_op(args: tuple) -> dict:
                 predict_rows(few, mine, rest), -np.inf), rest, pairs=int(len(swept)),
                 problems_swept=int(measured.sum()))
             add(f"few-shot {tag}: zero-shot on the same problems", z[rest], rest)
+            few_op = {**tb.op, "applicability": "both", "listed": listed_of(
+                [*((tables[d], np.arange(len(tables[d].pid))) for d in others), (tb, swept)])}
+            add(f"few-shot {tag}, applicability both (the five and the sweep list)",
+                np.where(ranked_rows(tb, few_op, rest), predict_rows(few, mine, rest), -np.inf), rest)
             # beside the ceiling on the same problems: its 20% the sweep did not measure
             both = np.flatnonzero(test[tb.pid] & ~measured[tb.pid])
             add(f"few-shot {tag}, on the ceiling's unmeasured 20%", np.where(kept[both],
