@@ -30,8 +30,10 @@ lists at least once; a pick its file does not list for the problem counts 0):
 - the same-arch pair: MI50 <- MI60's own model and MI60 <- MI50's (a GPU whose sibling was measured).
 
 Training rows leave out the solvers a device's file never lists (never tried on it: MI60's file
-predates MIOpen's MLIR solvers); scoring keeps every solver of the arch's table. Models use bench_unseen's small recipe (15 leaves, at most 500 trees, lr 0.15). Problems are
-subsampled per device, direction and dtype (--max-problems, at random) to fit small machines.
+predates MIOpen's MLIR solvers). Models use bench_unseen's small recipe (15 leaves, at most 500
+trees, lr 0.15). Problems are subsampled per device, direction and dtype (--max-problems, at
+random) to fit small machines. The "applicability both" rows rank, beside MIOpen's rules, only the
+solvers the training devices (and the sweep) list for problems of the same kind.
 
     python bench/bench_logo.py [--data DIR] [--directions fwd bwd_data bwd_weight] [--dtypes fp32 fp16]
                                [--max-problems 1500] [--jobs 6] [--out logo.json]
@@ -136,7 +138,6 @@ def nearest(held: str, among: list, cfgs: dict, dtype: str) -> str:
 def best_single(tables: list) -> str:
     """The solver with the highest mean efficiency over the pooled problems of ``tables`` (unlisted: 0)."""
     eff_by: dict = {}
-    n = 0
     for tb in tables:
         t = np.where(tb.tflops > 0, tb.flops_over_tflops, np.inf)
         best = np.full(len(tb.problems), np.inf)
@@ -145,7 +146,6 @@ def best_single(tables: list) -> str:
         for k, e in zip(tb.kid, eff):
             name = tb.kernels[k].name
             eff_by[name] = eff_by.get(name, 0.0) + e
-        n += len(tb.problems)
     return max(eff_by, key=eff_by.get)
 
 
