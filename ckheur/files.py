@@ -287,11 +287,50 @@ class TooLargeError(UserError):
     """A compressed file decompresses to more than the cap it is read with."""
 
 
+class NotRegularFileError(UserError, OSError):
+    """A path to read names a FIFO, a device, a socket or a folder, not a regular file."""
+
+
+def _kind(mode: int) -> str:
+    return ("a FIFO" if stat.S_ISFIFO(mode) else "a character device" if stat.S_ISCHR(mode) else
+            "a block device" if stat.S_ISBLK(mode) else "a socket" if stat.S_ISSOCK(mode) else
+            "a folder" if stat.S_ISDIR(mode) else "not a regular file")
+
+
+def check_regular(path: str | Path, what: str = "file") -> Path:
+    """Refuse (NotRegularFileError, an OSError naming it) a path to read that is a FIFO, a device,
+    a socket or a folder, before anything opens it: opening a FIFO waits for a writer forever and
+    a device never ends. A path that does not exist is left to the caller to report."""
+    try:
+        mode = os.stat(path).st_mode
+    except OSError:
+        return Path(path)
+    if not stat.S_ISREG(mode):
+        raise NotRegularFileError(f"{what} {path} is {_kind(mode)}, not a regular file")
+    return Path(path)
+
+
+def open_regular(path: str | Path) -> IO[bytes]:
+    """A regular file opened for reading in binary; a FIFO or device is refused without waiting
+    (opened non-blocking, checked on the open descriptor, so a swap after a check cannot slip in)."""
+    fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | _CLOEXEC)
+    try:
+        mode = os.fstat(fd).st_mode
+        if not stat.S_ISREG(mode):
+            raise NotRegularFileError(f"{path} is {_kind(mode)}, not a regular file")
+        if hasattr(os, "set_blocking"):
+            os.set_blocking(fd, True)
+        return os.fdopen(fd, "rb")
+    except BaseException:
+        os.close(fd)
+        raise
+
+
 def read_compressed(path: str | Path, limit_bytes: int | None = None) -> bytes:
     """A file's content, decompressed by its suffix (.gz, .bz2, .xz; other files as they are),
     refused (TooLargeError naming the file and the cap) once it passes ``limit_bytes`` (default
     DATA_LIMIT_BYTES): a small crafted file can expand to gigabytes. Corrupt or cut data raises
-    OSError or EOFError."""
+    OSError or EOFError; a FIFO or device, NotRegularFileError (an OSError) without waiting."""
     import bz2
     import gzip
     import lzma
@@ -302,9 +341,10 @@ def read_compressed(path: str | Path, limit_bytes: int | None = None) -> bytes:
     openers = {".gz": gzip.open, ".bz2": bz2.open, ".xz": lzma.open}
     opener = openers.get(path.suffix)
     if opener is None:
-        return path.read_bytes()
+        with open_regular(path) as raw:
+            return raw.read()
     chunks, size = [], 0
-    with opener(path, "rb") as f:
+    with open_regular(path) as raw, opener(raw, "rb") as f:
         while True:
             try:
                 chunk = f.read(min(1 << 20, limit_bytes + 1 - size))
