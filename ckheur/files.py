@@ -30,7 +30,7 @@ import tempfile
 import time
 import uuid
 from pathlib import Path
-from typing import IO, Iterator
+from typing import IO, Iterable, Iterator
 
 from ckheur.errors import UserError
 
@@ -192,6 +192,85 @@ def make_folder(path: str | Path, what: str = "folder") -> Path:
         except OSError as e:
             raise UnsafePathError(f"{what} {path}: cannot be created ({e.strerror or e})") from None
     return check_folder(path, what)
+
+
+def _writable_by_others(st: os.stat_result) -> bool:
+    """Whether users other than this one (and its group) can add entries, sticky bit or not."""
+    return bool(st.st_mode & stat.S_IWOTH or (st.st_mode & stat.S_IWGRP and st.st_gid != os.getegid()))
+
+
+def shared_folder_risk(path: str | Path) -> str | None:
+    """Why another user could put an entry where a tool writes files of fixed names (Hydra's
+    ``.hydra/*``, ``multirun.yaml``, job folders) in the existing folder ``path``: the folder is
+    writable by other users (the sticky bit does not stop them creating a name first), or a folder
+    below the nearest one they can write is not this user's own. None when only this user can."""
+    if not hasattr(os, "geteuid"):
+        return None
+    real = os.path.realpath(path)
+    if _trusted(real):
+        return None
+    shared = None
+    cur = os.sep
+    for part in Path(real).parts[1:]:
+        cur = os.path.join(cur, part)
+        st = os.lstat(cur)
+        if shared is not None and st.st_uid != os.geteuid():
+            return (f"{cur} is owned by uid {st.st_uid}: below {shared}, which other users can write, every folder "
+                    f"must be this user's (uid {os.geteuid()})")
+        if _writable_by_others(st):
+            shared = cur
+    if shared == real:
+        return f"{real} is writable by other users (mode {stat.S_IMODE(os.stat(real).st_mode):o}), who could create " \
+               "the files written there first"
+    return None
+
+
+def entries_risk(folder: str | Path, names: Iterable[str]) -> str | None:
+    """Why a file or folder that will be written at ``folder/<name>`` (names relative, ``/``
+    separated) cannot be: a component below ``folder`` is a symbolic link, another user's, a file
+    where a folder is needed or a folder writable by others; or the name leads out of ``folder``.
+    Components that do not exist yet are fine (``folder`` is checked to be this user's alone)."""
+    folder = os.path.abspath(folder)
+    me = os.geteuid() if hasattr(os, "geteuid") and not _trusted(os.path.realpath(folder)) else None
+    for name in names:
+        target = os.path.normpath(os.path.join(folder, name))
+        if os.path.commonpath([folder, target]) != folder:
+            return f"{name} leads out of {folder}"
+        cur = folder
+        parts = Path(os.path.relpath(target, folder)).parts
+        for i, part in enumerate(p for p in parts if p != "."):
+            cur = os.path.join(cur, part)
+            try:
+                st = os.lstat(cur)
+            except FileNotFoundError:
+                break
+            if stat.S_ISLNK(st.st_mode):
+                return f"{cur} is a symbolic link (it would be written through)"
+            if me is not None and st.st_uid != me:
+                return f"{cur} is owned by uid {st.st_uid}, not by this user (uid {me})"
+            if i < len(parts) - 1 and not stat.S_ISDIR(st.st_mode):
+                return f"{cur} is not a folder"
+            if stat.S_ISDIR(st.st_mode) and _writable_by_others(st):
+                return f"{cur} is writable by other users (mode {stat.S_IMODE(st.st_mode):o})"
+            if not stat.S_ISDIR(st.st_mode) and not stat.S_ISREG(st.st_mode):
+                return f"{cur} is {_kind(st.st_mode)}, not a regular file"
+    return None
+
+
+def make_write_folder(path: str | Path, writes: Iterable[str] = (), what: str = "folder") -> Path:
+    """``make_folder``, then refuse (UnsafePathError) a folder other users can write into (a sticky
+    one such as /tmp included) or one below such a folder that is not this user's, and any entry
+    of ``writes`` (paths relative to it that will be written) that is a link, another user's or
+    leads out of it: for a tool that writes fixed names without these checks (Hydra)."""
+    path = make_folder(path, what)
+    try:
+        why = shared_folder_risk(path) or entries_risk(path, writes)
+    except OSError as e:
+        raise UnsafePathError(f"{what} {path}: cannot be checked ({e.strerror or e})") from None
+    if why:
+        raise UnsafePathError(f"{what} {path} is not safe to write in: {why}; use a folder only you can write, or "
+                              f"list it in {TRUSTED_DIRS_ENV}")
+    return path
 
 
 def open_new(path: str | Path, binary: bool = False, mode: int = 0o644) -> IO:

@@ -1,0 +1,205 @@
+"""Trust, round four (issue 48): every path Hydra writes is checked, readers give one line on any
+bad input, benchmarks are bounded, report values are escaped, locks and multiruns cannot hang or
+collide."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import lzma
+import os
+import shutil
+import signal
+from pathlib import Path
+
+import pytest
+
+from conftest import ROOT, run_cli
+from test_trust import one_error, tree
+
+
+@contextlib.contextmanager
+def hang_guard(seconds: int = 30):
+    """Fail instead of hanging forever (a FIFO opened for reading waits for a writer)."""
+    def fail(*_):
+        raise TimeoutError(f"still waiting after {seconds}s")
+
+    old = signal.signal(signal.SIGALRM, fail)
+    signal.alarm(seconds)
+    try:
+        yield
+    finally:
+        signal.alarm(0)
+        signal.signal(signal.SIGALRM, old)
+
+
+def _sticky(tmp_path: Path) -> Path:
+    """A folder every user can write, with the sticky bit (as /tmp)."""
+    sticky = tmp_path / "sticky"
+    sticky.mkdir()
+    sticky.chmod(0o1777)
+    return sticky
+
+
+def _plant_link(at: Path, target: Path) -> None:
+    """A link another user planted (as root: owned by uid 65534, as such a user would leave it)."""
+    at.parent.mkdir(parents=True, exist_ok=True)
+    at.symlink_to(target)
+    if os.geteuid() == 0:
+        os.lchown(at, 65534, 65534)
+
+
+# ---------------------------------------------------------------- 2. every file Hydra writes
+def test_hydra_never_writes_in_a_sticky_shared_folder_or_through_planted_links(tmp_path):
+    """A run or sweep folder every user can write (sticky or not) is refused: another user can create
+    .hydra, multirun.yaml or a job folder there first. Nothing is written through their links."""
+    sticky = _sticky(tmp_path)
+    victim = tmp_path / "victim"
+    victim.write_text("root only\n")
+    _plant_link(sticky / ".hydra" / "config.yaml", victim)
+    _plant_link(sticky / "multirun.yaml", victim)
+    _plant_link(sticky / "0" / ".hydra" / "overrides.yaml", victim)
+    one_error(run_cli("stage=list", "list.count_only=true", f"hydra.run.dir={sticky}"),
+              "run folder", f"{sticky} is writable by other users")
+    one_error(run_cli("-m", "stage=list", "list.count_only=true", f"hydra.sweep.dir={sticky}"),
+              "multirun folder", f"{sticky} is writable by other users")
+    assert victim.read_text() == "root only\n"
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="making a folder another user's needs root")
+def test_a_folder_below_a_shared_one_must_be_the_users_own(tmp_path):
+    sticky = _sticky(tmp_path)
+    theirs = sticky / "theirs"
+    theirs.mkdir(mode=0o755)
+    os.chown(theirs, 65534, 65534)
+    one_error(run_cli("stage=list", "list.count_only=true", f"hydra.run.dir={theirs / 'run'}"), "owned by uid 65534")
+    assert not (theirs / "run").exists()
+
+
+def test_each_file_hydra_writes_is_checked_not_only_its_folder(tmp_path):
+    """A link left inside the user's own run or sweep folder (a job folder's .hydra/overrides.yaml,
+    multirun.yaml, .hydra/hydra.yaml) is refused, never written through."""
+    victim = tmp_path / "victim"
+    victim.write_text("keep\n")
+    for key, rel in (("hydra.run.dir", ".hydra/hydra.yaml"), ("hydra.sweep.dir", "1/.hydra/overrides.yaml"),
+                     ("hydra.sweep.dir", "multirun.yaml")):
+        folder = tmp_path / rel.replace("/", "_")
+        _plant_link(folder / rel, victim)
+        extra = ["-m", "op=fwd,bwd_data"] if key == "hydra.sweep.dir" else []
+        one_error(run_cli(*extra, "stage=list", "list.count_only=true", f"{key}={folder}"),
+                  f"{folder / rel} is a symbolic link")
+    assert victim.read_text() == "keep\n"
+
+
+def test_multirun_jobs_that_would_share_a_folder_are_refused_before_any_runs(tmp_path):
+    sweep = tmp_path / "sweep"
+    one_error(run_cli("-m", "stage=list", "list.count_only=true", "op=fwd,bwd_data", f"hydra.sweep.dir={sweep}",
+                      "hydra.sweep.subdir=same"), "hydra.sweep.subdir='same' for jobs 0 and 1")
+    assert not sweep.exists()
+
+
+# ---------------------------------------------------------------- 6. one line on any bad input
+BIG = "7" * 5000  # beyond Python's 4,300-digit limit on int() of a string
+
+
+def test_numbers_of_any_length_are_one_line(tmp_path):
+    from ckheur.families.grouped_conv import problems as conv
+    from ckheur.problems import ProblemError
+    from ckheur.problems.networks import read_miopen_log
+
+    with pytest.raises(ProblemError, match=r"-n \(N\): the number 777777777777\.\.\. has 5,000 digits"):
+        conv.from_text(f"convbfp16 -n {BIG} -c 64 -k 64 -H 14 -W 14 -y 3 -x 3")
+    log = tmp_path / "big.log"
+    log.write_text("MIOpen(HIP): Command [LogCmdConvolution] ./bin/MIOpenDriver conv -n 2 -c "
+                   f"{BIG} -H 9 -W 9 -k 8 -y 3 -x 3 -F 1\n")
+    with pytest.raises(ProblemError, match=r"big.log line 1: .*-c \(C\): the number .* has 5,000 digits"):
+        read_miopen_log(log, conv.from_text)
+
+
+def _onnx_model(tmp_path: Path, node_kwargs: dict, name: str) -> Path:
+    onnx = pytest.importorskip("onnx", reason="the ONNX importer needs the onnx package (the test extra installs it)")
+    from onnx import helper
+
+    f = onnx.TensorProto.FLOAT
+    node = helper.make_node(**node_kwargs)
+    graph = helper.make_graph([node], "g", [helper.make_tensor_value_info("x", f, [1, 8, 9, 9]),
+                                            helper.make_tensor_value_info("w", f, [16, 8, 3, 3])],
+                              [helper.make_tensor_value_info("y", f, None)])
+    path = tmp_path / f"{name}.onnx"
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), str(path))
+    return path
+
+
+@pytest.mark.parametrize("name,node,needle", [
+    ("one_input", dict(op_type="Conv", inputs=["x"], outputs=["y"]), "1 input(s) and 1 output(s)"),
+    ("no_output", dict(op_type="ConvTranspose", inputs=["x", "w"], outputs=[]), "2 input(s) and 0 output(s)"),
+    ("float_kernel", dict(op_type="Conv", inputs=["x", "w"], outputs=["y"], kernel_shape=[3.0, 3.0]),
+     "attribute kernel_shape is FLOATS; ONNX defines it as INTS"),
+    ("string_group", dict(op_type="Conv", inputs=["x", "w"], outputs=["y"], group="x"),
+     "attribute group is STRING; ONNX defines it as INT"),
+    ("numeric_string_group", dict(op_type="Conv", inputs=["x", "w"], outputs=["y"], group="2"),
+     "attribute group is STRING"),
+    ("bad_auto_pad", dict(op_type="Conv", inputs=["x", "w"], outputs=["y"], auto_pad="SAME_MIDDLE"),
+     "auto_pad='SAME_MIDDLE'; allowed"),
+])
+def test_malformed_onnx_is_one_line(tmp_path, name, node, needle):
+    from ckheur.problems import ProblemError
+    from ckheur.problems.networks import onnx_layers
+
+    path = _onnx_model(tmp_path, node, name)
+    with pytest.raises(ProblemError, match=r"node 0 \(Conv(Transpose)?\)") as e:
+        onnx_layers(path)
+    assert needle in str(e.value)
+
+
+def test_fifos_and_devices_given_as_files_are_refused_without_waiting(tmp_path):
+    from ckheur.families import get_family
+    from ckheur.files import NotRegularFileError
+    from ckheur.problems.sources import load_source
+
+    fifo = tmp_path / "fifo"
+    os.mkfifo(fifo)
+    with hang_guard():
+        one_error(run_cli("stage=list", "list.count_only=true", "op=miopen/fwd", "op.dtype=fp32", "arch=gfx942",
+                          "problems=miopen_log", f"problems.sources.0.path={fifo}"),
+                  f"problem source kind=miopen_log path {fifo} is a FIFO, not a regular file")
+        for kind in ("csv", "onnx", "miopen_log"):
+            for path, what in ((fifo, "a FIFO"), ("/dev/zero", "a character device"), (tmp_path, "a folder")):
+                with pytest.raises(NotRegularFileError, match=f"kind={kind} path {path} is {what}, not a regular"):
+                    load_source({"kind": kind, "path": str(path)}, None, get_family("miopen"), "fwd", "fp32")
+
+
+def test_compressed_and_plain_readers_refuse_a_fifo(tmp_path):
+    from ckheur.files import NotRegularFileError, read_compressed
+
+    for name in ("f.csv", "f.csv.gz", "f.find.db.xz"):
+        os.mkfifo(tmp_path / name)
+        with hang_guard(), pytest.raises(NotRegularFileError, match="is a FIFO, not a regular file"):
+            read_compressed(tmp_path / name)
+
+
+def test_nan_in_an_integer_column_names_its_line(tmp_path):
+    from ckheur.families import get_family
+    from ckheur.problems import ProblemError
+    from ckheur.problems.sources import read_csv
+
+    path = tmp_path / "p.csv"
+    path.write_text("N,C,K,Hi,Wi,Y,X\n2,8,8,9,9,3,3\n2,8,nan,9,9,3,3\n")
+    with pytest.raises(ProblemError, match="p.csv line 3: column K is empty or NaN"):
+        read_csv(path, get_family("grouped_conv"))
+
+
+@pytest.mark.parametrize("index,value,needle", [(-2, "NCWH", "layout='NCWH' (allowed: NCHW"), (2, float("nan"), "K=nan")])
+def test_a_remembered_key_that_is_no_problem_is_refused_at_load(tmp_path, index, value, needle):
+    """A bundle's remembered answers hold problem keys: an unknown layout crashed the export."""
+    from ckheur.learn.bundle import BundleError, load_bundle
+
+    bundle = tmp_path / "b"
+    shutil.copytree(ROOT / "models" / "miopen_bwd_weight_bf16_gfx942", bundle)
+    path = bundle / "answers.json.xz"
+    doc = json.loads(lzma.decompress(path.read_bytes()))
+    doc["keys"][0][index] = value
+    path.write_bytes(lzma.compress(json.dumps(doc).encode()))
+    with pytest.raises(BundleError, match="answers.json.xz: a remembered problem has") as e:
+        load_bundle(bundle)
+    assert needle in str(e.value)
