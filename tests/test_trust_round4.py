@@ -10,6 +10,7 @@ import lzma
 import os
 import shutil
 import signal
+import time
 from pathlib import Path
 
 import pytest
@@ -203,3 +204,59 @@ def test_a_remembered_key_that_is_no_problem_is_refused_at_load(tmp_path, index,
     with pytest.raises(BundleError, match="answers.json.xz: a remembered problem has") as e:
         load_bundle(bundle)
     assert needle in str(e.value)
+
+
+# ---------------------------------------------------------------- 5. bounded benchmarks
+def _shell_bench(tmp_path: Path, script: str, **settings):
+    """backend=command running ``sh script {N}`` (the problem's batch size picks the behaviour) for
+    the grouped-conv forward op on gfx950, and two pairs (N=1, N=2)."""
+    from ckheur.backends import make_backend
+    from ckheur.config import load_option
+    from test_untrusted_data import P0, make_pair
+
+    path = tmp_path / "bench.sh"
+    path.write_text(script)
+    problem, kernel = make_pair()
+    pairs = [(problem, kernel), (type(problem)(**{**problem.to_dict(), "N": 2}), kernel)]
+    cfg = {**load_option("backend/command"), "regex": r"time=(\S+)", "workspace_regex": None,
+           "template": f"sh {path} {{N}}", **settings}
+    assert pairs[0][0].N == P0["N"] == 1
+    return make_backend(cfg, load_option("op/grouped_conv/fwd"), load_option("arch/gfx950")), pairs
+
+
+def test_a_flood_of_output_is_a_failure_record_and_the_batch_is_kept(tmp_path, monkeypatch):
+    from ckheur.backends import command
+
+    monkeypatch.setattr(command, "OUTPUT_LIMIT_BYTES", 1 << 20)
+    measurer, pairs = _shell_bench(tmp_path, 'if [ "$1" = 1 ]; then head -c 5000000 /dev/zero | tr "\\0" x; fi\n'
+                                             'echo time=0.5\n')
+    got = measurer.measure(pairs)
+    assert got.status == ["failed", "ok"] and got.latency_ms[1] == 0.5, (got.status, got.error)
+    assert "printed more than 1,048,576 bytes" in got.error[0]
+
+
+def _gone(pid: int) -> bool:
+    from test_untrusted_data import _alive
+
+    for _ in range(100):  # generous: the kill is immediate, reaping by init may take a moment
+        if not _alive(pid):
+            return True
+        time.sleep(0.02)
+    os.kill(pid, signal.SIGKILL)
+    return False
+
+
+@pytest.mark.skipif(shutil.which("setsid") is None, reason="needs the setsid program")
+def test_setsid_grandchildren_do_not_outlive_the_benchmark(tmp_path):
+    """A child in a session of its own leaves the process group: it is still found and killed, at
+    the timeout (it hangs) and when the benchmark exits leaving it holding the output pipe."""
+    pid_file = tmp_path / "grandchild.pid"
+    measurer, pairs = _shell_bench(tmp_path, f"""
+if [ "$1" = 1 ]; then setsid sleep 30 >/dev/null 2>&1 </dev/null & echo $! > {pid_file}.1; sleep 30; fi
+setsid sleep 30 </dev/null & echo $! > {pid_file}.2
+echo time=0.5
+""", timeout_s=2)
+    got = measurer.measure(pairs)
+    assert got.status == ["timeout", "ok"], (got.status, got.error)
+    assert _gone(int(Path(f"{pid_file}.1").read_text())), "a setsid grandchild outlived the timeout"
+    assert _gone(int(Path(f"{pid_file}.2").read_text())), "a setsid grandchild outlived its benchmark"
