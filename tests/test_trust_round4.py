@@ -8,6 +8,7 @@ import contextlib
 import json
 import lzma
 import os
+import re
 import shutil
 import signal
 import time
@@ -260,3 +261,54 @@ echo time=0.5
     assert got.status == ["timeout", "ok"], (got.status, got.error)
     assert _gone(int(Path(f"{pid_file}.1").read_text())), "a setsid grandchild outlived the timeout"
     assert _gone(int(Path(f"{pid_file}.2").read_text())), "a setsid grandchild outlived its benchmark"
+
+
+# ---------------------------------------------------------------- 8. reports
+HOSTILE = "=HYPERLINK(\"http://x\")|<img src=x>`[a](b)`\n# h"
+
+
+def test_layer_names_are_escaped_in_markdown_and_neutralised_in_csv(tmp_path):
+    import csv
+
+    onnx = pytest.importorskip("onnx", reason="the ONNX importer needs the onnx package (the test extra installs it)")
+    path = _onnx_model(tmp_path, dict(op_type="Conv", inputs=["x", "w"], outputs=["y"], name=HOSTILE,
+                                      pads=[1, 1, 1, 1]), "hostile")
+    assert onnx.load(str(path)).graph.node[0].name == HOSTILE
+    out = tmp_path / "run"
+    r = run_cli("stage=report", "op=miopen/fwd", "op.dtype=fp32", "arch=gfx942", "problems=onnx",
+                f"problems.sources.0.path={path}", f"hydra.run.dir={out}")
+    assert r.returncode == 0, r.stderr
+    md = (out / "network_report.md").read_text()
+    row = next(ln for ln in md.splitlines() if "HYPERLINK" in ln)
+    assert row.count(" | ") == 11 and "\\|\\<img" in row and "\\`\\[a\\](b)\\`" in row, row
+    assert not re.search(r"(?<!\\)[<>|\[]", row.split(" | ")[3]), row  # nothing unescaped in the names cell
+    assert not any(ln.startswith("# h") for ln in md.splitlines())
+    with open(out / "network_layers.csv", newline="") as f:
+        layer = next(csv.DictReader(f))
+    names = json.loads((out / "network_report.json").read_text())["layers"][0]["names"]
+    assert names.startswith("=HYPERLINK") and layer["names"] == "'" + names  # a spreadsheet shows it, never runs it
+
+
+def _measurements(rows):
+    import pandas as pd
+
+    base = {"N": 1, "C": 128, "K": 256, "G": 1, "Di": 1, "Hi": 32, "Wi": 32, "Z": 1, "Y": 2, "X": 2, "stride_d": 1,
+            "stride_h": 2, "stride_w": 2, "pad_d": 0, "pad_h": 0, "pad_w": 0, "dilation_d": 1, "dilation_h": 1,
+            "dilation_w": 1, "arch": "gfx950", "dtype": "bf16"}
+    return pd.DataFrame([{**base, "kernel": k, "status": s, "tflops": t} for k, s, t in rows])
+
+
+def test_evaluation_data_with_nan_or_conflicting_repeats_is_refused_and_repeats_follow_a_stated_rule():
+    from ckheur.evaluation.scoring import REPEATS_RULE, EvaluationError, group_by_problem
+    from ckheur.families import get_family
+
+    family = get_family("grouped_conv")
+    got = group_by_problem(_measurements([("a", "ok", 10.0), ("b", "failed", float("nan")), ("a", "ok", 12.0),
+                                          ("b", "ok", 20.0), ("c", "ok", 5.0)]), family)
+    assert got.repeated == 2 and len(got.keys) == 1
+    assert dict(zip(got.kernels, got.tflops)) == {"a": 11.0, "b": 20.0, "c": 5.0}  # median; a failure beside a time
+    assert "median" in REPEATS_RULE
+    with pytest.raises(EvaluationError, match=r"kernel a .* measured 2 times, 10 to 30 TFLOPS \(more than 2x apart"):
+        group_by_problem(_measurements([("a", "ok", 10.0), ("a", "ok", 30.0)]), family)
+    with pytest.raises(EvaluationError, match=r"1 row\(s\) .* status ok but tflops nan .* kernel b"):
+        group_by_problem(_measurements([("a", "ok", 10.0), ("b", "ok", float("nan"))]), family)
