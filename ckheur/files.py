@@ -326,6 +326,43 @@ def open_lock(path: str | Path) -> int:
     return fd
 
 
+LOCK_WAIT_S = 120.0  # how long a lock another process holds is waited for before the run stops
+
+
+class LockTimeoutError(UserError):
+    """A lock file stayed held by another process past the wait."""
+
+
+def lock_waiting(fd: int, path: str | Path, what: str, wait_s: float | None = None) -> bool:
+    """flock ``fd`` (the lock file ``path``) exclusively, waiting at most ``wait_s`` seconds
+    (default LOCK_WAIT_S) for another holder: a lock file in a folder other users can write may be
+    theirs, held forever. Past the wait, LockTimeoutError naming the file and its owner. False
+    where the platform or file system has no flock (nothing is locked)."""
+    try:
+        import fcntl
+    except ImportError:
+        return False
+    deadline = time.monotonic() + (LOCK_WAIT_S if wait_s is None else wait_s)
+    pause = 0.01
+    while True:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            return True
+        except BlockingIOError:
+            pass
+        except OSError:  # flock unsupported by the file system
+            return False
+        if time.monotonic() >= deadline:
+            owner = os.fstat(fd).st_uid
+            mine = hasattr(os, "geteuid") and owner == os.geteuid()
+            raise LockTimeoutError(f"{what}: the lock file {path} (owned by uid {owner}"
+                                   f"{', this user' if mine else ', another user'}) is held by another process; "
+                                   f"waited {LOCK_WAIT_S if wait_s is None else wait_s:g}s. Run again when it is "
+                                   "released" + ("" if mine else ", or ask its owner (or root) to remove it"))
+        time.sleep(pause)
+        pause = min(pause * 2, 0.5)
+
+
 def aside_name(path: str | Path) -> Path:
     """A new name beside ``path`` to keep an old file or folder under (``<name>.replaced-<time>-<id>``),
     unique even for two replacements in the same second."""

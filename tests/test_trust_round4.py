@@ -312,3 +312,29 @@ def test_evaluation_data_with_nan_or_conflicting_repeats_is_refused_and_repeats_
         group_by_problem(_measurements([("a", "ok", 10.0), ("a", "ok", 30.0)]), family)
     with pytest.raises(EvaluationError, match=r"1 row\(s\) .* status ok but tflops nan .* kernel b"):
         group_by_problem(_measurements([("a", "ok", 10.0), ("b", "ok", float("nan"))]), family)
+
+
+# ---------------------------------------------------------------- 7. locks are not waited on forever
+def test_a_held_find_db_lock_is_waited_on_for_a_bounded_time(tmp_path, monkeypatch):
+    import fcntl
+
+    from ckheur import files
+    from ckheur.integrations.miopen.find_db import merge_find_db, parse_line
+    from test_trust import FWD_LINE
+
+    monkeypatch.setattr(files, "LOCK_WAIT_S", 0.3)
+    path = tmp_path / "gfx942130.HIP.fdb.txt"
+    lock = tmp_path / f"{path.name}.lock"
+    lock.touch(mode=0o644)
+    if os.geteuid() == 0:
+        os.chown(lock, 65534, 65534)  # planted by another user, who holds it
+    held = os.open(lock, os.O_RDONLY)
+    fcntl.flock(held, fcntl.LOCK_EX)
+    try:
+        with hang_guard(), pytest.raises(files.LockTimeoutError, match=f"lock file {lock} .* held by another process; "
+                                                                         r"waited 0.3s"):
+            merge_find_db(path, [parse_line(FWD_LINE)])
+        assert not path.exists()
+    finally:
+        os.close(held)
+    assert merge_find_db(path, [parse_line(FWD_LINE)])["added"] == 1  # released: the merge goes on
