@@ -363,6 +363,37 @@ def lock_waiting(fd: int, path: str | Path, what: str, wait_s: float | None = No
         pause = min(pause * 2, 0.5)
 
 
+@contextlib.contextmanager
+def held_lock(path: str | Path, what: str, wait_s: float | None = None) -> Iterator[None]:
+    """Hold the lock file ``path`` (created if missing, never through a link) for the block,
+    waiting at most ``wait_s`` (``lock_waiting``) for another holder; the file is removed while
+    still held when the block ends, and one that a releasing holder removed meanwhile is opened
+    again, so two processes never hold two different files of one name."""
+    for _ in range(100):
+        fd = open_lock(path)
+        try:
+            locked = lock_waiting(fd, path, what, wait_s)
+            try:
+                same = os.stat(path, follow_symlinks=False).st_ino == os.fstat(fd).st_ino
+            except FileNotFoundError:
+                same = False
+        except BaseException:
+            os.close(fd)
+            raise
+        if same or not locked:
+            break
+        os.close(fd)
+    else:
+        raise UnsafePathError(f"{what}: the lock file {path} keeps being replaced")
+    try:
+        yield
+    finally:
+        if locked:
+            with contextlib.suppress(OSError):
+                os.unlink(path)
+        os.close(fd)
+
+
 def aside_name(path: str | Path) -> Path:
     """A new name beside ``path`` to keep an old file or folder under (``<name>.replaced-<time>-<id>``),
     unique even for two replacements in the same second."""

@@ -68,16 +68,6 @@ def test_hydra_never_writes_in_a_sticky_shared_folder_or_through_planted_links(t
     assert victim.read_text() == "root only\n"
 
 
-@pytest.mark.skipif(os.geteuid() != 0, reason="making a folder another user's needs root")
-def test_a_folder_below_a_shared_one_must_be_the_users_own(tmp_path):
-    sticky = _sticky(tmp_path)
-    theirs = sticky / "theirs"
-    theirs.mkdir(mode=0o755)
-    os.chown(theirs, 65534, 65534)
-    one_error(run_cli("stage=list", "list.count_only=true", f"hydra.run.dir={theirs / 'run'}"), "owned by uid 65534")
-    assert not (theirs / "run").exists()
-
-
 def test_each_file_hydra_writes_is_checked_not_only_its_folder(tmp_path):
     """A link left inside the user's own run or sweep folder (a job folder's .hydra/overrides.yaml,
     multirun.yaml, .hydra/hydra.yaml) is refused, never written through."""
@@ -91,6 +81,14 @@ def test_each_file_hydra_writes_is_checked_not_only_its_folder(tmp_path):
         one_error(run_cli(*extra, "stage=list", "list.count_only=true", f"{key}={folder}"),
                   f"{folder / rel} is a symbolic link")
     assert victim.read_text() == "keep\n"
+    if os.geteuid() == 0:  # a file another user left there (as root: made theirs)
+        run = tmp_path / "theirs"
+        (run / ".hydra").mkdir(parents=True)
+        (run / ".hydra" / "overrides.yaml").write_text("theirs\n")
+        os.chown(run / ".hydra" / "overrides.yaml", 65534, 65534)
+        one_error(run_cli("stage=list", "list.count_only=true", f"hydra.run.dir={run}"),
+                  f"{run / '.hydra' / 'overrides.yaml'} is owned by uid 65534")
+        assert (run / ".hydra" / "overrides.yaml").read_text() == "theirs\n"
 
 
 def test_multirun_jobs_that_would_share_a_folder_are_refused_before_any_runs(tmp_path):
@@ -98,6 +96,9 @@ def test_multirun_jobs_that_would_share_a_folder_are_refused_before_any_runs(tmp
     one_error(run_cli("-m", "stage=list", "list.count_only=true", "op=fwd,bwd_data", f"hydra.sweep.dir={sweep}",
                       "hydra.sweep.subdir=same"), "hydra.sweep.subdir='same' for jobs 0 and 1")
     assert not sweep.exists()
+    one_error(run_cli("-m", "stage=list", "list.count_only=true", "op=fwd,bwd_data", f"hydra.sweep.dir={sweep}",
+                      "hydra.sweep.subdir=../out${hydra.job.num}"), "../out0 leads out of")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["sweep"] and tree(sweep) == []
 
 
 # ---------------------------------------------------------------- 6. one line on any bad input
@@ -338,3 +339,31 @@ def test_a_held_find_db_lock_is_waited_on_for_a_bounded_time(tmp_path, monkeypat
     finally:
         os.close(held)
     assert merge_find_db(path, [parse_line(FWD_LINE)])["added"] == 1  # released: the merge goes on
+
+
+def test_imports_of_one_name_take_turns(tmp_path, monkeypatch):
+    """Two imports of one dataset name at once both planned against the same empty folder and mixed
+    two files' rows under one record: an import holds its name's lock from planning to commit."""
+    import fcntl
+
+    from ckheur import files
+    from ckheur.config import load_option
+    from ckheur.data.importing import import_file
+    from test_trust import FWD_LINE
+
+    monkeypatch.setattr(files, "LOCK_WAIT_S", 0.3)
+    src, data = tmp_path / "gfx942130.HIP.fdb.txt", tmp_path / "data"
+    src.write_text(FWD_LINE + "\n")
+    data.mkdir()
+    lock = data / ".gfx942130.import.lock"
+    held = os.open(lock, os.O_RDWR | os.O_CREAT, 0o600)  # another import of the name, mid-way
+    fcntl.flock(held, fcntl.LOCK_EX)
+    args = dict(data_root=data, op=load_option("op/miopen/fwd"), arch=load_option("arch/gfx942"), log=lambda _: None)
+    try:
+        with hang_guard(), pytest.raises(files.LockTimeoutError, match="import of gfx942130: the lock file"):
+            import_file(src, **args)
+        assert tree(data) == [lock.name]
+    finally:
+        os.close(held)
+    import_file(src, **args)
+    assert not lock.exists() and (data / "miopen_fwd_fp16_gfx942" / "gfx942130.parquet").is_dir()
