@@ -81,9 +81,13 @@ class RunFolderCheck(Callback):
 
 
 def _hydra_files(config: DictConfig, job: str) -> list[str]:
-    """The files Hydra writes in a job's folder (``job`` relative to the run or sweep folder)."""
+    """The files Hydra writes in a job's folder (``job`` relative to the run or sweep folder): its
+    ``.hydra/*`` and the log file of ``hydra/job_logging=default``."""
     sub = config.hydra.get("output_subdir")
-    return [] if sub is None else [os.path.join(job, str(sub)), *(os.path.join(job, str(sub), f) for f in HYDRA_FILES)]
+    log = [os.path.join(job, f"{config.hydra.job.name}.log")]
+    if sub is None:
+        return log
+    return [*log, os.path.join(job, str(sub)), *(os.path.join(job, str(sub), f) for f in HYDRA_FILES)]
 
 
 def _job_subdirs(config: DictConfig) -> list[str] | None:
