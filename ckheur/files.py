@@ -262,9 +262,12 @@ def make_write_folder(path: str | Path, writes: Iterable[str] = (), what: str = 
     one such as /tmp included) or one below such a folder that is not this user's, and any entry
     of ``writes`` (paths relative to it that will be written) that is a link, another user's or
     leads out of it: for a tool that writes fixed names without these checks (Hydra)."""
-    path = make_folder(path, what)
+    writes = list(writes)
+    why = entries_risk(path, writes) if not os.path.lexists(path) else None  # a name leading out: before creating
+    if why is None:
+        path = make_folder(path, what)
     try:
-        why = shared_folder_risk(path) or entries_risk(path, writes)
+        why = why or shared_folder_risk(path) or entries_risk(path, writes)
     except OSError as e:
         raise UnsafePathError(f"{what} {path}: cannot be checked ({e.strerror or e})") from None
     if why:
