@@ -53,24 +53,78 @@ def _hydra_main(cfg: DictConfig) -> None:
                  "error": getattr(e, "message", ""), "multirun": os.environ.get(MULTIRUN_ENV, "")}, indent=1))
 
 
+HYDRA_FILES = ("config.yaml", "hydra.yaml", "overrides.yaml")
+
+
 class RunFolderCheck(Callback):
-    """Check the run folder (a multirun's sweep folder) before Hydra creates it or writes its
-    ``.hydra`` files and log there: Hydra follows links and trusts any folder. A refusal is one
-    line and exit 2; it is raised as SystemExit because Hydra turns a callback's other errors
-    into warnings and goes on."""
+    """Check the run folder (a multirun's sweep folder) and every path Hydra will write there
+    (``.hydra/*``, ``multirun.yaml``, each job's folder and its ``.hydra/*``) before Hydra creates
+    or writes any: Hydra follows links and trusts any folder. Jobs of a multirun that would share
+    a folder are refused before any runs. A refusal is one line and exit 2; it is raised as
+    SystemExit because Hydra turns a callback's other errors into warnings and goes on."""
 
     def on_run_start(self, config: DictConfig, **kwargs: Any) -> None:
-        _checked_folder(str(config.hydra.run.dir), "run folder")
+        _checked_folder(str(config.hydra.run.dir), "run folder", _hydra_files(config, "."))
 
     def on_multirun_start(self, config: DictConfig, **kwargs: Any) -> None:
-        _checked_folder(str(config.hydra.sweep.dir), "multirun folder")
+        writes = ["multirun.yaml"]
+        try:
+            subdirs = _job_subdirs(config)
+        except UserError as e:
+            print(f"error: {e}", file=sys.stderr)
+            raise SystemExit(2) from None
+        except Exception:  # a job that does not compose: Hydra's sweeper refuses it before any runs
+            subdirs = None
+        for sub in subdirs or []:
+            writes += [sub, *_hydra_files(config, sub)]
+        _checked_folder(str(config.hydra.sweep.dir), "multirun folder", writes)
 
 
-def _checked_folder(path: str, what: str) -> None:
-    from ckheur.files import make_folder
+def _hydra_files(config: DictConfig, job: str) -> list[str]:
+    """The files Hydra writes in a job's folder (``job`` relative to the run or sweep folder): its
+    ``.hydra/*`` and the log file of ``hydra/job_logging=default``."""
+    sub = config.hydra.get("output_subdir")
+    log = [os.path.join(job, f"{config.hydra.job.name}.log")]
+    if sub is None:
+        return log
+    return [*log, os.path.join(job, str(sub)), *(os.path.join(job, str(sub), f) for f in HYDRA_FILES)]
+
+
+def _job_subdirs(config: DictConfig) -> list[str] | None:
+    """Each job's folder below the sweep folder, as Hydra's basic sweeper and launcher will name
+    them (None for another sweeper); two jobs of one folder are refused (UserError)."""
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+    from omegaconf import OmegaConf, open_dict
+
+    if not str(config.hydra.sweeper.get("_target_", "")).endswith("BasicSweeper"):
+        return None
+    from hydra._internal.core_plugins.basic_sweeper import BasicSweeper
+    from hydra.core.global_hydra import GlobalHydra
+
+    params = [f"{k}={v}" for k, v in (config.hydra.sweeper.get("params") or {}).items()]
+    jobs = [job for batch in BasicSweeper.split_arguments(
+        OverridesParser.create().parse_overrides([*params, *config.hydra.overrides.task]), None) for job in batch]
+    if OmegaConf.to_container(config.hydra.sweep, resolve=False).get("subdir") == "${hydra.job.num}":
+        return [str(i) for i in range(len(jobs))]
+    loader = GlobalHydra.instance().config_loader()
+    subdirs: dict[str, int] = {}
+    for i, overrides in enumerate(jobs):  # as Hydra's launcher composes each job (it validates them all too)
+        job = loader.load_sweep_config(config, list(overrides))
+        with open_dict(job):
+            job.hydra.job.id = job.hydra.job.num = i
+        sub = str(OmegaConf.select(job, "hydra.sweep.subdir"))
+        if os.path.normpath(sub) in subdirs:
+            raise UserError(f"hydra.sweep.subdir={sub!r} for jobs {subdirs[os.path.normpath(sub)]} and {i}: two jobs "
+                            "would write one folder; make the subdir differ per job (the default is ${hydra.job.num})")
+        subdirs[os.path.normpath(sub)] = i
+    return list(subdirs)
+
+
+def _checked_folder(path: str, what: str, writes: list[str]) -> None:
+    from ckheur.files import make_write_folder
 
     try:
-        make_folder(path, what)
+        make_write_folder(path, writes, what)
     except UserError as e:
         print(f"error: {e}", file=sys.stderr)
         raise SystemExit(2) from None

@@ -75,9 +75,10 @@ def _numbers(path: Path, name: str, col: Any, integer: bool) -> Any:
     import pandas as pd
     import pyarrow as pa
 
-    if pa.types.is_integer(col.type):
-        return col.to_numpy(zero_copy_only=False).astype(np.float64) if col.null_count else col.to_numpy()
-    if pa.types.is_floating(col.type) or pa.types.is_null(col.type):
+    if pa.types.is_integer(col.type) and not col.null_count:
+        return col.to_numpy()
+    if pa.types.is_integer(col.type) or pa.types.is_floating(col.type) or pa.types.is_null(col.type):
+        # Arrow reads 'nan', 'NA' and empty cells of an integer column as nulls: checked below as NaN.
         values = col.to_numpy(zero_copy_only=False).astype(np.float64)
     else:
         raw = col.to_pandas()
@@ -92,7 +93,7 @@ def _numbers(path: Path, name: str, col: Any, integer: bool) -> Any:
         bad = np.flatnonzero(~whole)
         if len(bad):
             i = int(bad[0])
-            v = "empty" if np.isnan(values[i]) else repr(float(values[i]))
+            v = "empty or NaN" if np.isnan(values[i]) else repr(float(values[i]))
             raise DatasetError(f"{path} line {Table.line(i)}: column {name} is {v}; it must be a whole number "
                                f"below 2^62"
                                + (f" ({len(bad)} such lines)" if len(bad) > 1 else ""))

@@ -30,7 +30,7 @@ import tempfile
 import time
 import uuid
 from pathlib import Path
-from typing import IO, Iterator
+from typing import IO, Iterable, Iterator
 
 from ckheur.errors import UserError
 
@@ -194,6 +194,88 @@ def make_folder(path: str | Path, what: str = "folder") -> Path:
     return check_folder(path, what)
 
 
+def _writable_by_others(st: os.stat_result) -> bool:
+    """Whether users other than this one (and its group) can add entries, sticky bit or not."""
+    return bool(st.st_mode & stat.S_IWOTH or (st.st_mode & stat.S_IWGRP and st.st_gid != os.getegid()))
+
+
+def shared_folder_risk(path: str | Path) -> str | None:
+    """Why another user could put an entry where a tool writes files of fixed names (Hydra's
+    ``.hydra/*``, ``multirun.yaml``, job folders) in the existing folder ``path``: the folder is
+    writable by other users (the sticky bit does not stop them creating a name first), or a folder
+    below the nearest one they can write is not this user's own. None when only this user can."""
+    if not hasattr(os, "geteuid"):
+        return None
+    real = os.path.realpath(path)
+    if _trusted(real):
+        return None
+    shared = None
+    cur = os.sep
+    for part in Path(real).parts[1:]:
+        cur = os.path.join(cur, part)
+        st = os.lstat(cur)
+        if shared is not None and st.st_uid != os.geteuid():
+            return (f"{cur} is owned by uid {st.st_uid}: below {shared}, which other users can write, every folder "
+                    f"must be this user's (uid {os.geteuid()})")
+        if _writable_by_others(st):
+            shared = cur
+    if shared == real:
+        return f"{real} is writable by other users (mode {stat.S_IMODE(os.stat(real).st_mode):o}), who could create " \
+               "the files written there first"
+    return None
+
+
+def entries_risk(folder: str | Path, names: Iterable[str]) -> str | None:
+    """Why a file or folder that will be written at ``folder/<name>`` (names relative, ``/``
+    separated) cannot be: a component below ``folder`` is a symbolic link, another user's, a file
+    where a folder is needed or a folder writable by others; or the name leads out of ``folder``.
+    Components that do not exist yet are fine (``folder`` is checked to be this user's alone)."""
+    folder = os.path.abspath(folder)
+    me = os.geteuid() if hasattr(os, "geteuid") and not _trusted(os.path.realpath(folder)) else None
+    for name in names:
+        target = os.path.normpath(os.path.join(folder, name))
+        if os.path.commonpath([folder, target]) != folder:
+            return f"{name} leads out of {folder}"
+        cur = folder
+        parts = Path(os.path.relpath(target, folder)).parts
+        for i, part in enumerate(p for p in parts if p != "."):
+            cur = os.path.join(cur, part)
+            try:
+                st = os.lstat(cur)
+            except FileNotFoundError:
+                break
+            if stat.S_ISLNK(st.st_mode):
+                return f"{cur} is a symbolic link (it would be written through)"
+            if me is not None and st.st_uid != me:
+                return f"{cur} is owned by uid {st.st_uid}, not by this user (uid {me})"
+            if i < len(parts) - 1 and not stat.S_ISDIR(st.st_mode):
+                return f"{cur} is not a folder"
+            if stat.S_ISDIR(st.st_mode) and _writable_by_others(st):
+                return f"{cur} is writable by other users (mode {stat.S_IMODE(st.st_mode):o})"
+            if not stat.S_ISDIR(st.st_mode) and not stat.S_ISREG(st.st_mode):
+                return f"{cur} is {_kind(st.st_mode)}, not a regular file"
+    return None
+
+
+def make_write_folder(path: str | Path, writes: Iterable[str] = (), what: str = "folder") -> Path:
+    """``make_folder``, then refuse (UnsafePathError) a folder other users can write into (a sticky
+    one such as /tmp included) or one below such a folder that is not this user's, and any entry
+    of ``writes`` (paths relative to it that will be written) that is a link, another user's or
+    leads out of it: for a tool that writes fixed names without these checks (Hydra)."""
+    writes = list(writes)
+    why = entries_risk(path, writes) if not os.path.lexists(path) else None  # a name leading out: before creating
+    if why is None:
+        path = make_folder(path, what)
+    try:
+        why = why or shared_folder_risk(path) or entries_risk(path, writes)
+    except OSError as e:
+        raise UnsafePathError(f"{what} {path}: cannot be checked ({e.strerror or e})") from None
+    if why:
+        raise UnsafePathError(f"{what} {path} is not safe to write in: {why}; use a folder only you can write, or "
+                              f"list it in {TRUSTED_DIRS_ENV}")
+    return path
+
+
 def open_new(path: str | Path, binary: bool = False, mode: int = 0o644) -> IO:
     """A new file opened for writing; one already there (a file or a link) is an error, never
     overwritten or followed."""
@@ -247,6 +329,74 @@ def open_lock(path: str | Path) -> int:
     return fd
 
 
+LOCK_WAIT_S = 120.0  # how long a lock another process holds is waited for before the run stops
+
+
+class LockTimeoutError(UserError):
+    """A lock file stayed held by another process past the wait."""
+
+
+def lock_waiting(fd: int, path: str | Path, what: str, wait_s: float | None = None) -> bool:
+    """flock ``fd`` (the lock file ``path``) exclusively, waiting at most ``wait_s`` seconds
+    (default LOCK_WAIT_S) for another holder: a lock file in a folder other users can write may be
+    theirs, held forever. Past the wait, LockTimeoutError naming the file and its owner. False
+    where the platform or file system has no flock (nothing is locked)."""
+    try:
+        import fcntl
+    except ImportError:
+        return False
+    deadline = time.monotonic() + (LOCK_WAIT_S if wait_s is None else wait_s)
+    pause = 0.01
+    while True:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            return True
+        except BlockingIOError:
+            pass
+        except OSError:  # flock unsupported by the file system
+            return False
+        if time.monotonic() >= deadline:
+            owner = os.fstat(fd).st_uid
+            mine = hasattr(os, "geteuid") and owner == os.geteuid()
+            raise LockTimeoutError(f"{what}: the lock file {path} (owned by uid {owner}"
+                                   f"{', this user' if mine else ', another user'}) is held by another process; "
+                                   f"waited {LOCK_WAIT_S if wait_s is None else wait_s:g}s. Run again when it is "
+                                   "released" + ("" if mine else ", or ask its owner (or root) to remove it"))
+        time.sleep(pause)
+        pause = min(pause * 2, 0.5)
+
+
+@contextlib.contextmanager
+def held_lock(path: str | Path, what: str, wait_s: float | None = None) -> Iterator[None]:
+    """Hold the lock file ``path`` (created if missing, never through a link) for the block,
+    waiting at most ``wait_s`` (``lock_waiting``) for another holder; the file is removed while
+    still held when the block ends, and one that a releasing holder removed meanwhile is opened
+    again, so two processes never hold two different files of one name."""
+    for _ in range(100):
+        fd = open_lock(path)
+        try:
+            locked = lock_waiting(fd, path, what, wait_s)
+            try:
+                same = os.stat(path, follow_symlinks=False).st_ino == os.fstat(fd).st_ino
+            except FileNotFoundError:
+                same = False
+        except BaseException:
+            os.close(fd)
+            raise
+        if same or not locked:
+            break
+        os.close(fd)
+    else:
+        raise UnsafePathError(f"{what}: the lock file {path} keeps being replaced")
+    try:
+        yield
+    finally:
+        if locked:
+            with contextlib.suppress(OSError):
+                os.unlink(path)
+        os.close(fd)
+
+
 def aside_name(path: str | Path) -> Path:
     """A new name beside ``path`` to keep an old file or folder under (``<name>.replaced-<time>-<id>``),
     unique even for two replacements in the same second."""
@@ -287,11 +437,50 @@ class TooLargeError(UserError):
     """A compressed file decompresses to more than the cap it is read with."""
 
 
+class NotRegularFileError(UserError, OSError):
+    """A path to read names a FIFO, a device, a socket or a folder, not a regular file."""
+
+
+def _kind(mode: int) -> str:
+    return ("a FIFO" if stat.S_ISFIFO(mode) else "a character device" if stat.S_ISCHR(mode) else
+            "a block device" if stat.S_ISBLK(mode) else "a socket" if stat.S_ISSOCK(mode) else
+            "a folder" if stat.S_ISDIR(mode) else "not a regular file")
+
+
+def check_regular(path: str | Path, what: str = "file") -> Path:
+    """Refuse (NotRegularFileError, an OSError naming it) a path to read that is a FIFO, a device,
+    a socket or a folder, before anything opens it: opening a FIFO waits for a writer forever and
+    a device never ends. A path that does not exist is left to the caller to report."""
+    try:
+        mode = os.stat(path).st_mode
+    except OSError:
+        return Path(path)
+    if not stat.S_ISREG(mode):
+        raise NotRegularFileError(f"{what} {path} is {_kind(mode)}, not a regular file")
+    return Path(path)
+
+
+def open_regular(path: str | Path) -> IO[bytes]:
+    """A regular file opened for reading in binary; a FIFO or device is refused without waiting
+    (opened non-blocking, checked on the open descriptor, so a swap after a check cannot slip in)."""
+    fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | _CLOEXEC)
+    try:
+        mode = os.fstat(fd).st_mode
+        if not stat.S_ISREG(mode):
+            raise NotRegularFileError(f"{path} is {_kind(mode)}, not a regular file")
+        if hasattr(os, "set_blocking"):
+            os.set_blocking(fd, True)
+        return os.fdopen(fd, "rb")
+    except BaseException:
+        os.close(fd)
+        raise
+
+
 def read_compressed(path: str | Path, limit_bytes: int | None = None) -> bytes:
     """A file's content, decompressed by its suffix (.gz, .bz2, .xz; other files as they are),
     refused (TooLargeError naming the file and the cap) once it passes ``limit_bytes`` (default
     DATA_LIMIT_BYTES): a small crafted file can expand to gigabytes. Corrupt or cut data raises
-    OSError or EOFError."""
+    OSError or EOFError; a FIFO or device, NotRegularFileError (an OSError) without waiting."""
     import bz2
     import gzip
     import lzma
@@ -302,9 +491,10 @@ def read_compressed(path: str | Path, limit_bytes: int | None = None) -> bytes:
     openers = {".gz": gzip.open, ".bz2": bz2.open, ".xz": lzma.open}
     opener = openers.get(path.suffix)
     if opener is None:
-        return path.read_bytes()
+        with open_regular(path) as raw:
+            return raw.read()
     chunks, size = [], 0
-    with opener(path, "rb") as f:
+    with open_regular(path) as raw, opener(raw, "rb") as f:
         while True:
             try:
                 chunk = f.read(min(1 << 20, limit_bytes + 1 - size))

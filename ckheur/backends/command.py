@@ -57,7 +57,12 @@ def make(cfg: Mapping[str, Any], op: Mapping[str, Any], arch: Mapping[str, Any])
                 out.add(float("nan"), "failed", f"cannot run {argv[0]}: {e}")
                 continue
             if code is None:
-                out.add(float("nan"), "timeout", f"no result within {timeout:g}s (its process group was killed)")
+                out.add(float("nan"), "timeout", f"no result within {timeout:g}s (it and every process it started "
+                        "were killed)")
+                continue
+            if code == OUTPUT_CAPPED:
+                out.add(float("nan"), "failed", f"printed more than {OUTPUT_LIMIT_BYTES:,} bytes, the cap on a "
+                        "benchmark's output: stopped (it and every process it started were killed)")
                 continue
             m = pattern.search(text)
             w = workspace_pattern.search(text) if workspace_pattern else None
@@ -89,30 +94,145 @@ def _is_workspace(text: str) -> bool:
     return text.isascii() and text.isdigit() and int(text) <= WORKSPACE_MAX
 
 
-def _run(argv: Sequence[str], timeout: float) -> tuple[int | None, str]:
+OUTPUT_LIMIT_BYTES = 32 << 20  # a benchmark's output (MIOpenDriver prints a few KB): more is a runaway
+OUTPUT_CAPPED = -1000  # _run's code for a run stopped for printing more than its cap
+_SCAN_S = 0.1  # how often the benchmark's descendants are looked up while it runs
+
+
+def _run(argv: Sequence[str], timeout: float, limit: int | None = None) -> tuple[int | None, str]:
     """Run one benchmark in its own session: (exit code, stdout + stderr decoded with replacement),
-    or (None, output so far) when it ran past ``timeout``, after its whole process group (children
-    it started included) is killed and reaped."""
-    with subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, stdin=subprocess.DEVNULL,
-                          start_new_session=True) as proc:
+    (None, output so far) when it ran past ``timeout``, or (OUTPUT_CAPPED, the first ``limit``
+    bytes) when it printed more. The output is read as a stream, never more than ``limit`` bytes
+    kept. At the end, whatever the outcome, every process it started is killed: its process group
+    and session, the descendants seen while it ran (``setsid`` children included) and any process
+    still holding its output pipe."""
+    import selectors
+    import time
+
+    limit = OUTPUT_LIMIT_BYTES if limit is None else limit
+    proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                            start_new_session=True)
+    fd = proc.stdout.fileno()  # type: ignore[union-attr]
+    family = _Descendants(proc.pid, os.fstat(fd).st_ino)
+    chunks: list[bytes] = []
+    size, code, deadline, scanned = 0, None, time.monotonic() + timeout, 0.0
+    try:
+        os.set_blocking(fd, False)
+        with selectors.DefaultSelector() as sel:
+            sel.register(fd, selectors.EVENT_READ)
+            while True:
+                now = time.monotonic()
+                if now >= deadline:
+                    break
+                if now - scanned >= _SCAN_S:
+                    family.scan()
+                    scanned = now
+                exited = proc.poll() is not None  # before reading: what it wrote before exiting is read below
+                eof = False
+                if sel.select(min(deadline - now, _SCAN_S)) or exited:
+                    while True:  # drain what is there now
+                        try:
+                            data = os.read(fd, 1 << 16)
+                        except BlockingIOError:
+                            break
+                        if not data:
+                            eof = True
+                            break
+                        take = data[:limit + 1 - size]
+                        chunks.append(take)
+                        size += len(take)
+                        if size > limit:
+                            break
+                if size > limit:
+                    code = OUTPUT_CAPPED
+                    break
+                if eof or exited:  # a child that kept the pipe open does not hold the result back
+                    code = proc.wait()
+                    break
+    finally:
+        family.scan()
+        family.kill()
+        if proc.poll() is None:  # interrupted (Ctrl-C), or past the timeout
+            proc.kill()
+        proc.wait()
+        proc.stdout.close()  # type: ignore[union-attr]
+    text = b"".join(chunks)[:limit].decode("utf-8", errors="replace")
+    return code, text
+
+
+class _Descendants:
+    """The processes a benchmark started, found through /proc (Linux): its process group and
+    session, the descendants of its leader seen by ``scan`` (kept by start time, so a reused pid is
+    never killed), and at ``kill`` any process of this user holding its output pipe. Without /proc
+    only the group is killed. A process that leaves the session, the leader's family and the pipe
+    within one scan interval is not found (a cgroup would be needed)."""
+
+    def __init__(self, leader: int, pipe_inode: int) -> None:
+        self.leader, self.pipe = leader, f"pipe:[{pipe_inode}]"
+        self.seen: dict[int, str] = {}
+        self.ours = {os.getpid(), os.getppid()}
+
+    @staticmethod
+    def _stat(pid: int) -> tuple[int, int, int, str] | None:
+        """(ppid, pgrp, session, start time) of a live process, or None."""
         try:
-            out, err = proc.communicate(timeout=timeout)
-            code: int | None = proc.returncode
-        except subprocess.TimeoutExpired:
-            _kill_group(proc.pid)
+            with open(f"/proc/{pid}/stat", "rb") as f:
+                fields = f.read().rsplit(b")", 1)[1].split()
+        except (OSError, IndexError):
+            return None
+        if fields[0] == b"Z":
+            return None
+        return int(fields[1]), int(fields[2]), int(fields[3]), fields[19].decode()
+
+    def _pids(self) -> list[int]:
+        try:
+            return [int(n) for n in os.listdir("/proc") if n.isdigit()]
+        except OSError:
+            return []
+
+    def scan(self) -> None:
+        """Remember the leader's descendants, group and session as they are now."""
+        stats = {pid: st for pid in self._pids() if (st := self._stat(pid)) is not None}
+        children: dict[int, list[int]] = {}
+        for pid, (ppid, pgrp, sid, start) in stats.items():
+            children.setdefault(ppid, []).append(pid)
+            if self.leader in (pgrp, sid) and pid not in self.ours:
+                self.seen[pid] = start
+        todo = [self.leader]
+        while todo:
+            for child in children.get(todo.pop(), []):
+                if child not in self.seen and child not in self.ours:
+                    self.seen[child] = stats[child][3]
+                    todo.append(child)
+
+    def _pipe_holders(self) -> list[int]:
+        holders = []
+        for pid in self._pids():
+            if pid in self.ours:
+                continue
             try:
-                out, err = proc.communicate(timeout=10)
-            except subprocess.TimeoutExpired:  # a process that left the group holds the pipes: stop reading
-                proc.kill()
-                out, err = b"", b""
-            code = None
-        finally:
-            if proc.returncode is None:  # interrupted (Ctrl-C): the benchmark does not outlive us
-                _kill_group(proc.pid)
-                proc.wait()
-    # The group may outlive its leader (a child that did not exit with it): end it too.
-    _kill_group(proc.pid)
-    return code, (out + err).decode("utf-8", errors="replace")
+                fds = os.listdir(f"/proc/{pid}/fd")
+            except OSError:
+                continue
+            for fd in fds:
+                with contextlib.suppress(OSError):
+                    if os.readlink(f"/proc/{pid}/fd/{fd}") == self.pipe:
+                        holders.append(pid)
+                        break
+        return holders
+
+    def kill(self) -> None:
+        """SIGKILL every process found, the group first."""
+        _kill_group(self.leader)
+        for pid in self._pipe_holders():
+            st = self._stat(pid)
+            if st is not None:
+                self.seen.setdefault(pid, st[3])
+        for pid, start in self.seen.items():
+            st = self._stat(pid)
+            if st is not None and st[3] == start and pid not in self.ours:
+                with contextlib.suppress(ProcessLookupError, PermissionError):
+                    os.kill(pid, signal.SIGKILL)
 
 
 def _kill_group(pgid: int) -> None:

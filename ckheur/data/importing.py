@@ -402,11 +402,17 @@ def import_file(path: str | Path, *, data_root: str | Path, op: Mapping[str, Any
     replaced ones were kept aside."""
     from ckheur.formats import importer_for
 
+    from ckheur.files import held_lock, make_folder
+
     src = Path(path)
     if not src.is_file():
         raise ImportRefused(f"import.path={src}: " + ("not a file" if src.exists() else "not found"))
-    return importer_for(src.name)(src, data_root=data_root, op=op, arch=arch, dataset=dataset,
-                                  find_db_arch=find_db_arch, overwrite=overwrite, log=log)
+    name = dataset_name(src, dataset)
+    # One import of a name at a time, from planning to commit: two at once would both plan against
+    # the datasets as they were and write two files' rows under one record.
+    with held_lock(make_folder(data_root, "data folder") / f".{name}.import.lock", f"import of {name}"):
+        return importer_for(src.name)(src, data_root=data_root, op=op, arch=arch, dataset=dataset,
+                                      find_db_arch=find_db_arch, overwrite=overwrite, log=log)
 
 
 def dataset_name(src: Path, dataset: str | None) -> str:

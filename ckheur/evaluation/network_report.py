@@ -142,6 +142,10 @@ def _f(v: Any, fmt: str = ".4g") -> str:
 def markdown(rows: Sequence[Mapping[str, Any]], tot: Mapping[str, Any], header: Mapping[str, str],
              plan: PlanModel) -> str:
     """The report as Markdown: header, totals, every layer, the tuning plan and how it was valued."""
+    from ckheur.display import markdown_text as md  # names and paths come from the user's files
+
+    rows = [{**r, "layer": md(r["layer"]), "names": " ".join(md(n) for n in r["names"].split())} for r in rows]
+    header = {k: md(v) for k, v in header.items()}
     lines = [f"# ckheur network report: {header['problems']}", ""]
     lines += [f"- {k}: {v}" for k, v in header.items() if k != "problems"]
     lines += ["", "## Totals", "",
@@ -228,6 +232,7 @@ def write_report(out: Path, rows: Sequence[Mapping[str, Any]], tot: Mapping[str,
     """network_report.md, network_layers.csv, network_report.json and network_report.png into ``out``."""
     import csv
 
+    from ckheur.display import spreadsheet_cell
     from ckheur.files import replacing, write_file
 
     written = [write_file(out / "network_report.md", markdown(rows, tot, header, plan))]
@@ -235,7 +240,7 @@ def write_report(out: Path, rows: Sequence[Mapping[str, Any]], tot: Mapping[str,
     with replacing(out / "network_layers.csv") as f:
         writer = csv.DictWriter(f, columns, lineterminator="\n")
         writer.writeheader()
-        writer.writerows(rows)
+        writer.writerows({k: spreadsheet_cell(v) for k, v in r.items()} for r in rows)
     written.append(out / "network_layers.csv")
     written.append(write_file(out / "network_report.json", json.dumps(
         {"header": dict(header), "plan_model": asdict(plan), "totals": dict(tot), "layers": list(rows)}, indent=2)))

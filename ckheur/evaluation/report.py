@@ -40,15 +40,18 @@ def title_of(m: dict) -> str:
 
 
 def _markdown(m: dict) -> str:
+    from ckheur.display import markdown_text as md  # paths the user gave
+
     lines = [f"# ckheur evaluation: {title_of(m)}", ""]
     if m.get("training_data"):
         lines += [f"**Warning: evaluated on the model's own training data** ({', '.join(m['training_data'])}): "
                   "these figures are not held-out.", ""]
-    lines += [f"Model: `{m['model_dir']}`  ", f"Data: {', '.join(f'`{d}`' for d in m['data'])}  ",
+    lines += [f"Model: {md(m['model_dir'])}  ", f"Data: {', '.join(md(d) for d in m['data'])}  ",
              f"Problems evaluated: {m['problems_evaluated']}, skipped: {m['problems_skipped']}"
              + (f"; {m['remembered_problems']} of them in the model's training data, answered from its memory "
                 "(train.remember) unless the model predicts a pick faster by more than op.remember_margin"
-                if m.get("remembered_problems") else ""), "",
+                if m.get("remembered_problems") else "")
+             + (f"; {m['repeated_pairs']} repeated pair(s): {m['repeats_rule']}" if m.get("repeated_pairs") else ""), "",
              f"| | mean | median | P10 | min | time-weighted | kernels timed per problem | catastrophic (<50%) |",
              "|---|---|---|---|---|---|---|---|"]
     lines += [f"| {name} | " + " | ".join(cells) + " |" for name, *cells in summary_rows(m)]

@@ -34,6 +34,7 @@ class ProblemRows:
     kernels: np.ndarray  # kernel name per row
     tflops: np.ndarray  # measured TFLOPS per row, NaN where the row is not a measurement
     censored: bool  # some rows are censored (a find-db lists only the fastest solvers)
+    repeated: int = 0  # (problem, kernel) pairs given by more than one row, resolved by REPEATS_RULE
 
     def __len__(self) -> int:
         return len(self.keys)
@@ -43,7 +44,7 @@ def group_by_problem(df: Any, family: Any, exclude_suspect: bool = False) -> Pro
     """Group a dataset frame's rows by problem (``family``'s problem fields), as arrays."""
     import pandas as pd
 
-    from ckheur.data.dataset import CENSORED, row_hash, usable
+    from ckheur.data.dataset import CENSORED, USABLE, row_hash, usable
 
     fields = list(family.problems.FIELDS)
     codes, _ = pd.factorize(row_hash(df, fields))  # by a hash of the fields: no copy of millions of rows
@@ -56,13 +57,55 @@ def group_by_problem(df: Any, family: Any, exclude_suspect: bool = False) -> Pro
     rank = np.empty(len(keys), dtype=np.int64)
     rank[by_key] = np.arange(len(keys))
     codes = rank[codes]
+    raw = df["tflops"].to_numpy(dtype=float)
+    claimed = np.flatnonzero(df["status"].isin(USABLE).to_numpy() & ~(np.isfinite(raw) & (raw > 0)))
+    if len(claimed):
+        i = int(claimed[0])
+        raise EvaluationError(f"{len(claimed)} row(s) of the evaluation data have status {df['status'].iloc[i]} but "
+                              f"tflops {raw[i]} (not a positive number), e.g. kernel {df['kernel'].iloc[i]} on "
+                              f"{dict(zip(fields, df[fields].iloc[i]))}: refused, "
+                              "not counted as failed picks; re-measure or remove them")
+    tflops = np.where(usable(df, exclude_suspect), raw, np.nan)
+    kernels = df["kernel"].astype("category")
+    kcodes = kernels.cat.codes.to_numpy().astype(np.int64)
+    keep, tflops, repeated = _resolve_repeats(codes, kcodes, tflops, lambda i: (keys[by_key[codes[i]]], kernels.iloc[i]))
+    codes, kcodes = codes[keep], kcodes[keep]
     order = np.argsort(codes, kind="stable")
     counts = np.bincount(codes, minlength=len(keys))
-    tflops = np.where(usable(df, exclude_suspect), df["tflops"].to_numpy(dtype=float), np.nan)[order]
-    kernels = df["kernel"].astype("category")
     return ProblemRows(keys=[keys[i] for i in by_key], offsets=np.r_[0, np.cumsum(counts)],
-                       kernels=np.asarray(kernels.cat.categories, dtype=object)[kernels.cat.codes.to_numpy()[order]],
-                       tflops=tflops, censored=bool((df["status"] == CENSORED).any()))
+                       kernels=np.asarray(kernels.cat.categories, dtype=object)[kcodes[order]],
+                       tflops=tflops[keep][order], censored=bool((df["status"] == CENSORED).any()), repeated=repeated)
+
+
+REPEATS_RULE = ("a (problem, kernel) pair given by several rows counts once: the median of its measurements "
+                "(failed attempts beside a measurement are ignored); measurements more than 2x apart are refused")
+
+
+def _resolve_repeats(codes: np.ndarray, kcodes: np.ndarray, tflops: np.ndarray,
+                     describe: Callable[[int], tuple]) -> tuple[np.ndarray, np.ndarray, int]:
+    """(rows to keep, TFLOPS with each repeated pair's median on its first row, pairs repeated) by
+    REPEATS_RULE; a pair whose measurements are more than 2x apart is an EvaluationError."""
+    import pandas as pd
+
+    pair = codes.astype(np.int64) * (int(kcodes.max(initial=0)) + 1) + kcodes
+    _, first, inverse, counts = np.unique(pair, return_index=True, return_inverse=True, return_counts=True)
+    if not (counts > 1).any():
+        return np.ones(len(pair), dtype=bool), tflops, 0
+    rows = np.flatnonzero(counts[inverse] > 1)
+    t = pd.Series(tflops[rows]).groupby(inverse[rows])
+    lo, hi, med = t.min(), t.max(), t.median()
+    far = np.flatnonzero((hi > 2 * lo).to_numpy())
+    if len(far):
+        pid = int(lo.index[far[0]])
+        problem, kernel = describe(int(first[pid]))
+        raise EvaluationError(f"kernel {kernel} on the problem {problem} is measured {counts[pid]} times, "
+                              f"{lo.iloc[far[0]]:.4g} to {hi.iloc[far[0]]:.4g} TFLOPS (more than 2x apart): "
+                              f"conflicting rows, refused ({len(far)} such pair(s)); keep one measurement per pair")
+    keep = np.zeros(len(pair), dtype=bool)
+    keep[first] = True
+    tflops = tflops.copy()
+    tflops[first[med.index.to_numpy()]] = med.to_numpy()
+    return keep, tflops, int((counts > 1).sum())
 
 
 @dataclass
@@ -408,6 +451,7 @@ def evaluate(selector: Any, df: Any, job: Job, *, top_k: Sequence[int] = (), tie
     metrics = {"data_kind": "simulated" if "sim" in set(df.backend) else "real",
                "cascade": len(selector.kernels) > selector.cascade_threshold,
                "remembered_problems": sum(key in remembered for key in rows.keys),
+               "repeated_pairs": rows.repeated, "repeats_rule": REPEATS_RULE,
                **evaluation_metrics(scored, others, tie_tolerance=tie_tolerance, top_k=top_k)}
     if checked is not None:
         metrics["gate"] = checked

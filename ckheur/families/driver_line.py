@@ -120,7 +120,10 @@ def driver_args(line: str) -> tuple[str, dict[str, str]]:
 def _int_flag(args: Mapping[str, str], flag: str, line: str, what: str) -> int | None:
     if flag not in args:
         return None
-    value = ascii_int(args[flag])
+    try:
+        value = ascii_int(args[flag])
+    except ProblemError as e:
+        raise ProblemError(f"MIOpenDriver line {line[:200]!r}: {flag} ({what}): {e}") from None
     if value is None:
         raise ProblemError(f"MIOpenDriver line {line!r}: {flag} ({what}) must be an integer, got {args[flag]!r} "
                            "(ASCII digits only)")

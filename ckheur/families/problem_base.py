@@ -36,10 +36,19 @@ def check_int_field(name: str, value: Any, lo: int) -> None:
 _ASCII_INT = re.compile(r"-?[0-9]+")
 
 
+_DIGITS_MAX = 30  # far beyond any size; Python's int() refuses strings of more than 4,300 digits
+
+
 def ascii_int(text: str) -> int | None:
     """The integer ``text`` writes in ASCII digits (an optional minus sign first), or None:
-    Python's int() also reads '1_6' and other scripts' digits (full-width '１６') as numbers."""
-    return int(text) if _ASCII_INT.fullmatch(text) else None
+    Python's int() also reads '1_6' and other scripts' digits (full-width '１６') as numbers. A
+    number of more than 30 digits (leading zeros aside) is refused (ProblemError), whatever its length."""
+    if not _ASCII_INT.fullmatch(text):
+        return None
+    digits = len(text.lstrip("-").lstrip("0"))
+    if digits > _DIGITS_MAX:
+        raise ProblemError(f"the number {text[:12]}... has {digits:,} digits: beyond any size (at most {_DIGITS_MAX})")
+    return int(text)
 
 
 def check_exact_sizes(flops: int, elems: int, what: str | Callable[[], str]) -> None:

@@ -190,7 +190,27 @@ def write_answers(path: str | Path, answers: Mapping[tuple, str], family: Any) -
     return write_compressed(path, ANSWERS, json.dumps(doc, separators=(",", ":")).encode())
 
 
-def _read_answers(path: Path, fields: list, kernels: list) -> dict:
+def _key_problems(path: Path, keys: list, family: Any) -> None:
+    """Refuse remembered keys that name no problem of the family: a text field (a layout) outside
+    the family's list, a number that is not an integer in [0, 2^31-1] (NaN, a float, a bool)."""
+    from ckheur.families.problem_base import FIELD_MAX
+
+    mod = family.problems
+    lists = {f: tuple(getattr(mod, name)) for f, name in (family.c_export.enums if family.c_export else ())}
+    for i, f in enumerate(mod.FIELDS):
+        values = {k[i] for k in keys}
+        if f in lists or isinstance(mod.DEFAULTS.get(f), str):
+            allowed = lists.get(f)
+            bad = [v for v in values if not isinstance(v, str) or (allowed is not None and v not in allowed)]
+            why = f"allowed: {', '.join(allowed)}" if allowed else "must be text"
+        else:
+            bad = [v for v in values if type(v) is not int or not 0 <= v <= FIELD_MAX]
+            why = f"must be an integer in [0, {FIELD_MAX}]"
+        if bad:
+            raise BundleError(f"{path}: a remembered problem has {f}={bad[0]!r:.60} ({why})")
+
+
+def _read_answers(path: Path, fields: list, kernels: list, family: Any = None) -> dict:
     from ckheur import files
 
     try:
@@ -204,6 +224,11 @@ def _read_answers(path: Path, fields: list, kernels: list) -> dict:
         raise BundleError(f"{path}: not a bundle's answers ({str(e)[:200]})") from None
     if not ok:
         raise BundleError(f"{path}: answers must list keys of the fields {fields} and kernels of kernels.json")
+    if family is not None:
+        try:
+            _key_problems(path, doc["keys"], family)
+        except TypeError:  # a key holding a list or an object
+            raise BundleError(f"{path}: a key holds something other than numbers and names") from None
     answers: dict = {}
     for key, name in zip(doc["keys"], doc["kernels"]):
         try:
@@ -276,8 +301,10 @@ def screen_of(spec: Mapping[str, Any]) -> tuple[int, int] | None:
 
 
 def _read_json(path: Path) -> Any:
+    from ckheur.files import check_regular
+
     try:
-        return json.loads(path.read_text())
+        return json.loads(check_regular(path).read_text())
     except (json.JSONDecodeError, UnicodeDecodeError, RecursionError) as e:
         raise BundleError(f"{path}: corrupted JSON ({e})") from None
     except OSError as e:
@@ -527,7 +554,7 @@ def load_bundle(path: str | Path) -> Bundle:
             raise BundleError(f"{path / name}: a JSON {type(obj).__name__}, not an object")
     answers = None
     if found[ANSWERS] is not None:
-        answers = _read_answers(found[ANSWERS], list(family.problems.FIELDS), kernels)
+        answers = _read_answers(found[ANSWERS], list(family.problems.FIELDS), kernels, family)
     return Bundle(path=path, booster=booster, tflops_booster=tflops_booster, spec=spec, kernels=kernels,
                   cv_metrics=cv, manifest=manifest, answers=answers)
 

@@ -116,10 +116,23 @@ def _same_pads(auto_pad: str, size: Sequence[int], kernel: Sequence[int], stride
     return _symmetric(low, [t - lo for t, lo in zip(total, low)], where)
 
 
-def _attrs(node: Any) -> dict:
+_ATTR_TYPES = {"kernel_shape": "INTS", "strides": "INTS", "dilations": "INTS", "pads": "INTS", "output_padding": "INTS",
+               "output_shape": "INTS", "group": "INT", "auto_pad": "STRING"}
+
+
+def _attrs(node: Any, where: str) -> dict:
+    """A Conv's attributes, each of the type ONNX defines for it (a float ``kernel_shape``, a string
+    ``group`` are refused, naming the attribute)."""
     import onnx
 
-    return {a.name: onnx.helper.get_attribute_value(a) for a in node.attribute}
+    out = {}
+    for a in node.attribute:
+        want = _ATTR_TYPES.get(a.name)
+        got = onnx.AttributeProto.AttributeType.Name(a.type)
+        if want is not None and got != want:
+            raise ProblemError(f"{where}: attribute {a.name} is {got}; ONNX defines it as {want}")
+        out[a.name] = onnx.helper.get_attribute_value(a)
+    return out
 
 
 def _onnx_shapes(graph: Any) -> dict[str, tuple[int, list]]:
@@ -157,7 +170,15 @@ def onnx_layers(path: str | Path, batch: int | None = None, dtype: str | None = 
         if inp.name not in params and len(dims) >= 3 and (batch is not None or not dims[0].HasField("dim_value")):
             dims[0].Clear()
             dims[0].dim_value = int(batch or 1)
-    graph = onnx.shape_inference.infer_shapes(model, strict_mode=False).graph
+    for i, node in enumerate(graph.node):  # before shape inference, which raises on such nodes
+        if node.op_type in ("Conv", "ConvTranspose") and (len(node.input) < 2 or len(node.output) < 1):
+            raise ProblemError(f"{path} node {node.name or i} ({node.op_type}): {len(node.input)} input(s) and "
+                               f"{len(node.output)} output(s); a convolution has an input, a weight and an output")
+    try:
+        graph = onnx.shape_inference.infer_shapes(model, strict_mode=False).graph
+    except Exception as e:  # onnx raises InferenceError, ValidationError and others for a broken graph
+        raise ProblemError(f"{path}: ONNX shape inference fails ({type(e).__name__}: {str(e).splitlines()[0][:200]})") \
+            from None
     shapes = _onnx_shapes(graph)
     layers = []
     for i, node in enumerate(graph.node):
@@ -168,14 +189,16 @@ def onnx_layers(path: str | Path, batch: int | None = None, dtype: str | None = 
         if x is None or w is None or min(x[1], default=-1) < 1 or min(w[1], default=-1) < 1:
             raise ProblemError(f"{where}: its input or weight shape is unknown after shape inference "
                                "(give the model's inputs fixed sizes other than the batch)")
-        a = _attrs(node)
+        a = _attrs(node, where)
         xs, ws = x[1], w[1]
         nd = len(xs) - 2
         kernel = list(a.get("kernel_shape", ws[2:]))
         strides, dilations = list(a.get("strides", [1] * nd)), list(a.get("dilations", [1] * nd))
         groups = int(a.get("group", 1))
         auto_pad = a.get("auto_pad", b"NOTSET")
-        auto_pad = auto_pad.decode() if isinstance(auto_pad, bytes) else str(auto_pad)
+        auto_pad = auto_pad.decode(errors="replace") if isinstance(auto_pad, bytes) else str(auto_pad)
+        if auto_pad not in ("NOTSET", "SAME_UPPER", "SAME_LOWER", "VALID"):
+            raise ProblemError(f"{where}: auto_pad={auto_pad[:40]!r}; allowed: NOTSET, SAME_UPPER, SAME_LOWER, VALID")
         net_dtype = dtype or _ONNX_DTYPES.get(onnx.TensorProto.DataType.Name(x[0]), onnx.TensorProto.DataType.Name(x[0]))
         if node.op_type == "Conv":
             pads = (_same_pads(auto_pad, xs[2:], kernel, strides, dilations, where) if auto_pad != "NOTSET"

@@ -188,4 +188,9 @@ def named_layers(src: Mapping[str, Any], family: Family, direction: str | None =
 def _source_path(src: Mapping[str, Any], kind: str) -> Path:
     if not src.get("path"):
         raise ProblemError(f"problem source kind={kind} needs a path")
-    return resolve_path(str(src["path"]))
+    path = resolve_path(str(src["path"]))
+    if kind != "dataset":  # a dataset may be a folder; its files are read through checked readers
+        from ckheur.files import check_regular
+
+        check_regular(path, f"problem source kind={kind} path")
+    return path

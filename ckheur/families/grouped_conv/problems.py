@@ -289,8 +289,10 @@ def to_driver_line(p: ConvProblem, dtype: str = "bf16") -> str:
 
 def read_driver_lines(path: Any) -> list[ConvProblem]:
     """Problems from a text file of MIOpenDriver lines ('#' comments and blank lines skipped)."""
+    from ckheur.files import check_regular
+
     out = []
-    for i, line in enumerate(Path(path).read_text().splitlines(), start=1):
+    for i, line in enumerate(check_regular(path, "driver-line file").read_text().splitlines(), start=1):
         if not line.strip() or line.lstrip().startswith("#"):
             continue
         try:

@@ -719,12 +719,11 @@ def merge_find_db(path: str | Path, lines: Sequence[FindDbLine], *, merge: bool 
     (else FindDbError naming the line); a given line or solver name its own reader would refuse is
     refused before anything is written. Returns counts: lines kept, keys updated, keys added, the
     backup's path (None for a new or unchanged file) and whether the file ``changed``."""
-    import fcntl
     import os
     import stat
     from datetime import datetime, timezone
 
-    from ckheur.files import make_folder, open_lock, write_file
+    from ckheur.files import lock_waiting, make_folder, open_lock, write_file
 
     path = Path(path)
     if path.suffix in (".bz2", ".gz"):
@@ -743,7 +742,8 @@ def merge_find_db(path: str | Path, lines: Sequence[FindDbLine], *, merge: bool 
     make_folder(path.parent, "find-db folder")
     lock = open_lock(path.with_name(f"{path.name}.lock"))
     try:
-        fcntl.flock(lock, fcntl.LOCK_EX)  # held until the new text is in place: another merge reads it
+        # held until the new text is in place: another merge reads it; another user's held lock is not waited on forever
+        lock_waiting(lock, path.with_name(f"{path.name}.lock"), f"find-db {path}")
         existing: list[str] = []
         old_text, mode = None, None
         if path.exists() or path.is_symlink():

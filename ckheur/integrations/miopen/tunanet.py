@@ -133,8 +133,10 @@ def _floats(chunks: Any, what: str) -> np.ndarray:
 
 
 def _read_json(path: Path) -> dict:
+    from ckheur.files import check_regular
+
     try:
-        with open(path) as f:
+        with open(check_regular(path, "TunaNet file")) as f:
             return json.load(f)
     except FileNotFoundError:
         raise TunaNetError(f"{path} not found: MIOpen keeps <arch>.tn.model and <arch>_metadata.tn.model beside "
