@@ -205,7 +205,7 @@ class Store:
     def execute(self, sql: str, params: Sequence[Any] = ()) -> Any:
         """Run one statement with bound parameters (written with ``?``); its cursor."""
         cur = self.conn.cursor()
-        cur.execute(self._sql(sql), tuple(params))
+        cur.execute(self._sql(sql), tuple(params)) if params else cur.execute(sql)
         return cur
 
     def executemany(self, sql: str, rows: Iterable[Sequence[Any]]) -> None:
@@ -250,7 +250,8 @@ class Store:
 
     # -- schema
     def _version(self) -> int:
-        have = self.execute("SELECT count(*) FROM information_schema.tables WHERE table_name = 'ckheur_meta'"
+        have = self.execute("SELECT count(*) FROM information_schema.tables WHERE table_name = 'ckheur_meta' "
+                            "AND table_schema = current_schema()"
                             if self.kind == "postgresql" else
                             "SELECT count(*) FROM sqlite_master WHERE type = 'table' AND name = 'ckheur_meta'"
                             ).fetchone()[0]
@@ -558,7 +559,11 @@ def _open_postgresql(url: str) -> Any:
         import psycopg
     except ImportError:
         raise DatabaseError(f"{mask_url(url)}: PostgreSQL needs psycopg 3: pip install 'ckheur[postgres]'") from None
-    u = url.split("?", 1)[0] if "campaign=" in url else url
+    from urllib.parse import urlencode
+
+    parts = urlsplit(url)  # ?campaign= is ckheur's; other parameters (options=..., sslmode=...) are libpq's
+    query = [(k, v) for k, vs in parse_qs(parts.query).items() if k != "campaign" for v in vs]
+    u = urlunsplit(parts._replace(query=urlencode(query)))
     try:
         return psycopg.connect(u.replace("postgres://", "postgresql://", 1), autocommit=True, connect_timeout=10,
                                application_name="ckheur")

@@ -630,7 +630,7 @@ def train_bundle(paths: Sequence[str | Path], job: Job, output: str | Path, *, m
     from ckheur.parts import sha256_of
     from ckheur.threads import lightgbm
 
-    paths = [Path(p) for p in paths]
+    paths = [p if isinstance(p, str) and "://" in p else Path(p) for p in paths]  # database URLs as they are
     check_remember(job, remember)
     warm = load_bundle(warm_start) if warm_start else None
     log(f"train: reading {', '.join(map(str, paths))}")
@@ -685,7 +685,7 @@ def _origins(paths: Sequence[Path], hashes: Any) -> set[str]:
     """sha256 of the data read and of every file imported into the datasets read (imports.json)."""
     from ckheur.data.importing import read_record
 
-    return set(hashes).union(*(read_record(p) for p in paths if p.is_dir()))
+    return set(hashes).union(*(read_record(p) for p in paths if isinstance(p, Path) and p.is_dir()))
 
 
 def _calibration_hashes() -> set[str]:

@@ -63,6 +63,7 @@ def plan_from_cfg(cfg: Any) -> Any:
 
     job, st = Job.from_config(cfg), cfg.sweep
     problems = load_problem_set(plain(cfg.problems), job.family, job.direction, job.dtype)
-    out = Path(st.output) if st.output else dataset_dir(cfg.paths.data, job.op, job.arch_name, cfg.problems.name)
+    out = folder_or_url(st.output) if st.output else dataset_dir(cfg.paths.data, job.op, job.arch_name,
+                                                                   cfg.problems.name)
     return plan_sweep(job, problems, out, backend=plain(cfg.backend), overwrite=bool(st.overwrite),
                       retry_failed=bool(st.retry_failed))
