@@ -155,6 +155,8 @@ def transient(e: BaseException) -> bool:
         import psycopg
     except ImportError:
         return False
+    if isinstance(e, DatabaseError) or (isinstance(e, AttributeError) and "NoneType" in str(e)):
+        e = e.__cause__ if isinstance(e, DatabaseError) else psycopg.OperationalError("not connected")
     return isinstance(e, (psycopg.OperationalError, psycopg.errors.SerializationFailure,
                           psycopg.errors.DeadlockDetected))
 
@@ -236,6 +238,8 @@ class Store:
         delay = first_s
         for i in range(attempts):
             try:
+                if self.conn is None:  # the last reconnect failed: try again now
+                    self.connect()
                 return fn()
             except Exception as e:  # noqa: BLE001 (only transient ones are retried)
                 if not transient(e) or i == attempts - 1:
@@ -246,6 +250,7 @@ class Store:
                 time.sleep(delay * (0.5 + random.random()))
                 delay = min(max_s, delay * 2)
                 with contextlib.suppress(Exception):
+                    self.close()
                     self.connect()
 
     # -- schema
@@ -423,28 +428,47 @@ class Store:
 
         return self.retrying(go)
 
+    EXPIRE_EVERY_S = 0.5  # a worker looks for expired leases at most this often while it finds jobs
+
+    def _expire(self, campaign_id: int, lock: str) -> None:
+        self.execute(
+            "UPDATE jobs SET state = CASE WHEN attempts >= max_attempts THEN 'failed' ELSE 'queued' END, "
+            "last_error = 'lease of ' || coalesce(worker, 'a worker') || ' expired (the worker stopped renewing it)', "
+            f"worker = NULL, lease_until = NULL WHERE id IN (SELECT id FROM jobs WHERE campaign_id = ? AND "
+            f"state = 'running' AND lease_until < {self.now}{lock})", (campaign_id,))
+        self._expired_at = time.monotonic()
+
     def claim(self, campaign_id: int, worker: str, n: int, lease_s: float) -> list[Job]:
         """Claim up to ``n`` queued jobs for ``lease_s`` seconds of the server's clock, in one
-        transaction; expired leases are returned to the queue (or failed, out of attempts) first."""
-        lock = " FOR UPDATE SKIP LOCKED" if self.kind == "postgresql" else ""
+        transaction; expired leases are returned to the queue (or failed, out of attempts) first
+        (every :attr:`EXPIRE_EVERY_S`, and whenever nothing else is queued)."""
+        pg = self.kind == "postgresql"
+        lock = " FOR UPDATE SKIP LOCKED" if pg else ""
+        update = (f"UPDATE jobs SET state = 'running', worker = ?, attempts = attempts + 1, lease_until = {self.now} + ? "
+                  f"WHERE id IN (SELECT id FROM jobs WHERE campaign_id = ? AND state = 'queued' ORDER BY id LIMIT ?{lock}) "
+                  "RETURNING id, problem_id, kernels, attempts")
+        if pg:  # one round trip: the claimed jobs with their problems
+            update = (f"WITH c AS ({update}) SELECT c.id, c.problem_id, c.kernels, c.attempts, p.key, p.fields "
+                      "FROM c JOIN problems p ON p.id = c.problem_id")
+        params = (worker, float(lease_s), campaign_id, int(n))
+        due = time.monotonic() - getattr(self, "_expired_at", 0.0) > self.EXPIRE_EVERY_S
         with self.transaction():
-            self.execute(
-                "UPDATE jobs SET state = CASE WHEN attempts >= max_attempts THEN 'failed' ELSE 'queued' END, "
-                "last_error = 'lease of ' || coalesce(worker, 'a worker') || ' expired (the worker stopped renewing it)', "
-                f"worker = NULL, lease_until = NULL WHERE id IN (SELECT id FROM jobs WHERE campaign_id = ? AND "
-                f"state = 'running' AND lease_until < {self.now}{lock})", (campaign_id,))
-            got = self.execute(
-                f"UPDATE jobs SET state = 'running', worker = ?, attempts = attempts + 1, lease_until = {self.now} + ? "
-                f"WHERE id IN (SELECT id FROM jobs WHERE campaign_id = ? AND state = 'queued' ORDER BY id LIMIT ?{lock}) "
-                "RETURNING id, problem_id, kernels, attempts", (worker, float(lease_s), campaign_id, int(n))).fetchall()
+            if due:
+                self._expire(campaign_id, lock)
+            got = self.execute(update, params).fetchall()
+            if not got and not due:
+                self._expire(campaign_id, lock)
+                got = self.execute(update, params).fetchall()
             if not got:
                 return []
-            pids = sorted({int(r[1]) for r in got})
-            marks = ", ".join("?" * len(pids))
-            probs = {int(i): (k, f) for i, k, f in
-                     self.execute(f"SELECT id, key, fields FROM problems WHERE id IN ({marks})", pids).fetchall()}
-        return sorted((Job(int(i), int(p), tuple(json.loads(probs[int(p)][0])), json.loads(probs[int(p)][1]),
-                           json.loads(ks), int(a)) for i, p, ks, a in got), key=lambda j: j.id)
+            if not pg:
+                pids = sorted({int(r[1]) for r in got})
+                marks = ", ".join("?" * len(pids))
+                probs = {int(i): (k, f) for i, k, f in
+                         self.execute(f"SELECT id, key, fields FROM problems WHERE id IN ({marks})", pids).fetchall()}
+                got = [(*r, *probs[int(r[1])]) for r in got]
+        return sorted((Job(int(i), int(p), tuple(json.loads(k)), json.loads(f), json.loads(ks), int(a))
+                       for i, p, ks, a, k, f in got), key=lambda j: j.id)
 
     def renew(self, job_ids: Sequence[int], worker: str, lease_s: float) -> int:
         """Extend this worker's leases on ``job_ids``; how many it still held."""
@@ -466,19 +490,27 @@ class Store:
             return []
         marks = ", ".join("?" * len(ids))
         with self.transaction():
-            states = {int(i): (s, w) for i, s, w in self.execute(
-                f"SELECT id, state, worker FROM jobs WHERE id IN ({marks}){' FOR UPDATE' if self.kind != 'sqlite' else ''}",
-                ids).fetchall()}
-            mine = [j for j in jobs if states[j.id][0] != "done"]
-            again = [j.id for j in jobs if states[j.id] == ("done", worker)]  # a retried commit that had landed
-            flat = [(r, j.id) for j, rs in zip(jobs, rows) if j in mine for r in rs]
-            if flat:
-                self._insert_rows(campaign_id, [r for r, _ in flat], fields, [i for _, i in flat])
-            if mine:
-                m = ", ".join("?" * len(mine))
-                self.execute(f"UPDATE jobs SET state = 'done', worker = ?, lease_until = NULL, done_at = {self.now} "
-                             f"WHERE id IN ({m})", (worker, *[j.id for j in mine]))
-        return [j.id for j in mine] + again
+            # Done now, by this call: the jobs not done before (by anyone); their rows go in with them.
+            now_done = {int(r[0]) for r in self.execute(
+                f"UPDATE jobs SET state = 'done', worker = ?, lease_until = NULL, done_at = {self.now} "
+                f"WHERE id IN ({marks}) AND state <> 'done' RETURNING id", (worker, *ids)).fetchall()}
+            again = []
+            if len(now_done) < len(ids):  # a retried commit that had landed is this worker's too
+                again = [int(i) for (i,) in self.execute(f"SELECT id FROM jobs WHERE id IN ({marks}) AND state = 'done' "
+                                                         "AND worker = ?", (*ids, worker)).fetchall()
+                         if int(i) not in now_done]
+            mine = [(j, rs) for j, rs in zip(jobs, rows) if j.id in now_done]
+            same = all(_key_text([r[f] for f in fields]) == _key_text(j.key) for j, rs in mine for r in rs)
+            flat = [(r, j) for j, rs in mine for r in rs]
+            if flat and same:  # the rows are of the jobs' own problems: their ids are known
+                self.executemany(
+                    "INSERT INTO measurements (campaign_id, problem_id, kernel, stamp, status, latency_ms, job_id, row) "
+                    "VALUES (?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (campaign_id, problem_id, kernel, stamp) DO NOTHING",
+                    [(campaign_id, j.problem_id, str(r["kernel"]), str(r["timestamp"]), str(r["status"]),
+                      _real(r["latency_ms"]), j.id, _dumps(dict(r))) for r, j in flat])
+            elif flat:
+                self._insert_rows(campaign_id, [r for r, _ in flat], fields, [j.id for _, j in flat])
+        return [j.id for j in jobs if j.id in now_done] + again
 
     def fail(self, jobs: Sequence[Job], worker: str, error: str, count: bool = True) -> None:
         """An attempt of these jobs ended without a result: back to the queue, or failed once out of
