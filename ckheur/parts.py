@@ -73,12 +73,6 @@ def sha256_of(path: Path) -> str:
     from ckheur.files import read_compressed
 
     h = hashlib.sha256()
-    if isinstance(path, str) and "://" in path:  # a database URL: its rows, as ``read_dataset`` reads them
-        from ckheur.data.dataset import read_dataset
-
-        df = read_dataset(path, dedupe=False)
-        h.update(df.sort_values([c for c in ("timestamp", "kernel") if c in df]).to_json(orient="records").encode())
-        return h.hexdigest()
     files = sorted(path.glob("part-*.parquet")) if path.is_dir() else [path]
     for f in files:
         h.update(read_compressed(f) if f.suffix == ".gz" else f.read_bytes())

@@ -19,8 +19,8 @@ from pathlib import Path
 
 import pytest
 
-from ckheur.data.database import (DatabaseError, Store, TEST_URL_ENV, export_dataset, import_dataset, mask_url,
-                                  work)
+from ckheur.data.database import DatabaseError, Store, TEST_URL_ENV, mask_url, work
+from ckheur.data.tuning_db import export_dataset, import_dataset
 from tests.conftest import ROOT, run_cli
 
 REAL = ROOT / "ckheur" / "measurements" / "ck_gfx950" / "fwd_bf16_2d_miopen200.csv.gz"

@@ -20,8 +20,8 @@ version is refused):
 - ``measurements``: one dataset row per attempt, unique by (problem, kernel, timestamp), so a
   result recorded twice is one row. A job's results and its completion commit in one transaction.
 
-Parquet stays the training snapshot and exchange format: :func:`export_dataset` writes a campaign
-as a dataset folder (which is also a Parquet tuning database), :func:`import_dataset` loads one.
+Parquet stays the training snapshot and exchange format: ``tuning_db.export_dataset`` writes a
+campaign as a dataset folder (which is also a Parquet tuning database), ``import_dataset`` loads one.
 """
 
 from __future__ import annotations
@@ -44,6 +44,7 @@ from urllib.parse import parse_qs, urlsplit, urlunsplit
 from ckheur.errors import UserError
 
 SCHEMA_VERSION = 1
+IDENTITY = ("family", "direction", "dtype", "arch")  # what a campaign is for (as a tuning database)
 SCHEMES = ("sqlite", "postgresql", "postgres")
 TEST_URL_ENV = "CKHEUR_TEST_PG_URL"  # the tests' PostgreSQL (.ci/postgres.sh prints it)
 
@@ -292,8 +293,6 @@ class Store:
                  info: Mapping[str, Any] | None = None) -> int:
         """The id of campaign ``name`` for ``identity`` (family, direction, dtype, arch); a missing one
         is created when ``create``; one recorded for another identity is refused."""
-        from ckheur.data.tuning_db import IDENTITY
-
         def get() -> Any:
             return self.execute("SELECT id, family, direction, dtype, arch FROM campaigns WHERE name = ?",
                                 (name,)).fetchone()
@@ -394,8 +393,6 @@ class Store:
         """A campaign's rows (None: every campaign's) as a dataset DataFrame, read in one transaction."""
         import pandas as pd
 
-        from ckheur.data.dataset import COLUMNS
-
         def read() -> list:
             if self.kind == "postgresql":
                 with self.conn.transaction():
@@ -404,7 +401,7 @@ class Store:
             return self.rows(campaign_id)
 
         rows = self.retrying(read)
-        return pd.DataFrame(rows) if rows else pd.DataFrame(columns=list(COLUMNS))
+        return pd.DataFrame(rows)
 
     # -- jobs
     def enqueue(self, campaign_id: int, items: Sequence[tuple[Mapping[str, Any], Sequence[str]]],
@@ -702,58 +699,6 @@ def work(url: str, campaign_id: int, measure: Callable[[list[Job]], list[list[di
     finally:
         if own:
             store.close()
-
-
-# -------------------------------------------------------------------------- Parquet exchange
-
-def export_dataset(url: str, campaign: str, folder: str | Path) -> dict:
-    """Write a campaign's measurements as a dataset folder (one part file, plus ``tuning_db.json``:
-    it is also a Parquet tuning database), read as one snapshot. The folder must be new or empty."""
-    from ckheur.data.dataset import write_part
-    from ckheur.data.tuning_db import META, IDENTITY
-    from ckheur.files import make_folder, write_file
-
-    folder = Path(folder)
-    if folder.exists() and (not folder.is_dir() or any(folder.iterdir())):
-        raise DatabaseError(f"export folder {folder} is not empty: give a new folder (nothing is overwritten)")
-    with Store(url) as store:
-        info = {c["name"]: c for c in store.campaigns()}
-        if campaign not in info:
-            raise DatabaseError(f"{mask_url(url)} has no campaign {campaign!r}; it has: {', '.join(info) or 'none'}")
-        df = store.frame(info[campaign]["id"])
-    make_folder(folder, "export folder")
-    write_file(folder / META, json.dumps({**{k: info[campaign][k] for k in IDENTITY}, "campaign": campaign,
-                                          "exported_from": mask_url(url)}, indent=2) + "\n")
-    if len(df):
-        write_part(folder, df)
-    return {"campaign": campaign, "rows": len(df), "folder": str(folder)}
-
-
-def import_dataset(url: str, path: str | Path, campaign: str | None = None) -> dict:
-    """Load a dataset folder or file (a Parquet tuning database, a sweep, an import) into the
-    database, every row as it is (rows already there are one row). Rows of several
-    (family, direction, dtype, arch) go to one campaign each, named ``campaign`` or, by default,
-    by them (as stage=tune names its campaign)."""
-    from ckheur.data.dataset import read_dataset
-    from ckheur.data.tuning_db import IDENTITY
-    from ckheur.families import get_family
-
-    df = read_dataset(path, dedupe=False)
-    if not len(df):
-        return {"rows": 0, "campaigns": {}}
-    fam = df["op"].astype(str).str.split("/").str[0]
-    out: dict[str, int] = {}
-    with Store(url, create=True) as store:
-        for ident, part in df.groupby([fam, "direction", "dtype", "arch"], sort=True):
-            identity = dict(zip(IDENTITY, map(str, ident)))
-            name = campaign or campaign_name(identity)
-            cid = store.campaign(name, identity, create=True)
-            fields = list(get_family(identity["family"]).problems.FIELDS)
-            rows = part.to_dict("records")
-            for i in range(0, len(rows), 5000):
-                store.record(cid, rows[i:i + 5000], fields)
-            out[name] = out.get(name, 0) + len(rows)
-    return {"rows": int(len(df)), "campaigns": out}
 
 
 def campaign_name(identity: Mapping[str, str]) -> str:

@@ -36,7 +36,7 @@ from ckheur.files import make_folder, open_lock, open_new
 
 META = "tuning_db.json"
 CLAIMS = "claims"  # one lock file per problem being measured
-IDENTITY = ("family", "direction", "dtype", "arch")
+IDENTITY = ("family", "direction", "dtype", "arch")  # as a database campaign's (``database.IDENTITY``)
 
 
 class TuningDBError(UserError):
@@ -349,3 +349,68 @@ def _check_writable(path: Path) -> None:
     except OSError as e:
         raise TuningDBError(f"tuning database {path} cannot be written ({e.strerror or e}); nothing was measured") \
             from None
+
+
+# ------------------------------------------------- Parquet exchange with a database (``ckheur.data.database``)
+
+def export_dataset(url: str, campaign: str, folder: str | Path) -> dict:
+    """Write a campaign's measurements as a dataset folder (one part file, plus ``tuning_db.json``:
+    it is also a Parquet tuning database), read as one snapshot. The folder must be new or empty."""
+    from ckheur.data.database import DatabaseError, Store, mask_url
+    from ckheur.data.dataset import write_part
+    from ckheur.files import make_folder, write_file
+
+    folder = Path(folder)
+    if folder.exists() and (not folder.is_dir() or any(folder.iterdir())):
+        raise DatabaseError(f"export folder {folder} is not empty: give a new folder (nothing is overwritten)")
+    with Store(url) as store:
+        info = {c["name"]: c for c in store.campaigns()}
+        if campaign not in info:
+            raise DatabaseError(f"{mask_url(url)} has no campaign {campaign!r}; it has: {', '.join(info) or 'none'}")
+        df = store.frame(info[campaign]["id"])
+    make_folder(folder, "export folder")
+    write_file(folder / META, json.dumps({**{k: info[campaign][k] for k in IDENTITY}, "campaign": campaign,
+                                          "exported_from": mask_url(url)}, indent=2) + "\n")
+    if len(df):
+        write_part(folder, df)
+    return {"campaign": campaign, "rows": len(df), "folder": str(folder)}
+
+
+def import_dataset(url: str, path: str | Path, campaign: str | None = None) -> dict:
+    """Load a dataset folder or file (a Parquet tuning database, a sweep, an import) into the
+    database, every row as it is (rows already there are one row). Rows of several
+    (family, direction, dtype, arch) go to one campaign each, named ``campaign`` or, by default,
+    by them (as stage=tune names its campaign)."""
+    from ckheur.data.database import Store, campaign_name
+    from ckheur.data.dataset import read_dataset
+    from ckheur.families import get_family
+
+    df = read_dataset(path, dedupe=False)
+    if not len(df):
+        return {"rows": 0, "campaigns": {}}
+    fam = df["op"].astype(str).str.split("/").str[0]
+    out: dict[str, int] = {}
+    with Store(url, create=True) as store:
+        for ident, part in df.groupby([fam, "direction", "dtype", "arch"], sort=True):
+            identity = dict(zip(IDENTITY, map(str, ident)))
+            name = campaign or campaign_name(identity)
+            cid = store.campaign(name, identity, create=True)
+            fields = list(get_family(identity["family"]).problems.FIELDS)
+            rows = part.to_dict("records")
+            for i in range(0, len(rows), 5000):
+                store.record(cid, rows[i:i + 5000], fields)
+            out[name] = out.get(name, 0) + len(rows)
+    return {"rows": int(len(df)), "campaigns": out}
+
+
+def digest(url: str) -> str:
+    """sha256 of the rows a database URL serves (``read_dataset``), in a stable order: what a model
+    manifest records of the data it was trained on."""
+    import hashlib
+
+    from ckheur.data.dataset import read_dataset
+
+    df = read_dataset(url, dedupe=False)
+    order = [c for c in ("timestamp", "kernel") if c in df.columns]
+    text = (df.sort_values(order, kind="stable") if order else df).to_json(orient="records")
+    return hashlib.sha256(text.encode()).hexdigest()

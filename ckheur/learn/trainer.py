@@ -627,6 +627,7 @@ def train_bundle(paths: Sequence[str | Path], job: Job, output: str | Path, *, m
     from ckheur.data.dataset import SIMULATED, keep_shard, read_dataset
     from ckheur.learn.bundle import load_bundle, save_bundle
     from ckheur.learn.fold_calibration import calibration_overlap
+    from ckheur.data.tuning_db import digest
     from ckheur.parts import sha256_of
     from ckheur.threads import lightgbm
 
@@ -637,7 +638,7 @@ def train_bundle(paths: Sequence[str | Path], job: Job, output: str | Path, *, m
     df = read_dataset(paths)
     if shard is not None:
         df = keep_shard(df, dict(shard), job.family)
-    hashes = {str(g): sha256_of(p) for g, p in zip(names or paths, paths)}
+    hashes = {str(g): digest(p) if isinstance(p, str) else sha256_of(p) for g, p in zip(names or paths, paths)}
     backends = sorted(set(df.backend.dropna()))
     simulated = SIMULATED in backends
 
