@@ -7,6 +7,7 @@ one); without it they skip here and fail in CI."""
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import json
 import multiprocessing
@@ -40,12 +41,9 @@ def _pg_url() -> str:
     pytest.skip(f"no PostgreSQL for the tests: start one with eval \"$(sudo bash .ci/postgres.sh)\" ({TEST_URL_ENV})")
 
 
-@pytest.fixture(params=["sqlite", "postgresql"])
-def url(request, tmp_path):
-    """A fresh, empty database: a SQLite file, or a schema of its own on the test PostgreSQL."""
-    if request.param == "sqlite":
-        yield f"sqlite:///{tmp_path / 'tuning.db'}"
-        return
+@contextlib.contextmanager
+def _pg_schema():
+    """A URL of a new schema of its own on the test PostgreSQL, dropped afterwards."""
     import psycopg
 
     base = _pg_url()
@@ -61,6 +59,16 @@ def url(request, tmp_path):
     yield f"{base}{sep}options=-csearch_path%3D{schema}"
     with psycopg.connect(base, autocommit=True) as c:
         c.execute(f"DROP SCHEMA {schema} CASCADE")
+
+
+@pytest.fixture(params=["sqlite", "postgresql"])
+def url(request, tmp_path):
+    """A fresh, empty database: a SQLite file, or a schema of its own on the test PostgreSQL."""
+    if request.param == "sqlite":
+        yield f"sqlite:///{tmp_path / 'tuning.db'}"
+        return
+    with _pg_schema() as u:
+        yield u
 
 
 @functools.lru_cache(maxsize=1)
@@ -221,6 +229,29 @@ def test_a_retried_commit_and_a_dropped_connection_lose_nothing_and_add_nothing(
     killer.close()
     counts, got = _state(url, cid)
     assert counts == {"done": 4} and len(got) == 4 == len(set(got)) and stats.jobs_done == 4
+
+
+def test_a_postgresql_restart_mid_campaign_costs_a_wait_not_a_result():
+    """The server restarts while four workers measure: they reconnect with backoff and the
+    campaign completes, every job once (the cluster .ci/postgres.sh started; it needs root)."""
+    import subprocess
+
+    cluster = os.environ.get("CKHEUR_TEST_PG_CLUSTER")
+    if not cluster or os.geteuid() != 0:
+        _pg_url()
+        pytest.skip("restarting PostgreSQL needs the cluster of .ci/postgres.sh and root")
+    with _pg_schema() as url:
+        cid = _campaign(url, 150)
+        procs = [multiprocessing.get_context("fork").Process(target=_worker, args=(url, cid, 0.1)) for _ in range(4)]
+        for p in procs:
+            p.start()
+        time.sleep(0.3)
+        subprocess.run(["pg_ctlcluster", *cluster.split(), "restart", "-m", "fast"], check=True, timeout=120)
+        for p in procs:
+            p.join(timeout=300)
+        assert [p.exitcode for p in procs] == [0] * 4
+        counts, rows = _state(url, cid)
+        assert counts == {"done": 150} and len(rows) == 300 == len(set(rows))
 
 
 def test_hostile_names_are_only_ever_bound_parameters(url):

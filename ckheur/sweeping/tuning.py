@@ -73,6 +73,7 @@ def tune(selector: Any, problems: Sequence[Any], db: str | Path, job: Job, *, ba
 
     interrupted = False
     if tdb.store is not None:  # a database URL: one worker of its campaign's job queue
+        had = {key for key in ranked if key in tdb}
         try:
             interrupted, mine, failed = _work_queue(tdb, ranked, by_key, k, measurer, job, bar, statuses, claim_poll_s,
                                                     lease_s, max_attempts, log)
@@ -81,7 +82,7 @@ def tune(selector: Any, problems: Sequence[Any], db: str | Path, job: Job, *, ba
             measurer.close()
         summary = _summary(tdb, ranked, k, skipped, statuses, already, int(bool(mine)), time.perf_counter() - t0,
                            interrupted, label)
-        summary["problems_measured_by_other_processes"] = len({key for key in ranked if key in tdb} - mine)
+        summary["problems_measured_by_other_processes"] = len({key for key in ranked if key in tdb} - mine - had)
         summary["jobs_failed"] = failed
         if len(problems) == 1 and not skipped:
             summary["problem"] = _one_problem(tdb, ranked, by_key, k)
