@@ -339,3 +339,17 @@ def test_schema_versions_files_and_passwords(tmp_path):
     r = run_cli("stage=list", f"db.url={secret}", f"hydra.run.dir={tmp_path / 'run'}")
     assert r.returncode == 2 and "PGPASSWORD" in r.stderr and "hunter2" not in r.stderr + r.stdout
     assert not (tmp_path / "run").exists()  # nothing written: no .hydra/ holding the password
+
+
+def test_stage_tune_s_database_is_the_db_url_unless_an_earlier_folder_database_is_there(compose, tmp_path):
+    from ckheur.job import Job
+    from ckheur.stages.common import db_dir
+
+    cfg = compose(["stage=tune", f"paths.tuning={tmp_path}"])
+    job = Job.from_config(cfg)
+    assert db_dir(cfg, job) == f"sqlite:///{tmp_path}/tuning.db"
+    (tmp_path / job.slug).mkdir()
+    (tmp_path / job.slug / "tuning_db.json").write_text("{}")
+    assert db_dir(cfg, job) == tmp_path / job.slug
+    cfg = compose(["stage=tune", "db=postgresql", "db.url=postgresql://tuner@dbhost:5432/ckheur"])
+    assert db_dir(cfg, Job.from_config(cfg)) == "postgresql://tuner@dbhost:5432/ckheur"
