@@ -408,6 +408,8 @@ class Store:
                 fields: Sequence[str], max_attempts: int = 3) -> int:
         """Queue (problem fields, kernel names) jobs; one already there (any state) is left as it is.
         Returns how many were new."""
+        if isinstance(max_attempts, bool) or not isinstance(max_attempts, int) or max_attempts < 1:
+            raise DatabaseError(f"db.max_attempts={max_attempts!r}: must be an integer >= 1")
         if not items:
             return 0
 
@@ -667,6 +669,8 @@ def work(url: str, campaign_id: int, measure: Callable[[list[Job]], list[list[di
     results and completions in one transaction. An exception from ``measure`` returns the jobs to the
     queue with the error kept; Ctrl-C gives them back and stops (``interrupted``). Database errors
     that pass (a restart, a dropped connection) are retried with backoff."""
+    if not lease_s > 0 or batch_jobs < 1:
+        raise DatabaseError(f"db.lease_s={lease_s} must be > 0 and the batch of jobs >= 1 (got {batch_jobs})")
     own = store is None
     store = store or Store(url)
     worker = worker or worker_name()

@@ -42,8 +42,10 @@ def db_dir(cfg: Any, job: Any) -> Path | str:
     already under paths.tuning (as earlier versions made), else the job's campaign in db.url."""
     if cfg.tune.db:
         return folder_or_url(cfg.tune.db)
+    from ckheur.data.database import check_url
+
     old = Path(cfg.paths.tuning) / job.slug
-    return old if (old / "tuning_db.json").exists() else str(cfg.db.url)
+    return old if (old / "tuning_db.json").exists() else check_url(str(cfg.db.url), "db.url")
 
 
 def folder_or_url(value: Any) -> Path | str:
