@@ -170,7 +170,7 @@ class Store:
         self.kind = "sqlite" if url.startswith("sqlite") else "postgresql"
         self.conn: Any = None
         self._create = create
-        self.connect()
+        self.retrying(lambda: None, attempts=8)  # connect, waiting with backoff for a server that is (re)starting
         self._migrate(create)
         self._create = False  # only the first open creates; a reconnect finds it there
 
@@ -595,9 +595,10 @@ def _open_postgresql(url: str) -> Any:
     parts = urlsplit(url)  # ?campaign= is ckheur's; other parameters (options=..., sslmode=...) are libpq's
     query = [(k, v) for k, vs in parse_qs(parts.query).items() if k != "campaign" for v in vs]
     u = urlunsplit(parts._replace(query=urlencode(query)))
+    named = {} if any(k == "application_name" for k, _ in query) else {"application_name": "ckheur"}
     try:
         return psycopg.connect(u.replace("postgres://", "postgresql://", 1), autocommit=True, connect_timeout=10,
-                               application_name="ckheur")
+                               **named)
     except psycopg.OperationalError as e:
         raise DatabaseError(f"cannot connect to {mask_url(url)}: {str(e).strip().splitlines()[-1][:300]}") from e
 
