@@ -331,3 +331,45 @@ def test_stage_tune_s_database_is_the_db_url_unless_an_earlier_folder_database_i
     assert db_dir(cfg, job) == tmp_path / job.slug
     cfg = compose(["stage=tune", "db=postgresql", "db.url=postgresql://tuner@dbhost:5432/ckheur"])
     assert db_dir(cfg, Job.from_config(cfg)) == "postgresql://tuner@dbhost:5432/ckheur"
+
+
+def test_a_killed_stage_tune_worker_leaves_the_campaign_as_an_unkilled_run_does(tmp_path):
+    """stage=tune into SQLite with a slow command backend: the first worker is SIGKILLed after its
+    first committed job, a second one finishes the campaign once its lease runs out. Every pair is
+    measured once and the tuned picks are those of a run without the kill."""
+    import subprocess
+    import sys
+
+    from ckheur.data.dataset import read_dataset
+    from ckheur.families import get_family
+
+    fields = list(get_family("grouped_conv").problems.FIELDS)
+    bench = ROOT / "tests" / "data" / "fake_bench.py"
+    args = ["stage=tune", "op=fwd", f"problems.sources=[{{kind: csv, path: {REAL}}}]", "problems.shard.count=40",
+            "backend=command", f"backend.template={sys.executable} {bench} {{kernel}} {{N}} 0.05",
+            "backend.regex='Elapsed: ([0-9.]+) us'", "backend.time_unit=us", "backend.batch_pairs=3",
+            "tune.top_k=3", "tune.progress=none", "db.lease_s=1", "tune.claim_poll_s=0.1"]
+    killed, clean = f"sqlite:///{tmp_path / 'killed.db'}", f"sqlite:///{tmp_path / 'clean.db'}"
+    proc = subprocess.Popen([sys.executable, str(ROOT / "run.py"), *args, f"tune.db='{killed}'",
+                             f"hydra.run.dir={tmp_path / 'a'}"], cwd=ROOT, stdout=subprocess.DEVNULL,
+                            stderr=subprocess.DEVNULL, start_new_session=True)
+    deadline = time.time() + 600  # a hang guard
+    while time.time() < deadline and proc.poll() is None:
+        if (tmp_path / "killed.db").exists():
+            with Store(killed) as s:
+                if s.execute("SELECT count(*) FROM jobs WHERE state = 'done'").fetchone()[0]:
+                    break
+        time.sleep(0.05)
+    os.killpg(proc.pid, signal.SIGKILL)
+    proc.wait()
+    for db, run in ((killed, "b"), (clean, "c")):
+        r = run_cli(*args, f"tune.db='{db}'", f"hydra.run.dir={tmp_path / run}")
+        assert r.returncode == 0, r.stderr
+    a, b = (read_dataset(db, dedupe=False) for db in (killed, clean))
+    assert not a.duplicated([*fields, "kernel"]).any() and len(a) == len(b)  # every pair once, none lost
+    picks = [df[df.status == "ok"].sort_values(["latency_ms", "kernel"]).drop_duplicates(fields)
+             .sort_values(fields)[[*fields, "kernel", "latency_ms"]].reset_index(drop=True) for df in (a, b)]
+    assert picks[0].equals(picks[1]) and len(picks[0]) > 0
+    with Store(killed) as s:  # at most the killed worker's job in flight ran once more
+        most, extra = s.execute("SELECT max(attempts), sum(attempts) - count(*) FROM jobs").fetchone()
+    assert most <= 2 and extra <= 1
