@@ -64,9 +64,11 @@ class RunFolderCheck(Callback):
     SystemExit because Hydra turns a callback's other errors into warnings and goes on."""
 
     def on_run_start(self, config: DictConfig, **kwargs: Any) -> None:
+        _refuse_passwords(config)
         _checked_folder(str(config.hydra.run.dir), "run folder", _hydra_files(config, "."))
 
     def on_multirun_start(self, config: DictConfig, **kwargs: Any) -> None:
+        _refuse_passwords(config)
         writes = ["multirun.yaml"]
         try:
             subdirs = _job_subdirs(config)
@@ -78,6 +80,31 @@ class RunFolderCheck(Callback):
         for sub in subdirs or []:
             writes += [sub, *_hydra_files(config, sub)]
         _checked_folder(str(config.hydra.sweep.dir), "multirun folder", writes)
+
+
+# Options that may hold a database URL: a password in one would be written to .hydra/ and logs.
+_URL_OPTIONS = ("db.url", "tune.db", "predict.tuning_db", "report.tuning_db", "export.tuning_db", "sweep.output",
+                "data.paths", "data.eval_paths")
+
+
+def _refuse_passwords(config: DictConfig) -> None:
+    """Exit 2 before anything is written when a database URL holds a password."""
+    from omegaconf import OmegaConf
+
+    from ckheur.data.database import DatabaseError, check_url, is_url
+
+    for key in _URL_OPTIONS:
+        try:
+            value = OmegaConf.select(config, key, default=None)
+            values = list(value) if OmegaConf.is_list(value) else [value]
+            for v in values:
+                if is_url(str(v)):
+                    check_url(str(v), key)
+        except DatabaseError as e:
+            print(f"error: {e}", file=sys.stderr)
+            raise SystemExit(2) from None
+        except Exception:  # noqa: BLE001 (a value that does not resolve is the stage's to report)
+            continue
 
 
 def _hydra_files(config: DictConfig, job: str) -> list[str]:

@@ -336,7 +336,7 @@ class SweepSchema:
 @dataclass
 class TuneSchema:
     top_k: int = 3  # kernels timed per problem: the model's k best
-    db: Optional[str] = None  # default {paths.tuning}/{family}_{direction}_{dtype}_{arch}
+    db: Optional[str] = None  # a folder or database URL; default db.url (an existing {paths.tuning}/{op slug} folder)
     model_dir: Optional[str] = None  # default: as stage=predict (real model, else simulated, else analytic)
     progress: ProgressMode = ProgressMode.auto  # bar on a terminal, log lines otherwise, or none
     log_every_s: float = 10.0
@@ -606,6 +606,15 @@ class PathsSchema:
 
 
 @dataclass
+class DatabaseSchema:
+    """conf/db: the database behind tuning databases (``ckheur.data.database``)."""
+
+    url: str = MISSING  # sqlite:///<path>.db or postgresql://<user>@<host>:<port>/<database> (no password)
+    lease_s: float = 60.0  # a claimed job is held this long, renewed while measuring; then it returns to the queue
+    max_attempts: int = 3  # claims of a job before it is given up (its last error kept)
+
+
+@dataclass
 class KernelsSchema:
     filter: Optional[str] = None  # e.g. "tile_n >= 128 and pipeline == 'compv5'"
     explain: bool = False  # print rejected trait combinations with the reason
@@ -622,6 +631,7 @@ class Config:
     backend: Any = MISSING
     model: Any = MISSING
     paths: Any = MISSING
+    db: Any = MISSING
     kernels: KernelsSchema = field(default_factory=KernelsSchema)
     list: ListSchema = field(default_factory=ListSchema)
     sweep: SweepSchema = field(default_factory=SweepSchema)
@@ -651,6 +661,7 @@ SCHEMAS = {
     "backend": {"sim": SimBackendSchema, "replay": ReplayBackendSchema, "hip": HipBackendSchema,
                 "command": CommandBackendSchema},
     "paths": {"paths": PathsSchema},
+    "db": {"db": DatabaseSchema},
     "model": {"model": ModelSchema},
 }
 

@@ -174,7 +174,8 @@ def _read_one(path: Path, columns: Sequence[str] | None = None):
 
 
 def read_dataset(paths: str | Path | Iterable[str | Path], dedupe: bool = True, columns: Sequence[str] | None = None):
-    """Read datasets (part folders, Parquet files, or measurement files ``ckheur.formats`` reads) into one DataFrame.
+    """Read datasets (part folders, Parquet files, measurement files ``ckheur.formats`` reads, or database
+    URLs: every campaign's rows, or ``?campaign=<name>``'s) into one DataFrame.
 
     With ``dedupe`` the newest row per (arch, direction, dtype, problem, kernel) is kept.
     ``columns``: only these (and what dedupe needs), text columns as categories: what large
@@ -188,7 +189,11 @@ def read_dataset(paths: str | Path | Iterable[str | Path], dedupe: bool = True, 
     if columns is not None:
         columns = list(dict.fromkeys([*columns, "op", "timestamp", "arch", "direction", "dtype", "kernel"]))
     frames = []
-    for p in map(resolve, paths):
+    for p in paths:
+        if _is_url(p):
+            frames.append(_read_url(str(p), columns))
+            continue
+        p = resolve(p)
         if not p.exists():
             raise DatasetError(f"dataset {p} not found")
         frames.append(_read_one(p, columns))
@@ -205,6 +210,28 @@ def read_dataset(paths: str | Path | Iterable[str | Path], dedupe: bool = True, 
         df = df.sort_values("timestamp", kind="stable").drop_duplicates(list(identity(_family_of(df))), keep="last")
         df = df.reset_index(drop=True)
     return df
+
+
+def _is_url(p: Any) -> bool:
+    from ckheur.data.database import is_url
+
+    return is_url(p)
+
+
+def _read_url(url: str, columns: Sequence[str] | None = None) -> Any:
+    """The rows of a database URL (``ckheur.data.database``): its ``?campaign=`` or every campaign."""
+    from ckheur.data.database import DatabaseError, Store, campaign_of, mask_url
+
+    with Store(url) as store:
+        name = campaign_of(url)
+        ids = {c["name"]: c["id"] for c in store.campaigns()}
+        if name is not None and name not in ids:
+            raise DatasetError(f"{mask_url(url)}: no campaign {name!r}; it has: {', '.join(ids) or 'none'}")
+        try:
+            df = store.frame(ids[name] if name is not None else None)
+        except DatabaseError as e:
+            raise DatasetError(str(e)) from None
+    return df if columns is None or not len(df) else df[[c for c in columns if c in df.columns]]
 
 
 def row_hash(df: Any, cols: Sequence[str]) -> Any:

@@ -12,6 +12,11 @@ it (:meth:`TuningDB.claim`): a claim is an exclusive ``flock`` on ``claims/<prob
 which the operating system drops when its process ends, however it ends, so a claim left by a
 killed process has already expired. (On file systems without working ``flock``, such as some
 network mounts, claims always succeed: concurrent runs then measure twice, and lose nothing.)
+
+A database URL in place of the folder (``sqlite:///tuning/tuning.db``, ``postgresql://...``) keeps
+the same measurements in a campaign of that database (``ckheur.data.database``), named as the
+folder would be, or by ``?campaign=<name>``. Processes tuning it claim jobs with leases there
+instead of problems with ``flock``: that holds across nodes.
 """
 
 from __future__ import annotations
@@ -31,7 +36,7 @@ from ckheur.files import make_folder, open_lock, open_new
 
 META = "tuning_db.json"
 CLAIMS = "claims"  # one lock file per problem being measured
-IDENTITY = ("family", "direction", "dtype", "arch")
+IDENTITY = ("family", "direction", "dtype", "arch")  # as a database campaign's (``database.IDENTITY``)
 
 
 class TuningDBError(UserError):
@@ -42,7 +47,7 @@ class TuningDBError(UserError):
 class TuningDB:
     """A tuning database opened for one op family, direction, dtype and arch."""
 
-    path: Path
+    path: Path | str  # the folder, or the database URL (no password in it: ``database.check_url``)
     family: str  # the op family's name, as the database records it
     direction: str
     dtype: str
@@ -50,6 +55,8 @@ class TuningDB:
     _best: dict = field(default_factory=dict)  # problem key -> (kernel name, latency_ms) of the fastest usable run
     _runs: dict = field(default_factory=dict)  # problem key -> {kernel name: (status, latency_ms or None)}
     _parts: set = field(default_factory=set)
+    store: Any = None  # the open database (``database.Store``) when ``path`` is a URL
+    campaign_id: int | None = None
 
     @property
     def family_modules(self) -> Any:
@@ -66,8 +73,10 @@ class TuningDB:
         anything is measured. A database that is refused is never changed. Creation is atomic: of
         two processes creating one database, the first owns it and the other is refused when it
         wants another op or arch, before it writes anything."""
-        path = Path(path)
         want = _identity(op, arch)
+        if _is_url(path):
+            return cls._open_url(str(path), want, create, writable)
+        path = Path(path)
         meta_file = path / META
         if path.exists() and not path.is_dir():
             raise TuningDBError(f"tuning database {path} is a file; give a folder")
@@ -87,6 +96,46 @@ class TuningDB:
         db.refresh()
         return db
 
+    @classmethod
+    def _open_url(cls, url: str, want: dict, create: bool, writable: bool) -> "TuningDB":
+        from ckheur.data.database import DatabaseError, Store, campaign_name, campaign_of
+
+        try:
+            store = Store(url, create=create)
+            try:
+                cid = store.campaign(campaign_of(url) or campaign_name(want), want, create=create)
+                if writable:
+                    with store.transaction():  # the write lock (SQLite) or a write: a read-only database fails here
+                        store.execute("UPDATE campaigns SET name = name WHERE id = ?", (cid,))
+            except BaseException:
+                store.close()
+                raise
+        except DatabaseError as e:
+            raise TuningDBError(str(e)) from None
+        except Exception as e:  # noqa: BLE001 (the driver's own errors, as one line)
+            raise TuningDBError(f"tuning database {url}: {type(e).__name__}: {str(e).strip()[:300]}") from None
+        db = cls(path=url, store=store, campaign_id=cid, **want)
+        db.refresh()
+        return db
+
+    def frame(self) -> Any:
+        """Every measurement of the database as a dataset DataFrame (newest row per pair)."""
+        from ckheur.data.dataset import read_dataset
+
+        if self.store is None:
+            return read_dataset(self.path)
+        df = self.store.frame(self.campaign_id)
+        if not len(df):
+            return df
+        fields = list(self.family_modules.problems.FIELDS)
+        return df.sort_values("timestamp", kind="stable").drop_duplicates(
+            ["arch", "direction", "dtype", *fields, "kernel"], keep="last").reset_index(drop=True)
+
+    def close(self) -> None:
+        """Close the database connection (a folder database holds none)."""
+        if self.store is not None:
+            self.store.close()
+
     def check_serves(self, op: Mapping[str, Any], arch: str) -> None:
         """Refuse (TuningDBError) unless this database is for ``op`` on ``arch``."""
         _refuse_mismatch(self.path, {k: getattr(self, k) for k in IDENTITY}, _identity(op, arch))
@@ -96,8 +145,14 @@ class TuningDB:
         from ckheur.data.dataset import usable
         from ckheur.parts import read_parts
 
-        df, names = read_parts(self.path, skip=self._parts)
-        self._parts.update(names)
+        if self.store is not None:
+            import pandas as pd
+
+            rows = self.store.retrying(lambda: self.store.rows(self.campaign_id, self._parts))
+            df = pd.DataFrame(rows)
+        else:
+            df, names = read_parts(self.path, skip=self._parts)
+            self._parts.update(names)
         if not len(df):
             return 0
         _refuse_mismatch(self.path, _identity_of(df), {k: getattr(self, k) for k in IDENTITY})
@@ -137,8 +192,11 @@ class TuningDB:
 
     def claim(self, key: tuple) -> "Claim | None":
         """Claim a problem for measuring (release it with :meth:`Claim.release`); None while another
-        live process holds it. The lock file is opened without following links, never written,
+        live process holds it. (A database URL: workers claim jobs instead, ``database.work``.) The lock file is opened without following links, never written,
         and removed on release."""
+        if self.store is not None:
+            raise TuningDBError(f"{self.path}: a database claims jobs with leases (ckheur.data.database.work), "
+                                "not problems")
         folder = make_folder(self.path / CLAIMS, "tuning database claims folder")
         lock = folder / f"{hashlib.sha256(repr(key).encode()).hexdigest()[:24]}.lock"
         try:
@@ -164,13 +222,18 @@ class TuningDB:
         raise TuningDBError(f"cannot claim {lock}: it keeps being replaced")
 
     def record(self, problem: Any, kernels: Sequence[Any], results: Any, backend: str = "callable",
-               warmup: int = 0, repeat: int = 1) -> Path:
-        """Append measurements of ``kernels`` on ``problem`` (a backend Results, same order) as one part."""
+               warmup: int = 0, repeat: int = 1) -> Path | None:
+        """Append measurements of ``kernels`` on ``problem`` (a backend Results, same order) as one part
+        (a database: as rows of its campaign, None)."""
         from ckheur.data.dataset import common_columns, kernel_columns, measurement_rows, write_part
 
         common = common_columns(self.family_modules, self.direction, self.dtype, self.arch, backend, warmup, repeat)
         rows = measurement_rows([(problem, k) for k in kernels], results, common, {problem.key(): problem.to_dict()},
                                 {k.name: kernel_columns(k, self.family_modules) for k in kernels})
+        if self.store is not None:
+            self.store.record(self.campaign_id, rows, list(self.family_modules.problems.FIELDS))
+            self.refresh()
+            return None
         part = write_part(self.path, rows)
         self.refresh()
         return part
@@ -192,6 +255,12 @@ class Claim:
                     os.unlink(self.path)
             os.close(self.fd)
             self.fd = -1
+
+
+def _is_url(path: Any) -> bool:
+    from ckheur.data.database import is_url
+
+    return is_url(path)
 
 
 def _plausible(keys: Sequence[tuple], latency_ms: Any, family: Any, dtype: str, arch: str) -> Any:
@@ -280,3 +349,68 @@ def _check_writable(path: Path) -> None:
     except OSError as e:
         raise TuningDBError(f"tuning database {path} cannot be written ({e.strerror or e}); nothing was measured") \
             from None
+
+
+# ------------------------------------------------- Parquet exchange with a database (``ckheur.data.database``)
+
+def export_dataset(url: str, campaign: str, folder: str | Path) -> dict:
+    """Write a campaign's measurements as a dataset folder (one part file, plus ``tuning_db.json``:
+    it is also a Parquet tuning database), read as one snapshot. The folder must be new or empty."""
+    from ckheur.data.database import DatabaseError, Store, mask_url
+    from ckheur.data.dataset import write_part
+    from ckheur.files import make_folder, write_file
+
+    folder = Path(folder)
+    if folder.exists() and (not folder.is_dir() or any(folder.iterdir())):
+        raise DatabaseError(f"export folder {folder} is not empty: give a new folder (nothing is overwritten)")
+    with Store(url) as store:
+        info = {c["name"]: c for c in store.campaigns()}
+        if campaign not in info:
+            raise DatabaseError(f"{mask_url(url)} has no campaign {campaign!r}; it has: {', '.join(info) or 'none'}")
+        df = store.frame(info[campaign]["id"])
+    make_folder(folder, "export folder")
+    write_file(folder / META, json.dumps({**{k: info[campaign][k] for k in IDENTITY}, "campaign": campaign,
+                                          "exported_from": mask_url(url)}, indent=2) + "\n")
+    if len(df):
+        write_part(folder, df)
+    return {"campaign": campaign, "rows": len(df), "folder": str(folder)}
+
+
+def import_dataset(url: str, path: str | Path, campaign: str | None = None) -> dict:
+    """Load a dataset folder or file (a Parquet tuning database, a sweep, an import) into the
+    database, every row as it is (rows already there are one row). Rows of several
+    (family, direction, dtype, arch) go to one campaign each, named ``campaign`` or, by default,
+    by them (as stage=tune names its campaign)."""
+    from ckheur.data.database import Store, campaign_name
+    from ckheur.data.dataset import read_dataset
+    from ckheur.families import get_family
+
+    df = read_dataset(path, dedupe=False)
+    if not len(df):
+        return {"rows": 0, "campaigns": {}}
+    fam = df["op"].astype(str).str.split("/").str[0]
+    out: dict[str, int] = {}
+    with Store(url, create=True) as store:
+        for ident, part in df.groupby([fam, "direction", "dtype", "arch"], sort=True):
+            identity = dict(zip(IDENTITY, map(str, ident)))
+            name = campaign or campaign_name(identity)
+            cid = store.campaign(name, identity, create=True)
+            fields = list(get_family(identity["family"]).problems.FIELDS)
+            rows = part.to_dict("records")
+            for i in range(0, len(rows), 5000):
+                store.record(cid, rows[i:i + 5000], fields)
+            out[name] = out.get(name, 0) + len(rows)
+    return {"rows": int(len(df)), "campaigns": out}
+
+
+def digest(url: str) -> str:
+    """sha256 of the rows a database URL serves (``read_dataset``), in a stable order: what a model
+    manifest records of the data it was trained on."""
+    import hashlib
+
+    from ckheur.data.dataset import read_dataset
+
+    df = read_dataset(url, dedupe=False)
+    order = [c for c in ("timestamp", "kernel") if c in df.columns]
+    text = (df.sort_values(order, kind="stable") if order else df).to_json(orient="records")
+    return hashlib.sha256(text.encode()).hexdigest()

@@ -627,17 +627,18 @@ def train_bundle(paths: Sequence[str | Path], job: Job, output: str | Path, *, m
     from ckheur.data.dataset import SIMULATED, keep_shard, read_dataset
     from ckheur.learn.bundle import load_bundle, save_bundle
     from ckheur.learn.fold_calibration import calibration_overlap
+    from ckheur.data.tuning_db import digest
     from ckheur.parts import sha256_of
     from ckheur.threads import lightgbm
 
-    paths = [Path(p) for p in paths]
+    paths = [p if isinstance(p, str) and "://" in p else Path(p) for p in paths]  # database URLs as they are
     check_remember(job, remember)
     warm = load_bundle(warm_start) if warm_start else None
     log(f"train: reading {', '.join(map(str, paths))}")
     df = read_dataset(paths)
     if shard is not None:
         df = keep_shard(df, dict(shard), job.family)
-    hashes = {str(g): sha256_of(p) for g, p in zip(names or paths, paths)}
+    hashes = {str(g): digest(p) if isinstance(p, str) else sha256_of(p) for g, p in zip(names or paths, paths)}
     backends = sorted(set(df.backend.dropna()))
     simulated = SIMULATED in backends
 
@@ -685,7 +686,7 @@ def _origins(paths: Sequence[Path], hashes: Any) -> set[str]:
     """sha256 of the data read and of every file imported into the datasets read (imports.json)."""
     from ckheur.data.importing import read_record
 
-    return set(hashes).union(*(read_record(p) for p in paths if p.is_dir()))
+    return set(hashes).union(*(read_record(p) for p in paths if isinstance(p, Path) and p.is_dir()))
 
 
 def _calibration_hashes() -> set[str]:

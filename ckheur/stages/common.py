@@ -37,9 +37,22 @@ def problem_from_cfg(cfg: Any, job: Any) -> Any:
     return as_problem(fields, job.family) if fields else None
 
 
-def db_dir(cfg: Any, job: Any) -> Path:
-    """The tuning database of the job: tune.db, else under paths.tuning."""
-    return Path(cfg.tune.db) if cfg.tune.db else Path(cfg.paths.tuning) / job.slug
+def db_dir(cfg: Any, job: Any) -> Path | str:
+    """The tuning database of the job: tune.db (a folder or a database URL), else a folder database
+    already under paths.tuning (as earlier versions made), else the job's campaign in db.url."""
+    if cfg.tune.db:
+        return folder_or_url(cfg.tune.db)
+    from ckheur.data.database import check_url
+
+    old = Path(cfg.paths.tuning) / job.slug
+    return old if (old / "tuning_db.json").exists() else check_url(str(cfg.db.url), "db.url")
+
+
+def folder_or_url(value: Any) -> Path | str:
+    """A database URL as it is (``ckheur.data.database``), anything else as a folder path."""
+    from ckheur.data.database import is_url
+
+    return str(value) if is_url(str(value)) else Path(value)
 
 
 def plan_from_cfg(cfg: Any) -> Any:
@@ -52,6 +65,7 @@ def plan_from_cfg(cfg: Any) -> Any:
 
     job, st = Job.from_config(cfg), cfg.sweep
     problems = load_problem_set(plain(cfg.problems), job.family, job.direction, job.dtype)
-    out = Path(st.output) if st.output else dataset_dir(cfg.paths.data, job.op, job.arch_name, cfg.problems.name)
+    out = folder_or_url(st.output) if st.output else dataset_dir(cfg.paths.data, job.op, job.arch_name,
+                                                                   cfg.problems.name)
     return plan_sweep(job, problems, out, backend=plain(cfg.backend), overwrite=bool(st.overwrite),
                       retry_failed=bool(st.retry_failed))

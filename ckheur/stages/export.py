@@ -39,14 +39,14 @@ def run(cfg: Any, ctx: Context) -> dict:
 def _user_find_db(cfg: Any, job: Any) -> dict:
     """The tuning database's measurements into the user find-db export.output."""
     from ckheur.integrations.miopen.find_db import write_user_find_db
-    from ckheur.stages.common import db_dir
+    from ckheur.stages.common import db_dir, folder_or_url
 
     opts = cfg.export
     if not opts.output:
         raise StageError(f"export.format=miopen_find_db needs export.output=<the user find-db>: MIOpen reads "
                          f"{job.arch_name}<CUs>.HIP.<MIOpen version>.ufdb.txt in $MIOPEN_USER_DB_PATH (default "
                          "~/.config/miopen/)")
-    db = Path(opts.tuning_db) if opts.tuning_db else db_dir(cfg, job)
+    db = folder_or_url(opts.tuning_db) if opts.tuning_db else db_dir(cfg, job)
     got = write_user_find_db(db, Path(opts.output), job, merge=bool(opts.merge))
     print(f"export: {got['entries']} measurements of {got['problems']} problems from {got['database']} into "
           f"{got['find_db']} ({got['added']} keys added, {got['updated']} updated, {got['kept']} other lines kept"

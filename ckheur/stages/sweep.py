@@ -27,8 +27,13 @@ def run(cfg: Any, ctx: Context) -> dict:
     if options is not None:
         options.check()
     plan = plan_from_cfg(cfg)
+    if options is not None and isinstance(plan.out, str):
+        raise StageError(f"sweep.strategy={strategy} keeps its rounds in a dataset folder; into a database "
+                         "(sweep.output=<URL>) use sweep.strategy=full")
     if options is None:
-        summary = sweep_all(plan, progress=str(st.progress), log_every_s=float(st.log_every_s))
+        queue = {"lease_s": float(cfg.db.lease_s), "max_attempts": int(cfg.db.max_attempts)} \
+            if isinstance(plan.out, str) else {}
+        summary = sweep_all(plan, progress=str(st.progress), log_every_s=float(st.log_every_s), **queue)
         _print_summary(summary)
     else:
         summary = sweep_rounds(plan, options, progress=str(st.progress), log_every_s=float(st.log_every_s))

@@ -14,8 +14,11 @@ def data_paths(cfg: Any, op: dict, arch: dict, explicit: list, problems: str) ->
     from ckheur.data.dataset import dataset_dir
     from ckheur.measurements import resolve
 
-    paths = [resolve(p) for p in explicit] or [dataset_dir(cfg.paths.data, op, arch["name"], problems)]
-    missing = [str(p) for p in paths if not p.exists()]
+    from ckheur.data.database import is_url
+
+    paths = [str(p) if is_url(str(p)) else resolve(p) for p in explicit] or \
+        [dataset_dir(cfg.paths.data, op, arch["name"], problems)]
+    missing = [str(p) for p in paths if not isinstance(p, str) and not p.exists()]
     if missing:
         raise StageError(f"dataset not found: {', '.join(missing)}; run stage=sweep (problems={problems}) "
                          "first, or name datasets / CK CSVs with data.paths=[...]")

@@ -25,7 +25,7 @@ def run(cfg: Any, ctx: Context) -> dict:
     problems = [single] if single is not None else load_problem_set(plain(cfg.problems), job.family, job.direction, job.dtype)
     summary = tune(selector, problems, db_dir(cfg, job), job, backend=plain(cfg.backend), top_k=int(tc.top_k),
                    progress=str(tc.progress), log_every_s=float(tc.log_every_s), claim_poll_s=float(tc.claim_poll_s),
-                   label=label)
+                   label=label, lease_s=float(cfg.db.lease_s), max_attempts=int(cfg.db.max_attempts))
     _print(summary)
     write_file(ctx.output_dir / "tune_summary.json", json.dumps(summary, indent=2))
     if summary["interrupted"]:

@@ -84,10 +84,16 @@ def plan_sweep(job: Job, problems: Sequence[Any], out: str | Path, *, backend: M
                overwrite: bool = False, retry_failed: bool = False,
                log: Callable[[str], None] = print) -> SweepPlan:
     """The pool's kernels that can run each problem and the pairs already in the dataset ``out``;
-    ``overwrite`` moves an old dataset aside first, ``retry_failed`` plans failed pairs again."""
+    ``overwrite`` moves an old dataset aside first, ``retry_failed`` plans failed pairs again.
+    ``out`` a database URL: the sweep is one worker of the job's campaign there (:func:`sweep_all`)."""
+    from ckheur.data.database import is_url
     from ckheur.data.dataset import USABLE, read_dataset
 
-    pool, family, out = job.pool, job.family, Path(out)
+    url = str(out) if is_url(str(out)) else None
+    if url and overwrite:
+        raise SweepError("sweep.overwrite=true with a database URL: a database never drops measurements; name a "
+                         "new campaign with ?campaign=<name> or another database")
+    pool, family, out = job.pool, job.family, (url or Path(out))
     if not pool.kernels:
         raise SweepError("the kernel pool is empty (check kernels.filter and the op's allow-lists)")
     if overwrite and out.exists():
@@ -97,7 +103,7 @@ def plan_sweep(job: Job, problems: Sequence[Any], out: str | Path, *, backend: M
         out.rename(aside)
         log(f"sweep.overwrite: previous dataset kept aside as {aside}")
     done: set[tuple] = set()
-    old = read_dataset(out) if out.exists() else None
+    old = _campaign_rows(url, job) if url else read_dataset(out) if out.exists() else None
     if old is not None and len(old):
         old = old[(old.arch == job.arch_name) & (old.direction == job.direction) & (old.dtype == job.dtype)]
         if retry_failed:
@@ -117,6 +123,96 @@ def plan_sweep(job: Job, problems: Sequence[Any], out: str | Path, *, backend: M
         masks[p.key()] = np.asarray(mask, dtype=bool)
     return SweepPlan(job, dict(backend), [p for p in problems if p.key() in masks], out, done, groups, masks,
                      skipped, total)
+
+
+def _campaign_rows(url: str, job: Job) -> Any:
+    """The rows of the job's campaign in the database ``url`` (created when new)."""
+    from ckheur.data.tuning_db import TuningDB
+
+    tdb = TuningDB.open(url, job.op, job.arch_name, create=True, writable=True)
+    try:
+        return tdb.frame()
+    finally:
+        tdb.close()
+
+
+def sweep_queue(plan: SweepPlan, *, progress: str = "auto", log_every_s: float = 10.0, lease_s: float = 60.0,
+                max_attempts: int = 3, poll_s: float = 0.5, log: Callable[[str], None] = print) -> dict:
+    """A full sweep into a database: one job per problem and slice of its group's kernels (the
+    backend's batch), queued by every worker alike, so any number of workers on any number of nodes
+    split it; a job's pairs already in the campaign are not measured again."""
+    from ckheur.backends import make_backend
+    from ckheur.data.database import work
+    from ckheur.data.dataset import common_columns, measurement_rows
+    from ckheur.data.tuning_db import TuningDB
+
+    job = plan.job
+    tdb = TuningDB.open(plan.out, job.op, job.arch_name, create=True, writable=True)
+    store, cid, fam = tdb.store, tdb.campaign_id, job.family
+    fields = list(fam.problems.FIELDS)
+    measurer = make_backend(plan.backend, job.op, job.arch)
+    pcols, kcols = plan.columns()
+    kernels = {k.name: k for k in plan.pool.kernels}
+    size = max(1, int(measurer.batch_pairs))
+    items = []
+    for p in plan.problems:
+        names = [k.name for k in plan.groups[p.group]]
+        for i in range(0, len(names), size):
+            chunk = names[i:i + size]
+            if any((*p.key(), n) not in plan.done for n in chunk):
+                items.append((p.to_dict(), chunk))
+    log(f"sweep: {job.label} via backend={plan.backend['name']} into {plan.out} (campaign {tdb.campaign_id}): "
+        f"{len(plan.problems)} problems, {len(items)} jobs of up to {size} pairs to measure or already queued")
+    for line in skipped_lines(plan.skipped):
+        log(line)
+    common = common_columns(fam, job.direction, job.dtype, job.arch_name, measurer.name, measurer.warmup,
+                            measurer.repeat)
+    statuses: Counter = Counter()
+    bar = Progress(sum(len(ks) for _, ks in items), progress, log_every_s)
+
+    def measure(jobs: list) -> list[list[dict]]:
+        out = []
+        for j in jobs:
+            p = fam.problems.problem_from_dict(dict(j.fields))
+            key, mask = p.key(), plan.masks.get(p.key())
+            group = {k.name: ok for k, ok in zip(plan.groups.get(p.group, []), mask if mask is not None else [])}
+            pairs = [(p, kernels[n]) for n in j.kernels if n in kernels and (*key, n) not in plan.done]
+            run = [(q, k) for q, k in pairs if group.get(k.name)]
+            skip = [(q, k) for q, k in pairs if not group.get(k.name)]
+            rows = []
+            if run:
+                res = measurer.measure(run)
+                rows += measurement_rows(run, res, common, pcols, kcols, measurer.clock_mhz())
+                statuses.update(res.status)
+            if skip:
+                res = not_run(skip)
+                rows += measurement_rows(skip, res, common, pcols, kcols)
+                statuses.update(res.status)
+            bar.update(len(j.kernels))
+            out.append(rows)
+        return out
+
+    t0 = time.perf_counter()
+    try:
+        store.enqueue(cid, items, fields, max_attempts)
+        stats = work(str(plan.out), cid, measure, fields, batch_jobs=1, lease_s=lease_s, poll_s=poll_s, store=store,
+                     log=log)
+    finally:
+        bar.close()
+        measurer.close()
+        failed = store.failed_jobs(cid)
+        tdb.close()
+    wall = time.perf_counter() - t0
+    measured = sum(statuses.values())
+    return {"dataset": str(plan.out), "strategy": "full", "backend": measurer.name,
+            "problems": len(plan.problems) + len(plan.skipped),
+            "problems_skipped": [{"problem": d, "reason": r} for d, r in plan.skipped],
+            "pool": len(plan.pool.kernels), "pairs_total": plan.total_pairs,
+            "pairs_skipped_existing": len(plan.done), "jobs_done_here": stats.jobs_done,
+            "jobs_failed": [{**f, "key": list(f["key"])} for f in failed],
+            "attempts": measured, "by_status": dict(statuses), "wall_s": round(wall, 3),
+            "measurements_per_s": round(measured / wall, 1) if wall > 0 else None,
+            "interrupted": stats.interrupted}
 
 
 def skipped_lines(skipped: Sequence[tuple[str, str]]) -> list[str]:
@@ -139,12 +235,15 @@ def not_run(pairs: Sequence[tuple[Any, Any]]) -> Any:
 
 
 def sweep_all(plan: SweepPlan, *, progress: str = "auto", log_every_s: float = 10.0,
-              log: Callable[[str], None] = print) -> dict:
+              log: Callable[[str], None] = print, **queue: Any) -> dict:
     """Measure every pair of the plan not yet in its dataset (pairs the kernel cannot run are
-    recorded as unsupported); returns the summary (``interrupted`` after Ctrl-C)."""
+    recorded as unsupported); returns the summary (``interrupted`` after Ctrl-C). A plan into a
+    database URL runs as a worker of its job queue (:func:`sweep_queue`, ``queue``: its options)."""
     from ckheur.backends import make_backend
 
     job, out = plan.job, plan.out
+    if isinstance(out, str):  # a database URL
+        return sweep_queue(plan, progress=progress, log_every_s=log_every_s, log=log, **queue)
     todo, unsupported = [], []
     for p in plan.problems:
         key = p.key()

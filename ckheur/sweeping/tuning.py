@@ -2,7 +2,9 @@
 
 Pairs already in the database are never measured again, so a killed run resumes where it
 stopped; a problem whose top-k all failed gets the next k until one runs or the pool is
-exhausted. Runs sharing a database claim problems, so each problem is measured once."""
+exhausted. Runs sharing a database claim problems, so each problem is measured once: in a folder
+database with ``flock``, in a database URL (SQLite, PostgreSQL) as workers of its job queue,
+each job (a problem and the kernels to time) claimed with a lease (``ckheur.data.database.work``)."""
 
 from __future__ import annotations
 
@@ -18,10 +20,13 @@ from ckheur.sweeping.measuring import SweepError, measure_batches, record_batche
 
 def tune(selector: Any, problems: Sequence[Any], db: str | Path, job: Job, *, backend: Mapping[str, Any],
          top_k: int = 3, progress: str = "auto", log_every_s: float = 10.0, claim_poll_s: float = 0.5,
-         label: str | None = None, log: Callable[[str], None] = print) -> dict:
+         label: str | None = None, log: Callable[[str], None] = print, lease_s: float = 60.0,
+         max_attempts: int = 3) -> dict:
     """Measure ``selector``'s top ``top_k`` kernels of each problem through ``backend`` into the
     tuning database folder ``db`` (created if new); returns the summary (``interrupted`` after Ctrl-C).
-    For one problem the summary also lists its ranking with what was measured (``problem``)."""
+    For one problem the summary also lists its ranking with what was measured (``problem``).
+    ``db`` a database URL: this run is one worker of its campaign's job queue, holding each job
+    for ``lease_s`` (renewed while measuring), a job failing ``max_attempts`` times is given up."""
     from ckheur.backends import make_backend
     from ckheur.data.dataset import kernel_columns
     from ckheur.problems import ProblemError
@@ -31,7 +36,7 @@ def tune(selector: Any, problems: Sequence[Any], db: str | Path, job: Job, *, ba
     if isinstance(k, bool) or not isinstance(k, int) or k < 1:
         raise SweepError(f"tune.top_k={k!r}: must be an integer >= 1")
     label = label or selector.label
-    tdb = TuningDB.open(Path(db), job.op, job.arch_name, create=True, writable=True)
+    tdb = TuningDB.open(db, job.op, job.arch_name, create=True, writable=True)
     log(f"tune: {job.label}: top-{k} of {label} for {len(problems)} problem(s) via backend={backend['name']} "
         f"into {tdb.path} ({len(tdb)} problems already there)")
     ranked: dict[tuple, list] = {}
@@ -67,6 +72,22 @@ def tune(selector: Any, problems: Sequence[Any], db: str | Path, job: Job, *, ba
         return stop
 
     interrupted = False
+    if tdb.store is not None:  # a database URL: one worker of its campaign's job queue
+        had = {key for key in ranked if key in tdb}
+        try:
+            interrupted, mine, failed = _work_queue(tdb, ranked, by_key, k, measurer, job, bar, statuses, claim_poll_s,
+                                                    lease_s, max_attempts, log)
+        finally:
+            bar.close()
+            measurer.close()
+        summary = _summary(tdb, ranked, k, skipped, statuses, already, int(bool(mine)), time.perf_counter() - t0,
+                           interrupted, label)
+        summary["problems_measured_by_other_processes"] = len({key for key in ranked if key in tdb} - mine - had)
+        summary["jobs_failed"] = failed
+        if len(problems) == 1 and not skipped:
+            summary["problem"] = _one_problem(tdb, ranked, by_key, k)
+        tdb.close()
+        return summary
     try:
         while not interrupted:
             tdb.refresh()
@@ -105,6 +126,65 @@ def tune(selector: Any, problems: Sequence[Any], db: str | Path, job: Job, *, ba
     if len(problems) == 1 and not skipped:
         summary["problem"] = _one_problem(tdb, ranked, by_key, k)
     return summary
+
+
+def _work_queue(tdb: Any, ranked: dict, by_key: dict, k: int, measurer: Any, job: Job, bar: Any, statuses: Counter,
+                poll_s: float, lease_s: float, max_attempts: int, log: Callable[[str], None]) -> tuple[bool, set, list]:
+    """Queue a job per problem still wanting kernels timed, and work the campaign's queue with the
+    other workers until nothing is left; then again for problems whose timed kernels all failed
+    (their next k). Returns (interrupted, problem keys this worker measured, jobs out of attempts)."""
+    from ckheur.data.database import work
+    from ckheur.data.dataset import common_columns, kernel_columns, measurement_rows
+
+    store, cid, fam = tdb.store, tdb.campaign_id, job.family
+    fields = list(fam.problems.FIELDS)
+    kernels = {kern.name: kern for kern in job.pool.kernels}
+    kernels.update({kern.name: kern for ks in ranked.values() for kern in ks})
+    common = common_columns(fam, job.direction, job.dtype, job.arch_name, measurer.name, measurer.warmup,
+                            measurer.repeat)
+    mine: set = set()
+
+    def measure(jobs: list) -> list[list[dict]]:
+        missing = sorted({n for j in jobs for n in j.kernels if n not in kernels})
+        if missing:  # another worker's pool (a different kernels.filter): this one cannot time them
+            raise SweepError(f"kernels not in this worker's pool: {', '.join(missing[:5])}")
+        probs = [fam.problems.problem_from_dict(dict(j.fields)) for j in jobs]
+        pairs = [(p, kernels[n]) for p, j in zip(probs, jobs) for n in j.kernels]
+        res = measurer.measure(pairs)
+        rows = measurement_rows(pairs, res, common, {p.key(): p.to_dict() for p in probs},
+                                {n: kernel_columns(kernels[n], fam) for j in jobs for n in j.kernels},
+                                measurer.clock_mhz())
+        statuses.update(res.status)
+        bar.update(len(pairs))
+        mine.update(p.key() for p in probs)
+        out, i = [], 0
+        for j in jobs:
+            out.append(rows[i:i + len(j.kernels)])
+            i += len(j.kernels)
+        return out
+
+    store.note_backend(cid, {"name": measurer.name, "warmup": measurer.warmup, "repeat": measurer.repeat})
+    while True:
+        tdb.refresh()
+        gave_up = {(tuple(f["key"]), tuple(f["kernels"])) for f in store.failed_jobs(cid)}
+        items = []
+        for key, ks in ranked.items():
+            names = tuple(kern.name for kern in _wanted(tdb, ks, key, k))
+            if names and (key, names) not in gave_up:
+                items.append((by_key[key].to_dict(), list(names)))
+        if not items:
+            break
+        new = store.enqueue(cid, items, fields, max_attempts)
+        stats = work(str(tdb.path), cid, measure, fields, batch_jobs=max(1, measurer.batch_pairs // k),
+                     lease_s=lease_s, poll_s=poll_s, store=store, log=log)
+        if stats.interrupted:
+            return True, mine, []
+        if not new and not stats.jobs_done and not stats.waits:
+            break  # every job wanted is already there and finished: nothing more this worker can do
+    failed = store.failed_jobs(cid)
+    for f in failed[:10]:
+        log(f"tune: gave up on {f['key']} after {f['attempts']} attempts: {f['last_error']}")
+    return False, mine, [{**f, "key": list(f["key"])} for f in failed]
 
 
 def _wanted(db: Any, ks: list, key: tuple, k: int) -> list:

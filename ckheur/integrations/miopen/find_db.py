@@ -822,14 +822,16 @@ def write_user_find_db(db: str | Path, path: str | Path, job: Any, *, merge: boo
     ``tuning_db_lines``) into the user find-db ``path``, whose name must be MIOpen's for the job's
     arch (``<arch><CUs>.HIP.<version>.ufdb.txt``), merged as :func:`merge_find_db` does; returns
     what was written. FindDbError when nothing measured can be written."""
-    from ckheur.data.dataset import read_dataset
     from ckheur.data.tuning_db import TuningDB
 
     if job.family.name != "miopen":
         raise FindDbError(f"op.family={job.family.name!r}: a find-db holds MIOpen's solvers; use op=miopen/<direction>")
     cus = cus_of(path, job.arch_name, user=True)
     tdb = TuningDB.open(db, job.op, job.arch_name)
-    lines, counts = tuning_db_lines(read_dataset(tdb.path), job.direction, job.dtype)
+    try:
+        lines, counts = tuning_db_lines(tdb.frame(), job.direction, job.dtype)
+    finally:
+        tdb.close()
     if not lines:
         raise FindDbError(f"tuning database {tdb.path} holds no {job.direction} {job.dtype} measurement with a "
                           f"known workspace ({counts['workspace_unknown']} without one): nothing to write; a "
