@@ -611,6 +611,7 @@ def check_remember(job: Job, remember: bool) -> None:
 def train_bundle(paths: Sequence[str | Path], job: Job, output: str | Path, *, model: Mapping[str, Any],
                  candidates: Sequence[Candidate], options: TrainOptions, warm_start: str | Path | None = None,
                  shard: Mapping[str, Any] | None = None, exclude_suspect: bool = False, remember: bool = False,
+                 mix_simulated: bool = False,
                  names: Sequence[str] | None = None, config: Mapping[str, Any] | None = None,
                  run_dir: str | Path | None = None, hardware: bool = False,
                  log: Callable[[str], None] = print) -> dict:
@@ -620,7 +621,8 @@ def train_bundle(paths: Sequence[str | Path], job: Job, output: str | Path, *, m
     ``run_dir``, the out-of-fold predictions and CV metrics are written there too. ``remember``
     (MIOpen's solvers): the bundle also keeps each training problem's fastest measured solver and
     ranks it first for that exact problem, so it answers at least as its own find-db would.
-    ``hardware``: one model across the GPUs of the data (``train``). Returns the bundle's path,
+    ``hardware``: one model across the GPUs of the data (``train``). Simulated rows beside measured
+    ones are refused unless ``mix_simulated``. Returns the bundle's path,
     the chosen candidate, its trees and the CV metrics."""
     import sys
 
@@ -640,6 +642,10 @@ def train_bundle(paths: Sequence[str | Path], job: Job, output: str | Path, *, m
     hashes = {str(g): sha256_of(p) for g, p in zip(names or paths, paths)}
     backends = sorted(set(df.backend.dropna()))
     simulated = SIMULATED in backends
+    if simulated and len(backends) > 1 and not mix_simulated:
+        raise TrainingError(f"train: the data mixes simulated rows (backend {SIMULATED}) with rows measured by "
+                           f"{', '.join(b for b in backends if b != SIMULATED)}; train on one kind (data.paths=[...]), "
+                           "or pass data.mix_simulated=true to mix them on purpose (the bundle is then labeled simulated)")
 
     def leaky_data(table: Any) -> tuple[bool, int]:
         """Is the simulator calibrated on this data (the calibration file itself, an import of it

@@ -99,6 +99,7 @@ def plan_sweep(job: Job, problems: Sequence[Any], out: str | Path, *, backend: M
     done: set[tuple] = set()
     old = read_dataset(out) if out.exists() else None
     if old is not None and len(old):
+        check_origin(old, str(backend["name"]), job.arch_name, out)
         old = old[(old.arch == job.arch_name) & (old.direction == job.direction) & (old.dtype == job.dtype)]
         if retry_failed:
             old = old[old.status.isin([*USABLE, "unsupported"])]
@@ -117,6 +118,29 @@ def plan_sweep(job: Job, problems: Sequence[Any], out: str | Path, *, backend: M
         masks[p.key()] = np.asarray(mask, dtype=bool)
     return SweepPlan(job, dict(backend), [p for p in problems if p.key() in masks], out, done, groups, masks,
                      skipped, total)
+
+
+REAL_BACKENDS = ("hip", "command", "miopen_driver")  # measure a GPU now (replay serves earlier measurements)
+
+
+def check_origin(old: Any, backend: str, arch: str, out: Path) -> None:
+    """Refuse to add rows to a dataset measured elsewhere: simulated rows beside real ones (either
+    way), or rows of another device (arch). A dataset's rows record the backend, arch and host that
+    measured them; a sweep that mixed them would count simulated pairs as measured."""
+    from ckheur.data.dataset import SIMULATED
+
+    backends = set(map(str, old["backend"].dropna().unique()))
+    archs = sorted(set(map(str, old["arch"].dropna().unique())) - {arch})
+    what = ""
+    if backend in REAL_BACKENDS and SIMULATED in backends:
+        what = f"{int((old['backend'].astype(str) == SIMULATED).sum())} simulated rows (backend {SIMULATED})"
+    elif backend == SIMULATED and backends - {SIMULATED}:
+        what = f"rows measured by backend {', '.join(sorted(backends - {SIMULATED}))}"
+    elif archs:
+        what = f"rows of another device ({', '.join(archs)})"
+    if what:
+        raise SweepError(f"sweep: {out} holds {what}; a backend={backend} sweep on {arch} does not mix with them: "
+                         "give sweep.output=<new dataset folder>, or sweep.overwrite=true to move the old one aside")
 
 
 def skipped_lines(skipped: Sequence[tuple[str, str]]) -> list[str]:

@@ -1,0 +1,62 @@
+"""Honest defaults (issue 50): data of different origin never mixes silently, what was tuned is
+served, reports keep measured apart from predicted, problem lines are strict."""
+
+from __future__ import annotations
+
+import sys
+
+from ckheur.data.dataset import read_dataset, write_part
+from conftest import ROOT, run_cli
+
+TINY = """defaults:
+  - /schema/problems@_here_: problems
+  - _self_
+name: tiny
+sources:
+  - kind: inline
+    problems:
+      - {N: 1, C: 8, K: 8, Hi: 5, Wi: 5, Y: 3, X: 3, pad_h: 1, pad_w: 1}
+      - {N: 1, C: 8, K: 16, Hi: 6, Wi: 6, Y: 3, X: 3, stride_h: 2, stride_w: 2}
+"""
+
+
+def _sim_tiny(tmp_path):
+    """A simulated sweep of two small problems; returns (config dir, dataset folder)."""
+    conf = tmp_path / "conf" / "problems"
+    conf.mkdir(parents=True)
+    (conf / "tiny.yaml").write_text(TINY)
+    r = run_cli(f"--config-dir={tmp_path / 'conf'}", "stage=sweep", "problems=tiny", "op.ndims=[2]",
+                f"paths.data={tmp_path}/data", f"hydra.run.dir={tmp_path}/sim")
+    assert r.returncode == 0, r.stderr
+    return tmp_path / "conf", tmp_path / "data" / "grouped_conv_fwd_bf16_gfx950" / "tiny.parquet"
+
+
+def test_real_sweep_into_simulated_rows_is_refused_in_one_line(tmp_path):
+    confdir, ds = _sim_tiny(tmp_path)
+    before = len(read_dataset(ds, dedupe=False))
+    bench = ROOT / "tests" / "data" / "fake_bench.py"
+    r = run_cli(f"--config-dir={confdir}", "stage=sweep", "problems=tiny", "op.ndims=[2]", "backend=command",
+                f"backend.template={sys.executable} {bench} {{kernel}} {{N}}", "backend.regex='Elapsed: ([0-9.]+) us'",
+                "backend.time_unit=us", f"paths.data={tmp_path}/data", f"hydra.run.dir={tmp_path}/real")
+    assert r.returncode == 2
+    line = r.stderr.strip()
+    assert "\n" not in line and "Traceback" not in line
+    assert f"{before} simulated rows (backend sim)" in line and "sweep.output=" in line and "sweep.overwrite=true" in line
+    assert len(read_dataset(ds, dedupe=False)) == before  # nothing measured, nothing counted as measured
+    # The same simulated sweep again resumes (nothing to measure): same origin, no refusal.
+    r = run_cli(f"--config-dir={confdir}", "stage=sweep", "problems=tiny", "op.ndims=[2]",
+                f"paths.data={tmp_path}/data", f"hydra.run.dir={tmp_path}/again")
+    assert r.returncode == 0 and "0 to measure" in r.stdout
+
+
+def test_training_refuses_simulated_beside_measured_rows_unless_asked(tmp_path):
+    _, ds = _sim_tiny(tmp_path)
+    real = read_dataset(ds)
+    real["backend"] = "command"  # rows of other problems, as if a GPU had measured them: a second origin
+    real["N"] += 1
+    write_part(tmp_path / "real.parquet", real)
+    args = ["stage=train", f"data.paths=[{ds},{tmp_path / 'real.parquet'}]", "train.cluster_cv=false",
+            f"train.output={tmp_path}/model", f"hydra.run.dir={tmp_path}/train"]
+    r = run_cli(*args)
+    assert r.returncode == 2 and "mixes simulated rows (backend sim) with rows measured by command" in r.stderr
+    assert "data.mix_simulated=true" in r.stderr and not (tmp_path / "model").exists()
