@@ -42,6 +42,19 @@ def db_dir(cfg: Any, job: Any) -> Path:
     return Path(cfg.tune.db) if cfg.tune.db else Path(cfg.paths.tuning) / job.slug
 
 
+def tuning_db_from_cfg(cfg: Any, job: Any, given: str | None) -> tuple[str | None, str]:
+    """The tuning database a stage serves from, and a line saying which: ``given`` (a path), none
+    for ``given`` = none, else the op's default (``db_dir``, where stage=tune writes) when it exists."""
+    if given is not None and str(given).strip().lower() == "none":
+        return None, "tuning database: off (tuning_db=none)"
+    if given:
+        return str(given), f"tuning database: {given}"
+    default = db_dir(cfg, job)
+    if default.exists():
+        return str(default), f"tuning database: {default} (the op's default, stage=tune's; tuning_db=none turns it off)"
+    return None, f"tuning database: none yet ({default} does not exist; stage=tune writes it)"
+
+
 def plan_from_cfg(cfg: Any) -> Any:
     """The sweep plan of a config: the job's pool on the problem set, into sweep.output or the
     problem set's dataset under paths.data."""

@@ -6,7 +6,7 @@ from pathlib import Path
 from typing import Any
 
 from ckheur.stages import Context, StageError, plain
-from ckheur.stages.common import problem_from_cfg, selector_from_cfg
+from ckheur.stages.common import problem_from_cfg, selector_from_cfg, tuning_db_from_cfg
 
 
 def set_named_on_command_line() -> bool:
@@ -32,7 +32,9 @@ def run(cfg: Any, ctx: Context) -> dict:
     k = int(cfg.predict.k)
     if k < 1:
         raise StageError(f"predict.k={k}: the number of kernels to print must be >= 1")
-    selector, label = selector_from_cfg(cfg, job, tuning_db=cfg.predict.tuning_db, find_db=cfg.predict.find_db)
+    tuning_db, db_line = tuning_db_from_cfg(cfg, job, cfg.predict.tuning_db)
+    selector, label = selector_from_cfg(cfg, job, tuning_db=tuning_db, find_db=cfg.predict.find_db)
+    print(f"predict: {db_line}")
     refused = selector.find_db.refused if selector.find_db is not None else {}
     if refused:
         named = ", ".join(f"{s} {n}" for s, n in sorted(refused.items())[:5]) + (" ..." if len(refused) > 5 else "")

@@ -15,7 +15,7 @@ def run(cfg: Any, ctx: Context) -> dict:
     from ckheur.evaluation.network_report import PlanModel, expected_efficiency, layer_rows, totals, write_report
     from ckheur.selection.predicting import bundle_dir
     from ckheur.problems import layer_names, load_weighted_set
-    from ckheur.stages.common import selector_from_cfg
+    from ckheur.stages.common import selector_from_cfg, tuning_db_from_cfg
 
     rc = cfg.report
     job = Job.from_config(cfg)
@@ -30,7 +30,9 @@ def run(cfg: Any, ctx: Context) -> dict:
             raise StageError(f"report.tunanet: TunaNet ranks MIOpen's solvers (op=miopen/...), not {job.family.name}")
         tunanet_net = load_tunanet(rc.tunanet, job.arch_name)
     weighted = load_weighted_set(plain(cfg.problems), job.family, job.direction, job.dtype)
-    selector, label = selector_from_cfg(cfg, job, model_dir=rc.model_dir, tuning_db=rc.tuning_db, find_db=rc.find_db)
+    tuning_db, db_line = tuning_db_from_cfg(cfg, job, rc.tuning_db)
+    selector, label = selector_from_cfg(cfg, job, model_dir=rc.model_dir, tuning_db=tuning_db, find_db=rc.find_db)
+    print(f"report: {db_line}")
     if rc.tunanet:
         tunanet = TunaNetRanker(tunanet_net, selector.kernels, job.direction, job.dtype)
     model_dir = bundle_dir(job, models=cfg.paths.models, sim_models=cfg.paths.sim_models,

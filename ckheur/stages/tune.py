@@ -27,6 +27,9 @@ def run(cfg: Any, ctx: Context) -> dict:
                    progress=str(tc.progress), log_every_s=float(tc.log_every_s), claim_poll_s=float(tc.claim_poll_s),
                    label=label)
     _print(summary)
+    print(f"tune: measurements in {summary['database']}: stage=predict and stage=report of this op answer these "
+          "problems from them (tier tuning_db; predict.tuning_db=none turns that off); stage=train can learn from "
+          f"them (data.paths=[{summary['database']}])")
     write_file(ctx.output_dir / "tune_summary.json", json.dumps(summary, indent=2))
     if summary["interrupted"]:
         print(f"tune interrupted: {summary['attempts']} attempts saved; run the same command again to resume",
