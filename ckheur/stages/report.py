@@ -12,7 +12,8 @@ def run(cfg: Any, ctx: Context) -> dict:
     """Write network_report.md / .csv / .json / .png into the run folder and print the totals and plan."""
     from ckheur.display import format_table
     from ckheur.job import Job
-    from ckheur.evaluation.network_report import PlanModel, expected_efficiency, layer_rows, totals, write_report
+    from ckheur.evaluation.network_report import (PlanModel, expected_efficiency, layer_rows, total_lines, totals,
+                                                  write_report)
     from ckheur.selection.predicting import bundle_dir
     from ckheur.problems import layer_names, load_weighted_set
     from ckheur.stages.common import selector_from_cfg, tuning_db_from_cfg
@@ -52,15 +53,16 @@ def run(cfg: Any, ctx: Context) -> dict:
     written = write_report(ctx.output_dir, rows, tot, header, plan)
     print(f"report: {job.label}, {tot['layers']} layers ({tot['convolutions']} convolutions per run) of "
           f"{cfg.problems.name}, ranked by {label}")
+    print("report: ms: m measured, p predicted by the model; MIOpen's time is measured or unknown")
     print(format_table(["layer", "problem", "weight", "pick", "tier", "ms", "MIOpen", "ms", "gain ms", "plan"],
                        [(r["layer"], r["problem"], r["weight"], r["pick"] or "-", r["tier"],
-                         f"{r['pick_ms']:.4g}" if r["pick_ms"] is not None else "-", r["miopen"] or "-",
-                         f"{r['miopen_ms']:.4g}" if r["miopen_ms"] is not None else "-",
-                         f"{r['gain_vs_miopen_ms']:.4g}" if r["gain_vs_miopen_ms"] is not None else "-",
+                         f"{r['pick_ms']:.4g} {r['pick_time'][0]}" if r["pick_ms"] is not None else "-", r["miopen"] or "-",
+                         f"{r['miopen_ms']:.4g} m" if r["miopen_ms"] is not None else r["miopen_time"],
+                         f"{r['gain_vs_miopen_ms']:.4g} {r['gain_time'][0]}" if r["gain_vs_miopen_ms"] is not None else "-",
                          r.get("plan", "-")) for r in rows]))
-    print(f"report: ckheur's picks {tot['pick_ms']:.4g} ms per run; MIOpen's answers on {tot['layers_miopen_answers']} "
-          f"layers {tot['miopen_ms']:.4g} ms (ckheur {tot['pick_ms_where_miopen_answers']:.4g} ms); tuning plan: "
-          f"{sum(1 for r in rows if r.get('plan'))} layers, expected saving {tot['expected_saving_ms']:.4g} ms per run "
-          f"for {tot['measure_s']:.4g} s of measuring")
+    for line in total_lines(tot):
+        print(f"report: {line}")
+    print(f"report: tuning plan: {sum(1 for r in rows if r.get('plan'))} layers, expected (predicted) saving "
+          f"{tot['expected_saving_ms']:.4g} ms per run for {tot['measure_s']:.4g} s of measuring")
     print(f"report: -> {', '.join(str(p) for p in written)}")
     return {"totals": tot, "layers": rows, "files": [str(p) for p in written]}
