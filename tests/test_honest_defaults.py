@@ -60,3 +60,12 @@ def test_training_refuses_simulated_beside_measured_rows_unless_asked(tmp_path):
     r = run_cli(*args)
     assert r.returncode == 2 and "mixes simulated rows (backend sim) with rows measured by command" in r.stderr
     assert "data.mix_simulated=true" in r.stderr and not (tmp_path / "model").exists()
+
+
+def test_predict_refuses_a_cut_short_line_and_takes_miopens_defaults(tmp_path):
+    r = run_cli("stage=predict", "problem=convbfp16 -n 16 -c 256 -H 28 -W 28 -k", f"hydra.run.dir={tmp_path / 'a'}")
+    assert r.returncode == 2 and "Traceback" not in r.stderr and len(r.stderr.strip().splitlines()) == 1
+    assert "-k (--out_channels, K) has no value: the line is cut short" in r.stderr
+    r = run_cli("stage=predict", "problem=convbfp16 -n 16 -c 256 -H 28 -W 28", f"hydra.run.dir={tmp_path / 'b'}")
+    assert r.returncode == 0, r.stderr  # K left out: MIOpenDriver's default 32, as MIOpenDriver runs the line
+    assert "N16 C256 K32 G1 28x28 k3x3 s1 p0" in r.stdout
