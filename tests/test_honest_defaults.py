@@ -69,3 +69,14 @@ def test_predict_refuses_a_cut_short_line_and_takes_miopens_defaults(tmp_path):
     r = run_cli("stage=predict", "problem=convbfp16 -n 16 -c 256 -H 28 -W 28", f"hydra.run.dir={tmp_path / 'b'}")
     assert r.returncode == 0, r.stderr  # K left out: MIOpenDriver's default 32, as MIOpenDriver runs the line
     assert "N16 C256 K32 G1 28x28 k3x3 s1 p0" in r.stdout
+
+
+def test_predict_leaves_no_empty_run_folder_and_names_a_gemm_as_one(tmp_path):
+    # No hydra.run.dir: Hydra's dated folder under outputs/ (run_cli adds a run folder unless a
+    # sweep folder is named, which a single run does not use).
+    r = run_cli("stage=predict", "op=gemm", "problem.M=4096", "problem.N=4096", "problem.K=4096",
+                f"hydra.sweep.dir={tmp_path / 'unused'}", cwd=tmp_path)
+    assert r.returncode == 0, r.stderr
+    assert "\ngemm fp16 on gfx950: rcr M4096 N4096 K4096" in r.stdout and "\nfwd " not in r.stdout
+    assert "outputs: none (this stage wrote no files, so no run folder is kept)" in r.stdout
+    assert list(tmp_path.iterdir()) == []  # not even outputs/

@@ -52,7 +52,7 @@ def run(cfg: Any, ctx: Context) -> dict:
         relative = relative_only(selector)
         rows = [(i + 1, name, f"{tf:.2f}", f"{single.flops / (tf * 1e12) * 1e3:.4g}" if tf > 0 and not relative else "-")
                 for i, (name, tf) in enumerate(ranked)]
-        print(f"{job.direction} {job.dtype} on {job.arch_name}: {single.describe()} ({single.flops / 1e9:.3f} GFLOP)")
+        print(f"{job.label}: {single.describe()} ({single.flops / 1e9:.3f} GFLOP)")
         print(f"ranked by: {label}")
         print(format_table(["rank", "kernel", "analytic TFLOPS (relative only)" if relative else "pred TFLOPS",
                             "pred latency ms"], rows))
@@ -89,7 +89,7 @@ def _explain(selector: Any, problem: Any, label: str, find_db: str | None, job: 
     rows = explain(selector, problem, find_db=find_db)
     ms = lambda v: "-" if v is None else f"{v:.4g}"  # noqa: E731
     applies = {True: "yes", False: "no", None: "?"}
-    print(f"{job.direction} {job.dtype} on {job.arch_name}: {problem.describe()} ({problem.flops / 1e9:.3f} GFLOP)")
+    print(f"{job.label}: {problem.describe()} ({problem.flops / 1e9:.3f} GFLOP)")
     print(f"ranked by: {label}")
     print(format_table(["", "kernel", "model rank", "score", "pred ms", "tuning db ms", "find-db ms", "applies", "why"],
                        [("*" if r.picked else "", r.kernel, r.rank or "-", "-" if r.score is None else f"{r.score:.4g}",
