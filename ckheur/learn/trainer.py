@@ -317,6 +317,10 @@ def train(df: Any, job: Job, *, model: Mapping[str, Any], candidates: Sequence[C
         for c in candidates:
             tb = cand_table(c)
             cat = [tb.feature_names.index(n) for n in engine(c.features).CATEGORICAL]
+            log(f"train: cross-validating {c.name}: {folds} folds x {len(seeds)} seed(s)"
+                + (", then leave-cluster-out" if cluster_cv else "")
+                + (f", then regimes {', '.join(options.regime_cv)}" if options.regime_cv else "")
+                + f" on {len(tb.problems)} problems ...")
             whole = int(model_of(c)["distill_trees"]) or int(model_of(c)["max_trees"])  # what a cut shortens
             cuts = [k for k in TREE_BUDGETS if k < whole] if options.budget_loss_pts > 0 else []
             runs = [cross_validate(tb, model_of(c), c.objective, cat, folds, inner, sd, cuts=cuts, **fold_kw(c, tb, sd))
@@ -347,8 +351,9 @@ def train(df: Any, job: Job, *, model: Mapping[str, Any], candidates: Sequence[C
             cap = int(model_of(c)["max_trees"])
             capped = sum(b >= cap for b in results[-1]["best_iterations"])
             if capped:
-                log(f"train: WARNING {c.name}: early stopping reached the cap model.max_trees={cap} in {capped} of "
-                    f"{len(results[-1]['best_iterations'])} fits: its CV figure is a floor; raise the cap")
+                log(f"train: note: {c.name}: early stopping reached model.max_trees={cap} in {capped} of "
+                    f"{len(results[-1]['best_iterations'])} CV fits, so its CV figure may be a floor; to know, train "
+                    f"again with model.max_trees={2 * cap}")
         if len(candidates) > 1:
             pick = choose(results, options.choice, options.select_by if cluster_cv else "grouped_cv")
             chosen = results[pick]["candidate"]
@@ -394,6 +399,7 @@ def train(df: Any, job: Job, *, model: Mapping[str, Any], candidates: Sequence[C
             picked, cut, budget = _cut(picked, student_trees or n_trees, options.budget_loss_pts, tb, log)
             final = {**final, "distill_trees": cut} if student_trees else final
             n_trees = n_trees if student_trees else cut
+        log(f"train: fitting {chosen.name} on all {len(tb.problems)} problems ({n_trees} trees) ...")
         booster = fit(tb, everything, final, chosen.objective, cat, options.seed, n_trees, **fit_kw)
         cv_metrics = _cv_metrics(chosen, spec, n_trees, results, picked, options, seeds, rep, cluster_cv, model)
         if picked["target_cv"]:
