@@ -4,6 +4,7 @@ served, reports keep measured apart from predicted, problem lines are strict."""
 from __future__ import annotations
 
 import sys
+from pathlib import Path
 
 from ckheur.data.dataset import read_dataset, write_part
 from conftest import ROOT, run_cli
@@ -80,3 +81,45 @@ def test_predict_leaves_no_empty_run_folder_and_names_a_gemm_as_one(tmp_path):
     assert "\ngemm fp16 on gfx950: rcr M4096 N4096 K4096" in r.stdout and "\nfwd " not in r.stdout
     assert "outputs: none (this stage wrote no files, so no run folder is kept)" in r.stdout
     assert list(tmp_path.iterdir()) == []  # not even outputs/
+
+
+def _figures(monkeypatch) -> dict:
+    """Capture the figures the plotting code saves, by file name, instead of writing them."""
+    import ckheur.files
+
+    figs: dict = {}
+    monkeypatch.setattr(ckheur.files, "save_png", lambda fig, path, dpi=120: figs.setdefault(Path(path).name, fig))
+    return figs
+
+
+def _check_figure(fig, *words: str) -> None:
+    """Every title fits inside the figure, names ``words``, and every linear axis starts at zero."""
+    fig.canvas.draw()
+    box = fig.bbox
+    texts = [t for t in [fig._suptitle, *(ax.title for ax in fig.axes)] if t is not None and t.get_text()]
+    assert texts
+    for t in texts:
+        ext = t.get_window_extent()
+        assert box.x0 - 1 <= ext.x0 and ext.x1 <= box.x1 + 1 and ext.y1 <= box.y1 + 1, t.get_text()
+    title = " ".join(t.get_text() for t in texts).replace("\n", " ")
+    for w in words:
+        assert w in title, (w, title)
+    for ax in fig.axes:
+        if ax.get_xscale() == "linear" and ax.get_xlabel():
+            assert ax.get_xlim()[0] == 0, ax.get_xlabel()
+
+
+def test_evaluation_plots_fit_start_at_zero_and_say_what_they_show(tmp_path, monkeypatch):
+    r = run_cli("stage=sweep", "problems=smoke", f"paths.data={tmp_path}/data", f"hydra.run.dir={tmp_path}/sweep")
+    assert r.returncode == 0, r.stderr
+    figs = _figures(monkeypatch)
+    r = run_cli("stage=evaluate", "evaluate.nearest_gpu=false",
+                f"data.eval_paths=[{tmp_path}/data/grouped_conv_fwd_bf16_gfx950/smoke.parquet]",
+                f"hydra.run.dir={tmp_path}/eval")
+    assert r.returncode == 0, r.stderr
+    assert set(figs) == {"efficiency_cdf.png", "predicted_vs_measured.png", "slices.png"}
+    for name, fig in figs.items():
+        _check_figure(fig, "grouped_conv/fwd bf16 on gfx950", "SIMULATED data")
+    assert "measured" in figs["efficiency_cdf.png"].axes[0].get_title()
+    caption = " ".join(t.get_text() for t in figs["predicted_vs_measured.png"].texts)
+    assert "median predicted / measured" in caption and "offset" in caption

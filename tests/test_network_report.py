@@ -81,9 +81,15 @@ def test_report_keeps_layers_no_kernel_runs(tmp_path):
                and row["pick"] is None and not row.get("plan") for row in unranked)
 
 
-def test_report_labels_measured_and_predicted_everywhere(tmp_path):
+def test_report_labels_measured_and_predicted_everywhere(tmp_path, monkeypatch):
     """The README's example: every layer has MIOpen's measured answer (find-db), every total says
     measured; without a find-db MIOpen's time is unknown (never ckheur's own prediction of it)."""
+    import ckheur.files
+    from test_honest_defaults import _check_figure
+
+    figs = []
+    save_png = ckheur.files.save_png
+    monkeypatch.setattr(ckheur.files, "save_png", lambda fig, path, dpi=120: (figs.append(fig), save_png(fig, path))[1])
     args = ["stage=report", "op=miopen/fwd", "op.dtype=fp32", "arch=gfx942", "problems=onnx",
             f"problems.sources.0.path={RESNET50}"]
     r = run_cli(*args, f"report.find_db={RESNET50_FDB}", f"hydra.run.dir={tmp_path / 'a'}")
@@ -106,3 +112,8 @@ def test_report_labels_measured_and_predicted_everywhere(tmp_path):
     assert "unknown on 23 layers (not measured, not estimated)" in r.stdout and "tuning database: off" in r.stdout
     md = (tmp_path / "b" / "network_report.md").read_text()
     assert "ckheur's picks, predicted by the model (23 of 23 layers)" in md and "| unknown |" in md
+    assert len(figs) == 2
+    for fig in figs:  # the PNG: op, dtype, arch, real data; its legend says measured or predicted
+        _check_figure(fig, "miopen/fwd fp32 on gfx942", "trained on real data")
+    legends = [[t.get_text() for t in fig.axes[0].get_legend().get_texts()] for fig in figs]
+    assert legends[1] == ["ckheur's pick (measured)", "ckheur's pick (predicted)", "MIOpen's answer (measured; 23 layers unknown)"]
