@@ -486,7 +486,8 @@ def test_a_remembering_bundle_answers_its_training_problems_in_python_and_c(tmp_
                 "train.folds=3", "train.cluster_cv=false", "train.remember=true", "op.remember_margin=0.1",
                 f"train.output={tmp_path / 'm'}")
     assert r.returncode == 0, r.stderr
-    assert "early stopping reached the cap model.max_trees=20 in 3 of 3 fits" in r.stdout  # 20 trees: a floor
+    assert "early stopping reached model.max_trees=20 in 3 of 3 CV fits" in r.stdout  # 20 trees: a floor
+    assert "train again with model.max_trees=40" in r.stdout  # what to do about it
     assert Selector.load(tmp_path / "m").remember_margin == 0.1  # the margin it was trained with is its default
     sel = Selector.load(tmp_path / "m", remember_margin=math.inf)
     manifest = json.loads((tmp_path / "m" / "train_manifest.json").read_text())

@@ -350,7 +350,7 @@ def train(df: Any, job: Job, *, model: Mapping[str, Any], candidates: Sequence[C
                                                   "kernel)" if t["partly_measured"] else ""))
             cap = int(model_of(c)["max_trees"])
             capped = sum(b >= cap for b in results[-1]["best_iterations"])
-            if capped:
+            if 2 * capped >= len(results[-1]["best_iterations"]):  # the final model, of the median count, is capped too
                 log(f"train: note: {c.name}: early stopping reached model.max_trees={cap} in {capped} of "
                     f"{len(results[-1]['best_iterations'])} CV fits, so its CV figure may be a floor; to know, train "
                     f"again with model.max_trees={2 * cap}")
