@@ -33,6 +33,8 @@ def run(cfg: Any, ctx: Context) -> dict:
     if k < 1:
         raise StageError(f"predict.k={k}: the number of kernels to print must be >= 1")
     tuning_db, db_line = tuning_db_from_cfg(cfg, job, cfg.predict.tuning_db)
+    if cfg.predict.find_db:
+        print(f"predict: loading the model and the find-db {cfg.predict.find_db} ...", flush=True)
     selector, label = selector_from_cfg(cfg, job, tuning_db=tuning_db, find_db=cfg.predict.find_db)
     print(f"predict: {db_line}")
     refused = selector.find_db.refused if selector.find_db is not None else {}

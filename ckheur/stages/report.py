@@ -31,6 +31,9 @@ def run(cfg: Any, ctx: Context) -> dict:
             raise StageError(f"report.tunanet: TunaNet ranks MIOpen's solvers (op=miopen/...), not {job.family.name}")
         tunanet_net = load_tunanet(rc.tunanet, job.arch_name)
     weighted = load_weighted_set(plain(cfg.problems), job.family, job.direction, job.dtype)
+    print(f"report: {len(weighted)} layers of {cfg.problems.name}; loading the model"
+          + (f" and the find-db {rc.find_db} (a first read of a whole file takes a while; later ones are cached)"
+             if rc.find_db else "") + " ...", flush=True)
     tuning_db, db_line = tuning_db_from_cfg(cfg, job, rc.tuning_db)
     selector, label = selector_from_cfg(cfg, job, model_dir=rc.model_dir, tuning_db=tuning_db, find_db=rc.find_db)
     print(f"report: {db_line}")
