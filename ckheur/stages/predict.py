@@ -32,6 +32,7 @@ def run(cfg: Any, ctx: Context) -> dict:
     k = int(cfg.predict.k)
     if k < 1:
         raise StageError(f"predict.k={k}: the number of kernels to print must be >= 1")
+    single = problem_from_cfg(cfg, job)  # a bad problem line is refused before anything is loaded
     tuning_db, db_line = tuning_db_from_cfg(cfg, job, cfg.predict.tuning_db)
     if cfg.predict.find_db:
         print(f"predict: loading the model and the find-db {cfg.predict.find_db} ...", flush=True)
@@ -42,7 +43,6 @@ def run(cfg: Any, ctx: Context) -> dict:
         named = ", ".join(f"{s} {n}" for s, n in sorted(refused.items())[:5]) + (" ..." if len(refused) > 5 else "")
         print(f"predict.find_db: {sum(refused.values())} entries of solvers outside this model's pool are never "
               f"answered ({named})")
-    single = problem_from_cfg(cfg, job)
     if cfg.predict.explain:
         if single is None:
             raise StageError("predict.explain=true explains one problem: give problem=\"<MIOpenDriver line>\" or "
