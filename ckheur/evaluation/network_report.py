@@ -252,6 +252,9 @@ def plot(rows: Sequence[Mapping[str, Any]], path: Path, title: str) -> None:
         cost.append(cost[-1] + r["measure_s"])
         gain.append(gain[-1] + r["expected_saving_ms"])
     ax2.plot(cost, gain, marker=".")
+    if not planned:
+        ax2.text(0.5, 0.5, "nothing to measure:\nevery pick is already a measurement", ha="center", va="center",
+                 transform=ax2.transAxes, fontsize=9)
     ax2.set_xlabel("measuring (s), in plan order")
     ax2.set_ylabel("expected saving per network run (ms)")
     ax2.set_title("tuning plan (predicted saving)", fontsize=9)

@@ -120,9 +120,6 @@ def plan_sweep(job: Job, problems: Sequence[Any], out: str | Path, *, backend: M
                      skipped, total)
 
 
-REAL_BACKENDS = ("hip", "command", "miopen_driver")  # measure a GPU now (replay serves earlier measurements)
-
-
 def check_origin(old: Any, backend: str, arch: str, out: Path) -> None:
     """Refuse to add rows to a dataset measured elsewhere: simulated rows beside real ones (either
     way), or rows of another device (arch). A dataset's rows record the backend, arch and host that
@@ -132,7 +129,7 @@ def check_origin(old: Any, backend: str, arch: str, out: Path) -> None:
     backends = set(map(str, old["backend"].dropna().unique()))
     archs = sorted(set(map(str, old["arch"].dropna().unique())) - {arch})
     what = ""
-    if backend in REAL_BACKENDS and SIMULATED in backends:
+    if backend != SIMULATED and SIMULATED in backends:  # replay counts as measured: it serves measurements
         what = f"{int((old['backend'].astype(str) == SIMULATED).sum())} simulated rows (backend {SIMULATED})"
     elif backend == SIMULATED and backends - {SIMULATED}:
         what = f"rows measured by backend {', '.join(sorted(backends - {SIMULATED}))}"
