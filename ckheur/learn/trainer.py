@@ -399,7 +399,7 @@ def train(df: Any, job: Job, *, model: Mapping[str, Any], candidates: Sequence[C
             picked, cut, budget = _cut(picked, student_trees or n_trees, options.budget_loss_pts, tb, log)
             final = {**final, "distill_trees": cut} if student_trees else final
             n_trees = n_trees if student_trees else cut
-        log(f"train: fitting {chosen.name} on all {len(tb.problems)} problems ({n_trees} trees) ...")
+        log(f"train: fitting {chosen.name} on all {len(tb.problems)} problems (up to {n_trees} trees) ...")
         booster = fit(tb, everything, final, chosen.objective, cat, options.seed, n_trees, **fit_kw)
         cv_metrics = _cv_metrics(chosen, spec, n_trees, results, picked, options, seeds, rep, cluster_cv, model)
         if picked["target_cv"]:
