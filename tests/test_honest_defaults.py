@@ -119,3 +119,15 @@ def test_evaluation_plots_fit_start_at_zero_and_say_what_they_show(tmp_path, mon
     assert "measured" in figs["efficiency_cdf.png"].axes[0].get_title()
     caption = " ".join(t.get_text() for t in figs["predicted_vs_measured.png"].texts)
     assert "median predicted / measured" in caption and "offset" in caption
+
+
+def test_simulated_tuning_is_kept_beside_the_database_predict_serves(tmp_path):
+    store = f"paths.tuning={tmp_path / 'tuning'}"
+    line = "problem=convbfp16 -n 1 -c 128 -H 32 -W 32 -k 256 -y 2 -x 2 -u 2 -v 2"
+    r = run_cli("stage=tune", store, line, f"hydra.run.dir={tmp_path / 'a'}")  # backend sim, the default
+    assert r.returncode == 0, r.stderr
+    sim_db = tmp_path / "tuning" / "simulated" / "grouped_conv_fwd_bf16_gfx950"
+    assert f"tune: SIMULATED times (backend sim) in {sim_db}: not measurements" in r.stdout
+    assert not (tmp_path / "tuning" / "grouped_conv_fwd_bf16_gfx950").exists()
+    r = run_cli("stage=predict", store, line, f"hydra.run.dir={tmp_path / 'b'}")
+    assert r.returncode == 0 and "(tier: model)" in r.stdout and "tuning database: none yet" in r.stdout

@@ -49,7 +49,7 @@ def tuning_db_from_cfg(cfg: Any, job: Any, given: str | None) -> tuple[str | Non
         return None, "tuning database: off (tuning_db=none)"
     if given:
         return str(given), f"tuning database: {given}"
-    default = db_dir(cfg, job)
+    default = db_dir(cfg, job)  # (stage=tune with backend=sim writes beside it: never served by default)
     if default.exists():
         return str(default), f"tuning database: {default} (the op's default, stage=tune's; tuning_db=none turns it off)"
     return None, f"tuning database: none yet ({default} does not exist; stage=tune writes it)"
