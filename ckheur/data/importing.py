@@ -405,7 +405,9 @@ def import_file(path: str | Path, *, data_root: str | Path, op: Mapping[str, Any
     src = Path(path)
     if not src.is_file():
         raise ImportRefused(f"import.path={src}: " + ("not a file" if src.exists() else "not found"))
-    return importer_for(src.name)(src, data_root=data_root, op=op, arch=arch, dataset=dataset,
+    importer = importer_for(src.name)
+    log(f"import: reading {src.name} ({src.stat().st_size / 1e6:.1f} MB) and writing its datasets ...")
+    return importer(src, data_root=data_root, op=op, arch=arch, dataset=dataset,
                                   find_db_arch=find_db_arch, overwrite=overwrite, log=log)
 
 
