@@ -80,8 +80,6 @@ HYDRA_RECORD = ("config.yaml", "hydra.yaml", "overrides.yaml")  # what Hydra wri
 def _remove_empty(folder: Path) -> bool:
     """Remove a run folder holding only Hydra's record of the run, and the folders above it this
     leaves empty, up to the working directory; False (nothing removed) when it holds anything else."""
-    import os
-
     record = folder / ".hydra"
     if {p.name for p in folder.iterdir()} - {".hydra"} or (record.is_dir() and
                                                           {p.name for p in record.iterdir()} - set(HYDRA_RECORD)):
