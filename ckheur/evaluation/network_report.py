@@ -180,7 +180,7 @@ def markdown(rows: Sequence[Mapping[str, Any]], tot: Mapping[str, Any], header: 
               f"{tot['layers']} distinct layers, {tot['convolutions']} convolutions per network run, "
               f"{tot['gflop']:.3g} GFLOP. Picks by tier: {', '.join(f'{t} {n}' for t, n in tot['tiers'].items())}.", "",
               *total_lines(tot, "- "),
-              f"- tuning every planned layer: expected saving {tot['expected_saving_ms']:.4g} ms per run, "
+              f"- tuning every planned layer: expected saving (predicted) {tot['expected_saving_ms']:.4g} ms per run, "
               f"for {tot['measure_s']:.4g} s of measuring", "",
               "## Layers", "",
               "| layer | problem | weight | in the network | ckheur pick | tier | ms | MIOpen's answer | source | ms "
