@@ -318,7 +318,7 @@ def test_training_ranks_censored_solvers_last(tmp_path):
     assert [k for k, _ in again.rank(line, k=None)] == [k for k, _ in ranked]
     assert max(t["num_leaves"] for t in again.tflops_booster.dump_model()["tree_info"]) <= 3
     assert json.loads((tmp_path / "model" / "train_manifest.json").read_text())["companion_refit"]["leaves"] == 3
-    r = run_cli("stage=predict", "op=miopen/fwd", "arch=gfx942", f"paths.models={tmp_path / 'none'}",
+    r = run_cli("stage=predict", "op=miopen/fwd", "arch=gfx942", "op.dtype=fp32", f"paths.models={tmp_path / 'none'}",
                 f"paths.sim_models={tmp_path / 'none'}", f"problem={line}", f"hydra.run.dir={tmp_path / 'rp2'}")
     assert r.returncode == 2 and "no analytic model to fall back on" in r.stderr
     r = run_cli("stage=train", "op=miopen/fwd", "arch=gfx942", "features.analytic=true",
