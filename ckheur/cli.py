@@ -39,8 +39,10 @@ def _hydra_main(cfg: DictConfig) -> None:
     from ckheur.stages import run_stage
 
     hc = HydraConfig.get()
+    # Hydra's own dated run folder (not one the user named) is not kept when the stage wrote nothing there.
+    dated = hc.mode == RunMode.RUN and not any(o.startswith("hydra.run.dir=") for o in hc.overrides.hydra)
     try:
-        run_stage(cfg, output_dir=hc.runtime.output_dir, choices=dict(hc.runtime.choices))
+        run_stage(cfg, output_dir=hc.runtime.output_dir, choices=dict(hc.runtime.choices), keep_empty=not dated)
     except SystemExit as e:
         if hc.mode != RunMode.MULTIRUN or e.code in (0, None) or e.code == 130:
             raise

@@ -472,6 +472,7 @@ class DataSchema:
     eval_paths: List[str] = field(default_factory=list)  # evaluate: default: the sweep of evaluate.problems
     shard: DataShardSchema = field(default_factory=DataShardSchema)  # use one part of the problems
     exclude_suspect: bool = False  # leave rows with status suspect out of training and the oracle
+    mix_simulated: bool = False  # train: allow simulated (backend sim) rows beside measured ones
 
 
 @dataclass

@@ -49,8 +49,10 @@ class Job:
 
     @property
     def label(self) -> str:
-        """How messages name the job: ``grouped_conv/fwd bf16 on gfx950``."""
-        return f"{self.family.name}/{self.direction} {self.dtype} on {self.arch_name}"
+        """How messages name the job: ``grouped_conv/fwd bf16 on gfx950``; ``gemm fp16 on gfx950`` (a GEMM
+        has one direction, which its name does not carry)."""
+        op = self.family.name if self.family.name == "gemm" else f"{self.family.name}/{self.direction}"
+        return f"{op} {self.dtype} on {self.arch_name}"
 
     @property
     def slug(self) -> str:

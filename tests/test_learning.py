@@ -488,7 +488,7 @@ def test_predict_cli_with_model_and_analytic_fallback(tmp_path):
     assert r.returncode == 0, r.stderr
     assert "ranked by: model models/grouped_conv_fwd_bf16_gfx950 (trained on real data)" in r.stdout
     assert r.stdout.count("grouped_conv_forward_bf16_2d_") == 6  # the top 5, then the selected kernel and its tier
-    top1 = r.stdout.splitlines()[4].split()[1]
+    top1 = next(line for line in r.stdout.splitlines() if line.startswith("1 ")).split()[1]  # the table's first row
     assert f"selected: {top1} (tier: model)" in r.stdout
     r2 = run_cli("stage=predict", "op=fwd", "arch=gfx950",
                  "problem=convbfp16 -n 16 -c 256 -H 28 -W 28 -k 128 -y 3 -x 3 -p 1 -q 1", f"hydra.run.dir={tmp_path / 'b'}")

@@ -318,7 +318,7 @@ def test_training_ranks_censored_solvers_last(tmp_path):
     assert [k for k, _ in again.rank(line, k=None)] == [k for k, _ in ranked]
     assert max(t["num_leaves"] for t in again.tflops_booster.dump_model()["tree_info"]) <= 3
     assert json.loads((tmp_path / "model" / "train_manifest.json").read_text())["companion_refit"]["leaves"] == 3
-    r = run_cli("stage=predict", "op=miopen/fwd", "arch=gfx942", f"paths.models={tmp_path / 'none'}",
+    r = run_cli("stage=predict", "op=miopen/fwd", "arch=gfx942", "op.dtype=fp32", f"paths.models={tmp_path / 'none'}",
                 f"paths.sim_models={tmp_path / 'none'}", f"problem={line}", f"hydra.run.dir={tmp_path / 'rp2'}")
     assert r.returncode == 2 and "no analytic model to fall back on" in r.stderr
     r = run_cli("stage=train", "op=miopen/fwd", "arch=gfx942", "features.analytic=true",
@@ -486,7 +486,8 @@ def test_a_remembering_bundle_answers_its_training_problems_in_python_and_c(tmp_
                 "train.folds=3", "train.cluster_cv=false", "train.remember=true", "op.remember_margin=0.1",
                 f"train.output={tmp_path / 'm'}")
     assert r.returncode == 0, r.stderr
-    assert "early stopping reached the cap model.max_trees=20 in 3 of 3 fits" in r.stdout  # 20 trees: a floor
+    assert "early stopping reached model.max_trees=20 in 3 of 3 CV fits" in r.stdout  # 20 trees: a floor
+    assert "train again with model.max_trees=40" in r.stdout  # what to do about it
     assert Selector.load(tmp_path / "m").remember_margin == 0.1  # the margin it was trained with is its default
     sel = Selector.load(tmp_path / "m", remember_margin=math.inf)
     manifest = json.loads((tmp_path / "m" / "train_manifest.json").read_text())

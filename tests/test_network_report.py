@@ -15,6 +15,7 @@ pytest.importorskip("onnx", reason="the ONNX importer needs the onnx package (th
 
 RESNET50 = Path(__file__).resolve().parent / "data" / "resnet50.onnx"
 FIND_DB = Path(__file__).resolve().parent / "data" / "miopen_fdb" / "gfx942130.HIP.fdb.txt.bz2"
+RESNET50_FDB = FIND_DB.parent / "resnet50" / FIND_DB.name  # MI300X's lines of ResNet-50's fp32 forward layers, batch 1
 
 
 def test_report_of_resnet50_lists_every_convolution_and_adds_up(tmp_path):
@@ -35,7 +36,14 @@ def test_report_of_resnet50_lists_every_convolution_and_adds_up(tmp_path):
     names = {row["problem"]: row["names"] for row in layers}  # the ONNX node names (tools/net_onnx.py)
     assert names["N3 C64 K256 G1 56x56 k1x1 s1 p0 NCHW"] == "s0b0c s0b0proj s0b1c s0b2c"
     assert names["N3 C3 K64 G1 224x224 k7x7 s2 p3 NCHW"] == "stem"
-    assert tot["pick_ms"] == pytest.approx(sum(row["weight"] * row["pick_ms"] for row in layers))
+    # Totals keep measured times apart from predicted ones; MIOpen's time is measured or unknown.
+    assert tot["pick_ms_measured"] == pytest.approx(
+        sum(row["weight"] * row["pick_ms"] for row in layers if row["pick_time"] == "measured"))
+    assert tot["pick_ms_predicted"] > 0 and tot["pick_ms_predicted"] == pytest.approx(
+        sum(row["weight"] * row["pick_ms"] for row in layers if row["pick_time"] == "predicted"))
+    assert tot["layers_pick_measured"] + tot["layers_pick_predicted"] == 23
+    assert all((row["miopen_ms"] is None) == (row["miopen_time"] == "unknown") for row in layers)
+    assert tot["layers_miopen_unknown"] == sum(row["miopen_time"] == "unknown" for row in layers) > 0
     assert tot["expected_saving_ms"] == pytest.approx(sum(row["expected_saving_ms"] for row in layers))
     assert sum(tot["tiers"].values()) == 23
     planned = sorted((row for row in layers if row.get("plan")), key=lambda row: row["plan"])
@@ -71,3 +79,41 @@ def test_report_keeps_layers_no_kernel_runs(tmp_path):
     assert rep["totals"]["layers"] == 20 and unranked
     assert all(row["problem"].split()[4].count("x") == 2 and "no kernel for 3D problems" in row["note"]
                and row["pick"] is None and not row.get("plan") for row in unranked)
+
+
+def test_report_labels_measured_and_predicted_everywhere(tmp_path, monkeypatch):
+    """The README's example: every layer has MIOpen's measured answer (find-db), every total says
+    measured; without a find-db MIOpen's time is unknown (never ckheur's own prediction of it)."""
+    import ckheur.files
+    from test_honest_defaults import _check_figure
+
+    figs = []
+    save_png = ckheur.files.save_png
+    monkeypatch.setattr(ckheur.files, "save_png", lambda fig, path, dpi=120: (figs.append(fig), save_png(fig, path))[1])
+    args = ["stage=report", "op=miopen/fwd", "op.dtype=fp32", "arch=gfx942", "problems=onnx",
+            f"problems.sources.0.path={RESNET50}"]
+    r = run_cli(*args, f"report.find_db={RESNET50_FDB}", f"hydra.run.dir={tmp_path / 'a'}")
+    assert r.returncode == 0, r.stderr
+    rep = json.loads((tmp_path / "a" / "network_report.json").read_text())
+    tot = rep["totals"]
+    assert (tot["layers_miopen_measured"], tot["layers_pick_measured"], tot["layers_gain_measured"]) == (23, 23, 23)
+    assert all(row["miopen_time"] == row["gain_time"] == row["pick_time"] == "measured" for row in rep["layers"])
+    assert "report: MIOpen's answers, measured (23 of 23 layers)" in r.stdout
+    md = (tmp_path / "a" / "network_report.md").read_text()
+    assert "- ckheur's picks, measured (23 of 23 layers)" in md and "| 0 (m) |" in md
+    with open(tmp_path / "a" / "network_layers.csv") as f:
+        assert {row["miopen_time"] for row in csv.DictReader(f)} == {"measured"}
+    r = run_cli(*args, "report.tuning_db=none", f"hydra.run.dir={tmp_path / 'b'}")  # no find-db: nothing measured
+    assert r.returncode == 0, r.stderr
+    rep = json.loads((tmp_path / "b" / "network_report.json").read_text())
+    assert all(row["miopen_ms"] is None and row["miopen_time"] == "unknown" and row["gain_time"] is None
+               and row["pick_time"] == "predicted" for row in rep["layers"])
+    assert rep["totals"]["layers_pick_measured"] == 0 and rep["totals"]["pick_ms_measured"] == 0
+    assert "unknown on 23 layers (not measured, not estimated)" in r.stdout and "tuning database: off" in r.stdout
+    md = (tmp_path / "b" / "network_report.md").read_text()
+    assert "ckheur's picks, predicted by the model (23 of 23 layers)" in md and "| unknown |" in md
+    assert len(figs) == 2
+    for fig in figs:  # the PNG: op, dtype, arch, real data; its legend says measured or predicted
+        _check_figure(fig, "miopen/fwd fp32 on gfx942", "trained on real data")
+    legends = [[t.get_text() for t in fig.axes[0].get_legend().get_texts()] for fig in figs]
+    assert legends[1] == ["ckheur's pick (measured)", "ckheur's pick (predicted)", "MIOpen's answer (measured; 23 layers unknown)"]

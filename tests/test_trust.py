@@ -258,7 +258,10 @@ BASE = "convbfp16 -n 16 -c 64 -k 64 -H 14 -W 14 -y 3 -x 3 -p 1 -q 1"
     (BASE + " -m trans", ("-m (--mode) trans",)),
     (BASE + " -z same", ("-z (--pad_mode) same",)),
     (BASE + " -u two", ("-u (stride_h) must be an integer",)),
-    (BASE + " -t", ("flag -t has no value",)),
+    (BASE + " -t", ("-t (--time) has no value", "the line is cut short")),
+    (BASE.replace("-q 1", "-q"), ("-q (--pad_w, pad_w) has no value", "cut short")),
+    ("convbfp16 -n 16 -c 64 -k -H 14", ("-k (--out_channels, K) has no value (followed by the flag -H)",)),
+    (BASE + " --in_d=", ("--in_d (-!, Di) has no value",)),
 ])
 def test_driver_lines_are_refused_naming_the_flag(line, needles):
     from ckheur.families.problem_base import ProblemError
@@ -276,6 +279,10 @@ def test_driver_lines_that_mean_the_op_still_parse():
 
     p = from_text(BASE + " -n 16 -F 1 -t 1 -V 0 -i 5 -m conv --in_layout NHWC -s 0", "fwd", "bf16")  # same value twice
     assert (p.N, p.C, p.pad_h) == (16, 64, 1)
+    # A field left out takes MIOpenDriver's own default (its conv_driver.hpp AddCmdLineArgs): K 32, H and W
+    # 32, filter 3x3, pads 0, strides and dilations 1, N 100, C 3, as MIOpenDriver would run the line.
+    d = from_text("convbfp16 -n 16 -c 64 -H 14", "fwd", "bf16")
+    assert (d.N, d.C, d.K, d.Hi, d.Wi, d.Y, d.X, d.pad_h, d.stride_w, d.dilation_h) == (16, 64, 32, 14, 32, 3, 3, 0, 1, 1)
     assert from_text(BASE + " -F 0", "bwd_weight", "bf16") == from_text(BASE + " -F 6", "bwd_weight", "bf16")
     q = miopen_from_text(BASE.replace("convbfp16", "convfp16") + " -F 4 -b 1 -I NHWC", "bwd_weight", "fp16")
     assert q.layout == "NHWC" and q.bias == 1

@@ -408,6 +408,7 @@ def import_file(path: str | Path, *, data_root: str | Path, op: Mapping[str, Any
     if not src.is_file():
         raise ImportRefused(f"import.path={src}: " + ("not a file" if src.exists() else "not found"))
     name = dataset_name(src, dataset)
+    log(f"import: reading {src.name} ({src.stat().st_size / 1e6:.1f} MB) and writing its datasets ...")
     # One import of a name at a time, from planning to commit: two at once would both plan against
     # the datasets as they were and write two files' rows under one record.
     with held_lock(make_folder(data_root, "data folder") / f".{name}.import.lock", f"import of {name}"):

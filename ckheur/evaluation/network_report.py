@@ -4,7 +4,9 @@ choice), their times, the expected gain, and a tuning plan: the layers to measur
 largest expected saving per second of measuring.
 
 Times are measured where a tier measured them (tuning database, find-db) and predicted by the model
-otherwise; every row says which. The plan's saving and cost models are in ``PlanModel``.
+otherwise; every time, total and gain says which. MIOpen's time is only ever measured (its find-db):
+where none is, it is unknown, never estimated by ckheur's own model (which would score itself).
+Totals add measured times apart from predicted ones. The plan's saving and cost models are in ``PlanModel``.
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ from pathlib import Path
 from typing import Any, Mapping, Sequence
 
 MEASURED_TIERS = ("tuning_db", "find_db", "measured")  # tiers whose time is a measurement
+UNKNOWN = "unknown"  # MIOpen's time where nothing measured it
 # Tiers whose pick is the fastest measured kernel (training_data: the bundle remembers the problem's
 # fastest measured kernel): measuring again saves nothing.
 KNOWN_BEST_TIERS = (*MEASURED_TIERS, "training_data")
@@ -82,8 +85,8 @@ def layer_rows(selector: Any, weighted: Sequence[tuple[Any, int]], plan: PlanMod
             chosen = selector.select(p)
         except ValueError as e:  # no kernel of the pool runs it (a 3D layer on a 2D pool): said, not dropped
             rows.append({**row, "pick": None, "tier": "unranked", "pick_ms": None, "pick_time": None, "miopen": None,
-                         "miopen_source": None, "miopen_ms": None, "gain_vs_miopen_ms": None, "expected_saving_ms": 0.0,
-                         "measure_s": 0.0, "note": str(e)})
+                         "miopen_source": None, "miopen_ms": None, "miopen_time": UNKNOWN, "gain_vs_miopen_ms": None,
+                         "gain_time": None, "expected_saving_ms": 0.0, "measure_s": 0.0, "note": str(e)})
             continue
         pred = {name: _ms(p, tf) for name, tf in ranked}
         measured = chosen.source in MEASURED_TIERS
@@ -97,9 +100,8 @@ def layer_rows(selector: Any, weighted: Sequence[tuple[Any, int]], plan: PlanMod
                 ks, scores, _ = tunanet.scores(p)
             except ValueError:
                 ks = []
-            if len(ks):
-                miopen = ks[int(scores.argmax())].name
-                miopen_ms, miopen_source = pred.get(miopen), "TunaNet (time predicted by the model)"
+            if len(ks):  # MIOpen's pick, but no measurement of it: its time stays unknown
+                miopen, miopen_source = ks[int(scores.argmax())].name, "TunaNet (time unknown: not measured)"
         known = chosen.source in KNOWN_BEST_TIERS
         saving = 0.0 if known or pick_ms is None else weight * pick_ms * (1 - plan.efficiency)
         top = [t for _, t in zip(range(plan.candidates), (pred[n] for n, _ in ranked)) if t is not None]
@@ -107,7 +109,9 @@ def layer_rows(selector: Any, weighted: Sequence[tuple[Any, int]], plan: PlanMod
             **row, "pick": chosen.kernel, "tier": chosen.source, "pick_ms": pick_ms,
             "pick_time": "measured" if measured else "predicted",
             "miopen": miopen, "miopen_source": miopen_source, "miopen_ms": miopen_ms,
+            "miopen_time": UNKNOWN if miopen_ms is None else "measured",
             "gain_vs_miopen_ms": None if miopen_ms is None or pick_ms is None else weight * (miopen_ms - pick_ms),
+            "gain_time": None if miopen_ms is None or pick_ms is None else ("measured" if measured else "predicted"),
             "expected_saving_ms": saving, "measure_s": 0.0 if known else plan.cost_s(top), "note": "",
         })
     order = sorted((r for r in rows if r["expected_saving_ms"] > 0),
@@ -118,21 +122,49 @@ def layer_rows(selector: Any, weighted: Sequence[tuple[Any, int]], plan: PlanMod
 
 
 def totals(rows: Sequence[Mapping[str, Any]]) -> dict:
-    """Network totals: layers, convolutions run (the weights), weighted time of ckheur's picks and of
-    MIOpen's answers (on the layers MIOpen answers), the gain, the plan's saving and cost."""
-    answered = [r for r in rows if r["miopen_ms"] is not None and r["pick_ms"] is not None]
+    """Network totals: layers, convolutions run (the weights), weighted time of ckheur's picks over
+    the layers whose time is measured and, apart, over those whose time is predicted; MIOpen's
+    measured answers and the gain over them where both times are measured (and, apart, where
+    ckheur's is predicted); the plan's saving and cost."""
+    timed = [r for r in rows if r["pick_ms"] is not None]
+    measured = [r for r in timed if r["pick_time"] == "measured"]
+    predicted = [r for r in timed if r["pick_time"] != "measured"]
+    answered = [r for r in timed if r["miopen_ms"] is not None]
+    both = [r for r in answered if r["pick_time"] == "measured"]
     return {
         "layers": len(rows), "convolutions": sum(r["weight"] for r in rows),
         "gflop": sum(r["weight"] * r["gflop"] for r in rows),
-        "pick_ms": sum(r["weight"] * r["pick_ms"] for r in rows if r["pick_ms"] is not None),
-        "layers_miopen_answers": len(answered),
-        "pick_ms_where_miopen_answers": sum(r["weight"] * r["pick_ms"] for r in answered),
-        "miopen_ms": sum(r["weight"] * r["miopen_ms"] for r in answered),
-        "gain_vs_miopen_ms": sum(r["gain_vs_miopen_ms"] for r in answered),
+        "layers_pick_measured": len(measured), "pick_ms_measured": sum(r["weight"] * r["pick_ms"] for r in measured),
+        "layers_pick_predicted": len(predicted),
+        "pick_ms_predicted": sum(r["weight"] * r["pick_ms"] for r in predicted),
+        "layers_miopen_measured": len(answered), "layers_miopen_unknown": len(rows) - len(answered),
+        "miopen_ms_measured": sum(r["weight"] * r["miopen_ms"] for r in answered),
+        "layers_gain_measured": len(both), "gain_ms_measured": sum(r["gain_vs_miopen_ms"] for r in both),
+        "miopen_ms_where_gain_measured": sum(r["weight"] * r["miopen_ms"] for r in both),
+        "layers_gain_predicted": len(answered) - len(both),
+        "gain_ms_predicted": sum(r["gain_vs_miopen_ms"] for r in answered if r["pick_time"] != "measured"),
         "expected_saving_ms": sum(r["expected_saving_ms"] for r in rows),
         "measure_s": sum(r["measure_s"] for r in rows if r.get("plan")),
         "tiers": {t: sum(r["tier"] == t for r in rows) for t in sorted({r["tier"] for r in rows})},
     }
+
+
+def total_lines(tot: Mapping[str, Any], bullet: str = "") -> list[str]:
+    """The totals in words, measured apart from predicted (the report's and stage=report's lines)."""
+    n = tot["layers"]
+    lines = [f"{bullet}ckheur's picks, measured ({tot['layers_pick_measured']} of {n} layers): "
+             f"{tot['pick_ms_measured']:.4g} ms per network run (weight x time, summed)",
+             f"{bullet}ckheur's picks, predicted by the model ({tot['layers_pick_predicted']} of {n} layers): "
+             f"{tot['pick_ms_predicted']:.4g} ms per network run (a prediction, not a measurement)",
+             f"{bullet}MIOpen's answers, measured ({tot['layers_miopen_measured']} of {n} layers): "
+             f"{tot['miopen_ms_measured']:.4g} ms; unknown on {tot['layers_miopen_unknown']} layers (not measured, "
+             "not estimated)"]
+    lines.append(f"{bullet}gain over MIOpen, measured on both sides ({tot['layers_gain_measured']} layers): "
+                 f"{tot['gain_ms_measured']:.4g} ms of MIOpen's {tot['miopen_ms_where_gain_measured']:.4g} ms")
+    if tot["layers_gain_predicted"]:
+        lines.append(f"{bullet}gain over MIOpen where ckheur's time is predicted ({tot['layers_gain_predicted']} "
+                     f"layers): {tot['gain_ms_predicted']:.4g} ms (predicted)")
+    return lines
 
 
 def _f(v: Any, fmt: str = ".4g") -> str:
@@ -151,11 +183,8 @@ def markdown(rows: Sequence[Mapping[str, Any]], tot: Mapping[str, Any], header: 
     lines += ["", "## Totals", "",
               f"{tot['layers']} distinct layers, {tot['convolutions']} convolutions per network run, "
               f"{tot['gflop']:.3g} GFLOP. Picks by tier: {', '.join(f'{t} {n}' for t, n in tot['tiers'].items())}.", "",
-              f"- ckheur's picks: {tot['pick_ms']:.4g} ms per network run (weight x time, summed)",
-              f"- MIOpen's answers ({tot['layers_miopen_answers']} of {tot['layers']} layers): {tot['miopen_ms']:.4g} ms, "
-              f"ckheur's picks on the same layers {tot['pick_ms_where_miopen_answers']:.4g} ms: gain "
-              f"{tot['gain_vs_miopen_ms']:.4g} ms",
-              f"- tuning every planned layer: expected saving {tot['expected_saving_ms']:.4g} ms per run, "
+              *total_lines(tot, "- "),
+              f"- tuning every planned layer: expected saving (predicted) {tot['expected_saving_ms']:.4g} ms per run, "
               f"for {tot['measure_s']:.4g} s of measuring", "",
               "## Layers", "",
               "| layer | problem | weight | in the network | ckheur pick | tier | ms | MIOpen's answer | source | ms "
@@ -170,9 +199,12 @@ def markdown(rows: Sequence[Mapping[str, Any]], tot: Mapping[str, Any], header: 
         lines.append(f"| {r['layer']} | {r['problem']} | {r['weight']} | {named} | `{r['pick']}` | {r['tier']} | "
                      f"{_f(r['pick_ms'])} {'(m)' if r['pick_time'] == 'measured' else '(p)'} | "
                      f"{'`' + r['miopen'] + '`' if r['miopen'] else '-'} | {r['miopen_source'] or '-'} | "
-                     f"{_f(r['miopen_ms'])} | {_f(r['gain_vs_miopen_ms'])} | {r.get('plan', '-')} |")
+                     f"{_f(r['miopen_ms']) + ' (m)' if r['miopen_ms'] is not None else UNKNOWN} | "
+                     f"{_f(r['gain_vs_miopen_ms'])}{' (m)' if r['gain_time'] == 'measured' else ' (p)' if r['gain_time'] else ''} | "
+                     f"{r.get('plan', '-')} |")
     planned = sorted((r for r in rows if r.get("plan")), key=lambda r: r["plan"])
-    lines += ["", "(m) measured, (p) predicted by the model.", "", "## Tuning plan", "",
+    lines += ["", "(m) measured, (p) predicted by the model (a gain is (p) when ckheur's time is); unknown: MIOpen's "
+              "time was not measured (no find-db entry), and is not estimated.", "", "## Tuning plan", "",
               "Measure the layers in this order: the largest expected saving per second of measuring first.", "",
               "| order | layer | problem | expected saving ms per run | measuring s | saving per s | cumulative s | "
               "MIOpenDriver command |", "|---|---|---|---|---|---|---|---|"]
@@ -193,8 +225,11 @@ def markdown(rows: Sequence[Mapping[str, Any]], tot: Mapping[str, Any], header: 
 
 
 def plot(rows: Sequence[Mapping[str, Any]], path: Path, title: str) -> None:
-    """Two panels: weighted time per layer (ckheur's pick, MIOpen's answer), and the plan's cumulative
-    expected saving against cumulative measuring seconds."""
+    """Two panels: weighted time per layer (ckheur's pick, measured or predicted, and MIOpen's answer
+    where measured), and the plan's cumulative expected saving against cumulative measuring seconds.
+    ``title``: what the plot is about (op, dtype, arch, the model's data); wrapped to fit."""
+    import textwrap
+
     import matplotlib
 
     from ckheur.files import save_png
@@ -204,9 +239,12 @@ def plot(rows: Sequence[Mapping[str, Any]], path: Path, title: str) -> None:
 
     fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(11, max(3.5, 0.18 * len(rows) + 1)))
     y = list(range(len(rows)))
-    ax1.barh([v + 0.2 for v in y], [r["weight"] * (r["pick_ms"] or 0) for r in rows], height=0.4, label="ckheur's pick")
-    ax1.barh([v - 0.2 for v in y], [r["weight"] * (r["miopen_ms"] or 0) for r in rows], height=0.4,
-             label="MIOpen's answer")
+    for kind, style in (("measured", {"color": "C0"}), ("predicted", {"color": "none", "edgecolor": "C0", "hatch": "///"})):
+        ax1.barh([v + 0.2 for v in y], [r["weight"] * (r["pick_ms"] or 0) if r["pick_time"] == kind else 0 for r in rows],
+                 height=0.4, label=f"ckheur's pick ({kind})", **style)
+    ax1.barh([v - 0.2 for v in y], [r["weight"] * (r["miopen_ms"] or 0) for r in rows], height=0.4, color="C1",
+             label=f"MIOpen's answer (measured; {sum(r['miopen_ms'] is None for r in rows)} layers unknown)")
+    ax1.set_xlim(left=0)
     ax1.set_yticks(y, [f"{r['layer']}" for r in rows], fontsize=6)
     ax1.invert_yaxis()
     ax1.set_xlabel("weight x time per network run (ms)")
@@ -218,10 +256,15 @@ def plot(rows: Sequence[Mapping[str, Any]], path: Path, title: str) -> None:
         cost.append(cost[-1] + r["measure_s"])
         gain.append(gain[-1] + r["expected_saving_ms"])
     ax2.plot(cost, gain, marker=".")
+    if not planned:
+        ax2.text(0.5, 0.5, "nothing to measure:\nevery pick is already a measurement", ha="center", va="center",
+                 transform=ax2.transAxes, fontsize=9)
     ax2.set_xlabel("measuring (s), in plan order")
     ax2.set_ylabel("expected saving per network run (ms)")
-    ax2.set_title("tuning plan")
-    fig.suptitle(title, fontsize=10)
+    ax2.set_title("tuning plan (predicted saving)", fontsize=9)
+    ax2.set_xlim(left=0)
+    ax2.set_ylim(bottom=0)
+    fig.suptitle("\n".join(textwrap.wrap(title, 110)), fontsize=9)
     fig.tight_layout()
     save_png(fig, path)
     plt.close(fig)
@@ -244,5 +287,6 @@ def write_report(out: Path, rows: Sequence[Mapping[str, Any]], tot: Mapping[str,
     written.append(out / "network_layers.csv")
     written.append(write_file(out / "network_report.json", json.dumps(
         {"header": dict(header), "plan_model": asdict(plan), "totals": dict(tot), "layers": list(rows)}, indent=2)))
-    plot(rows, out / "network_report.png", header["problems"])
+    subject = ", ".join(f"{k} {v}" for k, v in header.items() if k != "problems")
+    plot(rows, out / "network_report.png", f"{header['problems']}: {subject}")
     return [*written, out / "network_report.png"]

@@ -78,6 +78,19 @@ def _flag_name(flag: str) -> str:
     return f"{flag} ({_SHORT_TO_LONG[flag]})" if flag in _SHORT_TO_LONG else flag
 
 
+def _flag_field(flag: str) -> str:
+    """A flag as written, with its other name and the problem field it sets: ``-W (--in_w, Wi)``."""
+    short = _LONG.get(flag, flag)
+    other = _SHORT_TO_LONG.get(short) if short == flag else short
+    names = [n for n in (other, _PROBLEM_FLAGS.get(short)) if n]
+    return f"{flag} ({', '.join(names)})" if names else flag
+
+
+def _is_flag(token: str) -> bool:
+    """Whether a token is a MIOpenDriver flag (not a value: negative numbers are values)."""
+    return token.split("=", 1)[0] in _LONG or token in _SHORT_TO_LONG or token in _PROBLEM_FLAGS
+
+
 def driver_args(line: str) -> tuple[str, dict[str, str]]:
     """The command and the flags of one MIOpenDriver line, by short name, as written. Unknown
     flags, a flag without a value and a flag given twice with different values are refused."""
@@ -99,10 +112,12 @@ def driver_args(line: str) -> tuple[str, dict[str, str]]:
             flag, val = flag.split("=", 1)
             i += 1
         else:
-            if i + 1 >= len(rest):
-                raise ProblemError(f"MIOpenDriver line {line!r}: flag {flag} has no value")
-            val = rest[i + 1]
+            val = rest[i + 1] if i + 1 < len(rest) else ""
             i += 2
+        if val == "" or _is_flag(val):  # a line cut short: MIOpenDriver would take the next flag as the value
+            raise ProblemError(f"MIOpenDriver line {line!r}: {_flag_field(flag)} has no value"
+                               + (f" (followed by the flag {val})" if val else "") + ": the line is cut short; "
+                               "give its value, or leave the flag out for MIOpenDriver's default")
         short = _LONG.get(flag, flag)
         if short not in _SHORT_TO_LONG and short not in _PROBLEM_FLAGS:
             import difflib

@@ -317,6 +317,10 @@ def train(df: Any, job: Job, *, model: Mapping[str, Any], candidates: Sequence[C
         for c in candidates:
             tb = cand_table(c)
             cat = [tb.feature_names.index(n) for n in engine(c.features).CATEGORICAL]
+            log(f"train: cross-validating {c.name}: {folds} folds x {len(seeds)} seed(s)"
+                + (", then leave-cluster-out" if cluster_cv else "")
+                + (f", then regimes {', '.join(options.regime_cv)}" if options.regime_cv else "")
+                + f" on {len(tb.problems)} problems ...")
             whole = int(model_of(c)["distill_trees"]) or int(model_of(c)["max_trees"])  # what a cut shortens
             cuts = [k for k in TREE_BUDGETS if k < whole] if options.budget_loss_pts > 0 else []
             runs = [cross_validate(tb, model_of(c), c.objective, cat, folds, inner, sd, cuts=cuts, **fold_kw(c, tb, sd))
@@ -346,9 +350,10 @@ def train(df: Any, job: Job, *, model: Mapping[str, Any], candidates: Sequence[C
                                                   "kernel)" if t["partly_measured"] else ""))
             cap = int(model_of(c)["max_trees"])
             capped = sum(b >= cap for b in results[-1]["best_iterations"])
-            if capped:
-                log(f"train: WARNING {c.name}: early stopping reached the cap model.max_trees={cap} in {capped} of "
-                    f"{len(results[-1]['best_iterations'])} fits: its CV figure is a floor; raise the cap")
+            if 2 * capped >= len(results[-1]["best_iterations"]):  # the final model, of the median count, is capped too
+                log(f"train: note: {c.name}: early stopping reached model.max_trees={cap} in {capped} of "
+                    f"{len(results[-1]['best_iterations'])} CV fits, so its CV figure may be a floor; to know, train "
+                    f"again with model.max_trees={2 * cap}")
         if len(candidates) > 1:
             pick = choose(results, options.choice, options.select_by if cluster_cv else "grouped_cv")
             chosen = results[pick]["candidate"]
@@ -394,6 +399,7 @@ def train(df: Any, job: Job, *, model: Mapping[str, Any], candidates: Sequence[C
             picked, cut, budget = _cut(picked, student_trees or n_trees, options.budget_loss_pts, tb, log)
             final = {**final, "distill_trees": cut} if student_trees else final
             n_trees = n_trees if student_trees else cut
+        log(f"train: fitting {chosen.name} on all {len(tb.problems)} problems (up to {n_trees} trees) ...")
         booster = fit(tb, everything, final, chosen.objective, cat, options.seed, n_trees, **fit_kw)
         cv_metrics = _cv_metrics(chosen, spec, n_trees, results, picked, options, seeds, rep, cluster_cv, model)
         if picked["target_cv"]:
@@ -611,6 +617,7 @@ def check_remember(job: Job, remember: bool) -> None:
 def train_bundle(paths: Sequence[str | Path], job: Job, output: str | Path, *, model: Mapping[str, Any],
                  candidates: Sequence[Candidate], options: TrainOptions, warm_start: str | Path | None = None,
                  shard: Mapping[str, Any] | None = None, exclude_suspect: bool = False, remember: bool = False,
+                 mix_simulated: bool = False,
                  names: Sequence[str] | None = None, config: Mapping[str, Any] | None = None,
                  run_dir: str | Path | None = None, hardware: bool = False,
                  log: Callable[[str], None] = print) -> dict:
@@ -620,7 +627,8 @@ def train_bundle(paths: Sequence[str | Path], job: Job, output: str | Path, *, m
     ``run_dir``, the out-of-fold predictions and CV metrics are written there too. ``remember``
     (MIOpen's solvers): the bundle also keeps each training problem's fastest measured solver and
     ranks it first for that exact problem, so it answers at least as its own find-db would.
-    ``hardware``: one model across the GPUs of the data (``train``). Returns the bundle's path,
+    ``hardware``: one model across the GPUs of the data (``train``). Simulated rows beside measured
+    ones are refused unless ``mix_simulated``. Returns the bundle's path,
     the chosen candidate, its trees and the CV metrics."""
     import sys
 
@@ -641,6 +649,10 @@ def train_bundle(paths: Sequence[str | Path], job: Job, output: str | Path, *, m
     hashes = {str(g): digest(p) if isinstance(p, str) else sha256_of(p) for g, p in zip(names or paths, paths)}
     backends = sorted(set(df.backend.dropna()))
     simulated = SIMULATED in backends
+    if simulated and len(backends) > 1 and not mix_simulated:
+        raise TrainingError(f"train: the data mixes simulated rows (backend {SIMULATED}) with rows measured by "
+                           f"{', '.join(b for b in backends if b != SIMULATED)}; train on one kind (data.paths=[...]), "
+                           "or pass data.mix_simulated=true to mix them on purpose (the bundle is then labeled simulated)")
 
     def leaky_data(table: Any) -> tuple[bool, int]:
         """Is the simulator calibrated on this data (the calibration file itself, an import of it

@@ -32,8 +32,10 @@ class Context:
     choices: dict[str, Any] = field(default_factory=dict)
 
 
-def run_stage(cfg: DictConfig, output_dir: str | Path, choices: dict[str, Any] | None = None) -> Any:
-    """Validate the composed config and run its stage; user errors exit with a clear message."""
+def run_stage(cfg: DictConfig, output_dir: str | Path, choices: dict[str, Any] | None = None,
+              keep_empty: bool = True) -> Any:
+    """Validate the composed config and run its stage; user errors exit with a clear message.
+    ``keep_empty=False``: a run folder the stage wrote nothing into is removed (with Hydra's record)."""
     missing = sorted(OmegaConf.missing_keys(cfg))
     if missing:
         raise SystemExit(f"error: mandatory config values are missing: {', '.join(missing)}")
@@ -47,7 +49,10 @@ def run_stage(cfg: DictConfig, output_dir: str | Path, choices: dict[str, Any] |
         make_folder(ctx.output_dir, "run folder")
         before = folder_files(ctx.output_dir)
         result = module.run(cfg, ctx)
-        print(outputs_line(ctx.output_dir, before))
+        if not keep_empty and not before and not folder_files(ctx.output_dir) and _remove_empty(ctx.output_dir):
+            print("outputs: none (this stage wrote no files, so no run folder is kept)")
+        else:
+            print(outputs_line(ctx.output_dir, before))
         return result
     except (UserError, OSError) as e:
         message = str(e) if isinstance(e, UserError) else \
@@ -67,6 +72,30 @@ def folder_files(folder: Path) -> dict[str, int]:
         if rel.parts[0] != ".hydra" and p.is_file():
             out[rel.as_posix()] = p.stat().st_mtime_ns
     return out
+
+
+HYDRA_RECORD = ("config.yaml", "hydra.yaml", "overrides.yaml")  # what Hydra writes into a run folder's .hydra
+
+
+def _remove_empty(folder: Path) -> bool:
+    """Remove a run folder holding only Hydra's record of the run, and the folders above it this
+    leaves empty, up to the working directory; False (nothing removed) when it holds anything else."""
+    record = folder / ".hydra"
+    if {p.name for p in folder.iterdir()} - {".hydra"} or (record.is_dir() and
+                                                          {p.name for p in record.iterdir()} - set(HYDRA_RECORD)):
+        return False
+    for name in HYDRA_RECORD:
+        (record / name).unlink(missing_ok=True)
+    if record.is_dir():
+        record.rmdir()
+    here, path = Path.cwd().resolve(), folder.resolve()
+    while path != here and here in path.parents:
+        try:
+            path.rmdir()
+        except OSError:  # not empty: another run's folder is there
+            break
+        path = path.parent
+    return True
 
 
 def outputs_line(folder: Path, before: dict[str, int], shown: int = 12) -> str:

@@ -55,6 +55,41 @@ def folder_or_url(value: Any) -> Path | str:
     return str(value) if is_url(str(value)) else Path(value)
 
 
+def tuning_db_from_cfg(cfg: Any, job: Any, given: str | None) -> tuple[str | None, str]:
+    """The tuning database a stage serves from, and a line saying which: ``given`` (a path), none
+    for ``given`` = none, else the op's default (``db_dir``, where stage=tune writes) when it exists."""
+    if given is not None and str(given).strip().lower() == "none":
+        return None, "tuning database: off (tuning_db=none)"
+    if given:
+        return str(given), f"tuning database: {given}"
+    default = db_dir(cfg, job)  # (stage=tune with backend=sim writes beside it: never served by default)
+    missing = _missing(default, job)
+    if missing is None:
+        return str(default), f"tuning database: {_shown(default)} (the op's default, stage=tune's; tuning_db=none turns it off)"
+    return None, f"tuning database: none yet ({missing}; stage=tune writes it)"
+
+
+def _shown(db: Path | str) -> str:
+    """A database as printed: a URL masked (``ckheur.data.database.mask_url``)."""
+    from ckheur.data.database import mask_url
+
+    return str(db) if isinstance(db, Path) else mask_url(db)
+
+
+def _missing(db: Path | str, job: Any) -> str | None:
+    """Why the job's campaign cannot be read from ``db`` (a folder or a database URL), or None when
+    it can: a URL's database may exist and hold only other ops' campaigns."""
+    if isinstance(db, Path):
+        return None if db.exists() else f"{db} does not exist"
+    from ckheur.data.tuning_db import TuningDB, TuningDBError
+
+    try:
+        TuningDB.open(db, job.op, job.arch_name).close()
+    except TuningDBError as e:
+        return str(e)
+    return None
+
+
 def plan_from_cfg(cfg: Any) -> Any:
     """The sweep plan of a config: the job's pool on the problem set, into sweep.output or the
     problem set's dataset under paths.data."""

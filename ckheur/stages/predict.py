@@ -6,7 +6,7 @@ from pathlib import Path
 from typing import Any
 
 from ckheur.stages import Context, StageError, plain
-from ckheur.stages.common import problem_from_cfg, selector_from_cfg
+from ckheur.stages.common import problem_from_cfg, selector_from_cfg, tuning_db_from_cfg
 
 
 def set_named_on_command_line() -> bool:
@@ -32,13 +32,17 @@ def run(cfg: Any, ctx: Context) -> dict:
     k = int(cfg.predict.k)
     if k < 1:
         raise StageError(f"predict.k={k}: the number of kernels to print must be >= 1")
-    selector, label = selector_from_cfg(cfg, job, tuning_db=cfg.predict.tuning_db, find_db=cfg.predict.find_db)
+    single = problem_from_cfg(cfg, job)  # a bad problem line is refused before anything is loaded
+    tuning_db, db_line = tuning_db_from_cfg(cfg, job, cfg.predict.tuning_db)
+    if cfg.predict.find_db:
+        print(f"predict: loading the model and the find-db {cfg.predict.find_db} ...", flush=True)
+    selector, label = selector_from_cfg(cfg, job, tuning_db=tuning_db, find_db=cfg.predict.find_db)
+    print(f"predict: {db_line}")
     refused = selector.find_db.refused if selector.find_db is not None else {}
     if refused:
         named = ", ".join(f"{s} {n}" for s, n in sorted(refused.items())[:5]) + (" ..." if len(refused) > 5 else "")
         print(f"predict.find_db: {sum(refused.values())} entries of solvers outside this model's pool are never "
               f"answered ({named})")
-    single = problem_from_cfg(cfg, job)
     if cfg.predict.explain:
         if single is None:
             raise StageError("predict.explain=true explains one problem: give problem=\"<MIOpenDriver line>\" or "
@@ -50,7 +54,7 @@ def run(cfg: Any, ctx: Context) -> dict:
         relative = relative_only(selector)
         rows = [(i + 1, name, f"{tf:.2f}", f"{single.flops / (tf * 1e12) * 1e3:.4g}" if tf > 0 and not relative else "-")
                 for i, (name, tf) in enumerate(ranked)]
-        print(f"{job.direction} {job.dtype} on {job.arch_name}: {single.describe()} ({single.flops / 1e9:.3f} GFLOP)")
+        print(f"{job.label}: {single.describe()} ({single.flops / 1e9:.3f} GFLOP)")
         print(f"ranked by: {label}")
         print(format_table(["rank", "kernel", "analytic TFLOPS (relative only)" if relative else "pred TFLOPS",
                             "pred latency ms"], rows))
@@ -87,7 +91,7 @@ def _explain(selector: Any, problem: Any, label: str, find_db: str | None, job: 
     rows = explain(selector, problem, find_db=find_db)
     ms = lambda v: "-" if v is None else f"{v:.4g}"  # noqa: E731
     applies = {True: "yes", False: "no", None: "?"}
-    print(f"{job.direction} {job.dtype} on {job.arch_name}: {problem.describe()} ({problem.flops / 1e9:.3f} GFLOP)")
+    print(f"{job.label}: {problem.describe()} ({problem.flops / 1e9:.3f} GFLOP)")
     print(f"ranked by: {label}")
     print(format_table(["", "kernel", "model rank", "score", "pred ms", "tuning db ms", "find-db ms", "applies", "why"],
                        [("*" if r.picked else "", r.kernel, r.rank or "-", "-" if r.score is None else f"{r.score:.4g}",

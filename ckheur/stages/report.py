@@ -12,10 +12,11 @@ def run(cfg: Any, ctx: Context) -> dict:
     """Write network_report.md / .csv / .json / .png into the run folder and print the totals and plan."""
     from ckheur.display import format_table
     from ckheur.job import Job
-    from ckheur.evaluation.network_report import PlanModel, expected_efficiency, layer_rows, totals, write_report
+    from ckheur.evaluation.network_report import (PlanModel, expected_efficiency, layer_rows, total_lines, totals,
+                                                  write_report)
     from ckheur.selection.predicting import bundle_dir
     from ckheur.problems import layer_names, load_weighted_set
-    from ckheur.stages.common import selector_from_cfg
+    from ckheur.stages.common import selector_from_cfg, tuning_db_from_cfg
 
     rc = cfg.report
     job = Job.from_config(cfg)
@@ -30,7 +31,12 @@ def run(cfg: Any, ctx: Context) -> dict:
             raise StageError(f"report.tunanet: TunaNet ranks MIOpen's solvers (op=miopen/...), not {job.family.name}")
         tunanet_net = load_tunanet(rc.tunanet, job.arch_name)
     weighted = load_weighted_set(plain(cfg.problems), job.family, job.direction, job.dtype)
-    selector, label = selector_from_cfg(cfg, job, model_dir=rc.model_dir, tuning_db=rc.tuning_db, find_db=rc.find_db)
+    print(f"report: {len(weighted)} layers of {cfg.problems.name}; loading the model"
+          + (f" and the find-db {rc.find_db} (a first read of a whole file takes a while; later ones are cached)"
+             if rc.find_db else "") + " ...", flush=True)
+    tuning_db, db_line = tuning_db_from_cfg(cfg, job, rc.tuning_db)
+    selector, label = selector_from_cfg(cfg, job, model_dir=rc.model_dir, tuning_db=tuning_db, find_db=rc.find_db)
+    print(f"report: {db_line}")
     if rc.tunanet:
         tunanet = TunaNetRanker(tunanet_net, selector.kernels, job.direction, job.dtype)
     model_dir = bundle_dir(job, models=cfg.paths.models, sim_models=cfg.paths.sim_models,
@@ -50,15 +56,16 @@ def run(cfg: Any, ctx: Context) -> dict:
     written = write_report(ctx.output_dir, rows, tot, header, plan)
     print(f"report: {job.label}, {tot['layers']} layers ({tot['convolutions']} convolutions per run) of "
           f"{cfg.problems.name}, ranked by {label}")
+    print("report: ms: m measured, p predicted by the model; MIOpen's time is measured or unknown")
     print(format_table(["layer", "problem", "weight", "pick", "tier", "ms", "MIOpen", "ms", "gain ms", "plan"],
                        [(r["layer"], r["problem"], r["weight"], r["pick"] or "-", r["tier"],
-                         f"{r['pick_ms']:.4g}" if r["pick_ms"] is not None else "-", r["miopen"] or "-",
-                         f"{r['miopen_ms']:.4g}" if r["miopen_ms"] is not None else "-",
-                         f"{r['gain_vs_miopen_ms']:.4g}" if r["gain_vs_miopen_ms"] is not None else "-",
+                         f"{r['pick_ms']:.4g} {r['pick_time'][0]}" if r["pick_ms"] is not None else "-", r["miopen"] or "-",
+                         f"{r['miopen_ms']:.4g} m" if r["miopen_ms"] is not None else r["miopen_time"],
+                         f"{r['gain_vs_miopen_ms']:.4g} {r['gain_time'][0]}" if r["gain_vs_miopen_ms"] is not None else "-",
                          r.get("plan", "-")) for r in rows]))
-    print(f"report: ckheur's picks {tot['pick_ms']:.4g} ms per run; MIOpen's answers on {tot['layers_miopen_answers']} "
-          f"layers {tot['miopen_ms']:.4g} ms (ckheur {tot['pick_ms_where_miopen_answers']:.4g} ms); tuning plan: "
-          f"{sum(1 for r in rows if r.get('plan'))} layers, expected saving {tot['expected_saving_ms']:.4g} ms per run "
-          f"for {tot['measure_s']:.4g} s of measuring")
+    for line in total_lines(tot):
+        print(f"report: {line}")
+    print(f"report: tuning plan: {sum(1 for r in rows if r.get('plan'))} layers, expected (predicted) saving "
+          f"{tot['expected_saving_ms']:.4g} ms per run for {tot['measure_s']:.4g} s of measuring")
     print(f"report: -> {', '.join(str(p) for p in written)}")
     return {"totals": tot, "layers": rows, "files": [str(p) for p in written]}

@@ -88,7 +88,7 @@ def run(cfg: Any, ctx: Context) -> dict:
     check_output(out, bool(cfg.train.overwrite))
     result = train_bundle(paths, job, out, model=plain(cfg.model), candidates=cands, options=options(cfg),
                           warm_start=cfg.train.warm_start, shard=plain(cfg.data.shard),
-                          exclude_suspect=bool(cfg.data.exclude_suspect), remember=bool(cfg.train.remember),
+                          exclude_suspect=bool(cfg.data.exclude_suspect), mix_simulated=bool(cfg.data.mix_simulated), remember=bool(cfg.train.remember),
                           names=names, config=plain(cfg), hardware=bool(cfg.features.hardware),
                           run_dir=ctx.output_dir)
     print(f"train: chose {result['chosen']} with {result['trees']} trees; "

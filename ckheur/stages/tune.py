@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import sys
+from pathlib import Path
 from typing import Any
 
 from ckheur.files import write_file
@@ -14,6 +15,7 @@ from ckheur.stages import Context, plain
 
 def run(cfg: Any, ctx: Context) -> dict:
     """Measure the model's top-k kernels per problem through the backend into the tuning database."""
+    from ckheur.data.dataset import SIMULATED
     from ckheur.job import Job
     from ckheur.problems import load_problem_set
     from ckheur.stages.common import db_dir, problem_from_cfg, selector_from_cfg
@@ -23,10 +25,22 @@ def run(cfg: Any, ctx: Context) -> dict:
     selector, label = selector_from_cfg(cfg, job, tc.model_dir)
     single = problem_from_cfg(cfg, job)
     problems = [single] if single is not None else load_problem_set(plain(cfg.problems), job.family, job.direction, job.dtype)
-    summary = tune(selector, problems, db_dir(cfg, job), job, backend=plain(cfg.backend), top_k=int(tc.top_k),
+    db = db_dir(cfg, job)
+    simulated = str(cfg.backend.name) == SIMULATED
+    if simulated and not tc.db:  # simulated times go beside the op's database, never served as measurements by default
+        db = Path(cfg.paths.tuning) / "simulated" / job.slug
+    summary = tune(selector, problems, db, job, backend=plain(cfg.backend), top_k=int(tc.top_k),
                    progress=str(tc.progress), log_every_s=float(tc.log_every_s), claim_poll_s=float(tc.claim_poll_s),
                    label=label, lease_s=float(cfg.db.lease_s), max_attempts=int(cfg.db.max_attempts))
     _print(summary)
+    if simulated:
+        print(f"tune: SIMULATED times (backend {SIMULATED}) in {summary['database']}: not measurements, so stage=predict "
+              f"and stage=report do not serve them unless named (predict.tuning_db={summary['database']}); a real "
+              "backend (backend=hip, command, miopen_driver, replay) writes the op's database, which they serve")
+    else:
+        print(f"tune: measurements in {summary['database']}: stage=predict and stage=report of this op answer these "
+              "problems from them (tier tuning_db; predict.tuning_db=none turns that off); stage=train can learn "
+              f"from them (data.paths=[{summary['database']}])")
     write_file(ctx.output_dir / "tune_summary.json", json.dumps(summary, indent=2))
     if summary["interrupted"]:
         print(f"tune interrupted: {summary['attempts']} attempts saved; run the same command again to resume",

@@ -105,6 +105,7 @@ def plan_sweep(job: Job, problems: Sequence[Any], out: str | Path, *, backend: M
     done: set[tuple] = set()
     old = _campaign_rows(url, job) if url else read_dataset(out) if out.exists() else None
     if old is not None and len(old):
+        check_origin(old, str(backend["name"]), job.arch_name, out)
         old = old[(old.arch == job.arch_name) & (old.direction == job.direction) & (old.dtype == job.dtype)]
         if retry_failed:
             old = old[old.status.isin([*USABLE, "unsupported"])]
@@ -213,6 +214,26 @@ def sweep_queue(plan: SweepPlan, *, progress: str = "auto", log_every_s: float =
             "attempts": measured, "by_status": dict(statuses), "wall_s": round(wall, 3),
             "measurements_per_s": round(measured / wall, 1) if wall > 0 else None,
             "interrupted": stats.interrupted}
+
+
+def check_origin(old: Any, backend: str, arch: str, out: Path) -> None:
+    """Refuse to add rows to a dataset measured elsewhere: simulated rows beside real ones (either
+    way), or rows of another device (arch). A dataset's rows record the backend, arch and host that
+    measured them; a sweep that mixed them would count simulated pairs as measured."""
+    from ckheur.data.dataset import SIMULATED
+
+    backends = set(map(str, old["backend"].dropna().unique()))
+    archs = sorted(set(map(str, old["arch"].dropna().unique())) - {arch})
+    what = ""
+    if backend != SIMULATED and SIMULATED in backends:  # replay counts as measured: it serves measurements
+        what = f"{int((old['backend'].astype(str) == SIMULATED).sum())} simulated rows (backend {SIMULATED})"
+    elif backend == SIMULATED and backends - {SIMULATED}:
+        what = f"rows measured by backend {', '.join(sorted(backends - {SIMULATED}))}"
+    elif archs:
+        what = f"rows of another device ({', '.join(archs)})"
+    if what:
+        raise SweepError(f"sweep: {out} holds {what}; a backend={backend} sweep on {arch} does not mix with them: "
+                         "give sweep.output=<new dataset folder>, or sweep.overwrite=true to move the old one aside")
 
 
 def skipped_lines(skipped: Sequence[tuple[str, str]]) -> list[str]:

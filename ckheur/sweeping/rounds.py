@@ -566,7 +566,9 @@ def plot_learning_curve(path: Path, s: dict, subject: str = "") -> None:
             ax.plot(*zip(*loss), "s--", label="100 - estimated loss on unmeasured problems")
     ax.axvline(s["budget_pairs"], color="k", linewidth=0.8, linestyle=":", label="budget")
     ax.set_xlabel("pairs measured")
-    ax.set_ylabel("efficiency (%)")
+    ax.set_ylabel("efficiency (%): OOB on measured times, loss estimated")
+    ax.set_xlim(left=0)
+    ax.set_ylim(0, 101)
     data = "SIMULATED data (backend sim)" if s.get("backend") == "sim" else f"backend {s.get('backend')}"
     ax.set_title(f"sweep.strategy={s['strategy']}: {s['pairs_spent']} of {s['pairs_runnable']} pairs\n"
                  + ", ".join(filter(None, [subject, data])), fontsize=9)
