@@ -292,19 +292,35 @@ def read_compressed(path: str | Path, limit_bytes: int | None = None) -> bytes:
     refused (TooLargeError naming the file and the cap) once it passes ``limit_bytes`` (default
     DATA_LIMIT_BYTES): a small crafted file can expand to gigabytes. Corrupt or cut data raises
     OSError or EOFError."""
+    path = Path(path)
+    if path.suffix not in (".gz", ".bz2", ".xz"):
+        return path.read_bytes()
+    with open(path, "rb") as f:
+        return _decompressed(f, path, limit_bytes)
+
+
+def decompress(data: bytes, path: str | Path, limit_bytes: int | None = None) -> bytes:
+    """A file's bytes ``data`` (already read) decompressed by ``path``'s suffix, as
+    ``read_compressed`` reads the file: the same cap, the same errors."""
+    import io
+
+    path = Path(path)
+    if path.suffix not in (".gz", ".bz2", ".xz"):
+        return data
+    return _decompressed(io.BytesIO(data), path, limit_bytes)
+
+
+def _decompressed(raw: IO[bytes], path: Path, limit_bytes: int | None) -> bytes:
     import bz2
     import gzip
     import lzma
     import zlib
 
-    path = Path(path)
     limit_bytes = DATA_LIMIT_BYTES if limit_bytes is None else limit_bytes
-    openers = {".gz": gzip.open, ".bz2": bz2.open, ".xz": lzma.open}
-    opener = openers.get(path.suffix)
-    if opener is None:
-        return path.read_bytes()
+    openers = {".gz": gzip.GzipFile, ".bz2": bz2.BZ2File, ".xz": lzma.LZMAFile}
     chunks, size = [], 0
-    with opener(path, "rb") as f:
+    with openers[path.suffix](fileobj=raw, mode="rb") if path.suffix == ".gz" else \
+            openers[path.suffix](raw, mode="rb") as f:
         while True:
             try:
                 chunk = f.read(min(1 << 20, limit_bytes + 1 - size))

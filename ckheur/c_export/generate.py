@@ -523,7 +523,7 @@ def export_bundle(model_dir: str | Path, output: str | Path, name: str | None = 
     info = {"name": name, "prefix": prefix, "family": family.name, "direction": direction, "dtype": dtype,
             "struct": cf.struct, "enums": {f: list(v) for f, v in cf.enums.items()},
             "arch": arch["name"], "objective": spec["objective"], "data_kind": kind, "bundle": str(b.path),
-            "kernels": len(kernels), "trees": forest.ntree, "companion_trees": companion.ntree if companion else 0,
+            "kernels": len(kernels), "kernel_names": [k.name for k in kernels], "trees": forest.ntree, "companion_trees": companion.ntree if companion else 0,
             "cascade": cascade, "screen": list(screened) if screened else None,
             "analytic_features": analytic is not None, "prior": prior is not None,
             "remembered_problems": len(b.answers or {}), "ranked": ranked,
