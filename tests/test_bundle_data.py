@@ -96,21 +96,13 @@ def _hostile_bundle(tmp_path: Path, source: Path, index: int, edit: dict | None,
     return folder
 
 
-CASES = [
+CASES = [  # (every trait's every kind of fault is checked above, on the family's from_traits)
     (CONV, {"scheduler": '??/" x'}, "scheduler="),
-    (CONV, {"scheduler": "intrawave -o FILE x"}, "scheduler="),
     (CONV, {"direction": "bwd_data", "name": "grouped_conv_bwd_data_bf16_2d_16x64x64_compv3_intrawave"},
      "direction='bwd_data'"),
-    (CONV, {"tile_m": 0}, "tile_m=0"),
-    (CONV, {"tile_n": -16}, "tile_n=-16"),
     (CONV, {"tile_k": 2**40}, "tile_k=1099511627776"),
-    (CONV, {"tile_m": "16"}, "tile_m='16'"),
-    (CONV, {"pipeline": "compv3 x"}, "pipeline='compv3 x'"),
-    (CONV, {"dsb": "yes"}, "dsb='yes'"),
     (CONV, None, "duplicate kernels"),
     (MIOPEN, {"solver_id": "3"}, "solver_id='3'"),
-    (MIOPEN, {"workspace": "yes"}, "workspace='yes'"),
-    (MIOPEN, {"name": "ConvAsm1x1U */"}, "name="),
 ]
 
 

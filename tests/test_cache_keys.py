@@ -99,3 +99,24 @@ def test_compiled_selector_cache_builds_the_bytes_it_hashed(tmp_path, monkeypatc
     table = re.search(r"ckh_kernel_names\[\] = \{\n(.*?)\n\};", source, re.S).group(1)
     assert [n.strip().rstrip(",").strip('"') for n in table.splitlines()] == [k["name"] for k in kernels]
     assert info["kernel_names"] == [k["name"] for k in kernels]
+
+
+def test_a_compiled_selector_of_other_kernels_is_not_used(monkeypatch):
+    """A build whose kernel table is not the bundle's the selector loaded (the bundle changed
+    between the two reads) is never used: its indices would name other kernels."""
+    import pytest
+
+    from ckheur.c_export import compiled
+    from ckheur.selection.selector import Selector
+
+    names = [k["name"] for k in json.loads((CONV / "kernels.json").read_text())]
+
+    class Built:
+        info = {"kernel_names": names[::-1]}
+
+    monkeypatch.setattr(compiled, "load_compiled", lambda *a, **k: Built())
+    with pytest.warns(UserWarning, match="ranks other kernels than the bundle loaded"):
+        sel = Selector.load(CONV, compiled=True)
+    assert sel.compiled is None
+    Built.info = {"kernel_names": names}
+    assert isinstance(Selector.load(CONV, compiled=True).compiled, Built)
