@@ -120,3 +120,34 @@ def test_a_compiled_selector_of_other_kernels_is_not_used(monkeypatch):
     assert sel.compiled is None
     Built.info = {"kernel_names": names}
     assert isinstance(Selector.load(CONV, compiled=True).compiled, Built)
+
+
+def test_an_import_records_the_hash_of_the_bytes_it_imported(tmp_path, monkeypatch, ck_fwd_csv):
+    """An import's record (its sha256, which makes a later import of the same file a no-op) and its
+    rows come from one read: a CSV swapped for another right after the hash is imported as the
+    file that was hashed."""
+    from ckheur import parts
+    from ckheur.config import load_option
+    from ckheur.data.dataset import read_dataset
+    from ckheur.data.importing import import_file
+    from ckheur.integrations.ck.tile_engine_csv import import_ck_csv
+
+    lines = ck_fwd_csv.read_text().splitlines(keepends=True)
+    a, b = "".join(lines[:60]), "".join(lines[:1] + lines[60:200])
+    src = tmp_path / "fwd.csv"
+    src.write_text(a)
+    want = len(import_ck_csv(src)[0])
+    real = parts.sha256_of
+
+    def sha256_of(path, *args):
+        got = real(path, *args)
+        if Path(path) == src:
+            src.write_text(b)  # another user's file in its place, right after the hash
+        return got
+
+    monkeypatch.setattr(parts, "sha256_of", sha256_of)
+    data = tmp_path / "data"
+    import_file(src, data_root=data, op=load_option("op/grouped_conv/fwd"), arch=load_option("arch/gfx950"),
+                dataset=None, find_db_arch=None, overwrite=False, log=lambda s: None)
+    [dataset] = [p for p in data.glob("*/*") if p.is_dir()]
+    assert len(read_dataset(dataset)) == want

@@ -144,7 +144,7 @@ CACHE_ENV = "CKHEUR_FIND_DB_CACHE"  # the parsed find-db cache folder; "off" par
 CACHE_FORMAT = 1  # bump when FindDb's columns or the parser's rules change: older entries are ignored
 
 
-def read_find_db(path: str | Path, arch: str | None = None) -> FindDb:
+def read_find_db(path: str | Path, arch: str | None = None, data: bytes | None = None) -> FindDb:
     """Parse a find-db file (plain, .bz2 or .gz) into problems and listed entries, with a report.
     ``arch``: the GPU it was measured on; an entry whose time implies more than its peak (the
     imports' rule, ``ckheur.data.dataset.time_refusals``; Winograd and FFT solvers count as doing fewer
@@ -154,7 +154,8 @@ def read_find_db(path: str | Path, arch: str | None = None) -> FindDb:
     kept under the hash of exactly the bytes it parsed. A file is parsed once per process (the
     selectors of several directions share it) and once per machine: the parse is kept in a
     private cache folder (``$CKHEUR_FIND_DB_CACHE``, default ``~/.cache/ckheur/find_db``; ``off``
-    disables it) under the sha256 of the bytes. Callers must not modify what they get."""
+    disables it) under the sha256 of the bytes. ``data``: the file's bytes, already read by the
+    caller (an import, which hashes them too). Callers must not modify what they get."""
     import hashlib
     import os
 
@@ -162,7 +163,7 @@ def read_find_db(path: str | Path, arch: str | None = None) -> FindDb:
     if not path.is_file():
         raise FindDbError(f"find-db {path} not found")
     try:
-        data = path.read_bytes()
+        data = path.read_bytes() if data is None else data
     except OSError as e:
         raise FindDbError(f"{path}: cannot be read ({e.strerror or e})") from None
     sha = hashlib.sha256(data).hexdigest()
