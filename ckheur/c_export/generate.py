@@ -33,7 +33,8 @@ from ckheur.backends.abi import DIRECTION_CODES, DTYPE_CODES
 from ckheur.files import make_folder, write_file
 from ckheur.families.kernel_base import DTYPE_BYTES, LATENCY_FLOOR_MS
 from ckheur.families.problem_base import EXACT_LIMIT, FIELD_MAX
-from ckheur.c_export.package import C_DIR, c_strings, check_output, cli_c, cmake_lists, comment_text, header_h, readme_md
+from ckheur.c_export.package import (C_DIR, c_strings, check_output, cli_c, cmake_lists, comment_text, header_h,
+                                     readme_md)
 from ckheur.learn.forest import ExportError, Forest, goes_left, read_forest
 
 ABI_H = Path(__file__).resolve().parent.parent / "backends" / "abi.h"
@@ -523,7 +524,8 @@ def export_bundle(model_dir: str | Path, output: str | Path, name: str | None = 
     info = {"name": name, "prefix": prefix, "family": family.name, "direction": direction, "dtype": dtype,
             "struct": cf.struct, "enums": {f: list(v) for f, v in cf.enums.items()},
             "arch": arch["name"], "objective": spec["objective"], "data_kind": kind, "bundle": str(b.path),
-            "kernels": len(kernels), "kernel_names": [k.name for k in kernels], "trees": forest.ntree, "companion_trees": companion.ntree if companion else 0,
+            "kernels": len(kernels), "kernel_names": [k.name for k in kernels],  # checked: Selector.load compares
+            "trees": forest.ntree, "companion_trees": companion.ntree if companion else 0,
             "cascade": cascade, "screen": list(screened) if screened else None,
             "analytic_features": analytic is not None, "prior": prior is not None,
             "remembered_problems": len(b.answers or {}), "ranked": ranked,

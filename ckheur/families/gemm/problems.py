@@ -18,7 +18,8 @@ LAYOUTS = ("rcr", "rrr", "crr", "ccr")
 
 
 def frame_flops(frame: Any) -> Any:
-    """Each row's FLOPs (a frame or mapping of columns of the fields), as floats: what ``GemmProblem.flops`` gives one."""
+    """Each row's FLOPs (a frame or mapping of columns of the fields), as floats: what
+    ``GemmProblem.flops`` gives one."""
     import numpy as np
 
     return 2.0 * np.asarray(frame["M"], dtype=float) * np.asarray(frame["N"], dtype=float) \

@@ -15,8 +15,8 @@ from dataclasses import asdict, dataclass
 from functools import cached_property
 from typing import Any, Mapping
 
-from ckheur.families.kernel_base import (DTYPE_BYTES, TILE_MAX, WARP_TILE_MAX, WAVE_MAX, KernelError, all_support_arrays,
-                                        all_support_mask, checked_traits, tile_problems)
+from ckheur.families.kernel_base import (DTYPE_BYTES, TILE_MAX, WARP_TILE_MAX, WAVE_MAX, KernelError,
+                                        all_support_arrays, all_support_mask, checked_traits, tile_problems)
 from ckheur.families.kernel_base import tile_rejections as rejections  # noqa: F401 - the family's legality rules
 
 VARIANTS = {"fwd": "forward", "bwd_data": "bwd_data", "bwd_weight": "bwd_weight"}

@@ -55,15 +55,14 @@ def output_sizes(f: Mapping[str, Any]) -> tuple[Any, Any, Any]:
 
 
 def frame_flops(frame: Any) -> Any:
-    """Each row's FLOPs (a frame or mapping of columns of the fields, forward terms: every direction does as many), as
-    floats, what ``ConvProblem.flops`` gives one problem; NaN where sizes are below 1 or an output
-    is empty (no problem)."""
+    """Each row's FLOPs (a frame or mapping of columns of the fields; forward terms: every direction
+    does as many) as floats, what ``ConvProblem.flops`` gives one problem; NaN where a size is below
+    1 or an output is empty (no problem)."""
     import numpy as np
 
     with np.errstate(all="ignore"):
         f = {c: np.asarray(frame[c], dtype=float) for c in CONV_FIELDS}
-        do, ho, wo = output_sizes({k: v for k, v in f.items()})
-        do, ho, wo = (np.floor(x) for x in (do, ho, wo))
+        do, ho, wo = output_sizes(f)  # floor division of floats: the integer sizes, as floats
         flops = 2.0 * f["N"] * f["K"] * do * ho * wo * np.floor(f["C"] / f["G"]) * f["Z"] * f["Y"] * f["X"]
         valid = (np.minimum.reduce([f[c] for c in ("N", "C", "K", "G", "Z", "Y", "X")]) >= 1) \
             & (np.minimum.reduce([do, ho, wo]) >= 1)
