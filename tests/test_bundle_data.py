@@ -34,6 +34,11 @@ def _base(family: str) -> tuple:
     return mod, json.loads((folder / "kernels.json").read_text())[0], spec["op"]
 
 
+def _resized(traits: dict, tile_m: int) -> dict:
+    """A kernel's traits with another tile_m (and without the values computed from it)."""
+    return {k: v for k, v in traits.items() if k not in ("name", "lds_bytes")} | {"tile_m": tile_m}
+
+
 def _bad_values(kind: str) -> list:
     if kind == "int":
         return [0, -16, 2**40, "16", 16.5, True, None]
@@ -78,14 +83,38 @@ def test_direction_dtype_and_duplicates_are_the_bundle_s():
     with pytest.raises(KernelError, match="name=.* disagrees with the kernel's traits"):
         mod.from_traits({**traits, "name": traits["name"] + "_si"}, op)
     k = mod.from_traits(traits, op)
-    other = mod.from_traits({key: v for key, v in traits.items() if key not in ("name", "lds_bytes")} | {"tile_m": 32},
-                            op)
+    other = mod.from_traits(_resized(traits, 32), op)
     check_distinct([k, other])
     with pytest.raises(KernelError, match=r"kernel 2 \(.*\) repeats kernel 0: duplicate kernels"):
         check_distinct([k, other, k])
 
 
-def _hostile_bundle(tmp_path: Path, source: Path, index: int, edit: dict | None, duplicate: bool = False) -> Path:
+def _gemm_bundle(folder: Path) -> Path:
+    """A small real GEMM bundle (no GEMM bundle ships): a two-tree LightGBM model on the GEMM
+    engine's features, two kernels."""
+    import numpy as np
+
+    from ckheur.config import load_option
+    from ckheur.families.engines import get_engine
+    from ckheur.learn.bundle import save_bundle
+    from ckheur.threads import lightgbm
+
+    lgb, engine = lightgbm(), get_engine("gemm")
+    names = list(engine.feature_names(False))
+    X = np.random.default_rng(0).random((50, len(names)))
+    booster = lgb.train({"objective": "regression", "num_leaves": 4, "verbose": -1, "min_data_in_leaf": 5},
+                        lgb.Dataset(X, X[:, 0], feature_name=names), num_boost_round=2)
+    mod, traits, op = _base("gemm")
+    kernels = [mod.from_traits(traits, op), mod.from_traits(_resized(traits, 128), op)]
+    spec = {"engine": "gemm", "encoding_version": engine.ENCODING_VERSION, "feature_names": names, "categorical": [],
+            "analytic": False, "objective": "regression_log", "arch": load_option("arch/gfx950"), "op": op}
+    return save_bundle(folder, booster, None, spec, kernels, {}, {}, {"data_kind": "sim"})
+
+
+def _hostile_bundle(tmp_path: Path, source: Path | None, index: int, edit: dict | None,
+                    duplicate: bool = False) -> Path:
+    if source is None:
+        source = _gemm_bundle(tmp_path / "gemm")
     folder = Path(shutil.copytree(source, tmp_path / "bundle"))
     kernels = json.loads((folder / "kernels.json").read_text())
     if edit is not None:
@@ -103,6 +132,8 @@ CASES = [  # (every trait's every kind of fault is checked above, on the family'
     (CONV, {"tile_k": 2**40}, "tile_k=1099511627776"),
     (CONV, None, "duplicate kernels"),
     (MIOPEN, {"solver_id": "3"}, "solver_id='3'"),
+    (None, {"epilogue": "cshuffle -o x"}, "epilogue='cshuffle -o x'"),  # None: a GEMM bundle
+    (None, {"layout": "rcr*/"}, "layout='rcr*/'"),
 ]
 
 
@@ -113,7 +144,7 @@ def test_hostile_kernels_json_is_refused_on_load(tmp_path, source, edit, needle)
     from ckheur.learn.bundle import BundleError, load_bundle
     from ckheur.selection.selector import Selector
 
-    folder = _hostile_bundle(tmp_path, source, 3, edit, duplicate=edit is None)
+    folder = _hostile_bundle(tmp_path, source, 1 if source is None else 3, edit, duplicate=edit is None)
     for load in (load_bundle, lambda f: Selector.load(f, compiled=True)):
         with pytest.raises(BundleError) as e:
             load(folder)
