@@ -196,6 +196,7 @@ def test_generated_c_embeds_no_bundle_text(tmp_path):
     import re
 
     from ckheur.c_export.generate import export_bundle
+    from ckheur.learn.bundle import BundleError, load_bundle
 
     folder = Path(shutil.copytree(CONV, tmp_path / "bundle"))
     manifest = json.loads((folder / "train_manifest.json").read_text())
@@ -212,3 +213,9 @@ def test_generated_c_embeds_no_bundle_text(tmp_path):
     expected = [k["name"] for k in json.loads((CONV / "kernels.json").read_text())]
     assert names == [f'"{n}"' for n in expected]
     assert all(re.fullmatch(r'"[A-Za-z0-9_<>.-]+"', n) for n in names)
+    # The arch's name, which the comments and the benchmark command name, is checked on load.
+    spec = json.loads((folder / "feature_spec.json").read_text())
+    spec["arch"]["name"] = "gfx950 */ int x; /*"
+    (folder / "feature_spec.json").write_text(json.dumps(spec))
+    with pytest.raises(BundleError, match=r"feature_spec.json: arch must be an object whose name is letters"):
+        load_bundle(folder)
