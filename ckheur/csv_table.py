@@ -48,19 +48,22 @@ def _first_line(e: BaseException) -> str:
     return text[0][:300] if text else type(e).__name__
 
 
-def _read_arrow(path: Path, spec: TableSpec):
+def _read_arrow(path: Path, spec: TableSpec, data: bytes | None = None):
     import lzma
     import zlib
 
     import pyarrow as pa
     import pyarrow.csv as pacsv
 
-    from ckheur.files import COMPRESSED_SUFFIXES, read_compressed
+    from ckheur.files import COMPRESSED_SUFFIXES, decompress, read_compressed
 
     types = {c: pa.string() for c in spec.text}
     try:
         # A compressed file is decompressed here, under the cap, never by Arrow (which has none).
-        source = pa.BufferReader(read_compressed(path)) if path.suffix in COMPRESSED_SUFFIXES else path
+        if data is not None:  # the bytes already read (and hashed) by the caller
+            source = pa.BufferReader(decompress(data, path))
+        else:
+            source = pa.BufferReader(read_compressed(path)) if path.suffix in COMPRESSED_SUFFIXES else path
         return pacsv.read_csv(source, convert_options=pacsv.ConvertOptions(column_types=types))
     except (pa.ArrowInvalid, OSError, EOFError, UnicodeDecodeError, zlib.error, lzma.LZMAError) as e:
         msg = _first_line(e)
@@ -100,15 +103,16 @@ def _numbers(path: Path, name: str, col: Any, integer: bool) -> Any:
     return values
 
 
-def read_csv_table(path: str | Path, spec: TableSpec) -> Table:
-    """Read and check a CSV (plain or compressed by its extension: .gz, .bz2) against a spec."""
+def read_csv_table(path: str | Path, spec: TableSpec, data: bytes | None = None) -> Table:
+    """Read and check a CSV (plain or compressed by its extension: .gz, .bz2) against a spec;
+    ``data``: the file's bytes, already read (then parsed from them, not read again)."""
     import numpy as np
     import pandas as pd
 
     path = Path(path)
     if not path.is_file():
         raise DatasetError(f"{spec.what} {path} not found" if not path.exists() else f"{path} is not a file")
-    table = _read_arrow(path, spec)
+    table = _read_arrow(path, spec, data)
     repeated = sorted({c for c in table.column_names if table.column_names.count(c) > 1})
     if repeated:
         raise DatasetError(f"{path}: column(s) {', '.join(repeated)} appear more than once in the header; each "

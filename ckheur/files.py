@@ -476,25 +476,46 @@ def open_regular(path: str | Path) -> IO[bytes]:
         raise
 
 
+def read_regular(path: str | Path) -> bytes:
+    """A regular file's bytes, read once (``open_regular``: a FIFO or device is refused, not waited on)."""
+    with open_regular(path) as f:
+        return f.read()
+
+
 def read_compressed(path: str | Path, limit_bytes: int | None = None) -> bytes:
     """A file's content, decompressed by its suffix (.gz, .bz2, .xz; other files as they are),
     refused (TooLargeError naming the file and the cap) once it passes ``limit_bytes`` (default
     DATA_LIMIT_BYTES): a small crafted file can expand to gigabytes. Corrupt or cut data raises
     OSError or EOFError; a FIFO or device, NotRegularFileError (an OSError) without waiting."""
+    path = Path(path)
+    with open_regular(path) as raw:
+        if path.suffix not in (".gz", ".bz2", ".xz"):
+            return raw.read()
+        return _decompressed(raw, path, limit_bytes)
+
+
+def decompress(data: bytes, path: str | Path, limit_bytes: int | None = None) -> bytes:
+    """A file's bytes ``data`` (already read) decompressed by ``path``'s suffix, as
+    ``read_compressed`` reads the file: the same cap, the same errors."""
+    import io
+
+    path = Path(path)
+    if path.suffix not in (".gz", ".bz2", ".xz"):
+        return data
+    return _decompressed(io.BytesIO(data), path, limit_bytes)
+
+
+def _decompressed(raw: IO[bytes], path: Path, limit_bytes: int | None) -> bytes:
     import bz2
     import gzip
     import lzma
     import zlib
 
-    path = Path(path)
     limit_bytes = DATA_LIMIT_BYTES if limit_bytes is None else limit_bytes
-    openers = {".gz": gzip.open, ".bz2": bz2.open, ".xz": lzma.open}
-    opener = openers.get(path.suffix)
-    if opener is None:
-        with open_regular(path) as raw:
-            return raw.read()
+    openers = {".gz": gzip.GzipFile, ".bz2": bz2.BZ2File, ".xz": lzma.LZMAFile}
     chunks, size = [], 0
-    with open_regular(path) as raw, opener(raw, "rb") as f:
+    with openers[path.suffix](fileobj=raw, mode="rb") if path.suffix == ".gz" else \
+            openers[path.suffix](raw, mode="rb") as f:
         while True:
             try:
                 chunk = f.read(min(1 << 20, limit_bytes + 1 - size))

@@ -67,11 +67,13 @@ def commit_part(tmp: Path) -> Path:
     return final
 
 
-def sha256_of(path: Path) -> str:
+def sha256_of(path: Path, data: bytes | None = None) -> str:
     """sha256 of a file (of its content when gzipped, so a compressed copy hashes as the
-    original), or of a dataset folder's part files in name order."""
-    from ckheur.files import read_compressed
+    original; ``data``: its bytes, already read), or of a dataset folder's part files in name order."""
+    from ckheur.files import decompress, read_compressed
 
+    if data is not None:
+        return hashlib.sha256(decompress(data, path) if path.suffix == ".gz" else data).hexdigest()
     h = hashlib.sha256()
     files = sorted(path.glob("part-*.parquet")) if path.is_dir() else [path]
     for f in files:

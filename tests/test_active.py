@@ -104,7 +104,8 @@ def test_strategy_errors_are_clear(tmp_path):
     for budget in ("inf", "-inf", "nan"):
         r = run_cli(*SMALL, "stage=sweep", "sweep.strategy=active", f"sweep.budget={budget}",
                     f"sweep.output={tmp_path}/d")
-        assert r.returncode == 2 and "must be a finite number > 0" in r.stderr and "Traceback" not in r.stderr
+        assert r.returncode == 2 and f"sweep.budget={budget}: " in r.stderr and "finite number" in r.stderr \
+            and "Traceback" not in r.stderr
     # A record of rounds that is JSON but not the shape the sweep writes: one line, nothing measured.
     out = tmp_path / "rec"
     out.mkdir()

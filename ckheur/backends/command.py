@@ -25,6 +25,7 @@ from ckheur.backends import BackendError, Measurer, Results
 from ckheur.parts import UNKNOWN_WORKSPACE
 from ckheur.families import get_family
 from ckheur.families.driver_line import DIRECTION_FLAG
+from ckheur.families.kernel_base import KernelError, command_fields, safe_text
 
 _UNITS = {"ms": 1.0, "us": 1e-3, "s": 1e3}
 
@@ -46,7 +47,11 @@ def make(cfg: Mapping[str, Any], op: Mapping[str, Any], arch: Mapping[str, Any])
     def measure(pairs: Sequence[tuple[Any, Any]]) -> Results:
         out = Results()
         for p, k in pairs:
-            fields = {**p.to_dict(), **k.traits(), "kernel": k.name, "arch": arch["name"]}
+            try:  # a name or text trait never adds arguments to the command (bundles are checked on load too)
+                fields = {**p.to_dict(), **command_fields(k), "arch": safe_text(arch["name"], "arch.name")}
+            except KernelError as e:
+                out.add(float("nan"), "failed", f"not run: {e}")
+                continue
             if to_driver_line is not None:
                 command, args = to_driver_line(p, op["dtype"]).split(" ", 1)
                 fields.update(miopen_args=args, miopen_command=command, miopen_direction=direction_flag)

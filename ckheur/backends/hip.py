@@ -80,8 +80,13 @@ def build_library(cfg: Mapping[str, Any], kernel: Any, arch: str) -> tuple[str |
     """Path of the kernel's library (built on first use), or (None, reason)."""
     if cfg.get("library"):
         return str(Path(cfg["library"]).resolve()), ""
+    from ckheur.families.kernel_base import KernelError, command_fields
     from ckheur.files import entry_risk, make_folder
 
+    try:  # the name makes the file name and, with the traits, the build command's arguments
+        fields = command_fields(kernel)
+    except KernelError as e:
+        return None, f"not built: {e}"
     # A cached library is code this process runs: only from a folder no other user can change,
     # and only a file of this user's that nobody else can write.
     out = make_folder(cfg["lib_dir"], "backend.lib_dir") / f"{kernel.name}.so"
@@ -90,7 +95,7 @@ def build_library(cfg: Mapping[str, Any], kernel: Any, arch: str) -> tuple[str |
         if why:
             return None, f"cached library {out} {why}: not loaded (remove it to rebuild)"
         return str(out.resolve()), ""
-    fields = {**kernel.traits(), "kernel": kernel.name, "out": str(out), "arch": arch, "abi": str(ABI_HEADER)}
+    fields.update(out=str(out), arch=arch, abi=str(ABI_HEADER))
     try:
         argv = shlex.split(cfg["build_command"].format(**fields))
     except (KeyError, ValueError) as e:

@@ -86,16 +86,22 @@ def _discard(target: Path) -> None:
     shutil.rmtree(aside, ignore_errors=True)
 
 
-def _build_entry(model_dir: Path, target: Path, cc: str, op: Mapping[str, Any]) -> str | None:
-    """Export (with the op settings ``op`` replacing the bundle's) and build into a fresh private
-    folder, record the library's sha256, move it into place (a concurrent build that finished first
-    wins); why it failed, or None."""
+def _build_entry(model_dir: Path, files: Mapping[str, bytes], target: Path, cc: str,
+                 op: Mapping[str, Any]) -> str | None:
+    """Export the bundle's files as read for the key (``files``: written into a private copy of the
+    folder, so the build is of exactly the bytes hashed; with the op settings ``op`` replacing the
+    bundle's) and build into a fresh private folder, record the library's sha256, move it into place
+    (a concurrent build that finished first wins); why it failed, or None."""
     from ckheur.c_export.generate import export_bundle
     from ckheur.parts import sha256_of
 
     tmp = Path(tempfile.mkdtemp(prefix=".build-", dir=target.parent))
+    src = Path(tempfile.mkdtemp(prefix=".src-", dir=target.parent)) / model_dir.name
     try:
-        res = export_bundle(model_dir, tmp, **op)
+        src.mkdir()
+        for name, data in files.items():
+            write_file(src / name, data)
+        res = export_bundle(src, tmp, **op)
         lib = build(tmp, res.name, cc)
         write_file(tmp / "cache.json", json.dumps({"lib_sha256": sha256_of(lib)}))
         try:
@@ -107,23 +113,31 @@ def _build_entry(model_dir: Path, target: Path, cc: str, op: Mapping[str, Any]) 
         return str(e).splitlines()[0]
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
+        shutil.rmtree(src.parent, ignore_errors=True)
     return None
 
 
-def bundle_hash(model_dir: Path, sim_params: Any = None, op: Mapping[str, Any] | None = None) -> str:
-    """Hash of what the generated C depends on: every file of the bundle (its remembered answers
-    included: a file left out would let a changed bundle reuse a stale build), the exporter's C
-    code, the latency-model parameters (the cascade uses them), the default remember margin and
-    the op settings given in place of the bundle's (``op``: applicability, listed)."""
+def bundle_files(model_dir: Path) -> dict[str, bytes]:
+    """Every file of a bundle folder, each read once: what the cache key hashes and the build exports."""
+    return {p.name: p.read_bytes() for p in sorted(Path(model_dir).iterdir())
+            if p.is_file() and not p.name.startswith(".")}
+
+
+def bundle_hash(model_dir: Path, sim_params: Any = None, op: Mapping[str, Any] | None = None,
+                files: Mapping[str, bytes] | None = None) -> str:
+    """Hash of what the generated C depends on: every file of the bundle (``files``: as
+    ``bundle_files`` read them; None: read here), its remembered answers included (a file left out
+    would let a changed bundle reuse a stale build), the exporter's C code, the latency-model
+    parameters (the cascade uses them), the default remember margin and the op settings given in
+    place of the bundle's (``op``: applicability, listed)."""
     from ckheur.c_export.package import C_DIR
     from ckheur.families import C_SOURCES
     from ckheur.learn.bundle import REMEMBERED_NOISE
     from ckheur.sim import load_params
 
     h = hashlib.sha256()
-    for path in sorted(p for p in Path(model_dir).iterdir() if p.is_file() and not p.name.startswith(".")):
-        data = path.read_bytes()
-        h.update(f"{path.name}\0{len(data)}\0".encode() + data)
+    for name, data in sorted((bundle_files(model_dir) if files is None else files).items()):
+        h.update(f"{name}\0{len(data)}\0".encode() + data)
     for path in sorted(C_DIR.glob("*.c")) + sorted(C_SOURCES.rglob("*.c")) + [Path(__file__).with_name("generate.py")]:
         h.update(path.read_bytes())
     h.update(json.dumps(sim_params or load_params(), sort_keys=True, default=str).encode())
@@ -232,14 +246,15 @@ def load_compiled(model_dir: str | Path, cc: str | None = None, *, applicability
     if cc is None:
         warnings.warn("no C compiler found ($CC, cc, gcc or clang): ranking with the Python path", stacklevel=2)
         return None
-    target = trusted_cache_dir() / bundle_hash(model_dir, op=op)
+    files = bundle_files(model_dir)  # read once: the key hashes these bytes and the build exports them
+    target = trusted_cache_dir() / bundle_hash(model_dir, op=op, files=files)
     got = _verified_entry(target) if os.path.lexists(target) else None
     if isinstance(got, str):
         warnings.warn(f"compiled-selector cache entry {target} {got}: rebuilding it", stacklevel=2)
         _discard(target)
         got = None
     if got is None:
-        failed = _build_entry(model_dir, target, cc, op)
+        failed = _build_entry(model_dir, files, target, cc, op)
         got = f"could not be built ({failed})" if failed else _verified_entry(target)
     if isinstance(got, str):
         warnings.warn(f"compiled-selector cache entry {target} {got}: ranking with the Python path", stacklevel=2)

@@ -58,9 +58,11 @@ def ran_ok(status: str, latency_ms: float) -> bool:
 
 
 def usable(df: Any, exclude_suspect: bool = False) -> Any:
-    """Mask of rows that are measurements to learn from and score against: positive TFLOPS, and
-    not beyond what the arch's peak allows (:func:`time_refusals`; rows an older version or
-    another tool recorded as ok are checked too)."""
+    """Mask of rows that are measurements to learn from, score against, serve and export: a usable
+    status, positive TFLOPS not beyond what the arch's peak allows, and a time that passes
+    :func:`time_refusals` for the FLOPs of the row's problem (a row whose fields are no valid
+    problem never does). The one rule for stored times: applied on every read, so rows an older
+    version or another tool recorded as ok are held to it too."""
     import numpy as np
 
     statuses = ["ok"] if exclude_suspect else list(USABLE)
@@ -70,7 +72,44 @@ def usable(df: Any, exclude_suspect: bool = False) -> Any:
         for (arch, dtype), rows in df.groupby(["arch", "dtype"], observed=True, sort=False).indices.items():
             limit = float(arch_peaks(str(arch)).get(str(dtype), np.inf)) * PEAK_MARGIN
             ok[rows] &= tflops[rows] <= limit
+            rows = rows[ok[rows]]  # the time rule, on the rows that pass so far
+            if "latency_ms" in df.columns and len(rows):
+                fewer = np.isin(df["algorithm"].to_numpy()[rows].astype(str), FEWER_MULTIPLY_ALGORITHMS) \
+                    if "algorithm" in df.columns else None
+                flops = problem_flops(df, rows)
+                why = time_refusals(df["latency_ms"].to_numpy(dtype=float)[rows], np.nan_to_num(flops, nan=0.0),
+                                    str(dtype), str(arch), fewer)
+                ok[rows] = np.isfinite(flops) & np.array([not w for w in why], dtype=bool)
     return ok
+
+
+# MIOpen's algorithms that do fewer multiplications than the FLOPs counted (time_refusals' allowance).
+FEWER_MULTIPLY_ALGORITHMS = ("winograd", "fft")
+
+
+def problem_flops(df: Any, rows: Any = None) -> Any:
+    """Each row's problem FLOPs (``rows``: of those rows only), from its fields and the family its
+    ``op`` column names (the family's ``frame_flops``: every direction does as many); NaN where
+    they are no problem's."""
+    import numpy as np
+
+    from ckheur.errors import UserError
+
+    rows = np.arange(len(df)) if rows is None else np.asarray(rows)
+    out = np.full(len(rows), np.nan)
+    if "op" not in df.columns or not len(rows):
+        return out
+    ops = df["op"].to_numpy()[rows]
+    for op in set(ops):
+        at = np.flatnonzero(ops == op)
+        try:
+            mod = get_family(str(op).split("/")[0]).problems
+            frame = {f: df[f].to_numpy()[rows[at]] for f in mod.FIELDS}
+        except (UserError, KeyError):
+            continue  # an unknown family or missing fields: no FLOPs, no usable time
+        out[at] = mod.frame_flops(frame)
+    out[~(out > 0)] = np.nan
+    return out
 
 
 def fastest_by_problem(df: Any, family: Family) -> dict[tuple, str]:

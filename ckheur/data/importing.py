@@ -424,15 +424,16 @@ def dataset_name(src: Path, dataset: str | None) -> str:
         check_name(src.name.split(".")[0], "import.dataset (default: the file name up to its first dot)")
 
 
-def begin_import(src: Path, data_root: str | Path, dataset: str | None,
-                 log: Callable[[str], None]) -> tuple[str, str, dict | None]:
+def begin_import(src: Path, data_root: str | Path, dataset: str | None, log: Callable[[str], None],
+                 data: bytes | None = None) -> tuple[str, str, dict | None]:
     """What every importer does first: the datasets' name, what a killed import left recovered, the
-    file's sha256, and the import's result when the datasets already hold this file (else None)."""
+    file's sha256 (of ``data``, its bytes as the importer read them to parse, when given), and the
+    import's result when the datasets already hold this file (else None)."""
     from ckheur.parts import sha256_of
 
     name = dataset_name(src, dataset)
     recover_staging(data_root, name, log)
-    sha = sha256_of(src)
+    sha = sha256_of(src, data)
     done = already_imported(data_root, name, sha, src.name)
     for target in done:
         log(f"import: {target} already holds this file (sha256 {sha[:12]}); nothing to do")

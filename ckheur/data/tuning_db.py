@@ -159,7 +159,7 @@ class TuningDB:
         fields = list(self.family_modules.problems.FIELDS)
         df = df.sort_values("timestamp", kind="stable")  # newest row of a pair wins, as in read_dataset
         keys = list(df[fields].itertuples(index=False, name=None))
-        good = usable(df) & _plausible(keys, df.latency_ms.to_numpy(dtype=float), self.family_modules, self.dtype, self.arch)
+        good = usable(df)  # the one rule for stored times (dataset.time_refusals), held on every read
         for key, kernel, status, lat, good in zip(keys, df.kernel, df.status, df.latency_ms, good):
             self._runs.setdefault(key, {})[kernel] = (status, float(lat) if good else None)
         for key in set(keys):
@@ -261,27 +261,6 @@ def _is_url(path: Any) -> bool:
     from ckheur.data.database import is_url
 
     return is_url(path)
-
-
-def _plausible(keys: Sequence[tuple], latency_ms: Any, family: Any, dtype: str, arch: str) -> Any:
-    """Mask of rows whose problem is valid and whose time passes the rule every import and backend
-    applies (``dataset.time_refusals``): a row written by another tool, or by an older version, is
-    data to check, never an answer by itself."""
-    import numpy as np
-
-    from ckheur.data.dataset import time_refusals
-    from ckheur.families.problem_base import ProblemError
-
-    fields = family.problems.FIELDS
-    flops: dict[tuple, float] = {}
-    for key in set(keys):
-        try:
-            flops[key] = float(family.problems.problem_from_dict(dict(zip(fields, key))).flops)
-        except (ProblemError, TypeError, ValueError):
-            flops[key] = float("nan")  # not a valid problem: never an answer
-    f = np.array([flops[k] for k in keys], dtype=float)
-    why = time_refusals(latency_ms, np.nan_to_num(f, nan=0.0), dtype, arch)
-    return np.isfinite(f) & ~np.array([bool(w) for w in why], dtype=bool)
 
 
 def _identity(op: Mapping[str, Any], arch: str) -> dict[str, str]:

@@ -308,8 +308,16 @@ def acceptance_gate(scored: Scored, baseline: Scored, *, mean_pts: float = 0.5, 
     """A model against a baseline on their common problems: mean and median efficiency within
     ``mean_pts`` / ``median_pts`` points, P10 within ``p10_pts``, no problem losing more than
     ``max_loss_pts``; the failures, and whether it passed."""
+    import math
+
+    from ckheur.errors import UserError
     from ckheur.metrics import summarize
 
+    for name, limit in (("mean_pts", mean_pts), ("median_pts", median_pts), ("p10_pts", p10_pts),
+                        ("max_loss_pts", max_loss_pts)):
+        if isinstance(limit, bool) or not isinstance(limit, (int, float)) or not math.isfinite(limit):
+            raise UserError(f"evaluate.gate_{name}={limit!r}: give a finite number of points (a NaN limit "
+                            "fails no model)")
     base = {r["problem"]: r["efficiency"] for r in baseline.rows}
     common = [r for r in scored.rows if r["problem"] in base]
     new, old = summarize([r["efficiency"] for r in common]), summarize([base[r["problem"]] for r in common])

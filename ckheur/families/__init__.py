@@ -2,7 +2,7 @@
 problems, kernels, features, op config schema and C feature code), one line in ``FAMILIES``, and
 its configs in conf/op/<family>/; the stages only use these modules, through a ``Family``.
 
-Problem modules provide FIELDS, DEFAULTS, FIELD_MIN, BATCH_FIELD, problem_from_dict, generate,
+Problem modules provide FIELDS, DEFAULTS, FIELD_MIN, BATCH_FIELD, problem_from_dict, frame_flops, generate,
 generate_group, SLICES, SOURCES (extra source kinds) and, where problems have a text form,
 from_text and to_driver_line; kernel modules provide COLUMNS (dataset columns), TABLE,
 parse_name(name, op, arch), from_traits, candidates, rejections (why each candidate is illegal on

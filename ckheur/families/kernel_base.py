@@ -3,6 +3,8 @@ code-generation rules for a block tile (wave layout x MFMA warp tile)."""
 
 from __future__ import annotations
 
+import dataclasses
+import re
 from typing import Any, Mapping, Sequence
 
 from ckheur.errors import UserError
@@ -15,6 +17,91 @@ LATENCY_FLOOR_MS = 5e-4
 
 class KernelError(UserError):
     """A kernel name or trait is invalid; the message names it and the allowed values."""
+
+
+# What a kernel's name and text traits may hold: letters, digits and _ < > . - (MIOpen's solver
+# names have the last four), starting with a letter or digit. Nothing a C string or comment, a
+# shell or an argument list reads specially (quotes, backslashes, ?, *, /, spaces, a leading -).
+SAFE_TEXT = re.compile(r"[A-Za-z0-9][A-Za-z0-9_<>.-]{0,199}")
+TILE_MAX = 4096  # a block tile's side; CK's largest are 256
+WAVE_MAX = 16  # waves along one dimension of a block (max_waves_per_block bounds their product)
+WARP_TILE_MAX = 256  # an MFMA tile's side; the largest is 128
+
+
+def safe_text(value: Any, what: str) -> str:
+    """``value`` when it is text of SAFE_TEXT's characters (what may reach generated C and a
+    benchmark's argument list), else a KernelError naming ``what``."""
+    if not isinstance(value, str) or not SAFE_TEXT.fullmatch(value):
+        raise KernelError(f"{what}={str(value)[:80]!r}: give letters, digits and _ < > . - only, starting with a "
+                          "letter or digit (at most 200 characters)")
+    return value
+
+
+def command_fields(k: Any) -> dict:
+    """A kernel's traits and name as a benchmark or build command's template reads them, each text
+    one checked (``safe_text``: no space, quote, slash or leading ``-`` reaches an argument list or
+    a file name), or a KernelError."""
+    fields = {**k.traits(), "kernel": k.name}
+    for key, value in fields.items():
+        if isinstance(value, str):
+            safe_text(value, f"kernel trait {key}")
+    return fields
+
+
+def checked_traits(cls: type, d: Any, rules: Mapping[str, Any], op: Mapping[str, Any] | None = None,
+                   derived: Sequence[str] = ()) -> Any:
+    """A kernel of dataclass ``cls`` from its traits ``d`` (a kernels.json object), every trait
+    checked: of its field's type (int, str, bool; a bool is no int), within ``rules`` (field ->
+    (low, high) for ints, a tuple of allowed values for text), text of SAFE_TEXT's characters, and
+    ``direction`` / ``dtype`` those of ``op`` when given; keys other than the fields and
+    ``derived`` (values computed from the fields: they must agree) are refused. A KernelError
+    names the field and what is allowed."""
+    if not isinstance(d, Mapping):
+        raise KernelError(f"a kernel is a JSON object of traits, not {type(d).__name__}")
+    fields = {f.name: f for f in dataclasses.fields(cls)}
+    unknown = sorted(str(k)[:40] for k in d if k not in fields and k not in derived)
+    if unknown:
+        raise KernelError(f"unknown trait {unknown[0]!r}; traits: {', '.join(fields)}")
+    values = {}
+    for name, f in fields.items():
+        if name not in d:
+            if f.default is dataclasses.MISSING:
+                raise KernelError(f"trait {name} missing")
+            continue
+        v, rule, kind = d[name], rules.get(name), f.type
+        if kind == "bool":
+            ok = isinstance(v, bool)
+        elif kind == "int":
+            ok = isinstance(v, int) and not isinstance(v, bool) and (rule is None or rule[0] <= v <= rule[1])
+        else:
+            ok = isinstance(v, str) and (rule is None or v in rule)
+            if ok:
+                safe_text(v, name)
+        if not ok:
+            allowed = ("true or false" if kind == "bool" else f"an integer from {rule[0]} to {rule[1]}"
+                       if kind == "int" and rule else "an integer" if kind == "int" else
+                       f"one of {', '.join(rule)}" if rule else "text")
+            raise KernelError(f"{name}={v!r:.80}: must be {allowed}")
+        values[name] = v
+    for key in ("direction", "dtype"):
+        if op is not None and key in values and op.get(key) is not None and values[key] != op[key]:
+            raise KernelError(f"{key}={values[key]!r}: the bundle's op is {op[key]!r}; a kernel of another "
+                              f"{key} cannot serve it")
+    kernel = cls(**values)
+    for key in derived:
+        if key in d and d[key] != getattr(kernel, key):
+            raise KernelError(f"{key}={d[key]!r:.80} disagrees with the kernel's traits ({getattr(kernel, key)!r})")
+    return kernel
+
+
+def check_distinct(kernels: Sequence[Any]) -> None:
+    """Refuse (KernelError) a kernel table that lists one name twice: a name is what a pick, a
+    measurement and an exported index mean."""
+    seen: dict[str, int] = {}
+    for i, k in enumerate(kernels):
+        if k.name in seen:
+            raise KernelError(f"kernel {i} ({k.name}) repeats kernel {seen[k.name]}: duplicate kernels")
+        seen[k.name] = i
 
 
 def tile_problems(tile: Mapping[str, Any], wave: Sequence[int], warp: Sequence[int],

@@ -441,8 +441,9 @@ def _check_spec(spec: Any, where: Path) -> None:
     from omegaconf import OmegaConf
     from omegaconf.errors import OmegaConfBaseException
 
-    from ckheur.config import ArchSchema
+    from ckheur.config import ArchSchema, Direction, DType
     from ckheur.families import op_schemas
+    from ckheur.families.kernel_base import SAFE_TEXT
     from ckheur.learn.training import OBJECTIVES
 
     if not isinstance(spec, dict):
@@ -476,6 +477,12 @@ def _check_spec(spec: Any, where: Path) -> None:
          "op", "an object naming family, direction and dtype")
     schemas = op_schemas()
     need(spec["op"]["family"] in schemas, "op", f"an op of a family of {', '.join(schemas)}")
+    for key, choice in (("direction", Direction), ("dtype", DType)):
+        allowed = [c.value for c in choice]
+        need(spec["op"][key] in allowed, "op", f"an object whose {key} is one of {', '.join(allowed)}")
+    need(isinstance(spec["arch"], dict) and isinstance(spec["arch"].get("name"), str)
+         and SAFE_TEXT.fullmatch(spec["arch"]["name"]) is not None, "arch",
+         "an object whose name is letters, digits and _ < > . - (e.g. gfx942)")
     need(spec.get("analytic_params") is None or is_params(spec["analytic_params"]), "analytic_params",
          "null or an object of finite numbers")
     prior = spec.get("prior")
@@ -504,6 +511,8 @@ def load_bundle(path: str | Path) -> Bundle:
     their trees sound (finite, shaped as every path can evaluate), the features this ckheur's
     engine computes. A bad bundle is a BundleError naming the file and what is wrong. The
     compressed files are read as this version writes them (.xz) or as earlier ones did (.gz)."""
+    from ckheur.families.kernel_base import check_distinct
+
     path = resolve_model_dir(path)
     if not path.is_dir():
         raise BundleError(f"model bundle {path} not found")
@@ -537,16 +546,19 @@ def load_bundle(path: str | Path) -> Bundle:
     if not isinstance(traits, list) or not traits or not all(isinstance(d, dict) for d in traits):
         raise BundleError(f"{path / 'kernels.json'}: must be a non-empty list of kernel objects")
     family = family_of(spec)
-    try:
-        kernels = [family.kernels.from_traits(d) for d in traits]
-    except (TypeError, ValueError, KeyError, AttributeError) as e:
-        raise BundleError(f"{path / 'kernels.json'}: {e}") from None
-    check_known = getattr(family.kernels, "check_known", None)  # a family whose kernel names are a fixed table
-    if check_known is not None:
+    kernels = []
+    for i, d in enumerate(traits):  # every trait checked against the family's schema and the bundle's op
         try:
-            check_known(kernels, spec["op"]["direction"], spec["arch"]["name"])
+            kernels.append(family.kernels.from_traits(d, spec["op"]))
         except UserError as e:
-            raise BundleError(f"{path / 'kernels.json'}: {e}") from None
+            raise BundleError(f"{path / 'kernels.json'}: kernel {i}: {e}") from None
+    check_known = getattr(family.kernels, "check_known", None)  # a family whose kernel names are a fixed table
+    try:
+        check_distinct(kernels)
+        if check_known is not None:
+            check_known(kernels, spec["op"]["direction"], spec["arch"]["name"])
+    except UserError as e:
+        raise BundleError(f"{path / 'kernels.json'}: {e}") from None
     cv = _read_json(path / "cv_metrics.json") if (path / "cv_metrics.json").exists() else {}
     manifest = _read_json(path / "train_manifest.json")
     for name, obj in (("cv_metrics.json", cv), ("train_manifest.json", manifest)):

@@ -298,6 +298,11 @@ class Selector:
                 return sel
             # the C package ranks the solvers op.applicability keeps, as given here or the bundle's
             sel.compiled = load_compiled(b.path, applicability=applicability, listed=listed, screen=screen)
+            if sel.compiled is not None and sel.compiled.info.get("kernel_names") != [k.name for k in b.kernels]:
+                # its indices point into the kernels loaded here: a bundle changed between the two reads
+                warnings.warn(f"the compiled selector of {b.path} ranks other kernels than the bundle loaded: "
+                              "ranking with the Python path", stacklevel=2)
+                sel.compiled = None
             if sel.compiled is not None:
                 sel.label += " [compiled C]"
         return sel

@@ -46,6 +46,7 @@ def run_stage(cfg: DictConfig, output_dir: str | Path, choices: dict[str, Any] |
     ctx = Context(output_dir=Path(output_dir), choices=dict(choices or {}))
     try:
         check_names(cfg)
+        check_numbers(cfg)
         make_folder(ctx.output_dir, "run folder")
         before = folder_files(ctx.output_dir)
         result = module.run(cfg, ctx)
@@ -109,6 +110,31 @@ def outputs_line(folder: Path, before: dict[str, int], shown: int = 12) -> str:
 
 # Config values that become one component of a path, by field.
 NAME_FIELDS = ("arch.name", "op.model_name", "problems.name", "evaluate.problems", "import.dataset", "export.name")
+
+
+# Where an infinite number has a meaning (the field's documentation says which): every other
+# number of a config must be finite.
+INFINITE_OK = ("op.remember_margin",)  # inf: the remembered answer always
+
+
+def check_numbers(cfg: DictConfig) -> None:
+    """Refuse, naming the field, a NaN or infinite number anywhere in the config: every number is
+    compared somewhere (a gate, a bound, a budget), and NaN fails no comparison, so a NaN gate
+    passes anything; infinity only where INFINITE_OK gives it a meaning."""
+    import math
+
+    def walk(node: Any, where: str) -> None:
+        if isinstance(node, dict):
+            for key, value in node.items():
+                walk(value, f"{where}.{key}" if where else str(key))
+        elif isinstance(node, list):
+            for i, value in enumerate(node):
+                walk(value, f"{where}[{i}]")
+        elif isinstance(node, float) and not math.isfinite(node) and (math.isnan(node) or where not in INFINITE_OK):
+            raise UserError(f"{where}={node}: give a finite number (NaN passes no comparison; infinity is "
+                            f"allowed only in {', '.join(INFINITE_OK)})")
+
+    walk(OmegaConf.to_container(cfg, resolve=False), "")
 
 
 def check_names(cfg: DictConfig) -> None:

@@ -17,7 +17,7 @@ from typing import Any, Mapping, Sequence
 
 import numpy as np
 
-from ckheur.families.kernel_base import DTYPE_BYTES, KernelError
+from ckheur.families.kernel_base import DTYPE_BYTES, TILE_MAX, WARP_TILE_MAX, WAVE_MAX, KernelError, checked_traits
 from ckheur.families.kernel_base import tile_rejections as rejections  # noqa: F401 - the family's legality rules
 
 # Dataset kernel columns; the layout is the problem's column (a kernel only runs its layout).
@@ -111,8 +111,21 @@ def parse_name(name: str, op: Mapping[str, Any] | None = None, arch: Mapping[str
                       wave_k=nums[5], warp_tile_m=nums[6], warp_tile_n=nums[7], warp_tile_k=nums[8])
 
 
-def from_traits(d: Mapping[str, Any]) -> GemmKernel:
-    return GemmKernel(**{k: v for k, v in d.items() if k in GemmKernel.__dataclass_fields__})
+def trait_rules() -> dict:
+    """What each trait may be (``kernel_base.checked_traits``): the op schema's choices, bounded sizes."""
+    from ckheur.config import Epilogue, Layout, Pipeline, Scheduler
+
+    return {"dtype": tuple(DTYPE_BYTES), "layout": tuple(x.value for x in Layout),
+            **{f"tile_{d}": (1, TILE_MAX) for d in "mnk"}, **{f"wave_{d}": (1, WAVE_MAX) for d in "mnk"},
+            **{f"warp_tile_{d}": (1, WARP_TILE_MAX) for d in "mnk"},
+            "pipeline": tuple(p.value for p in Pipeline), "scheduler": tuple(s.value for s in Scheduler),
+            "epilogue": tuple(e.value for e in Epilogue)}
+
+
+def from_traits(d: Mapping[str, Any], op: Mapping[str, Any] | None = None) -> GemmKernel:
+    """A kernel from its traits (a kernels.json object), each checked (``kernel_base.checked_traits``;
+    ``op``: the bundle's, whose dtype it must have)."""
+    return checked_traits(GemmKernel, d, trait_rules(), op, derived=("name", "num_waves", "lds_bytes"))
 
 
 def candidates(op: Mapping[str, Any], arch: Mapping[str, Any]) -> tuple[list, list]:

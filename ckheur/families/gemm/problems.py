@@ -15,6 +15,15 @@ from ckheur.families.problem_base import (ProblemError, check_exact_sizes, check
 
 FIELDS = ("M", "N", "K", "split_k", "layout")
 LAYOUTS = ("rcr", "rrr", "crr", "ccr")
+
+
+def frame_flops(frame: Any) -> Any:
+    """Each row's FLOPs (a frame or mapping of columns of the fields), as floats: what
+    ``GemmProblem.flops`` gives one."""
+    import numpy as np
+
+    return 2.0 * np.asarray(frame["M"], dtype=float) * np.asarray(frame["N"], dtype=float) \
+        * np.asarray(frame["K"], dtype=float)
 PARTNERS: tuple = ()  # columns that come together in a table
 
 

@@ -15,7 +15,8 @@ from dataclasses import asdict, dataclass
 from functools import cached_property
 from typing import Any, Mapping
 
-from ckheur.families.kernel_base import DTYPE_BYTES, KernelError, all_support_arrays, all_support_mask, tile_problems
+from ckheur.families.kernel_base import (DTYPE_BYTES, TILE_MAX, WARP_TILE_MAX, WAVE_MAX, KernelError,
+                                        all_support_arrays, all_support_mask, checked_traits, tile_problems)
 from ckheur.families.kernel_base import tile_rejections as rejections  # noqa: F401 - the family's legality rules
 
 VARIANTS = {"fwd": "forward", "bwd_data": "bwd_data", "bwd_weight": "bwd_weight"}
@@ -96,8 +97,20 @@ def format_name(k: ConvKernel, legacy: bool = False) -> str:
     return base + f"_{k.scheduler}" + ("_dsb" if k.dsb else "") + ("_si" if k.si else "")
 
 
-def from_traits(d: Mapping) -> ConvKernel:
-    return ConvKernel(**{k: v for k, v in d.items() if k in ConvKernel.__dataclass_fields__})
+def trait_rules() -> dict:
+    """What each trait may be (``kernel_base.checked_traits``): the op schema's choices, bounded sizes."""
+    from ckheur.config import Pipeline, Scheduler
+
+    return {"direction": tuple(VARIANTS), "dtype": tuple(DTYPE_BYTES), "ndim": (2, 3),
+            **{f"tile_{d}": (1, TILE_MAX) for d in "mnk"}, **{f"wave_{d}": (1, WAVE_MAX) for d in "mnk"},
+            **{f"warp_tile_{d}": (1, WARP_TILE_MAX) for d in "mnk"},
+            "pipeline": tuple(p.value for p in Pipeline), "scheduler": tuple(s.value for s in Scheduler)}
+
+
+def from_traits(d: Mapping, op: Mapping[str, Any] | None = None) -> ConvKernel:
+    """A kernel from its traits (a kernels.json object), each checked (``kernel_base.checked_traits``;
+    ``op``: the bundle's, whose direction and dtype it must have)."""
+    return checked_traits(ConvKernel, d, trait_rules(), op, derived=("name", "num_waves", "lds_bytes"))
 
 
 # Every kernel of the problem's dimensionality runs every valid problem (CK pads internally).

@@ -54,6 +54,21 @@ def output_sizes(f: Mapping[str, Any]) -> tuple[Any, Any, Any]:
                  for size, filt, d in (("Di", "Z", "d"), ("Hi", "Y", "h"), ("Wi", "X", "w")))
 
 
+def frame_flops(frame: Any) -> Any:
+    """Each row's FLOPs (a frame or mapping of columns of the fields; forward terms: every direction
+    does as many) as floats, what ``ConvProblem.flops`` gives one problem; NaN where a size is below
+    1 or an output is empty (no problem)."""
+    import numpy as np
+
+    with np.errstate(all="ignore"):
+        f = {c: np.asarray(frame[c], dtype=float) for c in CONV_FIELDS}
+        do, ho, wo = output_sizes(f)  # floor division of floats: the integer sizes, as floats
+        flops = 2.0 * f["N"] * f["K"] * do * ho * wo * np.floor(f["C"] / f["G"]) * f["Z"] * f["Y"] * f["X"]
+        valid = (np.minimum.reduce([f[c] for c in ("N", "C", "K", "G", "Z", "Y", "X")]) >= 1) \
+            & (np.minimum.reduce([do, ho, wo]) >= 1)
+    return np.where(valid, flops, np.nan)
+
+
 @dataclass(frozen=True)
 class ConvProblem:
     """One grouped convolution: batch N, channels C (in) / K (out), groups G, sizes, filter."""

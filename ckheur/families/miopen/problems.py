@@ -14,6 +14,7 @@ from typing import Any, Mapping
 
 from ckheur.families.problem_base import ProblemError, checked_fields, field_defaults
 from ckheur.families.grouped_conv.problems import CONV_FIELDS, PARTNERS, SLICES as CONV_SLICES, ConvProblem
+from ckheur.families.grouped_conv.problems import frame_flops  # noqa: F401 - a convolution's FLOPs
 from ckheur.families.grouped_conv.problems import FIELD_MIN as CONV_FIELD_MIN
 from ckheur.families.grouped_conv.problems import to_driver_line as conv_driver_line
 

@@ -9,7 +9,7 @@ from dataclasses import asdict, dataclass
 from typing import Any, Mapping, Sequence
 
 
-from ckheur.families.kernel_base import KernelError
+from ckheur.families.kernel_base import KernelError, checked_traits
 
 COLUMNS = ("solver_id", "algorithm", "implementation", "workspace")
 TABLE = ("name", "solver_id", "algorithm", "implementation", "workspace")
@@ -105,8 +105,16 @@ def parse_name(name: str, op: Mapping[str, Any] | None = None, arch: Mapping[str
     raise KernelError(f"solver {name!r}: give the op and arch whose solver table declares it")
 
 
-def from_traits(d: Mapping[str, Any]) -> Solver:
-    return Solver(**{k: v for k, v in d.items() if k in Solver.__dataclass_fields__})
+SOLVER_ID_MAX = 1 << 20  # a solver's code in this ckheur's tables (the largest declared is below 200)
+
+
+def from_traits(d: Mapping[str, Any], op: Mapping[str, Any] | None = None) -> Solver:
+    """A solver from its traits (a kernels.json object), each checked (``kernel_base.checked_traits``;
+    ``op``: the bundle's, whose direction it must have); ``check_known`` then asks the solver table."""
+    from ckheur.config import Direction
+
+    return checked_traits(Solver, d, {"direction": tuple(x.value for x in Direction), "solver_id": (0, SOLVER_ID_MAX),
+                                      "algorithm": ALGORITHMS, "implementation": IMPLEMENTATIONS}, op)
 
 
 # Which solvers are ranked for a problem (``op.applicability``): ``none`` every solver of the table

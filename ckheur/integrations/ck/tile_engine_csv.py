@@ -28,7 +28,8 @@ def ck_csv_spec() -> Any:
 REPEAT_MAX_RATIO = 2.0  # repeats of one pair further apart than this are refused as conflicting
 
 
-def import_ck_csv(path: str | Path, arch: str = "gfx950", tiles: Sequence[Mapping] | None = None):
+def import_ck_csv(path: str | Path, arch: str = "gfx950", tiles: Sequence[Mapping] | None = None,
+                  data: bytes | None = None):
     """A CK tile_engine grouped-conv CSV (plain or gzipped) as dataset rows, and what the reader
     did beyond copying: ``(DataFrame, {"defaults": {column: value}, "repeats": [...]})``.
 
@@ -39,7 +40,8 @@ def import_ck_csv(path: str | Path, arch: str = "gfx950", tiles: Sequence[Mappin
     2x apart. Repeats that agree (CK's sweeps measure a shape listed twice twice, within about
     12%) become one row: their median latency, their range as ``latency_spread_ms``; the report
     lists them. ``tiles`` (the op's tile table) fills wave layouts and warp tiles; default:
-    shipped fwd op. Vectorized: each distinct problem and kernel name is checked once."""
+    shipped fwd op; ``data``: the file's bytes, already read. Vectorized: each distinct problem and
+    kernel name is checked once."""
     import numpy as np
     import pandas as pd
 
@@ -49,7 +51,7 @@ def import_ck_csv(path: str | Path, arch: str = "gfx950", tiles: Sequence[Mappin
     from ckheur.problems.sources import distinct_problems
 
     path = Path(path)
-    table = read_csv_table(path, ck_csv_spec())
+    table = read_csv_table(path, ck_csv_spec(), data)
     raw = table.frame
     if tiles is None:
         tiles = load_option("op/grouped_conv/fwd")["tiles"]
@@ -144,12 +146,14 @@ def import_csv_file(src: Path, *, data_root: str | Path, op: Mapping[str, Any], 
     """One CK CSV into a dataset per direction and dtype it holds, as one transaction."""
     from ckheur.data.dataset import dataset_dir
     from ckheur.data.importing import ImportRefused, ImportTransaction, begin_import, import_report, plan_import
+    from ckheur.files import read_regular
 
     try:
-        name, sha, done = begin_import(src, data_root, dataset, log)
+        data = read_regular(src)  # read once: the import's sha256 and its rows come from these bytes
+        name, sha, done = begin_import(src, data_root, dataset, log, data)
         if done is not None:
             return done
-        df, report = import_ck_csv(src, arch=arch["name"], tiles=op["tiles"])
+        df, report = import_ck_csv(src, arch=arch["name"], tiles=op["tiles"], data=data)
     except (DatasetError, OSError, EOFError) as e:
         raise ImportRefused(str(e) if isinstance(e, DatasetError) else f"{src}: cannot be read ({e})") from None
     for column, value in report["defaults"].items():

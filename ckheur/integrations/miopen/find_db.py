@@ -95,15 +95,16 @@ def arch_from_name(path: str | Path, known: Sequence[str]) -> tuple[str, int]:
                       f"({', '.join(known)}); give import.arch")
 
 
-def _text(path: Path) -> str:
-    """A find-db's text (plain, or decompressed under ``ckheur.files.DATA_LIMIT_BYTES``)."""
+def _text(path: Path, data: bytes | None = None) -> str:
+    """A find-db's text (plain, or decompressed under ``ckheur.files.DATA_LIMIT_BYTES``): of the
+    file's bytes ``data`` when given (read once: what the cache key hashed), else read here."""
     import lzma
     import zlib
 
-    from ckheur.files import read_compressed
+    from ckheur.files import decompress, read_compressed
 
     try:
-        return read_compressed(path).decode()
+        return (read_compressed(path) if data is None else decompress(data, path)).decode()
     except (OSError, EOFError, UnicodeDecodeError, zlib.error, lzma.LZMAError) as e:
         raise FindDbError(f"{path}: cannot be read ({str(e).splitlines()[0][:200]})") from None
 
@@ -153,45 +154,65 @@ CACHE_ENV = "CKHEUR_FIND_DB_CACHE"  # the parsed find-db cache folder; "off" par
 CACHE_FORMAT = 2  # bump when FindDb's columns or the parser's rules change: older entries are ignored
 
 
-def read_find_db(path: str | Path, arch: str | None = None) -> FindDb:
+def read_find_db(path: str | Path, arch: str | None = None, data: bytes | None = None) -> FindDb:
     """Parse a find-db file (plain, .bz2 or .gz) into problems and listed entries, with a report.
     ``arch``: the GPU it was measured on; an entry whose time implies more than its peak (the
     imports' rule, ``ckheur.data.dataset.time_refusals``; Winograd and FFT solvers count as doing fewer
     multiplications) is skipped and counted, naming the first's line.
 
-    A file is parsed once per process (the selectors of several directions share it) and once
-    per machine: the parse is kept in a private cache folder (``$CKHEUR_FIND_DB_CACHE``, default
-    ``~/.cache/ckheur/find_db``; ``off`` disables it), used again only while the file's size,
-    modification time and sha256 are those recorded. Callers must not modify what they get."""
+    The file is read once: its bytes are hashed and parsed from that one buffer, so a parse is
+    kept under the hash of exactly the bytes it parsed. A file is parsed once per process (the
+    selectors of several directions share it) and once per machine: the parse is kept in a
+    private cache folder (``$CKHEUR_FIND_DB_CACHE``, default ``~/.cache/ckheur/find_db``; ``off``
+    disables it) under the sha256 of the bytes. ``data``: the file's bytes, already read by the
+    caller (an import, which hashes them too). Callers must not modify what they get."""
+    import hashlib
     import os
+
+    from ckheur.files import read_regular
 
     path = Path(path)
     if not path.is_file():
         raise FindDbError(f"find-db {path} not found")
-    st = os.stat(path)
-    return _read_once(os.path.realpath(path), str(path), st.st_size, st.st_mtime_ns, st.st_ino, arch)
+    try:
+        data = read_regular(path) if data is None else data
+    except OSError as e:
+        raise FindDbError(f"{path}: cannot be read ({e.strerror or e})") from None
+    sha = hashlib.sha256(data).hexdigest()
+    return _read_once(os.path.realpath(path), str(path), sha, arch, _Bytes(data))
+
+
+class _Bytes:
+    """A file's bytes carried beside a memo key without being part of it (the sha256 is)."""
+
+    __slots__ = ("data",)
+
+    def __init__(self, data: bytes) -> None:
+        self.data = data
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, _Bytes)
+
+    def __hash__(self) -> int:
+        return 0
 
 
 @functools.lru_cache(maxsize=4)
-def _read_once(real: str, given: str, size: int, mtime_ns: int, inode: int, arch: str | None) -> FindDb:
-    """read_find_db's parse, memoized per process by the file's identity (its path, size, mtime)."""
+def _read_once(real: str, given: str, sha: str, arch: str | None, data: _Bytes) -> FindDb:
+    """read_find_db's parse of the bytes ``data`` (whose sha256 is ``sha``), memoized per process
+    by the path and that hash, and kept in the cache folder under the same hash."""
     import hashlib
-    import os
 
     folder = _cache_folder()
     if folder is None:
-        return _parse_find_db(Path(given), arch)
-    data = Path(real).read_bytes()
-    sha = hashlib.sha256(data).hexdigest()
+        return _parse_find_db(Path(given), arch, data.data)
     entry = folder / hashlib.sha256(f"{sha}|{real}|{arch}|{CACHE_FORMAT}".encode()).hexdigest()[:32]
-    meta = {"format": CACHE_FORMAT, "source": real, "sha256": sha, "size": size, "mtime_ns": mtime_ns,
-            "arch": arch}
+    meta = {"format": CACHE_FORMAT, "source": real, "sha256": sha, "size": len(data.data), "arch": arch}
     cached = _cached_parse(entry, meta)
     if cached is not None:
         return cached
-    fdb = _parse_find_db(Path(given), arch)
-    if os.stat(real).st_mtime_ns == mtime_ns:  # not changed while it was read
-        _store_parse(folder, entry, meta, fdb)
+    fdb = _parse_find_db(Path(given), arch, data.data)  # the bytes hashed, never a second read
+    _store_parse(folder, entry, meta, fdb)
     return fdb
 
 
@@ -251,14 +272,15 @@ def _store_parse(folder: Path, entry: Path, meta: Mapping[str, Any], fdb: FindDb
         pass  # a cache that cannot be written costs the next process a parse, nothing more
 
 
-def _parse_find_db(path: Path, arch: str | None) -> FindDb:
-    """read_find_db's work: the file parsed (vectorized, pyarrow's regex extraction)."""
+def _parse_find_db(path: Path, arch: str | None, data: bytes | None = None) -> FindDb:
+    """read_find_db's work: the file parsed (vectorized, pyarrow's regex extraction); of its bytes
+    ``data`` when given, else as read here."""
     import numpy as np
     import pandas as pd
     import pyarrow as pa
     import pyarrow.compute as pc
 
-    raw_lines = _text(path).splitlines()
+    raw_lines = _text(path, data).splitlines()
     line_no = np.array([i + 1 for i, ln in enumerate(raw_lines) if ln.strip()], dtype=np.int64)
     lines = pa.array([raw_lines[i - 1] for i in line_no], type=pa.string())
 

@@ -15,6 +15,7 @@ def import_find_db_file(src: Path, *, data_root: str | Path, arch: Mapping[str, 
     from ckheur.data.dataset import dataset_dir
     from ckheur.data.importing import ImportRefused, ImportTransaction, begin_import, import_report, plan_import
     from ckheur.integrations.miopen.find_db import FindDbError, arch_from_name, dataset_rows, read_find_db
+    from ckheur.files import read_regular
 
     known = known_archs()
     t0 = time.perf_counter()
@@ -25,10 +26,11 @@ def import_find_db_file(src: Path, *, data_root: str | Path, arch: Mapping[str, 
                 raise ImportRefused(f"import.arch={file_arch!r}: allowed values are {', '.join(known)}")
         else:
             file_arch, cus = arch_from_name(src, known)
-        name, sha, done = begin_import(src, data_root, dataset, log)
+        data = read_regular(src)  # read once: the import's sha256 and its rows come from these bytes
+        name, sha, done = begin_import(src, data_root, dataset, log, data)
         if done is not None:
             return done
-        fdb = read_find_db(src, file_arch)
+        fdb = read_find_db(src, file_arch, data)
     except FindDbError as e:
         raise ImportRefused(str(e)) from None
     except (OSError, EOFError) as e:
