@@ -163,6 +163,13 @@ def entry_risk(path: str | Path) -> str | None:
     return None
 
 
+def _refuse_unsafe(path: Path, what: str, why: str | None) -> None:
+    """Raise UnsafePathError saying why ``path`` is unsafe, when ``why`` says it is."""
+    if why:
+        raise UnsafePathError(f"{what} {path} is not safe to write in: {why}; use a folder only you can write, or "
+                              f"list it in {TRUSTED_DIRS_ENV}")
+
+
 def check_folder(path: str | Path, what: str = "folder") -> Path:
     """Refuse (UnsafePathError) a folder that another user could change; the folder as a Path."""
     path = Path(path)
@@ -170,9 +177,7 @@ def check_folder(path: str | Path, what: str = "folder") -> Path:
         why = folder_risk(path)
     except OSError as e:
         raise UnsafePathError(f"{what} {path}: cannot be checked ({e.strerror or e})") from None
-    if why:
-        raise UnsafePathError(f"{what} {path} is not safe to write in: {why}; use a folder only you can write, or "
-                              f"list it in {TRUSTED_DIRS_ENV}")
+    _refuse_unsafe(path, what, why)
     return path
 
 
@@ -270,9 +275,7 @@ def make_write_folder(path: str | Path, writes: Iterable[str] = (), what: str = 
         why = why or shared_folder_risk(path) or entries_risk(path, writes)
     except OSError as e:
         raise UnsafePathError(f"{what} {path}: cannot be checked ({e.strerror or e})") from None
-    if why:
-        raise UnsafePathError(f"{what} {path} is not safe to write in: {why}; use a folder only you can write, or "
-                              f"list it in {TRUSTED_DIRS_ENV}")
+    _refuse_unsafe(path, what, why)
     return path
 
 
