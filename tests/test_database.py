@@ -373,3 +373,39 @@ def test_a_killed_stage_tune_worker_leaves_the_campaign_as_an_unkilled_run_does(
     with Store(killed) as s:  # at most the killed worker's job in flight ran once more
         most, extra = s.execute("SELECT max(attempts), sum(attempts) - count(*) FROM jobs").fetchone()
     assert most <= 2 and extra <= 1
+
+
+def test_two_submitit_jobs_are_workers_of_one_postgresql_campaign(tmp_path):
+    """docs/cluster.md's SLURM command on submitit's local executor (each job its own process, as
+    an array task is): two stage=tune jobs of a multirun split one campaign on PostgreSQL. Every
+    pair is measured once, and the picks are those of a single worker on SQLite."""
+    import sys
+
+    from ckheur.data.dataset import read_dataset
+    from ckheur.families import get_family
+
+    fields = list(get_family("grouped_conv").problems.FIELDS)
+    bench = ROOT / "tests" / "data" / "fake_bench.py"
+    args = ["stage=tune", "op=fwd", f"problems.sources=[{{kind: csv, path: {REAL}}}]", "problems.shard.count=80",
+            "backend=command", f"backend.template={sys.executable} {bench} {{kernel}} {{N}}",
+            "backend.regex='Elapsed: ([0-9.]+) us'", "backend.time_unit=us", "backend.batch_pairs=3",
+            "tune.top_k=3", "tune.progress=none", "tune.claim_poll_s=0.1"]
+    with _pg_schema() as pg:
+        r = run_cli("-m", "hydra/launcher=submitit_local", "hydra.launcher.timeout_min=10", *args, "db=postgresql",
+                    f"db.url='{pg}'", "seed=range(2)", f"hydra.sweep.dir={tmp_path / 'm'}", in_process=False)
+        assert r.returncode == 0, (r.stdout[-2000:], r.stderr[-2000:])
+        a = read_dataset(pg, dedupe=False)
+        with Store(pg) as s:
+            attempts = s.execute("SELECT attempts, state FROM jobs").fetchall()
+    single = f"sqlite:///{tmp_path / 'single.db'}"
+    r = run_cli(*args, f"tune.db='{single}'", f"hydra.run.dir={tmp_path / 's'}")
+    assert r.returncode == 0, r.stderr
+    b = read_dataset(single, dedupe=False)
+    assert len(a) == len(b) > 0 and not a.duplicated([*fields, "kernel"]).any()  # every pair once, none lost
+    assert attempts and all(n == 1 and st == "done" for n, st in attempts)
+    timed = [json.loads((tmp_path / "m" / j / "tune_summary.json").read_text())["attempts"] for j in "01"]
+    assert sum(timed) == len(b)  # the two jobs' own counts: each pair timed by exactly one of them
+    assert (tmp_path / "m" / ".submitit").is_dir()  # the launcher's folder is in the multirun's
+    picks = [df[df.status == "ok"].sort_values(["latency_ms", "kernel"]).drop_duplicates(fields)
+             .sort_values(fields)[[*fields, "kernel", "latency_ms"]].reset_index(drop=True) for df in (a, b)]
+    assert picks[0].equals(picks[1]) and len(picks[0]) > 0
