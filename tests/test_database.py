@@ -409,3 +409,30 @@ def test_two_submitit_jobs_are_workers_of_one_postgresql_campaign(tmp_path):
     picks = [df[df.status == "ok"].sort_values(["latency_ms", "kernel"]).drop_duplicates(fields)
              .sort_values(fields)[[*fields, "kernel", "latency_ms"]].reset_index(drop=True) for df in (a, b)]
     assert picks[0].equals(picks[1]) and len(picks[0]) > 0
+
+
+def test_stage_import_loads_a_dataset_folder_and_stage_export_writes_one(tmp_path):
+    """stage=import import.path=<dataset folder> loads it into the tuning database (db.url), and
+    stage=export export.format=dataset writes the job's campaign back out, row for row; a second
+    export into the same folder is refused, exit 2."""
+    import pandas as pd
+
+    from ckheur.data.dataset import read_dataset, write_part
+
+    real = read_dataset(REAL, dedupe=False).head(40)
+    write_part(tmp_path / "ds", real)
+    tuning = f"paths.tuning={tmp_path / 'tuning'}"
+    r = run_cli("stage=import", f"import.path={tmp_path / 'ds'}", tuning, f"hydra.run.dir={tmp_path / 'a'}")
+    assert r.returncode == 0 and "import: 40 measurements" in r.stdout, r.stderr
+    assert len(read_dataset(f"sqlite:///{tmp_path / 'tuning' / 'tuning.db'}", dedupe=False)) == 40
+    out = ["stage=export", "op=fwd", "export.format=dataset", f"export.output={tmp_path / 'out'}", tuning]
+    r = run_cli(*out, f"hydra.run.dir={tmp_path / 'b'}")
+    assert r.returncode == 0 and "40 measurements of campaign grouped_conv_fwd_bf16_gfx950" in r.stdout, r.stderr
+    key = [c for c in real.columns if c not in ("latency_ms", "latency_spread_ms", "tflops", "clock_mhz")]
+    a, b = (read_dataset(p, dedupe=False).sort_values(key).reset_index(drop=True) for p in (tmp_path / "ds",
+                                                                                           tmp_path / "out"))
+    pd.testing.assert_frame_equal(a, b)
+    r = run_cli(*out, f"hydra.run.dir={tmp_path / 'c'}")
+    assert r.returncode == 2 and "is not empty" in r.stderr and "Traceback" not in r.stderr
+    r = run_cli("stage=import", f"import.path={tmp_path / 'a'}", tuning, f"hydra.run.dir={tmp_path / 'd'}")
+    assert r.returncode == 2 and "a folder, but not a dataset" in r.stderr  # a run folder: no parts in it
