@@ -347,13 +347,14 @@ class ExportFormat(_Choice):
     c = "c"  # a dependency-free C99 package (library, CLI, CMake)
     ck = "ck"  # CK's dispatcher model folder (bundles trained with features.engine=ck)
     miopen_find_db = "miopen_find_db"  # the tuning database's measurements into a MIOpen user find-db (op=miopen/...)
+    dataset = "dataset"  # a campaign of a database tuning database as a dataset folder (Parquet)
 
 
 @dataclass
 class ExportSchema:
     format: ExportFormat = ExportFormat.c
     # c: exports/{op.model_name}; ck: exports/ck/grouped_conv_{direction}_{dtype}_{arch}; miopen_find_db: required,
-    # the user find-db file <arch><CUs>.HIP.<MIOpen version>.ufdb.txt
+    # the user find-db file <arch><CUs>.HIP.<MIOpen version>.ufdb.txt; dataset: required, a new or empty folder
     output: Optional[str] = None
     model_dir: Optional[str] = None  # default: as stage=predict (the op's shipped bundle, else a simulated one)
     name: Optional[str] = None  # C name of the model (functions ckheur_<name>_*); default: the bundle's folder name
@@ -361,16 +362,19 @@ class ExportSchema:
     check_problems: int = 1000  # seeded random problems of the check
     seed: int = 0
     overwrite: bool = False  # write into a folder holding anything but an earlier export of the same model
-    tuning_db: Optional[str] = None  # miopen_find_db: the tuning database; default as stage=tune's
+    tuning_db: Optional[str] = None  # miopen_find_db, dataset: the tuning database; default as stage=tune's
     merge: bool = False  # miopen_find_db: merge into an existing user find-db (its old text is kept as a .bak)
 
 
 @dataclass
 class ImportSchema:
-    path: Optional[str] = None  # a CK tile_engine CSV or a MIOpen find-db (<arch><CUs>.HIP.fdb.txt[.bz2])
+    # a CK tile_engine CSV or a MIOpen find-db (<arch><CUs>.HIP.fdb.txt[.bz2]); or a dataset folder (a Parquet
+    # tuning database, a sweep's output), loaded into the database tuning_db
+    path: Optional[str] = None
     dataset: Optional[str] = None  # dataset name; default: the file name up to its first dot
     arch: Optional[str] = None  # find-db: the arch, when the file name does not say it
     overwrite: bool = False  # replace an earlier import of another file of the same name (kept aside)
+    tuning_db: Optional[str] = None  # a dataset folder's database URL; default db.url
 
 
 # ---------------------------------------------------------------- backends

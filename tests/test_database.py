@@ -373,3 +373,66 @@ def test_a_killed_stage_tune_worker_leaves_the_campaign_as_an_unkilled_run_does(
     with Store(killed) as s:  # at most the killed worker's job in flight ran once more
         most, extra = s.execute("SELECT max(attempts), sum(attempts) - count(*) FROM jobs").fetchone()
     assert most <= 2 and extra <= 1
+
+
+def test_two_submitit_jobs_are_workers_of_one_postgresql_campaign(tmp_path):
+    """docs/cluster.md's SLURM command on submitit's local executor (each job its own process, as
+    an array task is): two stage=tune jobs of a multirun split one campaign on PostgreSQL. Every
+    pair is measured once, and the picks are those of a single worker on SQLite."""
+    import sys
+
+    from ckheur.data.dataset import read_dataset
+    from ckheur.families import get_family
+
+    fields = list(get_family("grouped_conv").problems.FIELDS)
+    bench = ROOT / "tests" / "data" / "fake_bench.py"
+    args = ["stage=tune", "op=fwd", f"problems.sources=[{{kind: csv, path: {REAL}}}]", "problems.shard.count=80",
+            "backend=command", f"backend.template={sys.executable} {bench} {{kernel}} {{N}}",
+            "backend.regex='Elapsed: ([0-9.]+) us'", "backend.time_unit=us", "backend.batch_pairs=3",
+            "tune.top_k=3", "tune.progress=none", "tune.claim_poll_s=0.1"]
+    with _pg_schema() as pg:
+        r = run_cli("-m", "hydra/launcher=submitit_local", "hydra.launcher.timeout_min=10", *args, "db=postgresql",
+                    f"db.url='{pg}'", "seed=range(2)", f"hydra.sweep.dir={tmp_path / 'm'}", in_process=False)
+        assert r.returncode == 0, (r.stdout[-2000:], r.stderr[-2000:])
+        a = read_dataset(pg, dedupe=False)
+        with Store(pg) as s:
+            attempts = s.execute("SELECT attempts, state FROM jobs").fetchall()
+    single = f"sqlite:///{tmp_path / 'single.db'}"
+    r = run_cli(*args, f"tune.db='{single}'", f"hydra.run.dir={tmp_path / 's'}")
+    assert r.returncode == 0, r.stderr
+    b = read_dataset(single, dedupe=False)
+    assert len(a) == len(b) > 0 and not a.duplicated([*fields, "kernel"]).any()  # every pair once, none lost
+    assert attempts and all(n == 1 and st == "done" for n, st in attempts)
+    timed = [json.loads((tmp_path / "m" / j / "tune_summary.json").read_text())["attempts"] for j in "01"]
+    assert sum(timed) == len(b)  # the two jobs' own counts: each pair timed by exactly one of them
+    assert (tmp_path / "m" / ".submitit").is_dir()  # the launcher's folder is in the multirun's
+    picks = [df[df.status == "ok"].sort_values(["latency_ms", "kernel"]).drop_duplicates(fields)
+             .sort_values(fields)[[*fields, "kernel", "latency_ms"]].reset_index(drop=True) for df in (a, b)]
+    assert picks[0].equals(picks[1]) and len(picks[0]) > 0
+
+
+def test_stage_import_loads_a_dataset_folder_and_stage_export_writes_one(tmp_path):
+    """stage=import import.path=<dataset folder> loads it into the tuning database (db.url), and
+    stage=export export.format=dataset writes the job's campaign back out, row for row; a second
+    export into the same folder is refused, exit 2."""
+    import pandas as pd
+
+    from ckheur.data.dataset import read_dataset, write_part
+
+    real = read_dataset(REAL, dedupe=False).head(40)
+    write_part(tmp_path / "ds", real)
+    tuning = f"paths.tuning={tmp_path / 'tuning'}"
+    r = run_cli("stage=import", f"import.path={tmp_path / 'ds'}", tuning, f"hydra.run.dir={tmp_path / 'a'}")
+    assert r.returncode == 0 and "import: 40 measurements" in r.stdout, r.stderr
+    assert len(read_dataset(f"sqlite:///{tmp_path / 'tuning' / 'tuning.db'}", dedupe=False)) == 40
+    out = ["stage=export", "op=fwd", "export.format=dataset", f"export.output={tmp_path / 'out'}", tuning]
+    r = run_cli(*out, f"hydra.run.dir={tmp_path / 'b'}")
+    assert r.returncode == 0 and "40 measurements of campaign grouped_conv_fwd_bf16_gfx950" in r.stdout, r.stderr
+    key = [c for c in real.columns if c not in ("latency_ms", "latency_spread_ms", "tflops", "clock_mhz")]
+    a, b = (read_dataset(p, dedupe=False).sort_values(key).reset_index(drop=True) for p in (tmp_path / "ds",
+                                                                                           tmp_path / "out"))
+    pd.testing.assert_frame_equal(a, b)
+    r = run_cli(*out, f"hydra.run.dir={tmp_path / 'c'}")
+    assert r.returncode == 2 and "is not empty" in r.stderr and "Traceback" not in r.stderr
+    r = run_cli("stage=import", f"import.path={tmp_path / 'a'}", tuning, f"hydra.run.dir={tmp_path / 'd'}")
+    assert r.returncode == 2 and "a folder, but not a dataset" in r.stderr  # a run folder: no parts in it

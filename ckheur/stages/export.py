@@ -21,6 +21,8 @@ def run(cfg: Any, ctx: Context) -> dict:
     job, opts = Job.from_config(cfg), cfg.export
     if str(opts.format) == "miopen_find_db":
         return _user_find_db(cfg, job)
+    if str(opts.format) == "dataset":
+        return _dataset(cfg, job)
     model_dir = bundle_dir(job, models=cfg.paths.models, sim_models=cfg.paths.sim_models,
                            explicit=opts.model_dir)
     if not model_dir.is_dir():
@@ -39,15 +41,13 @@ def run(cfg: Any, ctx: Context) -> dict:
 def _user_find_db(cfg: Any, job: Any) -> dict:
     """The tuning database's measurements into the user find-db export.output."""
     from ckheur.integrations.miopen.find_db import write_user_find_db
-    from ckheur.stages.common import db_dir, folder_or_url
 
     opts = cfg.export
     if not opts.output:
         raise StageError(f"export.format=miopen_find_db needs export.output=<the user find-db>: MIOpen reads "
                          f"{job.arch_name}<CUs>.HIP.<MIOpen version>.ufdb.txt in $MIOPEN_USER_DB_PATH (default "
                          "~/.config/miopen/)")
-    db = folder_or_url(opts.tuning_db) if opts.tuning_db else db_dir(cfg, job)
-    got = write_user_find_db(db, Path(opts.output), job, merge=bool(opts.merge))
+    got = write_user_find_db(_tuning_db(cfg, job), Path(opts.output), job, merge=bool(opts.merge))
     print(f"export: {got['entries']} measurements of {got['problems']} problems from {got['database']} into "
           f"{got['find_db']} ({got['added']} keys added, {got['updated']} updated, {got['kept']} other lines kept"
           + (f"; its previous text: {got['backup']}" if got["backup"] else "")
@@ -55,4 +55,28 @@ def _user_find_db(cfg: Any, job: Any) -> dict:
     if got["workspace_unknown"]:
         print(f"export: left out {got['workspace_unknown']} measurements whose workspace is unknown (MIOpen allocates "
               "by it; backend=command records it with backend.workspace_regex)")
+    return got
+
+
+def _tuning_db(cfg: Any, job: Any) -> Path | str:
+    """export.tuning_db (a folder or a database URL), else stage=tune's."""
+    from ckheur.stages.common import db_dir, folder_or_url
+
+    return folder_or_url(cfg.export.tuning_db) if cfg.export.tuning_db else db_dir(cfg, job)
+
+
+def _dataset(cfg: Any, job: Any) -> dict:
+    """The job's campaign (or the URL's ?campaign=) of the tuning database as the dataset folder export.output."""
+    from ckheur.data.database import campaign_of, mask_url
+    from ckheur.data.tuning_db import export_dataset
+
+    if not cfg.export.output:
+        raise StageError("export.format=dataset needs export.output=<a new or empty folder>")
+    db = _tuning_db(cfg, job)
+    if not isinstance(db, str):
+        raise StageError(f"export.format=dataset: the tuning database {db} is a folder, already a dataset; give "
+                         "export.tuning_db=<database URL> (sqlite:///<path>.db or postgresql://...)")
+    got = export_dataset(db, campaign_of(db) or job.slug, cfg.export.output)
+    print(f"export: {got['rows']} measurements of campaign {got['campaign']} from {mask_url(db)} into the dataset "
+          f"folder {got['folder']}")
     return got
