@@ -291,10 +291,15 @@ def test_stage_tune_and_sweep_through_a_database_url(url, tmp_path):
     r = run_cli("stage=predict", "op=fwd", line, f"predict.tuning_db='{url}'", f"hydra.run.dir={tmp_path / 'c'}")
     assert r.returncode == 0 and "(tier: tuning_db, measured" in r.stdout, r.stderr
     r = run_cli("stage=sweep", "problems=smoke", f"sweep.output='{url}'", "sweep.progress=none",
-                f"hydra.run.dir={tmp_path / 'd'}")
+                f"hydra.run.dir={tmp_path / 'd'}")  # simulated rows never join the replayed campaign
+    assert r.returncode == 2 and "holds rows measured by backend replay" in r.stderr and "?campaign=" in r.stderr
+    sim = url + ("&" if "?" in url else "?") + "campaign=smoke_sim"
+    r = run_cli("stage=sweep", "problems=smoke", f"sweep.output='{sim}'", "sweep.progress=none",
+                f"hydra.run.dir={tmp_path / 'e'}")
     assert r.returncode == 0, r.stderr
-    df = read_dataset(url, dedupe=False)
-    assert len(df) == 600 + 3 and not df.duplicated([*get_family("grouped_conv").problems.FIELDS, "kernel"]).any()
+    df = read_dataset(sim, dedupe=False)
+    assert len(df) == 600 and not df.duplicated([*get_family("grouped_conv").problems.FIELDS, "kernel"]).any()
+    assert len(read_dataset(url + ("&" if "?" in url else "?") + "campaign=grouped_conv_fwd_bf16_gfx950")) == 3
 
 
 def test_schema_versions_files_and_passwords(tmp_path):

@@ -182,13 +182,13 @@ def test_concurrent_writers_lose_nothing(tmp_path, real_problems):
 
 
 def test_stage_tune_single_problem_then_predict_prints_the_tier(tmp_path):
-    store = f"paths.tuning={tmp_path / 'tuning'}"  # the op's default database: tuning/grouped_conv_fwd_bf16_gfx950
+    store = f"paths.tuning={tmp_path / 'tuning'}"  # the op's default database: its campaign in tuning/tuning.db
     common = ["op=fwd", "backend=replay", f"backend.paths=[{REAL}]", store]
     line = "problem=convbfp16 -n 1 -c 128 -H 32 -W 32 -k 256 -y 2 -x 2 -u 2 -v 2"
     r = run_cli("stage=tune", *common, line, f"hydra.run.dir={tmp_path / 'a'}")
     assert r.returncode == 0, r.stderr
     assert "tune: selected grouped_conv_forward_bf16_2d_" in r.stdout and "(nothing to measure)" not in r.stdout
-    db = tmp_path / "tuning" / "grouped_conv_fwd_bf16_gfx950"
+    db = f"sqlite:///{tmp_path / 'tuning' / 'tuning.db'}"
     assert f"tune: measurements in {db}: stage=predict and stage=report of this op answer these problems" in r.stdout
     s = json.loads((tmp_path / "a" / "tune_summary.json").read_text())
     assert s["attempts"] == 3 and s["problems_tuned"] == 1
@@ -199,9 +199,9 @@ def test_stage_tune_single_problem_then_predict_prints_the_tier(tmp_path):
     assert f"predict: tuning database: {db} (the op's default" in r.stdout
     r = run_cli("stage=predict", "op=fwd", line, store, "predict.tuning_db=none", f"hydra.run.dir={tmp_path / 'd'}")
     assert "(tier: model)" in r.stdout and "tuning database: off" in r.stdout
-    r = run_cli("stage=predict", "op=fwd", "arch=gfx942", line, f"predict.tuning_db={db}",
-                f"hydra.run.dir={tmp_path / 'e'}")
-    assert r.returncode == 2 and "arch 'gfx950' (wanted 'gfx942')" in r.stderr
+    r = run_cli("stage=predict", "op=fwd", "arch=gfx942", line, f"predict.tuning_db='{db}'",
+                f"hydra.run.dir={tmp_path / 'e'}")  # its gfx950 measurements never answer for gfx942
+    assert r.returncode == 2 and "no campaign 'grouped_conv_fwd_bf16_gfx942'" in r.stderr, r.stderr
 
 
 def test_stage_tune_resumes_after_sigkill_without_measuring_twice(tmp_path):

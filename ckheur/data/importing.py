@@ -411,9 +411,15 @@ def import_file(path: str | Path, *, data_root: str | Path, op: Mapping[str, Any
     log(f"import: reading {src.name} ({src.stat().st_size / 1e6:.1f} MB) and writing its datasets ...")
     # One import of a name at a time, from planning to commit: two at once would both plan against
     # the datasets as they were and write two files' rows under one record.
-    with held_lock(make_folder(data_root, "data folder") / f".{name}.import.lock", f"import of {name}"):
-        return importer_for(src.name)(src, data_root=data_root, op=op, arch=arch, dataset=dataset,
-                                      find_db_arch=find_db_arch, overwrite=overwrite, log=log)
+    new_root = not Path(data_root).exists()
+    try:
+        with held_lock(make_folder(data_root, "data folder") / f".{name}.import.lock", f"import of {name}"):
+            return importer_for(src.name)(src, data_root=data_root, op=op, arch=arch, dataset=dataset,
+                                          find_db_arch=find_db_arch, overwrite=overwrite, log=log)
+    finally:
+        if new_root:  # a refused first import leaves no empty data folder (rmdir refuses one with files)
+            with contextlib.suppress(OSError):
+                Path(data_root).rmdir()
 
 
 def dataset_name(src: Path, dataset: str | None) -> str:

@@ -66,7 +66,7 @@ def tuning_db_from_cfg(cfg: Any, job: Any, given: str | None) -> tuple[str | Non
     missing = _missing(default, job)
     if missing is None:
         return str(default), f"tuning database: {_shown(default)} (the op's default, stage=tune's; tuning_db=none turns it off)"
-    return None, f"tuning database: none yet ({missing}; stage=tune writes it)"
+    return None, f"tuning database: none yet: {missing}"
 
 
 def _shown(db: Path | str) -> str:
@@ -80,7 +80,7 @@ def _missing(db: Path | str, job: Any) -> str | None:
     """Why the job's campaign cannot be read from ``db`` (a folder or a database URL), or None when
     it can: a URL's database may exist and hold only other ops' campaigns."""
     if isinstance(db, Path):
-        return None if db.exists() else f"{db} does not exist"
+        return None if db.exists() else f"{db} does not exist (stage=tune creates it)"
     from ckheur.data.tuning_db import TuningDB, TuningDBError
 
     try:

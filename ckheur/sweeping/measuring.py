@@ -216,7 +216,7 @@ def sweep_queue(plan: SweepPlan, *, progress: str = "auto", log_every_s: float =
             "interrupted": stats.interrupted}
 
 
-def check_origin(old: Any, backend: str, arch: str, out: Path) -> None:
+def check_origin(old: Any, backend: str, arch: str, out: Path | str) -> None:
     """Refuse to add rows to a dataset measured elsewhere: simulated rows beside real ones (either
     way), or rows of another device (arch). A dataset's rows record the backend, arch and host that
     measured them; a sweep that mixed them would count simulated pairs as measured."""
@@ -232,8 +232,9 @@ def check_origin(old: Any, backend: str, arch: str, out: Path) -> None:
     elif archs:
         what = f"rows of another device ({', '.join(archs)})"
     if what:
-        raise SweepError(f"sweep: {out} holds {what}; a backend={backend} sweep on {arch} does not mix with them: "
-                         "give sweep.output=<new dataset folder>, or sweep.overwrite=true to move the old one aside")
+        todo = ("give sweep.output=<new dataset folder>, or sweep.overwrite=true to move the old one aside"
+                if isinstance(out, Path) else "name another campaign (sweep.output=<URL>?campaign=<name>) or database")
+        raise SweepError(f"sweep: {out} holds {what}; a backend={backend} sweep on {arch} does not mix with them: {todo}")
 
 
 def skipped_lines(skipped: Sequence[tuple[str, str]]) -> list[str]:
