@@ -1037,7 +1037,7 @@ def test_bring_up_sweep_draws_problems_at_random_within_its_budget(tmp_path):
     assert r.returncode == 0, r.stderr
     whole = data / "miopen_bwd_weight_fp16_gfx90a" / "gfx90a68.parquet"
     file_keys = {tuple(k) for k in read_dataset(whole)[list(FIELDS)].drop_duplicates().itertuples(index=False)}
-    drawn = []
+    drawn, names = [], table_names("bwd_weight", "gfx90a")  # (one read of the table's YAML)
     for run, seed in (("a", 0), ("b", 0), ("c", 1)):
         out = tmp_path / run / "drill.parquet"
         r = run_cli("stage=sweep", "op=miopen/bwd_weight", "op.dtype=fp16", "arch=gfx90a", "backend=replay",
@@ -1049,7 +1049,7 @@ def test_bring_up_sweep_draws_problems_at_random_within_its_budget(tmp_path):
         per_problem = df.groupby(list(FIELDS)).kernel.nunique()
         for key, timed in per_problem.items():  # whole problems: every solver the rules keep
             q = problem_from_dict(dict(zip(FIELDS, key)))
-            assert timed == sum(not rule_rejections(n, q, "bwd_weight", "fp16") for n in table_names("bwd_weight", "gfx90a"))
+            assert timed == sum(not rule_rejections(n, q, "bwd_weight", "fp16") for n in names)
         assert {"ok", "censored"} <= set(df.status)
         summary = json.loads((tmp_path / run / "sweep_summary.json").read_text())
         assert len(df) <= summary["budget_pairs"] < 1.2 * len(df) + 2 * per_problem.max()
@@ -1074,7 +1074,7 @@ def test_bring_up_sweep_draws_problems_at_random_within_its_budget(tmp_path):
     timed, tops = df.groupby(list(FIELDS)).kernel.agg(set), {}
     for key, kernels in timed.items():
         q = problem_from_dict(dict(zip(FIELDS, key)))
-        n = sum(not rule_rejections(name, q, "bwd_weight", "fp16") for name in table_names("bwd_weight", "gfx90a"))
+        n = sum(not rule_rejections(name, q, "bwd_weight", "fp16") for name in names)
         tops[key] = max(1, math.isqrt(n))
         assert len(kernels) == tops[key] + min(-(-tops[key] // 2), n - tops[key])
     assert len(timed) > 1.5 * len(drawn[0])
