@@ -55,17 +55,18 @@ def folder_or_url(value: Any) -> Path | str:
     return str(value) if is_url(str(value)) else Path(value)
 
 
-def tuning_db_from_cfg(cfg: Any, job: Any, given: str | None) -> tuple[str | None, str]:
-    """The tuning database a stage serves from, and a line saying which: ``given`` (a path), none
-    for ``given`` = none, else the op's default (``db_dir``, where stage=tune writes) when it exists."""
+def tuning_db_from_cfg(cfg: Any, job: Any, given: str | None) -> tuple[Any, str]:
+    """The tuning database a stage serves from, and a line saying which: ``given`` (a path or URL),
+    none for ``given`` = none, else the op's default (``db_dir``, where stage=tune writes) when it
+    holds the op: a default URL comes back opened (``TuningDB``), read once, for the selector."""
     if given is not None and str(given).strip().lower() == "none":
         return None, "tuning database: off (tuning_db=none)"
     if given:
         return str(given), f"tuning database: {given}"
     default = db_dir(cfg, job)  # (stage=tune with backend=sim writes beside it: never served by default)
-    missing = _missing(default, job)
+    db, missing = _open_default(default, job)
     if missing is None:
-        return str(default), f"tuning database: {_shown(default)} (the op's default, stage=tune's; tuning_db=none turns it off)"
+        return db, f"tuning database: {_shown(default)} (the op's default, stage=tune's; tuning_db=none turns it off)"
     return None, f"tuning database: none yet: {missing}"
 
 
@@ -76,18 +77,17 @@ def _shown(db: Path | str) -> str:
     return str(db) if isinstance(db, Path) else mask_url(db)
 
 
-def _missing(db: Path | str, job: Any) -> str | None:
-    """Why the job's campaign cannot be read from ``db`` (a folder or a database URL), or None when
-    it can: a URL's database may exist and hold only other ops' campaigns."""
+def _open_default(db: Path | str, job: Any) -> tuple[Any, str | None]:
+    """(the job's database to serve from, None), or (None, why there is none): a folder as its
+    path, a database URL opened on the job's campaign (a database may hold only other ops')."""
     if isinstance(db, Path):
-        return None if db.exists() else f"{db} does not exist (stage=tune creates it)"
+        return (str(db), None) if db.exists() else (None, f"{db} does not exist (stage=tune creates it)")
     from ckheur.data.tuning_db import TuningDB, TuningDBError
 
     try:
-        TuningDB.open(db, job.op, job.arch_name).close()
+        return TuningDB.open(db, job.op, job.arch_name), None
     except TuningDBError as e:
-        return str(e)
-    return None
+        return None, str(e)
 
 
 def plan_from_cfg(cfg: Any) -> Any:
