@@ -8,21 +8,11 @@ from pathlib import Path
 
 from ckheur.data.dataset import read_dataset, write_part
 from conftest import ROOT, run_cli
-
-TINY = """defaults:
-  - /schema/problems@_here_: problems
-  - _self_
-name: tiny
-sources:
-  - kind: inline
-    problems:
-      - {N: 1, C: 8, K: 8, Hi: 5, Wi: 5, Y: 3, X: 3, pad_h: 1, pad_w: 1}
-      - {N: 1, C: 8, K: 16, Hi: 6, Wi: 6, Y: 3, X: 3, stride_h: 2, stride_w: 2}
-"""
+from test_sweep import TINY  # the sweep tests' small problem set
 
 
 def _sim_tiny(tmp_path):
-    """A simulated sweep of two small problems; returns (config dir, dataset folder)."""
+    """A simulated sweep of three small problems; returns (config dir, dataset folder)."""
     conf = tmp_path / "conf" / "problems"
     conf.mkdir(parents=True)
     (conf / "tiny.yaml").write_text(TINY)
