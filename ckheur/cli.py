@@ -29,6 +29,9 @@ from ckheur.errors import UserError
 register_configs({"op": op_schemas()})
 FAILED_MARKER = "job_failed.json"
 MULTIRUN_ENV = "CKHEUR_MULTIRUN_ID"
+# The topmost folder a single run's folder check created (none: the run folder was there), so an
+# empty run is removed only up to what this run made, never a folder that was there before.
+MADE_FOLDER_ENV = "CKHEUR_RUN_FOLDER_MADE"
 
 
 @hydra.main(version_base="1.3", config_path="pkg://ckheur.conf", config_name="config")
@@ -42,7 +45,9 @@ def _hydra_main(cfg: DictConfig) -> None:
     # Hydra's own dated run folder (not one the user named) is not kept when the stage wrote nothing there.
     dated = hc.mode == RunMode.RUN and not any(o.startswith("hydra.run.dir=") for o in hc.overrides.hydra)
     try:
-        run_stage(cfg, output_dir=hc.runtime.output_dir, choices=dict(hc.runtime.choices), keep_empty=not dated)
+        made = os.environ.pop(MADE_FOLDER_ENV, "")
+        run_stage(cfg, output_dir=hc.runtime.output_dir, choices=dict(hc.runtime.choices),
+                  remove_empty_to=Path(made) if dated and made else None)
     except SystemExit as e:
         if hc.mode != RunMode.MULTIRUN or e.code in (0, None) or e.code == 130:
             raise
@@ -67,7 +72,13 @@ class RunFolderCheck(Callback):
 
     def on_run_start(self, config: DictConfig, **kwargs: Any) -> None:
         _refuse_passwords(config)
-        _checked_folder(str(config.hydra.run.dir), "run folder", _hydra_files(config, "."))
+        folder = Path(str(config.hydra.run.dir)).absolute()
+        missing = [p for p in (folder, *folder.parents) if not os.path.lexists(p)]
+        _checked_folder(str(folder), "run folder", _hydra_files(config, "."))
+        if missing:
+            os.environ[MADE_FOLDER_ENV] = str(missing[-1])
+        else:
+            os.environ.pop(MADE_FOLDER_ENV, None)
 
     def on_multirun_start(self, config: DictConfig, **kwargs: Any) -> None:
         _refuse_passwords(config)

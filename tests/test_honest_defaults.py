@@ -66,6 +66,12 @@ def test_predict_leaves_no_empty_run_folder_and_names_a_gemm_as_one(tmp_path):
     assert "\ngemm fp16 on gfx950: rcr M4096 N4096 K4096" in r.stdout and "\nfwd " not in r.stdout
     assert "outputs: none (this stage wrote no files, so no run folder is kept)" in r.stdout
     assert list(tmp_path.iterdir()) == []  # not even outputs/
+    # A user's own empty outputs/ (there before the run) is theirs: only what the run made goes.
+    (tmp_path / "mine" / "outputs").mkdir(parents=True)
+    r = run_cli("stage=predict", "op=gemm", "problem.M=64", "problem.N=64", "problem.K=64",
+                f"hydra.sweep.dir={tmp_path / 'unused'}", cwd=tmp_path / "mine")
+    assert r.returncode == 0 and "no run folder is kept" in r.stdout, r.stderr
+    assert [p.name for p in (tmp_path / "mine").rglob("*")] == ["outputs"]
 
 
 def _figures(monkeypatch) -> dict:

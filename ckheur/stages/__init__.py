@@ -33,9 +33,10 @@ class Context:
 
 
 def run_stage(cfg: DictConfig, output_dir: str | Path, choices: dict[str, Any] | None = None,
-              keep_empty: bool = True) -> Any:
+              remove_empty_to: Path | None = None) -> Any:
     """Validate the composed config and run its stage; user errors exit with a clear message.
-    ``keep_empty=False``: a run folder the stage wrote nothing into is removed (with Hydra's record)."""
+    ``remove_empty_to``: a run folder the stage wrote nothing into is removed (with Hydra's record),
+    and the folders above it that this leaves empty, up to this one (the topmost the run created)."""
     missing = sorted(OmegaConf.missing_keys(cfg))
     if missing:
         raise SystemExit(f"error: mandatory config values are missing: {', '.join(missing)}")
@@ -50,7 +51,8 @@ def run_stage(cfg: DictConfig, output_dir: str | Path, choices: dict[str, Any] |
         make_folder(ctx.output_dir, "run folder")
         before = folder_files(ctx.output_dir)
         result = module.run(cfg, ctx)
-        if not keep_empty and not before and not folder_files(ctx.output_dir) and _remove_empty(ctx.output_dir):
+        if remove_empty_to is not None and not before and not folder_files(ctx.output_dir) \
+                and _remove_empty(ctx.output_dir, remove_empty_to):
             print("outputs: none (this stage wrote no files, so no run folder is kept)")
         else:
             print(outputs_line(ctx.output_dir, before))
@@ -78,9 +80,10 @@ def folder_files(folder: Path) -> dict[str, int]:
 HYDRA_RECORD = ("config.yaml", "hydra.yaml", "overrides.yaml")  # what Hydra writes into a run folder's .hydra
 
 
-def _remove_empty(folder: Path) -> bool:
+def _remove_empty(folder: Path, top: Path) -> bool:
     """Remove a run folder holding only Hydra's record of the run, and the folders above it this
-    leaves empty, up to the working directory; False (nothing removed) when it holds anything else."""
+    leaves empty, up to ``top`` (the topmost folder the run created; never above it); False
+    (nothing removed) when it holds anything else."""
     record = folder / ".hydra"
     if {p.name for p in folder.iterdir()} - {".hydra"} or (record.is_dir() and
                                                           {p.name for p in record.iterdir()} - set(HYDRA_RECORD)):
@@ -89,8 +92,8 @@ def _remove_empty(folder: Path) -> bool:
         (record / name).unlink(missing_ok=True)
     if record.is_dir():
         record.rmdir()
-    here, path = Path.cwd().resolve(), folder.resolve()
-    while path != here and here in path.parents:
+    path, top = folder.absolute(), top.absolute()
+    while path == top or top in path.parents:
         try:
             path.rmdir()
         except OSError:  # not empty: another run's folder is there
