@@ -174,11 +174,17 @@ def test_fifos_and_devices_given_as_files_are_refused_without_waiting(tmp_path):
 
 def test_compressed_and_plain_readers_refuse_a_fifo(tmp_path):
     from ckheur.files import NotRegularFileError, read_compressed
+    from ckheur.integrations.miopen.find_db import FindDbError, read_find_db
 
     for name in ("f.csv", "f.csv.gz", "f.find.db.xz"):
         os.mkfifo(tmp_path / name)
         with hang_guard(), pytest.raises(NotRegularFileError, match="is a FIFO, not a regular file"):
             read_compressed(tmp_path / name)
+    os.mkfifo(tmp_path / "gfx90a68.HIP.fdb.txt")
+    for name, what in (("gfx90a68.HIP.fdb.txt", "is a FIFO, not a regular file"), ("", "is a folder"),
+                       ("gfx942130.HIP.fdb.txt", "not found")):
+        with hang_guard(), pytest.raises(FindDbError, match=f"^find-db {tmp_path / name} {what}"):
+            read_find_db(tmp_path / name)
 
 
 def test_nan_in_an_integer_column_names_its_line(tmp_path):

@@ -169,13 +169,17 @@ def read_find_db(path: str | Path, arch: str | None = None, data: bytes | None =
     import hashlib
     import os
 
-    from ckheur.files import read_regular
+    from ckheur.files import NotRegularFileError, read_regular
 
     path = Path(path)
-    if not path.is_file():
+    if not os.path.exists(path):
         raise FindDbError(f"find-db {path} not found")
+    if os.path.isdir(path):
+        raise FindDbError(f"find-db {path} is a folder, not a find-db file")
     try:
         data = read_regular(path) if data is None else data
+    except NotRegularFileError as e:
+        raise FindDbError(f"find-db {e}") from None
     except OSError as e:
         raise FindDbError(f"{path}: cannot be read ({e.strerror or e})") from None
     sha = hashlib.sha256(data).hexdigest()
