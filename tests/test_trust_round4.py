@@ -110,8 +110,11 @@ def test_numbers_of_any_length_are_one_line(tmp_path):
     from ckheur.problems import ProblemError
     from ckheur.problems.networks import read_miopen_log
 
-    with pytest.raises(ProblemError, match=r"-n \(N\): the number 777777777777\.\.\. has 5,000 digits"):
+    with pytest.raises(ProblemError, match=r"-n \(N\): the number 777777777777\.\.\. has 5,000 digits") as e:
         conv.from_text(f"convbfp16 -n {BIG} -c 64 -k 64 -H 14 -W 14 -y 3 -x 3")
+    assert len(str(e.value)) < 400  # the line is quoted cut, not repeated whole
+    with pytest.raises(ProblemError, match=r"\.\.\. \(5,052 characters\): unknown flag -Q") as e:
+        conv.from_text(f"convbfp16 -Q {BIG} -n 2 -c 64 -k 64 -H 14 -W 14 -y 3 -x 3")
     log = tmp_path / "big.log"
     log.write_text("MIOpen(HIP): Command [LogCmdConvolution] ./bin/MIOpenDriver conv -n 2 -c "
                    f"{BIG} -H 9 -W 9 -k 8 -y 3 -x 3 -F 1\n")

@@ -10,6 +10,14 @@ from typing import Mapping, Sequence
 
 from ckheur.families.problem_base import ProblemError, ascii_int
 
+SHOWN_CHARS = 160  # an error quotes at most this much of a line (a 5,000-digit flag is not repeated)
+
+
+def shown(line: str) -> str:
+    """A line as an error message quotes it: its start, and how long it is when cut."""
+    return repr(line) if len(line) <= SHOWN_CHARS else f"{line[:SHOWN_CHARS]!r}... ({len(line):,} characters)"
+
+
 # MIOpenDriver's convolution flags (its ConvDriver::AddCmdLineArgs), long name -> short name.
 # Flags that describe the problem, with the field each sets:
 _PROBLEM_FLAGS = {
@@ -65,12 +73,12 @@ class DriverLine:
     def check_op(self, direction: str | None = None, dtype: str | None = None, line: str = "") -> None:
         """Refuse a line that contradicts the op it is ranked for (direction, data type)."""
         if direction is not None and direction not in self.directions:
-            raise ProblemError(f"MIOpenDriver line {line!r}: -F {self.flags.get('-F', '0')} runs "
+            raise ProblemError(f"MIOpenDriver line {shown(line)}: -F {self.flags.get('-F', '0')} runs "
                                f"{' and '.join(self.directions)}, not {direction}: give -F for {direction}, or "
                                f"choose the op of the line's direction")
         if dtype is not None and dtype != self.dtype:
             cmd = next(c for c, d in COMMAND_DTYPES.items() if d == dtype) if dtype in COMMAND_DTYPES.values() else dtype
-            raise ProblemError(f"MIOpenDriver line {line!r}: the command is {self.dtype}, the op is {dtype} "
+            raise ProblemError(f"MIOpenDriver line {shown(line)}: the command is {self.dtype}, the op is {dtype} "
                                f"(write {cmd}, or set op.dtype={self.dtype})")
 
 
@@ -98,11 +106,11 @@ def driver_args(line: str) -> tuple[str, dict[str, str]]:
         # A comment starts at '#' after whitespace; '-#' is MIOpen's stride_d flag.
         tokens = shlex.split(re.split(r"(?:^|\s)#", line, maxsplit=1)[0])
     except ValueError as e:
-        raise ProblemError(f"MIOpenDriver line {line!r}: {e}") from None
+        raise ProblemError(f"MIOpenDriver line {shown(line)}: {e}") from None
     while tokens and tokens[0] not in COMMAND_DTYPES and not tokens[0].startswith("-"):
         tokens = tokens[1:]  # a leading path to the driver binary (./bin/MIOpenDriver)
     if not tokens or tokens[0] not in COMMAND_DTYPES:
-        raise ProblemError(f"MIOpenDriver line {line!r}: expected a command ({', '.join(COMMAND_DTYPES)})")
+        raise ProblemError(f"MIOpenDriver line {shown(line)}: expected a command ({', '.join(COMMAND_DTYPES)})")
     args: dict[str, str] = {}
     rest = tokens[1:]
     i = 0
@@ -115,7 +123,7 @@ def driver_args(line: str) -> tuple[str, dict[str, str]]:
             val = rest[i + 1] if i + 1 < len(rest) else ""
             i += 2
         if val == "" or _is_flag(val):  # a line cut short: MIOpenDriver would take the next flag as the value
-            raise ProblemError(f"MIOpenDriver line {line!r}: {_flag_field(flag)} has no value"
+            raise ProblemError(f"MIOpenDriver line {shown(line)}: {_flag_field(flag)} has no value"
                                + (f" (followed by the flag {val})" if val else "") + ": the line is cut short; "
                                "give its value, or leave the flag out for MIOpenDriver's default")
         short = _LONG.get(flag, flag)
@@ -123,10 +131,10 @@ def driver_args(line: str) -> tuple[str, dict[str, str]]:
             import difflib
 
             near = difflib.get_close_matches(flag, [*_LONG, *_SHORT_TO_LONG], n=1)
-            raise ProblemError(f"MIOpenDriver line {line!r}: unknown flag {flag}"
+            raise ProblemError(f"MIOpenDriver line {shown(line)}: unknown flag {flag}"
                                + (f" (did you mean {near[0]}?)" if near else " (not a MIOpenDriver convolution flag)"))
         if short in args and args[short] != val:
-            raise ProblemError(f"MIOpenDriver line {line!r}: {_flag_name(short)} is given twice, as {args[short]} "
+            raise ProblemError(f"MIOpenDriver line {shown(line)}: {_flag_name(short)} is given twice, as {args[short]} "
                                f"and {val}")
         args[short] = val
     return tokens[0], args
@@ -138,9 +146,9 @@ def _int_flag(args: Mapping[str, str], flag: str, line: str, what: str) -> int |
     try:
         value = ascii_int(args[flag])
     except ProblemError as e:
-        raise ProblemError(f"MIOpenDriver line {line[:200]!r}: {flag} ({what}): {e}") from None
+        raise ProblemError(f"MIOpenDriver line {shown(line)}: {flag} ({what}): {e}") from None
     if value is None:
-        raise ProblemError(f"MIOpenDriver line {line!r}: {flag} ({what}) must be an integer, got {args[flag]!r} "
+        raise ProblemError(f"MIOpenDriver line {shown(line)}: {flag} ({what}) must be an integer, got {args[flag]!r} "
                            "(ASCII digits only)")
     return value
 
@@ -153,9 +161,9 @@ def spatial_dims(args: Mapping[str, str], line: str = "") -> int:
     if given is None:
         return 3 if depth else 2
     if given not in (2, 3):
-        raise ProblemError(f"MIOpenDriver line {line!r}: --spatial_dim {given}: allowed values are 2, 3")
+        raise ProblemError(f"MIOpenDriver line {shown(line)}: --spatial_dim {given}: allowed values are 2, 3")
     if given == 2 and depth:
-        raise ProblemError(f"MIOpenDriver line {line!r}: --spatial_dim 2 with the depth flag(s) "
+        raise ProblemError(f"MIOpenDriver line {shown(line)}: --spatial_dim 2 with the depth flag(s) "
                            f"{', '.join(_flag_name(f) for f in depth)}")
     return given
 
@@ -177,19 +185,19 @@ def parse_driver_line(line: str) -> DriverLine:
             vals[field_name] = _DEFAULTS[field_name]
     forw = args.get("-F", "0")
     if forw not in _FORW:
-        raise ProblemError(f"MIOpenDriver line {line!r}: -F (--forw) {forw}: allowed values are "
+        raise ProblemError(f"MIOpenDriver line {shown(line)}: -F (--forw) {forw}: allowed values are "
                            f"{', '.join(sorted(_FORW))} (0 all directions, 1 fwd, 2 bwd data, 4 wrw, and sums)")
     if args.get("-m", "conv") != "conv":
-        raise ProblemError(f"MIOpenDriver line {line!r}: -m (--mode) {args['-m']}: only convolutions (conv) "
+        raise ProblemError(f"MIOpenDriver line {shown(line)}: -m (--mode) {args['-m']}: only convolutions (conv) "
                            "are ranked, not transposed ones")
     if args.get("-z", "default") != "default":
-        raise ProblemError(f"MIOpenDriver line {line!r}: -z (--pad_mode) {args['-z']}: give the pads with "
+        raise ProblemError(f"MIOpenDriver line {shown(line)}: -z (--pad_mode) {args['-z']}: give the pads with "
                            "-p/-q (and -$) instead")
     for flag in ("-b", "-F"):
         _int_flag(args, flag, line, _SHORT_TO_LONG[flag])
     layouts = {f: args[f] for f in _LAYOUT_FLAGS if f in args}
     if len(set(layouts.values())) > 1:
-        raise ProblemError(f"MIOpenDriver line {line!r}: mixed tensor layouts "
+        raise ProblemError(f"MIOpenDriver line {shown(line)}: mixed tensor layouts "
                            f"({', '.join(f'{_flag_name(f)} {v}' for f, v in layouts.items())}): a problem has one "
                            "layout for its input, output and filter; give them the same layout")
     return DriverLine(vals, _FORW[forw], COMMAND_DTYPES[command], spatial, args)
