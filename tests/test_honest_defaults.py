@@ -127,3 +127,11 @@ def test_simulated_tuning_is_kept_beside_the_database_predict_serves(tmp_path):
     assert not (tmp_path / "tuning" / "grouped_conv_fwd_bf16_gfx950").exists()
     r = run_cli("stage=predict", store, line, f"hydra.run.dir={tmp_path / 'b'}")
     assert r.returncode == 0 and "(tier: model)" in r.stdout and "tuning database: none yet" in r.stdout
+    # Measured times are not added to the simulated database when it is named: refused, nothing written.
+    before = sorted(p.stat().st_mtime_ns for p in sim_db.rglob("*"))
+    r = run_cli("stage=tune", store, line, f"tune.db={sim_db}", "backend=replay",
+                "backend.paths=[measurements/ck_gfx950/fwd_bf16_2d_miopen200.csv.gz]", f"hydra.run.dir={tmp_path / 'c'}")
+    assert r.returncode == 2 and len(r.stderr.strip().splitlines()) == 1, r.stderr
+    assert f"tune: {sim_db} holds" in r.stderr and "simulated rows (backend sim)" in r.stderr
+    assert "tune.db=<folder or URL>" in r.stderr
+    assert sorted(p.stat().st_mtime_ns for p in sim_db.rglob("*")) == before

@@ -216,10 +216,10 @@ def sweep_queue(plan: SweepPlan, *, progress: str = "auto", log_every_s: float =
             "interrupted": stats.interrupted}
 
 
-def check_origin(old: Any, backend: str, arch: str, out: Path | str) -> None:
+def check_origin(old: Any, backend: str, arch: str, out: Path | str, stage: str = "sweep") -> None:
     """Refuse to add rows to a dataset measured elsewhere: simulated rows beside real ones (either
     way), or rows of another device (arch). A dataset's rows record the backend, arch and host that
-    measured them; a sweep that mixed them would count simulated pairs as measured."""
+    measured them; a sweep (or a tune: ``stage``) that mixed them would count simulated pairs as measured."""
     from ckheur.data.dataset import SIMULATED
 
     backends = set(map(str, old["backend"].dropna().unique()))
@@ -232,9 +232,14 @@ def check_origin(old: Any, backend: str, arch: str, out: Path | str) -> None:
     elif archs:
         what = f"rows of another device ({', '.join(archs)})"
     if what:
-        todo = ("give sweep.output=<new dataset folder>, or sweep.overwrite=true to move the old one aside"
-                if isinstance(out, Path) else "name another campaign (sweep.output=<URL>?campaign=<name>) or database")
-        raise SweepError(f"sweep: {out} holds {what}; a backend={backend} sweep on {arch} does not mix with them: {todo}")
+        if stage != "sweep":
+            todo = f"name another database ({stage}.db=<folder or URL>)"
+        elif isinstance(out, Path):
+            todo = "give sweep.output=<new dataset folder>, or sweep.overwrite=true to move the old one aside"
+        else:
+            todo = "name another campaign (sweep.output=<URL>?campaign=<name>) or database"
+        raise SweepError(f"{stage}: {out} holds {what}; a backend={backend} {stage} on {arch} does not mix with them: "
+                         f"{todo}")
 
 
 def skipped_lines(skipped: Sequence[tuple[str, str]]) -> list[str]:

@@ -15,7 +15,7 @@ from typing import Any, Callable, Mapping, Sequence
 
 from ckheur.job import Job
 from ckheur.progress import Progress
-from ckheur.sweeping.measuring import SweepError, measure_batches, record_batches
+from ckheur.sweeping.measuring import SweepError, check_origin, measure_batches, record_batches
 
 
 def tune(selector: Any, problems: Sequence[Any], db: str | Path, job: Job, *, backend: Mapping[str, Any],
@@ -37,6 +37,8 @@ def tune(selector: Any, problems: Sequence[Any], db: str | Path, job: Job, *, ba
         raise SweepError(f"tune.top_k={k!r}: must be an integer >= 1")
     label = label or selector.label
     tdb = TuningDB.open(db, job.op, job.arch_name, create=True, writable=True)
+    if len(tdb):
+        check_origin(tdb.frame(), str(backend["name"]), job.arch_name, tdb.path, stage="tune")
     log(f"tune: {job.label}: top-{k} of {label} for {len(problems)} problem(s) via backend={backend['name']} "
         f"into {tdb.path} ({len(tdb)} problems already there)")
     ranked: dict[tuple, list] = {}
