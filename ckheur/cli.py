@@ -92,7 +92,25 @@ class RunFolderCheck(Callback):
             subdirs = None
         for sub in subdirs or []:
             writes += [sub, *_hydra_files(config, sub)]
-        _checked_folder(str(config.hydra.sweep.dir), "multirun folder", writes)
+        sweep_dir = os.path.abspath(str(config.hydra.sweep.dir))
+        launcher = _launcher_folder(config)  # submitit's logs and pickles, in the multirun folder by default
+        if launcher and os.path.commonpath([sweep_dir, launcher]) == sweep_dir:
+            writes.append(os.path.relpath(launcher, sweep_dir))
+        _checked_folder(sweep_dir, "multirun folder", writes)
+        if launcher and os.path.commonpath([sweep_dir, launcher]) != sweep_dir:
+            _checked_folder(launcher, "hydra.launcher.submitit_folder", [])
+
+
+def _launcher_folder(config: DictConfig) -> str | None:
+    """The fixed part of the launcher's own folder (submitit's ``submitit_folder``, up to its first
+    ``%`` job pattern), absolute; None for a launcher without one."""
+    from omegaconf import OmegaConf
+
+    folder = OmegaConf.select(config, "hydra.launcher.submitit_folder", default=None)
+    if not folder:
+        return None
+    fixed = str(folder).split("%", 1)[0]
+    return os.path.abspath(fixed if fixed.endswith("/") or "%" not in str(folder) else os.path.dirname(fixed))
 
 
 # Options that may hold a database URL: a password in one would be written to .hydra/ and logs.

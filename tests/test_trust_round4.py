@@ -74,10 +74,12 @@ def test_each_file_hydra_writes_is_checked_not_only_its_folder(tmp_path):
     victim = tmp_path / "victim"
     victim.write_text("keep\n")
     for key, rel in (("hydra.run.dir", ".hydra/hydra.yaml"), ("hydra.sweep.dir", "1/.hydra/overrides.yaml"),
-                     ("hydra.sweep.dir", "multirun.yaml")):
+                     ("hydra.sweep.dir", "multirun.yaml"), ("submitit", ".submitit")):
         folder = tmp_path / rel.replace("/", "_")
         _plant_link(folder / rel, victim)
-        extra = ["-m", "op=fwd,bwd_data"] if key == "hydra.sweep.dir" else []
+        extra = ["-m", "op=fwd,bwd_data"] if key != "hydra.run.dir" else []
+        if key == "submitit":  # the launcher's own folder, in the multirun folder by default
+            key, extra = "hydra.sweep.dir", [*extra, "hydra/launcher=submitit_local"]
         one_error(run_cli(*extra, "stage=list", "list.count_only=true", f"{key}={folder}"),
                   f"{folder / rel} is a symbolic link")
     assert victim.read_text() == "keep\n"
