@@ -7,6 +7,7 @@ Enum fields make OmegaConf reject unknown values with the list of allowed ones.
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass, field
 from enum import Enum
 from pathlib import Path
@@ -69,7 +70,18 @@ def load_option(option: str) -> dict:
     The file alone: its defaults list is dropped and interpolations are left as written; use
     Hydra's compose for a composed job config.
     """
-    node = OmegaConf.to_container(OmegaConf.load(CONF_DIR / f"{option}.yaml"))
+    import copy
+
+    path = CONF_DIR / f"{option}.yaml"
+    st = path.stat()
+    return copy.deepcopy(_parsed_option(str(path), st.st_mtime_ns, st.st_size))
+
+
+@functools.lru_cache(maxsize=64)
+def _parsed_option(path: str, mtime_ns: int, size: int) -> dict:
+    """A config file parsed once per version (its path, modification time and size): the MIOpen
+    solver tables are read for every problem, and parsing their YAML is most of that."""
+    node = OmegaConf.to_container(OmegaConf.load(path))
     node.pop("defaults", None)
     return node
 
