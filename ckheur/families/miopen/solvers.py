@@ -763,11 +763,19 @@ def _ranked(mode: str, op: Mapping[str, Any], kernels: Sequence[Any]) -> str:
             "both": f"{rules}, of those the ones {kinds} (op.applicability=both)"}[mode]
 
 
-def check_known(kernels: Sequence[Any], direction: str, arch: str) -> None:
-    """Loaded solvers must be solvers of this ckheur's table for ``direction`` and ``arch`` (their
-    names reach benchmark commands and find-db lines): a KernelError names the first that is not."""
-    known = set(table_names(direction, arch))
+def check_known(kernels: Sequence[Any], direction: str, arch: str | Sequence[str]) -> None:
+    """Loaded solvers must be solvers of this ckheur's table for ``direction`` and ``arch`` (or of
+    any of the tables of several archs: a model across GPUs; their names reach benchmark commands
+    and find-db lines): a KernelError names the first that is not."""
+    from ckheur.config import load_option
+
+    archs = [arch] if isinstance(arch, str) else list(arch)
+    if len(archs) == 1:
+        known = set(table_names(direction, archs[0]))
+    else:  # the op's file read once for every table
+        tables = load_option(f"op/miopen/{direction}").get("solvers") or {}
+        known = {str(s["name"]) for a in archs for s in tables.get(a) or []}
     for k in kernels:
         if k.name not in known or k.direction != direction:
             raise KernelError(f"solver {str(k.name)[:120]!r} ({k.direction}) is not a {direction} solver of "
-                              f"the {arch} table (conf/op/miopen/{direction}.yaml)")
+                              f"the {' or '.join(archs)} table (conf/op/miopen/{direction}.yaml)")
