@@ -232,7 +232,7 @@ def train(df: Any, job: Job, *, model: Mapping[str, Any], candidates: Sequence[C
     from ckheur.learn.bundle import incompatibilities
     from ckheur.learn.fold_calibration import fold_calibrated
     from ckheur.learn.prior import pair_prior, prior_spec
-    from ckheur.families.hardware import DESCRIPTORS, WithHardware, device_label, with_hardware
+    from ckheur.families.hardware import DESCRIPTORS, WithHardware, with_hardware
     from ckheur.learn.training import (TREE_BUDGETS, build_table, build_table_across_archs, cross_validate, fit,
                                        leave_cluster_out_cv)
     from ckheur.problems.space import SIZE_REGIMES, regime_groups
@@ -361,7 +361,7 @@ def train(df: Any, job: Job, *, model: Mapping[str, Any], candidates: Sequence[C
                 "cluster_cv_detail": {"clusters": clusters, "cluster_sizes": fam[0]["cluster_sizes"],
                                      "best_iterations": fam[0]["best_iterations"], **fam[0]["metrics"]} if fam else None,
                 "regime_cv": regimes, "cut_runs": [r["cut_metrics"] for r in runs], "oof_cut": runs[0]["oof_cut"],
-                "teacher": runs[0]["teacher_metrics"], "target_cv": _target_cv(tb, runs[0]["oof"], device_label(arch))})
+                "teacher": runs[0]["teacher_metrics"], "target_cv": _target_cv(tb, runs[0]["oof"])})
             log(_candidate_line(results[-1], len(seeds)))
             if results[-1]["target_cv"]:
                 t = results[-1]["target_cv"]
@@ -590,22 +590,24 @@ def _cut(picked: dict, n_trees: int, loss_pts: float, tb: Any, log: Any) -> tupl
     return cut_picked, cut, {**record, "trees": cut}
 
 
-def _target_cv(tb: Any, oof: np.ndarray, arch: str) -> dict | None:
-    """A table across GPUs (features.hardware): the grouped CV of ``arch``'s own problems (its
-    ``row_span`` in the table's report, keyed by device label); None when the table has no other GPU or
-    no row of ``arch``."""
+def _target_cv(tb: Any, oof: np.ndarray) -> dict | None:
+    """A table across GPUs (features.hardware): the grouped CV of the target's own problems (the
+    ``row_span`` of its devices, ``target`` in the table's report); None when the table has no
+    other GPU or no row of the target."""
     from ckheur.learn.training import scored_rows
     from ckheur.metrics import selection_report
 
-    spans = {a: v["row_span"] for a, v in (tb.report.get("archs") or {}).items() if "row_span" in v}
-    if len(spans) < 2 or arch not in spans or spans[arch][0] == spans[arch][1]:
+    devices = tb.report.get("archs") or {}
+    spans = [v["row_span"] for v in devices.values() if v.get("target") and "row_span" in v]
+    if len([v for v in devices.values() if "row_span" in v]) < 2 or not spans or all(a == b for a, b in spans):
         return None
-    rows = scored_rows(tb, np.arange(*spans[arch]))
+    rows = scored_rows(tb, np.concatenate([np.arange(a, b) for a, b in spans]))
     # A sweep that timed a few kernels per problem (sweep.active.ranker) leaves none fully measured:
     # then each pick is judged against its problem's best measured kernel, and the report says so.
     partly = tb.full is not None and not tb.full[tb.pid[rows]].any()
     report = selection_report(tb.pid[rows], oof[rows], tb.tflops[rows])
-    return {"arch": arch, "problems": int(len(np.unique(tb.pid[rows]))), "partly_measured": partly, **report}
+    name = ", ".join(d for d, v in devices.items() if v.get("target"))
+    return {"arch": name, "problems": int(len(np.unique(tb.pid[rows]))), "partly_measured": partly, **report}
 
 
 def _oof_efficiency(tb: Any, oof: np.ndarray) -> np.ndarray:

@@ -151,11 +151,15 @@ def build_table_across_archs(df: Any, op: Mapping[str, Any], arch: Mapping[str, 
     cus = row_devices(mine)
     configs: dict[tuple, tuple[dict, Any]] = {}  # device -> its config, its rows
     for name, n in sorted(set(zip(mine.arch.astype(str), cus.tolist()))):
-        cfg = device_config(arch if name == arch["name"] else load_arch(name), n)
+        # rows of the target's arch that name no device (a sweep's) were measured on the target device
+        cfg = dict(arch) if name == arch["name"] and not n else device_config(load_arch(name), n)
         rows = (mine.arch.astype(str) == name).to_numpy() & (cus == n)
         key = device_key(cfg)
         configs[key] = (cfg, rows | configs[key][1] if key in configs else rows)
-    order = sorted(configs, key=lambda k: (k != device_key(arch), device_label(configs[k][0])))  # the target first
+    # The target's rows: its device's; where the data has none, its arch's other devices' (MI210's file
+    # for arch=gfx90a, MI250X): what the job measured of its GPU, each with its own descriptors.
+    target = {device_key(arch)} & set(configs) or {k for k, (c, _) in configs.items() if c["name"] == arch["name"]}
+    order = sorted(configs, key=lambda k: (k not in target, device_label(configs[k][0])))  # the target first
     at = {k.name: i for i, k in enumerate(pool)}
     tables, per_arch, start = [], {}, 0
     for key in order:
@@ -176,7 +180,9 @@ def build_table_across_archs(df: Any, op: Mapping[str, Any], arch: Mapping[str, 
         per_arch[label] = {k: tb.report[k] for k in ("rows_used", "problems", "rows_kernel_not_in_pool")}
         per_arch[label].update(arch=cfg["name"], num_cus=int(cfg["num_cus"]), row_span=[start, start + len(tb.X)])
         start += len(tb.X)
-        if key == device_key(arch) and target_weight != 1:
+        if key in target:
+            per_arch[label]["target"] = True
+        if key in target and target_weight != 1:
             tb = replace(tb, weight=np.full(len(tb.X), float(target_weight)))
             per_arch[label]["weight"] = float(target_weight)
         tables.append(tb)
