@@ -35,6 +35,8 @@ def selector_for(job: Job, *, models: str | Path, sim_models: str | Path, model_
     found = bundle_dir(job, models=models, sim_models=sim_models, explicit=model_dir)
     if found.is_dir():
         sel = Selector.load(found, tuning_db=tuning_db, find_db=find_db, **applicability_of(job.op))
+        if sel.across_gpus:  # a model for any GPU named as predict.model_dir: for the job's device
+            sel = across_gpus_selector(job, found, served=False, tuning_db=tuning_db, find_db=find_db)
         return sel, sel.label
     if model_dir:
         raise UserError(f"model dir {found} not found")
@@ -75,10 +77,11 @@ def across_gpus_bundle(job: Job, models: str | Path) -> Path | None:
     return folder if folder is not None and folder.is_dir() else None
 
 
-def across_gpus_selector(job: Job, path: Path, **load: Any) -> Any:
+def across_gpus_selector(job: Job, path: Path, served: bool = True, **load: Any) -> Any:
     """The model across GPUs (``path``) ranking for the job's device: its descriptors (the arch
     config, or its ``devices`` entry: ``arch=gfx906 arch.num_cus=64`` is MI60), the solvers of its
-    table the model knows, no remembered answers; labelled with whether the device was measured."""
+    table the model knows, no remembered answers; labelled with whether the device was measured
+    (``served``: in place of a bundle the GPU does not have; else named by the user)."""
     from ckheur.families.hardware import device_label
     from ckheur.selection.selector import Selector
 
@@ -88,9 +91,10 @@ def across_gpus_selector(job: Job, path: Path, **load: Any) -> Any:
     device = device_label(job.arch)
     unknown = len({k.name for k in job.pool.kernels} - {k.name for k in sel.kernels})
     seen = device in sel.trained_devices
-    sel.label += (f"; MODEL ACROSS GPUS: {job.arch_name} has no bundle of its own; "
-                  + (f"{device}'s data was among its training data" if seen else
-                     f"{device} was NEVER MEASURED: ranked by its hardware descriptors")
+    sel.label += (f"; MODEL ACROSS GPUS: {job.arch_name} has no bundle of its own; " if served else
+                  f"; MODEL ACROSS GPUS, ranking for {device}: ")
+    sel.label += ((f"{device}'s data was among its training data" if seen else
+                   f"{device} was NEVER MEASURED: ranked by its hardware descriptors")
                   + (f"; {unknown} solvers of {job.arch_name}'s table no trained GPU measured are not ranked"
                      if unknown else ""))
     return sel

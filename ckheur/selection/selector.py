@@ -207,6 +207,7 @@ class Selector:
         self.compiled: Any = None  # a CompiledModel ranking in C (Selector.load(..., compiled=True))
         self.answers: dict = {}  # problem key -> kernel name the bundle remembers (train.remember)
         self.trained_devices: list = []  # a model across GPUs: the devices of its training rows
+        self.across_gpus = False  # a model for any GPU (train.across_gpus): load it for a device
         self.remember_margin = REMEMBERED_NOISE  # how much faster the model must predict its pick to override one
         self._all_kernels = list(kernels)  # the compiled model's kernel indices point into this list
         self._kernel_names = frozenset(k.name for k in self._all_kernels)  # what an exact tier may answer
@@ -294,6 +295,7 @@ class Selector:
                           f"candidate, all of them the best {sel.screen[1]}]")
         sel.answers = dict(b.answers or {})
         sel.trained_devices = list(spec.get("trained_devices") or spec.get("trained_archs") or [])
+        sel.across_gpus = bool(spec.get("across_gpus"))
         sel.remember_margin = margin_of({"remember_margin": remember_margin} if remember_margin is not None else op)
         if compiled:
             import warnings

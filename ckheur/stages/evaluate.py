@@ -68,8 +68,8 @@ def run(cfg: Any, ctx: Context) -> dict:
     from ckheur.evaluation.scoring import COLUMNS, check_options, evaluate
     from ckheur.evaluation.report import write_report
     from ckheur.learn.bundle import resolve_model_dir
-    from ckheur.selection.predicting import (across_gpus_bundle, applicability_of, nearest_bundle,
-                                             served_without_bundle)
+    from ckheur.selection.predicting import (across_gpus_bundle, across_gpus_selector, applicability_of,
+                                             nearest_bundle, served_without_bundle)
     from ckheur.selection.selector import Selector
 
     job, ev = Job.from_config(cfg), cfg.evaluate
@@ -100,6 +100,8 @@ def run(cfg: Any, ctx: Context) -> dict:
               f"{selector.label}")
     else:
         selector = Selector.load(model_dir, **cascade, **applicability_of(job.op))
+        if selector.across_gpus:  # a model for any GPU (evaluate.model_dir): for the job's device, as predict
+            selector = across_gpus_selector(job, model_dir, served=False, **cascade)
     baselines = {}  # the analytic model (for families ckheur.sim models) and CK model folders
     if selector.family.analytic:
         baselines["analytic model"] = Selector.analytic(selector.kernels, job.arch, job.direction, job.dtype, op=job.op)
