@@ -68,7 +68,7 @@ def test_a_gpu_never_measured_is_served_by_the_model_across_gpus():
     """gfx908 (MI100) has no bundle and no data: predict serves models/miopen_fwd_fp32_gpus with
     MI100's descriptors, saying it was never measured. The same selector for MI50 and MI60 (gfx906,
     60 and 64 CUs; no bundle of their own, their files among its training data, which it says) ranks
-    with each device's descriptors and its table's solvers: other scores."""
+    with each device's descriptors and its table's solvers: other scores; so does a sweep's ranker."""
     r = run_cli("stage=predict", "op=miopen/fwd", "op.dtype=fp32", "arch=gfx908", PROBLEM)
     assert r.returncode == 0, r.stderr
     assert "models/miopen_fwd_fp32_gpus" in r.stdout and "NEAREST GPU'S MODEL" not in r.stdout
@@ -88,6 +88,9 @@ def test_a_gpu_never_measured_is_served_by_the_model_across_gpus():
     assert {k.name for k in s60.kernels} <= {k.name for k in j60.pool.kernels}
     p = as_problem(PROBLEM.split("=", 1)[1], j50.family, "fwd", "fp32")
     assert not np.allclose(s50.scores(p)[1], s60.scores(p)[1])
+    from ckheur.sweeping.rounds import _load_ranker
+
+    assert _load_ranker(str(GPUS), j60).arch["num_cus"] == 64  # a bring-up sweep's ranker: the device's too
 
 
 @pytest.mark.skipif(not GPUS.is_dir(), reason="no shipped model across GPUs")
