@@ -64,6 +64,18 @@ def find_db_device(arch: Mapping[str, Any], cus: int) -> dict | None:
     return None
 
 
+def find_db_name_device(name: str, known: Any) -> tuple[str, int] | None:
+    """(arch, CU count) a MIOpen find-db file name says (``gfx942130``: gfx942, 0x130 = 304 CUs;
+    ``gfx906_60``: gfx906, 60), or None when it is not such a name of an arch of ``known``."""
+    import re
+
+    for arch in sorted(known, key=len, reverse=True):  # system (.fdb.txt) or user (.<MIOpen version>.ufdb.txt)
+        m = re.match(rf"^{re.escape(arch)}(?:_([0-9]+)|([0-9a-f]+))\.HIP\.(?:[^/]*\.u)?fdb\.txt(?:\.bz2|\.gz)?$", name)
+        if m:
+            return arch, int(m.group(1)) if m.group(1) else int(m.group(2), 16)
+    return None
+
+
 def load_option(option: str) -> dict:
     """A shipped config option as a plain dict, e.g. ``load_option("arch/gfx950")``.
 
@@ -521,6 +533,9 @@ class TrainSchema:
     # features.hardware: how much each row of the job's arch weighs against another GPU's row (a few of
     # the new GPU's measurements beside every other GPU's: the bring-up of a GPU); null: 20 there
     target_weight: Optional[float] = None
+    # one model for any GPU without a bundle of its own: features.hardware over every device of the data,
+    # the union of their solver tables, every row weighed alike; written to <op>_<direction>_<dtype>_gpus
+    across_gpus: bool = False
     overwrite: bool = False  # replace a bundle already in the output folder (otherwise refused)
 
 

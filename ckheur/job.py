@@ -11,6 +11,9 @@ from typing import Any, Mapping
 from ckheur.families import Family, get_family
 
 
+ACROSS_GPUS = "gpus"  # the arch part of a model's folder name when it serves any GPU (train.across_gpus)
+
+
 @dataclass(frozen=True)
 class Job:
     """An op (family, direction, dtype and its settings) on an arch, with its kernel pool."""
@@ -46,6 +49,13 @@ class Job:
     def model_name(self) -> str:
         """The bundle folder name of this op on this arch (conf/op's model_name)."""
         return str(self.op["model_name"])
+
+    @property
+    def across_gpus_model_name(self) -> str | None:
+        """The folder name of the op's model for any GPU (train.across_gpus): the model name with the
+        arch replaced by ``gpus`` (``miopen_fwd_fp32_gpus``); None where the name does not end with the arch."""
+        name, arch = self.model_name, self.arch_name
+        return f"{name[: -len(arch)]}{ACROSS_GPUS}" if name.endswith(f"_{arch}") else None
 
     @property
     def label(self) -> str:

@@ -895,6 +895,9 @@ def test_gfx908_tables_are_what_the_registry_in_tools_gives(monkeypatch):
         assert op["solvers"]["gfx908"] == table and sorted(op["registry"], key=lambda s: s["miopen_id"]) == rows
 
 
+MI210_DEVICE, MI300X_DEVICE = "MI210 (gfx90a, 104 CUs)", "MI300X (gfx942, 304 CUs)"  # the slices' devices
+
+
 def test_one_model_across_gpus_serves_a_gpu_never_measured(tmp_path, monkeypatch):
     """features.hardware=true: a gfx908 (MI100) model trained on the MI300X and MI210/250 slices
     alone; both GPUs' rows are in it, each with its own descriptors, and it ranks for gfx908
@@ -922,7 +925,8 @@ def test_one_model_across_gpus_serves_a_gpu_never_measured(tmp_path, monkeypatch
     assert spec["trained_archs"] == ["gfx90a", "gfx942"] and spec["arch"]["name"] == "gfx908"
     from ckheur.data.dataset import read_dataset
 
-    for arch, path in (("gfx942", paths[0]), ("gfx90a", paths[1])):
+    assert spec["trained_devices"] == [MI210_DEVICE, MI300X_DEVICE]  # each file's device, from its name
+    for arch, path in ((MI300X_DEVICE, paths[0]), (MI210_DEVICE, paths[1])):
         df = read_dataset(path)
         listed = df[df.status == "ok"]
         problems = listed[["N", "C", "K", "G", "Di", "Hi", "Wi", "Z", "Y", "X", "pad_h", "pad_w", "stride_h", "stride_w",
@@ -933,11 +937,12 @@ def test_one_model_across_gpus_serves_a_gpu_never_measured(tmp_path, monkeypatch
 
     # Seen means measured on the evaluated GPU: nothing of gfx908, gfx90a's own problems for gfx90a.
     assert training_keys(out, get_family("miopen"), (), paths, "gfx908")[0] == set()
-    assert len(training_keys(out, get_family("miopen"), (), paths, "gfx90a")[0]) == manifest["archs"]["gfx90a"]["problems"]
+    assert len(training_keys(out, get_family("miopen"), (), paths, "gfx90a")[0]) == \
+        manifest["archs"][MI210_DEVICE]["problems"]
     gains = json.loads((out / "feature_importances.json").read_text())
     assert any(gains[n] > 0 for n in DESCRIPTORS)  # the model tells the two GPUs apart
     sel = Selector.load(out)
-    assert "of gfx90a, gfx942; gfx908 unmeasured" in sel.label
+    assert f"of {MI210_DEVICE}, {MI300X_DEVICE}; MI100 (gfx908, 120 CUs) unmeasured" in sel.label
     from ckheur.selection.selector import as_problem
 
     p = as_problem("conv -n 32 -c 256 -H 56 -W 56 -k 256 -y 3 -x 3 -p 1 -q 1", sel.family, "fwd", "fp32")
@@ -977,20 +982,23 @@ def test_one_model_across_gpus_serves_a_gpu_never_measured(tmp_path, monkeypatch
                     f"train.output={tmp_path / f'w{w}'}", f"hydra.run.dir={tmp_path / f'rw{w}'}")
         assert r.returncode == 0, r.stderr
         archs = json.loads((tmp_path / f"w{w}" / "train_manifest.json").read_text())["archs"]
-        assert archs["gfx90a"].get("weight", 1) == (w or 20) and "weight" not in archs["gfx942"]
-        spans = [archs[a]["row_span"] for a in ("gfx90a", "gfx942")]  # the target's rows first, then the rest
-        assert spans[0] == [0, archs["gfx90a"]["rows_used"]] and spans[1] == [spans[0][1], spans[0][1] + archs["gfx942"]["rows_used"]]
+        # arch=gfx90a is MI250X; the data has none of it, so its arch's rows (MI210's) are the target
+        mi210, mi300x = archs[MI210_DEVICE], archs[MI300X_DEVICE]
+        assert mi210.get("weight", 1) == (w or 20) and "weight" not in mi300x
+        spans = [mi210["row_span"], mi300x["row_span"]]  # the target's rows first, then the rest
+        assert spans[0] == [0, mi210["rows_used"]] and spans[1] == [spans[0][1], spans[0][1] + mi300x["rows_used"]]
         # the CV a bring-up needs: on the target's own problems, apart from the other GPUs'
         target = json.loads((tmp_path / f"w{w}" / "cv_metrics.json").read_text())["target_arch_cv"]
-        assert target["arch"] == "gfx90a" and target["problems"] == archs["gfx90a"]["problems"]
-        assert f"train: CV on gfx90a's own {target['problems']} problems" in r.stdout
+        assert target["arch"] == MI210_DEVICE and target["problems"] == mi210["problems"]
+        assert f"train: CV on {MI210_DEVICE}'s own {target['problems']} problems" in r.stdout
         scores[w] = sorted((r.kernel, r.tflops) for r in Selector.load(tmp_path / f"w{w}").rank(q, k=None))
     assert [n for n, _ in scores[1]] == [n for n, _ in scores[None]]
     assert not np.allclose([t for _, t in scores[1]], [t for _, t in scores[None]])  # another model
 
 
 def test_a_gpu_without_a_model_is_served_by_the_nearest_gpus_on_the_solvers_it_runs(tmp_path):
-    """arch=gfx908 (MI100 has no bundle): predict ranks with the bundle of the GPU nearest by
+    """arch=gfx908 (MI100 has no bundle), BF16 (no model across GPUs is shipped for it): predict ranks
+    with the bundle of the GPU nearest by
     hardware descriptors (MI210/250's, not MI300X's), drops that GPU's remembered answers, says so
     and how many of gfx908's own solvers it cannot rank; a bundle asked for some kernels ranks
     only those."""
@@ -1000,22 +1008,22 @@ def test_a_gpu_without_a_model_is_served_by_the_nearest_gpus_on_the_solvers_it_r
     from ckheur.selection.predicting import nearest_bundle
     from ckheur.stages import compose_config
 
-    job = Job.from_config(compose_config(["op=miopen/bwd_weight", "op.dtype=fp32", "arch=gfx908"]))
+    job = Job.from_config(compose_config(["op=miopen/bwd_weight", "op.dtype=bf16", "arch=gfx908"]))
     path, arch = nearest_bundle(job, ROOT / "models")
-    assert arch == "gfx90a" and path.name == "miopen_bwd_weight_fp32_gfx90a"
-    on_942 = Job.from_config(compose_config(["op=miopen/bwd_weight", "op.dtype=fp32", "arch=gfx942"]))
+    assert arch == "gfx90a" and path.name == "miopen_bwd_weight_bf16_gfx90a"
+    on_942 = Job.from_config(compose_config(["op=miopen/bwd_weight", "op.dtype=bf16", "arch=gfx942"]))
     assert nearest_bundle(on_942, tmp_path) is None  # no other GPU's bundle in that folder
     own = len({k.name for k in job.pool.kernels} - {k.name for k in load_bundle(path).kernels})
     assert own > 0  # MI100's own solvers (older assembly implicit GEMMs, Winograd binaries)
-    r = run_cli("stage=predict", "op=miopen/bwd_weight", "op.dtype=fp32", "arch=gfx908",
-                "problem=conv -n 32 -c 256 -H 56 -W 56 -k 256 -y 3 -x 3 -p 1 -q 1 -F 4",
+    r = run_cli("stage=predict", "op=miopen/bwd_weight", "op.dtype=bf16", "arch=gfx908",
+                "problem=convbfp16 -n 32 -c 256 -H 56 -W 56 -k 256 -y 3 -x 3 -p 1 -q 1 -F 4",
                 f"hydra.run.dir={tmp_path / 'p'}")
     assert r.returncode == 0, r.stderr
     assert "NEAREST GPU'S MODEL: gfx908 has none, gfx90a is the nearest GPU with one" in r.stdout
     assert f"{own} solvers of gfx908's table it never measured are not ranked" in r.stdout
     assert "(tier: model)" in r.stdout  # not gfx90a's remembered answer
-    r = run_cli("stage=predict", "op=miopen/bwd_weight", "op.dtype=fp32", "arch=gfx908", f"predict.find_db={MI210}",
-                "problem=conv -n 32 -c 256 -H 56 -W 56 -k 256 -y 3 -x 3 -p 1 -q 1 -F 4",
+    r = run_cli("stage=predict", "op=miopen/bwd_weight", "op.dtype=bf16", "arch=gfx908", f"predict.find_db={MI210}",
+                "problem=convbfp16 -n 32 -c 256 -H 56 -W 56 -k 256 -y 3 -x 3 -p 1 -q 1 -F 4",
                 f"hydra.run.dir={tmp_path / 'q'}")
     assert r.returncode == 2 and "predict.find_db: gfx908 has no model of its own" in r.stderr
     some = [k.name for k in load_bundle(path).kernels][:5]

@@ -41,8 +41,8 @@ def test_older_format_slices_parse_whole_into_their_arch_tables(stem):
 def test_an_older_solver_name_is_mapped_and_a_gpu_without_a_bundle_is_evaluated_as_predict_serves_it(tmp_path):
     """gfx1030's ConvOclDirectFwdFused (ConvOclDirectFwd's subclass: its kernel without the bias
     macro) is imported as ConvOclDirectFwd on bias-free problems, with a line saying so; the
-    device is named from the file's CU count. gfx1030 has no bundle: stage=evaluate scores the
-    nearest GPU's bundle as stage=predict serves it (its solvers that run there, no remembered
+    device is named from the file's CU count. gfx1030 has no bundle and BF16 no model across GPUs:
+    stage=evaluate scores the nearest GPU's bundle as stage=predict serves it (its solvers that run there, no remembered
     answers), saying so, instead of stopping with "model bundle ... not found"."""
     from ckheur.data.dataset import read_dataset
 
@@ -56,13 +56,13 @@ def test_an_older_solver_name_is_mapped_and_a_gpu_without_a_bundle_is_evaluated_
     ok = df[(df.status == "ok") & (df.kernel == "ConvOclDirectFwd")]
     assert "ConvOclDirectFwdFused" not in set(df.kernel.astype(str))
     assert ((ok.C == 128) & (ok.K == 256) & (ok.Hi == 3)).sum() >= 4  # the four lines that listed only the old name
-    r = run_cli("stage=evaluate", "op=miopen/fwd", "op.dtype=fp32", "arch=gfx1030", "evaluate.plots=false",
-                f"data.eval_paths=[{data / 'miopen_fwd_fp32_gfx1030' / 'gfx1030_36.parquet'}]",
+    r = run_cli("stage=evaluate", "op=miopen/fwd", "op.dtype=bf16", "arch=gfx1030", "evaluate.plots=false",
+                f"data.eval_paths=[{data / 'miopen_fwd_bf16_gfx1030' / 'gfx1030_36.parquet'}]",
                 f"hydra.run.dir={tmp_path / 'e'}")
     assert r.returncode == 0, r.stderr
     assert "gfx1030 has no bundle of its own: evaluating what stage=predict serves it" in r.stdout
     assert "NEAREST GPU'S MODEL: gfx1030 has none, gfx90a is the nearest GPU with one" in r.stdout
-    assert "model models/miopen_fwd_fp32_gfx90a" in r.stdout and "not found" not in r.stdout + r.stderr
+    assert "model models/miopen_fwd_bf16_gfx90a" in r.stdout and "not found" not in r.stdout + r.stderr
 
 
 def test_a_device_is_an_arch_and_its_cu_count():

@@ -556,7 +556,9 @@ def load_bundle(path: str | Path) -> Bundle:
     try:
         check_distinct(kernels)
         if check_known is not None:
-            check_known(kernels, spec["op"]["direction"], spec["arch"]["name"])
+            # a model for any GPU (train.across_gpus) holds the solvers of every table it was trained on
+            archs = [spec["arch"]["name"], *(spec.get("trained_archs") or [] if spec.get("across_gpus") else [])]
+            check_known(kernels, spec["op"]["direction"], archs if len(archs) > 1 else archs[0])
     except UserError as e:
         raise BundleError(f"{path / 'kernels.json'}: {e}") from None
     cv = _read_json(path / "cv_metrics.json") if (path / "cv_metrics.json").exists() else {}

@@ -156,6 +156,20 @@ def engine_of(family: str, features: str) -> Any:
     return get_engine("ck_grouped_conv")
 
 
+def union_pool(df: Any, op: Mapping[str, Any], arch: Mapping[str, Any]) -> list:
+    """The kernels of the job's arch and of every arch of the op's rows in ``df`` (each arch's pool;
+    MIOpen: its solver table), one of each name, in a stable order (a MIOpen solver's id)."""
+    from ckheur.config import load_arch
+    from ckheur.kernels import enumerate_pool
+
+    rows = df[(df.direction == op["direction"]) & (df.dtype == op["dtype"])]
+    out: dict = {}
+    for cfg in [arch, *(load_arch(a) for a in sorted(set(rows.arch.astype(str)) - {arch["name"]}))]:
+        for k in enumerate_pool(op, cfg).kernels:
+            out.setdefault(k.name, k)
+    return sorted(out.values(), key=lambda k: (getattr(k, "solver_id", 0), k.name))
+
+
 def seed_summary(metrics: Sequence[Mapping[str, Any]]) -> dict:
     """Efficiency mean and P10, top-1, averaged over seeds, with their spread (sd over seeds)."""
     mean = [m["efficiency"]["mean"] for m in metrics]
@@ -206,13 +220,15 @@ def _spread(result: Mapping[str, Any], other: Mapping[str, Any], estimate: str) 
 
 def train(df: Any, job: Job, *, model: Mapping[str, Any], candidates: Sequence[Candidate], options: TrainOptions,
           warm: Any = None, leaky_data: Callable[[Any], tuple[bool, int]] | None = None, exclude_suspect: bool = False,
-          hardware: bool = False, log: Callable[[str], None] = print) -> Trained:
+          hardware: bool = False, across_gpus: bool = False, log: Callable[[str], None] = print) -> Trained:
     """Cross-validate ``candidates`` on the measurements ``df`` (dataset rows) of the job (its op
     on its arch, over its kernel pool), choose one, and fit it on all the data (or add trees to
     ``warm``, a loaded bundle). ``leaky_data(table) -> (is the simulator calibrated on this data, on how many
     of its problems)`` turns the leakage guard on (``models.fold_calibration``). ``hardware``
     (features.hardware): the GPU's descriptors are features and every arch in ``df`` is trained
-    on, so the model serves the job's arch even when ``df`` has no row of it."""
+    on, so the model serves the job's arch even when ``df`` has no row of it. ``across_gpus``
+    (train.across_gpus): with ``hardware``, the kernels are the union of the solver tables of the
+    data's archs, each device's rows on its own table: one model for any GPU (``union_pool``)."""
     from ckheur.learn.bundle import incompatibilities
     from ckheur.learn.fold_calibration import fold_calibrated
     from ckheur.learn.prior import pair_prior, prior_spec
@@ -238,6 +254,11 @@ def train(df: Any, job: Job, *, model: Mapping[str, Any], candidates: Sequence[C
     learned_op = getattr(family.kernels, "learned_op", None)  # what a family's op learns from the data (op.listed)
     if learned_op is not None:
         op = learned_op(df, op)
+    if across_gpus:
+        if not hardware:
+            raise TrainingError("train.across_gpus=true: a model for any GPU needs the GPUs' descriptors as features "
+                                "(features.hardware=true)")
+        pool = union_pool(df, op, arch)
     tables: dict[tuple[str, bool], Any] = {}
 
     def engine(features: str) -> Any:
@@ -248,7 +269,7 @@ def train(df: Any, job: Job, *, model: Mapping[str, Any], candidates: Sequence[C
         if (features, analytic) not in tables:
             params = sim_params if analytic else None
             tables[features, analytic] = build_table_across_archs(
-                df, op, arch, pool, engine(features), params, exclude_suspect, target_weight) if hardware \
+                df, op, arch, pool, engine(features), params, exclude_suspect, target_weight, across_gpus) if hardware \
                 else build_table(df, op, arch, pool, engine(features), params, exclude_suspect)
         return tables[features, analytic]
 
@@ -340,7 +361,7 @@ def train(df: Any, job: Job, *, model: Mapping[str, Any], candidates: Sequence[C
                 "cluster_cv_detail": {"clusters": clusters, "cluster_sizes": fam[0]["cluster_sizes"],
                                      "best_iterations": fam[0]["best_iterations"], **fam[0]["metrics"]} if fam else None,
                 "regime_cv": regimes, "cut_runs": [r["cut_metrics"] for r in runs], "oof_cut": runs[0]["oof_cut"],
-                "teacher": runs[0]["teacher_metrics"], "target_cv": _target_cv(tb, runs[0]["oof"], arch["name"])})
+                "teacher": runs[0]["teacher_metrics"], "target_cv": _target_cv(tb, runs[0]["oof"])})
             log(_candidate_line(results[-1], len(seeds)))
             if results[-1]["target_cv"]:
                 t = results[-1]["target_cv"]
@@ -376,7 +397,11 @@ def train(df: Any, job: Job, *, model: Mapping[str, Any], candidates: Sequence[C
             "op_config": dict(op), "bagging_seeds": chosen.bagging, "ckheur_version": __version__}
     if hardware:  # the descriptors this bundle's rows end with (none where the family's features have them)
         spec["hardware"] = list(DESCRIPTORS) if isinstance(chosen_engine, WithHardware) else []
-        spec["trained_archs"] = sorted(a for a, r in tb.report.get("archs", {}).items() if "error" not in r)
+        trained = {a: r for a, r in tb.report.get("archs", {}).items() if "error" not in r}
+        spec["trained_archs"] = sorted({r.get("arch", a) for a, r in trained.items()})
+        spec["trained_devices"] = sorted(trained)  # e.g. MI60 (gfx906, 64 CUs): the devices its rows came from
+        if across_gpus:  # its kernels: the union of the trained archs' tables; it serves any GPU without a bundle
+            spec["across_gpus"] = True
     everything = np.arange(len(tb.X))
     oof = None
     if warm is not None:
@@ -565,21 +590,24 @@ def _cut(picked: dict, n_trees: int, loss_pts: float, tb: Any, log: Any) -> tupl
     return cut_picked, cut, {**record, "trees": cut}
 
 
-def _target_cv(tb: Any, oof: np.ndarray, arch: str) -> dict | None:
-    """A table across GPUs (features.hardware): the grouped CV of ``arch``'s own problems (its
-    ``row_span`` in the table's report); None when the table has no other GPU or no row of ``arch``."""
+def _target_cv(tb: Any, oof: np.ndarray) -> dict | None:
+    """A table across GPUs (features.hardware): the grouped CV of the target's own problems (the
+    ``row_span`` of its devices, ``target`` in the table's report); None when the table has no
+    other GPU or no row of the target."""
     from ckheur.learn.training import scored_rows
     from ckheur.metrics import selection_report
 
-    spans = {a: v["row_span"] for a, v in (tb.report.get("archs") or {}).items() if "row_span" in v}
-    if len(spans) < 2 or arch not in spans or spans[arch][0] == spans[arch][1]:
+    devices = tb.report.get("archs") or {}
+    spans = [v["row_span"] for v in devices.values() if v.get("target") and "row_span" in v]
+    if len([v for v in devices.values() if "row_span" in v]) < 2 or not spans or all(a == b for a, b in spans):
         return None
-    rows = scored_rows(tb, np.arange(*spans[arch]))
+    rows = scored_rows(tb, np.concatenate([np.arange(a, b) for a, b in spans]))
     # A sweep that timed a few kernels per problem (sweep.active.ranker) leaves none fully measured:
     # then each pick is judged against its problem's best measured kernel, and the report says so.
     partly = tb.full is not None and not tb.full[tb.pid[rows]].any()
     report = selection_report(tb.pid[rows], oof[rows], tb.tflops[rows])
-    return {"arch": arch, "problems": int(len(np.unique(tb.pid[rows]))), "partly_measured": partly, **report}
+    name = ", ".join(d for d, v in devices.items() if v.get("target"))
+    return {"arch": name, "problems": int(len(np.unique(tb.pid[rows]))), "partly_measured": partly, **report}
 
 
 def _oof_efficiency(tb: Any, oof: np.ndarray) -> np.ndarray:
@@ -619,7 +647,7 @@ def train_bundle(paths: Sequence[str | Path], job: Job, output: str | Path, *, m
                  shard: Mapping[str, Any] | None = None, exclude_suspect: bool = False, remember: bool = False,
                  mix_simulated: bool = False,
                  names: Sequence[str] | None = None, config: Mapping[str, Any] | None = None,
-                 run_dir: str | Path | None = None, hardware: bool = False,
+                 run_dir: str | Path | None = None, hardware: bool = False, across_gpus: bool = False,
                  log: Callable[[str], None] = print) -> dict:
     """Train (or warm-start from the bundle ``warm_start``) the job's model on the datasets or CK
     CSVs ``paths`` and save the bundle to ``output`` with a manifest of what it was trained on
@@ -627,7 +655,8 @@ def train_bundle(paths: Sequence[str | Path], job: Job, output: str | Path, *, m
     ``run_dir``, the out-of-fold predictions and CV metrics are written there too. ``remember``
     (MIOpen's solvers): the bundle also keeps each training problem's fastest measured solver and
     ranks it first for that exact problem, so it answers at least as its own find-db would.
-    ``hardware``: one model across the GPUs of the data (``train``). Simulated rows beside measured
+    ``hardware``: one model across the GPUs of the data (``train``); ``across_gpus``: for any GPU
+    (``train``), without remembered answers. Simulated rows beside measured
     ones are refused unless ``mix_simulated``. Returns the bundle's path,
     the chosen candidate, its trees and the CV metrics."""
     import sys
@@ -641,6 +670,9 @@ def train_bundle(paths: Sequence[str | Path], job: Job, output: str | Path, *, m
 
     paths = [p if isinstance(p, str) and "://" in p else Path(p) for p in paths]  # database URLs as they are
     check_remember(job, remember)
+    if across_gpus and remember:
+        raise TrainingError("train.across_gpus=true serves GPUs other than the ones measured: train.remember=true "
+                            "would keep one GPU's fastest solvers as every GPU's; drop one of the two")
     warm = load_bundle(warm_start) if warm_start else None
     log(f"train: reading {', '.join(map(str, paths))}")
     df = read_dataset(paths)
@@ -663,7 +695,7 @@ def train_bundle(paths: Sequence[str | Path], job: Job, output: str | Path, *, m
         return bool(fitted_with & _origins(paths, hashes.values())) or fitted_on > 0, fitted_on
 
     result = train(df, job, model=model, candidates=candidates, options=options, warm=warm, leaky_data=leaky_data,
-                   exclude_suspect=exclude_suspect, hardware=hardware, log=log)
+                   exclude_suspect=exclude_suspect, hardware=hardware, across_gpus=across_gpus, log=log)
     cv_metrics = {**result.cv_metrics, "data_backend": backends, "simulated": simulated} if warm is None \
         else result.cv_metrics
     if result.oof is not None and run_dir is not None:
@@ -679,6 +711,7 @@ def train_bundle(paths: Sequence[str | Path], job: Job, output: str | Path, *, m
         "command": sys.argv}
     if "trained_archs" in result.spec:
         manifest["trained_archs"] = result.spec["trained_archs"]
+        manifest["trained_devices"] = result.spec["trained_devices"]
         manifest["archs"] = rep.get("archs", {})
     answers = None
     if remember:

@@ -130,39 +130,68 @@ def scored_rows(table: Table, rows: np.ndarray | None = None) -> np.ndarray:
 
 def build_table_across_archs(df: Any, op: Mapping[str, Any], arch: Mapping[str, Any], pool: Sequence[Any],
                              engine: Any, analytic_params: Mapping[str, Any] | None,
-                             exclude_suspect: bool = False, target_weight: float = 1.0) -> Table:
-    """One training table of this op's rows on every arch in the data (one model across GPUs):
-    each arch's rows featurized with its own arch config (``conf/arch``), so ``engine`` should
-    describe the hardware (``families.hardware``). ``arch`` is the target: its pool is the
-    kernels ranked, its rows come first and weigh ``target_weight`` each in training (others 1),
-    and its table (when the data has rows of it) makes the generated problems of distillation. An
-    arch without usable rows is left out; the report says so per arch."""
+                             exclude_suspect: bool = False, target_weight: float = 1.0,
+                             own_pools: bool = False) -> Table:
+    """One training table of this op's rows on every device in the data (one model across GPUs):
+    each device's rows featurized with its own config (the arch's ``conf/arch``, or its ``devices``
+    entry: a row's device is the one its find-db file name says, ``families.hardware.row_devices``;
+    MI50 and MI60 rows get their own descriptors), so ``engine`` should describe the hardware
+    (``families.hardware``). ``arch`` is the target device: its rows come first and weigh
+    ``target_weight`` each in training (others 1), and its table (when the data has rows of it)
+    makes the generated problems of distillation. ``pool``: the kernels ranked; ``own_pools``:
+    each device's rows are those of its own arch's pool, indexed into ``pool`` (their union: a
+    model for any GPU). A solver a device's rows list for no problem stays in its rows, censored:
+    served, it is a candidate there (leaving such rows out put MI60's unlisted picks at 71% of its
+    unseen backward-data FP16 problems, against 10% with them). A device without usable rows is
+    left out; the report says so per device."""
     from ckheur.config import load_arch
+    from ckheur.families.hardware import device_config, device_key, device_label, row_devices
+    from ckheur.kernels import enumerate_pool
 
     mine = df[(df.direction == op["direction"]) & (df.dtype == op["dtype"])]
-    names = sorted(set(mine.arch), key=lambda a: (a != arch["name"], a))  # the target first
+    cus = row_devices(mine)
+    configs: dict[tuple, tuple[dict, Any]] = {}  # device -> its config, its rows
+    for name, n in sorted(set(zip(mine.arch.astype(str), cus.tolist()))):
+        # rows of the target's arch that name no device (a sweep's) were measured on the target device
+        cfg = dict(arch) if name == arch["name"] and not n else device_config(load_arch(name), n)
+        rows = (mine.arch.astype(str) == name).to_numpy() & (cus == n)
+        key = device_key(cfg)
+        configs[key] = (cfg, rows | configs[key][1] if key in configs else rows)
+    # The target's rows: its device's; where the data has none, its arch's other devices' (MI210's file
+    # for arch=gfx90a, MI250X): what the job measured of its GPU, each with its own descriptors.
+    target = {device_key(arch)} & set(configs) or {k for k, (c, _) in configs.items() if c["name"] == arch["name"]}
+    order = sorted(configs, key=lambda k: (k not in target, device_label(configs[k][0])))  # the target first
+    at = {k.name: i for i, k in enumerate(pool)}
     tables, per_arch, start = [], {}, 0
-    for name in names:
-        cfg = arch if name == arch["name"] else load_arch(name)
+    for key in order:
+        cfg, rows = configs[key]
+        label = device_label(cfg)
+        part = mine[rows]
+        own = [k for k in enumerate_pool(op, cfg).kernels if k.name in at] if own_pools else pool
         try:
-            tb = build_table(df, op, cfg, pool, engine, analytic_params, exclude_suspect)
-        except TrainingError as e:
-            per_arch[name] = {"error": str(e)}
+            tb = build_table(part, op, cfg, own, engine, analytic_params, exclude_suspect)
+        except (TrainingError, UserError) as e:
+            per_arch[label] = {"error": str(e)}
             continue
-        per_arch[name] = {k: tb.report[k] for k in ("rows_used", "problems", "rows_kernel_not_in_pool")}
-        per_arch[name]["row_span"] = [start, start + len(tb.X)]  # its rows in the joined table
+        if own_pools:  # its kernels indexed into the union
+            remap = np.array([at[k.name] for k in tb.kernels], dtype=np.int64)
+            tb = replace(tb, kid=remap[tb.kid], kernels=list(pool))
+        per_arch[label] = {k: tb.report[k] for k in ("rows_used", "problems", "rows_kernel_not_in_pool")}
+        per_arch[label].update(arch=cfg["name"], num_cus=int(cfg["num_cus"]), row_span=[start, start + len(tb.X)])
         start += len(tb.X)
-        if name == arch["name"] and target_weight != 1:
+        if key in target:
+            per_arch[label]["target"] = True
+        if key in target and target_weight != 1:
             tb = replace(tb, weight=np.full(len(tb.X), float(target_weight)))
-            per_arch[name]["weight"] = float(target_weight)
+            per_arch[label]["weight"] = float(target_weight)
         tables.append(tb)
     if not tables:
-        raise TrainingError(f"no usable rows on any arch of the data ({', '.join(names) or 'none of this op'}): "
-                            f"{per_arch}")
+        raise TrainingError(f"no usable rows on any device of the data "
+                            f"({', '.join(sorted(set(mine.arch.astype(str)))) or 'none of this op'}): {per_arch}")
     out = concat_tables(tables)
-    used = [a for a in names if "error" not in per_arch[a]]
+    used = [r["arch"] for r in per_arch.values() if "error" not in r]
     out.report.update(rows_read=int(len(df)), rows_other_op_or_arch=int(len(df) - mine.arch.isin(used).sum()),
-                      archs=per_arch)
+                      archs=per_arch, pool=len(pool))
     return out
 
 

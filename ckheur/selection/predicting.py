@@ -35,18 +35,18 @@ def selector_for(job: Job, *, models: str | Path, sim_models: str | Path, model_
     found = bundle_dir(job, models=models, sim_models=sim_models, explicit=model_dir)
     if found.is_dir():
         sel = Selector.load(found, tuning_db=tuning_db, find_db=find_db, **applicability_of(job.op))
+        if sel.across_gpus:  # a model for any GPU named as predict.model_dir: for the job's device
+            sel = across_gpus_selector(job, found, served=False, tuning_db=tuning_db, find_db=find_db)
         return sel, sel.label
     if model_dir:
         raise UserError(f"model dir {found} not found")
-    near = None if job.family.analytic else nearest_bundle(job, models)
-    if near is not None:  # a GPU without a model of its own: the nearest GPU's, on the solvers that run here
-        path, arch = near
-        if find_db is not None:  # its answers may be solvers the nearest GPU's model cannot rank
+    served = None if job.family.analytic else served_without_bundle(job, models, tuning_db=tuning_db)
+    if served is not None:  # a GPU without a model of its own: the model across GPUs, else the nearest GPU's
+        if find_db is not None:  # its answers may be solvers the other GPUs' model cannot rank
             raise UserError(f"predict.find_db: {job.arch_name} has no model of its own to serve a find-db beside; "
                             f"import it and train one (stage=import import.path={find_db}, then stage=train "
                             f"arch={job.arch_name})")
-        sel = nearest_selector(job, path, arch, tuning_db=tuning_db)
-        return sel, sel.label
+        return served[0], served[0].label
     if not job.family.analytic:  # (the miopen family: find_db serves only beside a model)
         raise UserError(f"no trained model {found} for {job.model_name}, and the {job.family.name} family has no "
                         f"analytic model to fall back on: train one (stage=train) or give predict.model_dir; for a "
@@ -54,6 +54,69 @@ def selector_for(job: Job, *, models: str | Path, sim_models: str | Path, model_
                         f"arch={job.arch_name} features.hardware=true data.paths=[<their datasets>]")
     return (Selector.analytic(job.pool.kernels, job.arch, job.direction, job.dtype, op=job.op, tuning_db=tuning_db),
             f"ANALYTIC MODEL (fallback: no trained model {found} for {job.model_name})")
+
+
+def served_without_bundle(job: Job, models: str | Path, **load: Any) -> tuple[Any, Path] | None:
+    """What serves a GPU that has no bundle of its own for the job's op and dtype, and its folder:
+    the op's model across GPUs (``across_gpus_selector``) where ``models`` has one, else the nearest
+    GPU's bundle (``nearest_selector``); None when neither exists. ``load``: Selector.load's options."""
+    cross = across_gpus_bundle(job, models)
+    if cross is not None:
+        return across_gpus_selector(job, cross, **load), cross
+    near = nearest_bundle(job, models)
+    return (nearest_selector(job, near[0], near[1], **load), near[0]) if near is not None else None
+
+
+def across_gpus_bundle(job: Job, models: str | Path) -> Path | None:
+    """The op's model across GPUs (``<op>_<direction>_<dtype>_gpus``, train.across_gpus) under
+    ``models`` (or the shipped models), or None."""
+    from ckheur.learn.bundle import resolve_model_dir
+
+    name = job.across_gpus_model_name
+    folder = resolve_model_dir(Path(models) / name) if name else None
+    return folder if folder is not None and folder.is_dir() else None
+
+
+def across_gpus_selector(job: Job, path: Path, served: bool = True, **load: Any) -> Any:
+    """The model across GPUs (``path``) ranking for the job's device: its descriptors (the arch
+    config, or its ``devices`` entry: ``arch=gfx906 arch.num_cus=64`` is MI60), the solvers of its
+    table the model knows, no remembered answers; labelled with whether the device was measured
+    (``served``: in place of a bundle the GPU does not have; else named by the user)."""
+    from ckheur.families.hardware import device_label
+    from ckheur.selection.selector import Selector
+
+    sel = Selector.load(path, kernels=[k.name for k in job.pool.kernels], arch=job.arch, **load,
+                        **applicability_of(job.op))
+    sel.answers = {}  # other GPUs' measurements: not this GPU's fastest
+    device = device_label(job.arch)
+    unknown = len({k.name for k in job.pool.kernels} - {k.name for k in sel.kernels})
+    seen = device in sel.trained_devices
+    sel.label += (f"; MODEL ACROSS GPUS: {job.arch_name} has no bundle of its own; " if served else
+                  f"; MODEL ACROSS GPUS, ranking for {device}: ")
+    sel.label += ((f"{device}'s data was among its training data" if seen else
+                   f"{device} was NEVER MEASURED: ranked by its hardware descriptors")
+                  + (f"; {unknown} solvers of {job.arch_name}'s table no trained GPU measured are not ranked"
+                     if unknown else ""))
+    return sel
+
+
+def device_bundle(src: Path, job: Job, dst: Path) -> Path:
+    """The model across GPUs ``src`` written to ``dst`` as a bundle of the job's device alone: the
+    device as its arch (its descriptors, constants of what is exported from it: a C package bakes
+    them in), the solvers of the device's table it knows, no remembered answers; the manifest names
+    the device and the bundle it came from."""
+    import json
+
+    from ckheur.families.hardware import device_label
+    from ckheur.learn.bundle import load_bundle, save_bundle
+
+    b = load_bundle(src)
+    names = {k.name for k in job.pool.kernels}
+    importances = json.loads((b.path / "feature_importances.json").read_text()) \
+        if (b.path / "feature_importances.json").is_file() else {}
+    manifest = {**b.manifest, "served_device": device_label(job.arch), "served_from": str(b.path)}
+    return save_bundle(dst, b.booster, b.tflops_booster, {**b.spec, "arch": dict(job.arch)},
+                       [k for k in b.kernels if k.name in names], b.cv_metrics, importances, manifest)
 
 
 def nearest_selector(job: Job, path: Path, arch: str, **load: Any) -> Any:

@@ -151,13 +151,19 @@ class ExactTier:
     answer: Callable[[tuple], "tuple[str, float] | None"]
 
 
-def across_gpus(spec: Mapping[str, Any]) -> str:
-    """How a label names the GPUs of a model trained across GPUs ('' for one GPU's model)."""
+def across_gpus(spec: Mapping[str, Any], arch: Mapping[str, Any] | None = None) -> str:
+    """How a label names the GPUs of a model trained across GPUs ('' for one GPU's model), and
+    whether the device it ranks for (``arch``, default the bundle's) was among them."""
+    from ckheur.families.hardware import device_label
+
     archs = spec.get("trained_archs")
     if not archs:
         return ""
-    target = spec["arch"]["name"]
-    return f" of {', '.join(archs)}" + ("" if target in archs else f"; {target} unmeasured, hardware descriptors")
+    target = dict(arch or spec["arch"])
+    devices = spec.get("trained_devices")  # (bundles of earlier versions name archs only)
+    measured = device_label(target) in devices if devices else target["name"] in archs
+    return f" of {', '.join(devices or archs)}" + ("" if measured else f"; {device_label(target) if devices else target['name']} "
+                                                   "unmeasured, hardware descriptors")
 
 
 class Selector:
@@ -200,6 +206,8 @@ class Selector:
         self.label = label
         self.compiled: Any = None  # a CompiledModel ranking in C (Selector.load(..., compiled=True))
         self.answers: dict = {}  # problem key -> kernel name the bundle remembers (train.remember)
+        self.trained_devices: list = []  # a model across GPUs: the devices of its training rows
+        self.across_gpus = False  # a model for any GPU (train.across_gpus): load it for a device
         self.remember_margin = REMEMBERED_NOISE  # how much faster the model must predict its pick to override one
         self._all_kernels = list(kernels)  # the compiled model's kernel indices point into this list
         self._kernel_names = frozenset(k.name for k in self._all_kernels)  # what an exact tier may answer
@@ -231,7 +239,8 @@ class Selector:
              cascade_threshold: int = CASCADE_THRESHOLD, cascade_top: int = CASCADE_TOP,
              applicability: str | None = None, listed: Mapping[str, Any] | None = None,
              exact: Sequence[ExactTier] = (), remember_margin: float | None = None,
-             kernels: Sequence[str] | None = None, screen: bool = True) -> "Selector":
+             kernels: Sequence[str] | None = None, screen: bool = True,
+             arch: Mapping[str, Any] | None = None) -> "Selector":
         """A selector from a model bundle folder (verified on load).
 
         ``compiled=True`` ranks through the model exported as C (built with the system compiler
@@ -249,7 +258,9 @@ class Selector:
         this fraction (default: the bundle's ``op.remember_margin``, else ``REMEMBERED_NOISE``; 0: the
         model decides; inf: always the remembered answer). ``kernels``: rank only the bundle's
         kernels of these names (a bundle serving another GPU: the solvers that run there).
-        ``screen=False``: the whole model scores every candidate, where the bundle has a screen."""
+        ``screen=False``: the whole model scores every candidate, where the bundle has a screen.
+        ``arch``: the device ranked for, in place of the bundle's (a model across GPUs fills its
+        hardware descriptors; ``ckheur.config.resolve_device``)."""
         from ckheur.learn.bundle import BundleError, load_bundle, spec_engine
         from ckheur.sim import load_params
 
@@ -266,11 +277,16 @@ class Selector:
             ranked = [k for k in b.kernels if k.name in names]
             if not ranked:
                 raise BundleError(f"{b.path}: none of its {len(b.kernels)} kernels is among the {len(names)} asked for")
-        sel = cls(ranked, spec["arch"], spec["op"]["direction"], spec["op"]["dtype"], engine=spec_engine(spec),
+        if arch is not None and not spec.get("hardware"):
+            raise BundleError(f"{b.path}: a model of {spec['arch']['name']} alone (no hardware descriptors) cannot "
+                              f"rank for {arch.get('name')}")
+        target = dict(arch) if arch is not None else spec["arch"]
+        sel = cls(ranked, target, spec["op"]["direction"], spec["op"]["dtype"], engine=spec_engine(spec),
                   booster=b.booster, tflops_booster=b.tflops_booster, analytic_params=spec.get("analytic_params"),
                   sim_params=load_params(), objective=spec["objective"], op=op,
                   prior=spec.get("prior"),
-                  label=f"model {b.path} (trained on {b.manifest.get('data_kind', 'unknown')} data{across_gpus(spec)})",
+                  label=f"model {b.path} (trained on {b.manifest.get('data_kind', 'unknown')} data"
+                        f"{across_gpus(spec, target)})",
                   tuning_db=tuning_db, create_tuning_db=create_tuning_db, cache_size=cache_size,
                   cascade_threshold=cascade_threshold, cascade_top=cascade_top, find_db=find_db, exact=exact,
                   screen=screen_of(spec) if screen else None)
@@ -278,6 +294,8 @@ class Selector:
             sel.label += (f" [screen: its first {sel.screen[0]} of {b.booster.num_trees()} trees rank every "
                           f"candidate, all of them the best {sel.screen[1]}]")
         sel.answers = dict(b.answers or {})
+        sel.trained_devices = list(spec.get("trained_devices") or spec.get("trained_archs") or [])
+        sel.across_gpus = bool(spec.get("across_gpus"))
         sel.remember_margin = margin_of({"remember_margin": remember_margin} if remember_margin is not None else op)
         if compiled:
             import warnings

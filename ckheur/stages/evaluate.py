@@ -68,7 +68,8 @@ def run(cfg: Any, ctx: Context) -> dict:
     from ckheur.evaluation.scoring import COLUMNS, check_options, evaluate
     from ckheur.evaluation.report import write_report
     from ckheur.learn.bundle import resolve_model_dir
-    from ckheur.selection.predicting import applicability_of, nearest_bundle, nearest_selector
+    from ckheur.selection.predicting import (across_gpus_bundle, across_gpus_selector, applicability_of,
+                                             nearest_bundle, served_without_bundle)
     from ckheur.selection.selector import Selector
 
     job, ev = Job.from_config(cfg), cfg.evaluate
@@ -89,16 +90,18 @@ def run(cfg: Any, ctx: Context) -> dict:
     if ev.baseline and not Path(ev.baseline).is_dir():
         raise StageError(f"evaluate.baseline={ev.baseline}: no model bundle there")
     cascade = {} if ev.cascade else {"cascade_threshold": 10**9}
-    served_near = None
+    served = None
     if not ev.model_dir and not job.family.analytic and not resolve_model_dir(model_dir).is_dir():
-        served_near = nearest_bundle(job, cfg.paths.models)  # what stage=predict serves a GPU without a bundle
-    if served_near is not None:
-        model_dir = served_near[0]
-        selector = nearest_selector(job, served_near[0], served_near[1], **cascade)
+        # what stage=predict serves a GPU without a bundle: the model across GPUs, else the nearest GPU's
+        served = served_without_bundle(job, cfg.paths.models, **cascade)
+    if served is not None:
+        selector, model_dir = served
         print(f"evaluate: {job.arch_name} has no bundle of its own: evaluating what stage=predict serves it, "
               f"{selector.label}")
     else:
         selector = Selector.load(model_dir, **cascade, **applicability_of(job.op))
+        if selector.across_gpus:  # a model for any GPU (evaluate.model_dir): for the job's device, as predict
+            selector = across_gpus_selector(job, model_dir, served=False, **cascade)
     baselines = {}  # the analytic model (for families ckheur.sim models) and CK model folders
     if selector.family.analytic:
         baselines["analytic model"] = Selector.analytic(selector.kernels, job.arch, job.direction, job.dtype, op=job.op)
@@ -114,7 +117,8 @@ def run(cfg: Any, ctx: Context) -> dict:
         from ckheur.integrations.miopen.tunanet import TunaNetRanker
 
         baselines["TunaNet"] = TunaNetRanker(net, selector.kernels, job.direction, job.dtype)
-    near = nearest_bundle(job, cfg.paths.models) if ev.nearest_gpu and served_near is None else None
+    served_near = served is not None and across_gpus_bundle(job, cfg.paths.models) is None  # the nearest serves
+    near = nearest_bundle(job, cfg.paths.models) if ev.nearest_gpu and not served_near else None
     if near is not None:
         baselines[f"{near[1]} bundle as is (the nearest other GPU with one)"] = Selector.load(
             near[0], kernels=[k.name for k in selector.kernels])

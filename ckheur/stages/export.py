@@ -13,10 +13,7 @@ from ckheur.stages import Context, StageError
 def run(cfg: Any, ctx: Context) -> dict:
     """Export the op's model (or export.model_dir) to export.output."""
     from ckheur.job import Job
-    from ckheur.integrations.ck.model_folder import folder_name
-    from ckheur.c_export.checked import export_c_package
-    from ckheur.integrations.ck.model_folder import export_ck_folder
-    from ckheur.selection.predicting import applicability_of, bundle_dir
+    from ckheur.selection.predicting import across_gpus_bundle, bundle_dir
 
     job, opts = Job.from_config(cfg), cfg.export
     if str(opts.format) == "miopen_find_db":
@@ -25,8 +22,28 @@ def run(cfg: Any, ctx: Context) -> dict:
         return _dataset(cfg, job)
     model_dir = bundle_dir(job, models=cfg.paths.models, sim_models=cfg.paths.sim_models,
                            explicit=opts.model_dir)
+    cross = across_gpus_bundle(job, cfg.paths.models) if not opts.model_dir and not model_dir.is_dir() else None
+    if cross is not None:  # a GPU without a bundle of its own: the model across GPUs, for this device
+        from ckheur.families.hardware import device_label
+        from ckheur.files import private_folder
+        from ckheur.selection.predicting import device_bundle
+
+        print(f"export: {job.arch_name} has no bundle of its own: exporting the model across GPUs {cross} for "
+              f"{device_label(job.arch)} (its descriptors and its table's solvers)")
+        with private_folder() as tmp:
+            return _export(cfg, job, device_bundle(cross, job, tmp / job.model_name))
     if not model_dir.is_dir():
         raise StageError(f"model dir {model_dir} not found: train one (stage=train) or give export.model_dir=")
+    return _export(cfg, job, model_dir)
+
+
+def _export(cfg: Any, job: Any, model_dir: Path) -> dict:
+    """The bundle ``model_dir`` as a C package or CK's dispatcher folder (export.format)."""
+    from ckheur.c_export.checked import export_c_package
+    from ckheur.integrations.ck.model_folder import export_ck_folder, folder_name
+    from ckheur.selection.predicting import applicability_of
+
+    opts = cfg.export
     if str(opts.format) == "ck":
         out = Path(opts.output or Path("exports") / "ck" / folder_name(job.op, job.arch_name))
         return export_ck_folder(model_dir, out, job.arch, overwrite=bool(opts.overwrite),

@@ -53,7 +53,8 @@ def options(cfg: Any) -> Any:
                         calibration_iterations=int(t.calibration_iterations),
                         warm_start_trees=int(t.warm_start_trees), regime_cv=tuple(str(r) for r in t.regime_cv),
                         budget_loss_pts=float(t.budget_loss_pts),
-                        target_weight=None if t.target_weight is None else float(t.target_weight))
+                        target_weight=(1.0 if t.across_gpus else None) if t.target_weight is None
+                        else float(t.target_weight))  # across_gpus: no GPU is the target
 
 
 def check_output(out: Path, overwrite: bool) -> None:
@@ -84,12 +85,18 @@ def run(cfg: Any, ctx: Context) -> dict:
         from ckheur.data.dataset import read_dataset
 
         simulated = "sim" in set(read_dataset(paths, dedupe=False, columns=["backend"])["backend"])
-        out = Path(cfg.paths.sim_models if simulated else cfg.paths.models) / job.model_name
+        name = job.across_gpus_model_name if cfg.train.across_gpus else job.model_name
+        if name is None:
+            raise StageError(f"train.across_gpus=true: the model name {job.model_name} does not end with the arch; "
+                             "give train.output=<folder>")
+        out = Path(cfg.paths.sim_models if simulated else cfg.paths.models) / name
     check_output(out, bool(cfg.train.overwrite))
     result = train_bundle(paths, job, out, model=plain(cfg.model), candidates=cands, options=options(cfg),
                           warm_start=cfg.train.warm_start, shard=plain(cfg.data.shard),
                           exclude_suspect=bool(cfg.data.exclude_suspect), mix_simulated=bool(cfg.data.mix_simulated), remember=bool(cfg.train.remember),
-                          names=names, config=plain(cfg), hardware=bool(cfg.features.hardware),
+                          names=names, config=plain(cfg),
+                          hardware=bool(cfg.features.hardware) or bool(cfg.train.across_gpus),
+                          across_gpus=bool(cfg.train.across_gpus),
                           run_dir=ctx.output_dir)
     print(f"train: chose {result['chosen']} with {result['trees']} trees; "
           f"bundle ({'SIMULATED' if result['simulated'] else 'real'} data) -> {out}")

@@ -69,13 +69,17 @@ class RoundOptions:
 
 
 def _load_ranker(path: str, job: Any) -> Any:
-    """The bundle of ``sweep.active.ranker`` as a selector of the job's op and arch (a SweepError
-    names the option when it is not one)."""
+    """The bundle of ``sweep.active.ranker`` as a selector of the job's op and arch (a model across
+    GPUs with the job's device's descriptors; a SweepError names the option when it is not one)."""
     from ckheur.errors import UserError
     from ckheur.selection.selector import Selector
 
+    from ckheur.families.hardware import WithHardware
+
     try:
         ranker = Selector.load(path)
+        if isinstance(ranker.engine, WithHardware):  # a model across GPUs: it ranks for this sweep's device
+            ranker = Selector.load(path, arch=job.arch)
     except (UserError, OSError) as e:
         raise SweepError(f"sweep.active.ranker={path}: not a bundle ckheur can load ({str(e)[:300]})") from None
     if (ranker.family.name, ranker.direction, ranker.dtype) != (job.family.name, job.direction, job.dtype):

@@ -5,6 +5,7 @@ whether it needs a workspace). The pool of an op on an arch is its solver table 
 
 from __future__ import annotations
 
+import functools
 from dataclasses import asdict, dataclass
 from typing import Any, Mapping, Sequence
 
@@ -69,19 +70,35 @@ def _table(op: Mapping[str, Any], arch: Mapping[str, Any]) -> list:
     return list(table)
 
 
+def _declared_names(direction: str) -> dict[str, tuple[str, ...]]:
+    """Per arch, the solver names ``conf/op/miopen/<direction>.yaml`` declares (the file read once
+    per version of it: each read parses the whole registry); {} when there is no such file."""
+    from ckheur.config import CONF_DIR
+
+    path = CONF_DIR / "op" / "miopen" / f"{direction}.yaml"
+    try:
+        stamp = path.stat().st_mtime_ns
+    except OSError:
+        return {}
+    return _names_of(direction, stamp)
+
+
+@functools.lru_cache(maxsize=8)
+def _names_of(direction: str, stamp: int) -> dict[str, tuple[str, ...]]:
+    from ckheur.config import load_option
+
+    tables = load_option(f"op/miopen/{direction}").get("solvers") or {}
+    return {a: tuple(str(s["name"]) for s in t or []) for a, t in tables.items()}
+
+
 def table_names(direction: str, arch: str) -> list[str]:
     """The solver names this ckheur declares for a direction on an arch (``conf/op/miopen/<direction>.yaml``):
     the only names an outside file (a find-db, a bundle) may give; KernelError when there is no table."""
-    from ckheur.config import load_option
-
-    try:
-        table = (load_option(f"op/miopen/{direction}").get("solvers") or {}).get(arch)
-    except OSError:
-        table = None
+    table = _declared_names(direction).get(arch)
     if not table:
         raise KernelError(f"no MIOpen solver table for direction {direction!r} on arch {arch!r} "
                           "(conf/op/miopen/<fwd|bwd_data|bwd_weight>.yaml declares them per arch)")
-    return [str(s["name"]) for s in table]
+    return list(table)
 
 
 def candidates(op: Mapping[str, Any], arch: Mapping[str, Any]) -> tuple[list, list]:
@@ -763,11 +780,13 @@ def _ranked(mode: str, op: Mapping[str, Any], kernels: Sequence[Any]) -> str:
             "both": f"{rules}, of those the ones {kinds} (op.applicability=both)"}[mode]
 
 
-def check_known(kernels: Sequence[Any], direction: str, arch: str) -> None:
-    """Loaded solvers must be solvers of this ckheur's table for ``direction`` and ``arch`` (their
-    names reach benchmark commands and find-db lines): a KernelError names the first that is not."""
-    known = set(table_names(direction, arch))
+def check_known(kernels: Sequence[Any], direction: str, arch: str | Sequence[str]) -> None:
+    """Loaded solvers must be solvers of this ckheur's table for ``direction`` and ``arch`` (or of
+    any of the tables of several archs: a model across GPUs; their names reach benchmark commands
+    and find-db lines): a KernelError names the first that is not."""
+    archs = [arch] if isinstance(arch, str) else list(arch)
+    known = set(table_names(direction, archs[0])).union(*(_declared_names(direction).get(a, ()) for a in archs[1:]))
     for k in kernels:
         if k.name not in known or k.direction != direction:
             raise KernelError(f"solver {str(k.name)[:120]!r} ({k.direction}) is not a {direction} solver of "
-                              f"the {arch} table (conf/op/miopen/{direction}.yaml)")
+                              f"the {' or '.join(archs)} table (conf/op/miopen/{direction}.yaml)")

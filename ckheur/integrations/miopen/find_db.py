@@ -85,11 +85,12 @@ class FindDb:
 def arch_from_name(path: str | Path, known: Sequence[str]) -> tuple[str, int]:
     """(arch, CU count) from a find-db file name: ``gfx942130`` is gfx942 with 0x130 = 304 CUs,
     ``gfx906_60`` gfx906 with 60 (an arch with at most 64 CUs is written with ``_``)."""
+    from ckheur.config import find_db_name_device
+
     name = Path(path).name
-    for arch in sorted(known, key=len, reverse=True):  # system (.fdb.txt) or user (.<MIOpen version>.ufdb.txt)
-        m = re.match(rf"^{re.escape(arch)}(?:_([0-9]+)|([0-9a-f]+))\.HIP\.(?:[^/]*\.u)?fdb\.txt(?:\.bz2|\.gz)?$", name)
-        if m:
-            return arch, int(m.group(1)) if m.group(1) else int(m.group(2), 16)
+    found = find_db_name_device(name, known)
+    if found is not None:
+        return found
     raise FindDbError(f"{name}: not a find-db file name <arch><CUs in hex>.HIP.fdb.txt[.bz2] (or a user "
                       f"find-db's <arch><CUs>.HIP.<version>.ufdb.txt) of a known arch "
                       f"({', '.join(known)}); give import.arch")

@@ -1,0 +1,120 @@
+"""One model across GPUs: a row's device is the one its find-db file names (MI50 and MI60 apart,
+both gfx906), and the shipped model across GPUs (models/miopen_<dir>_<dtype>_gpus) serves a GPU
+without a bundle of its own in predict, evaluate and export, labelled with whether that device was
+ever measured. Real data: the slices of tests/data/miopen_fdb."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from conftest import ROOT, run_cli
+
+SLICES = ROOT / "tests" / "data" / "miopen_fdb"
+GPUS = ROOT / "models" / "miopen_fwd_fp32_gpus"
+PROBLEM = "problem=conv -n 32 -c 256 -H 56 -W 56 -k 256 -y 3 -x 3 -p 1 -q 1 -F 1"
+
+
+@pytest.fixture(scope="module")
+def gfx906_data(tmp_path_factory):
+    """The forward FP32 rows of the MI50 and MI60 slices (both gfx906) as stage=import writes them
+    (its ``dataset_rows``: the file name in each row), one dataset each."""
+    from ckheur.config import load_option
+    from ckheur.data.dataset import write_part
+    from ckheur.integrations.miopen.find_db import dataset_rows, read_find_db
+
+    folder = tmp_path_factory.mktemp("gfx906") / "miopen_fwd_fp32_gfx906"
+    table = load_option("op/miopen/fwd")["solvers"]["gfx906"]
+    for stem in ("gfx906_60", "gfx906_64"):
+        src = SLICES / f"{stem}.HIP.fdb.txt.bz2"
+        rows, _ = dataset_rows(read_find_db(src, "gfx906"), "fwd", "fp32", "gfx906", table, src.name,
+                               "2026-01-01T00:00:00+00:00")
+        write_part(folder / f"{stem}.parquet", rows)
+    return folder
+
+
+def test_mi50_and_mi60_rows_get_their_own_device_descriptors(gfx906_data):
+    """A table across GPUs of the two gfx906 files: two devices, each of its own rows, whose
+    descriptors are its own (60 vs 64 CUs, MI60's clock and peak); a dataset's rows that do not name
+    a device are the arch's own (MI50). The feature engine keys its cache by device, not arch name."""
+    from ckheur.config import load_arch, resolve_device
+    from ckheur.data.dataset import read_dataset
+    from ckheur.families.engines import get_engine
+    from ckheur.families.hardware import DESCRIPTORS, WithHardware, descriptors, row_devices
+    from ckheur.learn.training import build_table_across_archs
+    from ckheur.learn.trainer import union_pool
+    from ckheur.stages import compose_config, plain
+
+    df = read_dataset([gfx906_data / "gfx906_60.parquet", gfx906_data / "gfx906_64.parquet"])
+    assert set(row_devices(df)) == {60, 64}
+    assert set(row_devices(df.assign(host="somehost"))) == {0}  # a sweep's rows: the arch's own device
+    op = plain(compose_config(["op=miopen/fwd", "op.dtype=fp32", "arch=gfx908"]).op)
+    mi100 = resolve_device(load_arch("gfx908"))
+    engine = WithHardware(get_engine("miopen"), "fp32")
+    tb = build_table_across_archs(df, op, mi100, union_pool(df, op, mi100), engine, None, own_pools=True)
+    devices = tb.report["archs"]
+    assert set(devices) == {"MI50 (gfx906, 60 CUs)", "MI60 (gfx906, 64 CUs)"}
+    hw = tb.X[:, [tb.feature_names.index(d) for d in DESCRIPTORS]]
+    mi50, mi60 = resolve_device(load_arch("gfx906")), resolve_device(load_arch("gfx906"), 64)
+    for label, cfg in (("MI50 (gfx906, 60 CUs)", mi50), ("MI60 (gfx906, 64 CUs)", mi60)):
+        lo, hi = devices[label]["row_span"]
+        assert hi > lo and np.allclose(hw[lo:hi], descriptors(cfg, "fp32"))
+    assert not np.allclose(descriptors(mi50, "fp32"), descriptors(mi60, "fp32"))
+    assert {k.name for k in tb.kernels} >= {k.name for k in union_pool(df, op, load_arch("gfx906"))}
+
+
+@pytest.mark.skipif(not GPUS.is_dir(), reason="no shipped model across GPUs")
+def test_a_gpu_never_measured_is_served_by_the_model_across_gpus():
+    """gfx908 (MI100) has no bundle and no data: predict serves models/miopen_fwd_fp32_gpus with
+    MI100's descriptors, saying it was never measured. The same selector for MI50 and MI60 (gfx906,
+    60 and 64 CUs; no bundle of their own, their files among its training data, which it says) ranks
+    with each device's descriptors and its table's solvers: other scores; so does a sweep's ranker."""
+    r = run_cli("stage=predict", "op=miopen/fwd", "op.dtype=fp32", "arch=gfx908", PROBLEM)
+    assert r.returncode == 0, r.stderr
+    assert "models/miopen_fwd_fp32_gpus" in r.stdout and "NEAREST GPU'S MODEL" not in r.stdout
+    assert "MODEL ACROSS GPUS: gfx908 has no bundle of its own; MI100 (gfx908, 120 CUs) was NEVER MEASURED" in r.stdout
+    from ckheur.job import Job
+    from ckheur.selection.predicting import selector_for
+    from ckheur.selection.selector import as_problem
+    from ckheur.stages import compose_config
+
+    def served(*overrides):
+        job = Job.from_config(compose_config(["op=miopen/fwd", "op.dtype=fp32", *overrides]))
+        return job, selector_for(job, models=ROOT / "models", sim_models=ROOT / "outputs" / "sim_models")[0]
+
+    (j50, s50), (j60, s60) = served("arch=gfx906"), served("arch=gfx906", "arch.num_cus=64")
+    assert (s50.arch["num_cus"], s60.arch["num_cus"]) == (60, 64)
+    assert "MI60 (gfx906, 64 CUs)'s data was among its training data" in s60.label and "NEVER" not in s60.label
+    assert {k.name for k in s60.kernels} <= {k.name for k in j60.pool.kernels}
+    p = as_problem(PROBLEM.split("=", 1)[1], j50.family, "fwd", "fp32")
+    assert not np.allclose(s50.scores(p)[1], s60.scores(p)[1])
+    from ckheur.sweeping.rounds import _load_ranker
+
+    assert _load_ranker(str(GPUS), j60).arch["num_cus"] == 64  # a bring-up sweep's ranker: the device's too
+
+
+@pytest.mark.skipif(not GPUS.is_dir(), reason="no shipped model across GPUs")
+def test_evaluate_and_export_serve_a_gpu_without_a_bundle_as_predict_does(gfx906_data, tmp_path):
+    """MI60 has no bundle: stage=evaluate scores the model across GPUs as predict serves it, instead
+    of "not found"; stage=export writes the C
+    package of that model for MI100 (its descriptors baked in, only its table's solvers)."""
+    import json
+
+    r = run_cli("stage=evaluate", "op=miopen/fwd", "op.dtype=fp32", "arch=gfx906", "arch.num_cus=64",
+                "evaluate.plots=false", "evaluate.nearest_gpu=false", f"data.eval_paths=[{gfx906_data / 'gfx906_64.parquet'}]",
+                f"hydra.run.dir={tmp_path / 'e'}")
+    assert r.returncode == 0, r.stderr
+    assert "gfx906 has no bundle of its own: evaluating what stage=predict serves it" in r.stdout
+    assert "MI60 (gfx906, 64 CUs)'s data was among its training data" in r.stdout and "not found" not in r.stdout + r.stderr
+    metrics = json.loads(next((tmp_path / "e").rglob("metrics.json")).read_text())
+    assert metrics["model_dir"].endswith("miopen_fwd_fp32_gpus")
+    # the package's sources only (building and checking C against Python: tests/test_export.py)
+    r = run_cli("stage=export", "op=miopen/fwd", "op.dtype=fp32", "arch=gfx908", f"export.output={tmp_path / 'c'}",
+                "export.build=false", f"hydra.run.dir={tmp_path / 'x'}")
+    assert r.returncode == 0, r.stderr
+    assert "exporting the model across GPUs" in r.stdout and "MI100 (gfx908, 120 CUs)" in r.stdout
+    source = (tmp_path / "c" / "miopen_fwd_fp32_gfx908.c").read_text()
+    assert "gfx908" in source and "ConvBinWinogradRxSf2x3" in source
+    from ckheur.families.miopen.solvers import table_names
+
+    assert not any(name in source for name in set(table_names("fwd", "gfx942")) - set(table_names("fwd", "gfx908")))
