@@ -5,7 +5,6 @@ whether it needs a workspace). The pool of an op on an arch is its solver table 
 
 from __future__ import annotations
 
-import functools
 from dataclasses import asdict, dataclass
 from typing import Any, Mapping, Sequence
 
@@ -71,22 +70,12 @@ def _table(op: Mapping[str, Any], arch: Mapping[str, Any]) -> list:
 
 
 def _declared_names(direction: str) -> dict[str, tuple[str, ...]]:
-    """Per arch, the solver names ``conf/op/miopen/<direction>.yaml`` declares (the file read once
-    per version of it: each read parses the whole registry); {} when there is no such file."""
-    from ckheur.config import CONF_DIR
+    """Per arch, the solver names ``conf/op/miopen/<direction>.yaml`` declares ({} when there is no
+    such file; ``load_option`` parses the file once per version of it)."""
+    from ckheur.config import CONF_DIR, load_option
 
-    path = CONF_DIR / "op" / "miopen" / f"{direction}.yaml"
-    try:
-        stamp = path.stat().st_mtime_ns
-    except OSError:
+    if not (CONF_DIR / "op" / "miopen" / f"{direction}.yaml").is_file():
         return {}
-    return _names_of(direction, stamp)
-
-
-@functools.lru_cache(maxsize=8)
-def _names_of(direction: str, stamp: int) -> dict[str, tuple[str, ...]]:
-    from ckheur.config import load_option
-
     tables = load_option(f"op/miopen/{direction}").get("solvers") or {}
     return {a: tuple(str(s["name"]) for s in t or []) for a, t in tables.items()}
 
