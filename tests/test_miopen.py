@@ -724,7 +724,7 @@ def test_merging_into_a_user_find_db_keeps_every_other_line_as_it_was(tmp_path):
     assert (tmp_path / "notes.txt").read_text() == "1-2=X:1,2\nthis is not a find-db\n"
 
 
-def test_a_tuning_database_becomes_the_user_find_db_miopen_reads(tmp_path):
+def test_a_tuning_database_becomes_the_user_find_db_miopen_reads(tmp_path, miopen_slices):
     """import -> tune (replay of MIOpen's own measurements, workspace bytes included) -> export
     format=miopen_find_db into an existing user find-db: every written entry is the find-db file's
     own entry for its problem and solver (time, workspace, algorithm), fastest first; the file's
@@ -732,10 +732,8 @@ def test_a_tuning_database_becomes_the_user_find_db_miopen_reads(tmp_path):
     from ckheur.data.dataset import read_dataset
     from ckheur.integrations.miopen.find_db import tuning_db_lines
 
-    data, db = tmp_path / "data", tmp_path / "tuning"
-    assert run_cli("stage=import", f"import.path={MI300X}", f"paths.data={data}",
-                   f"hydra.run.dir={tmp_path / 'r1'}").returncode == 0
-    ds = data / "miopen_fwd_fp16_gfx942" / "gfx942130.parquet"
+    db = tmp_path / "tuning"
+    ds = miopen_slices / "miopen_fwd_fp16_gfx942" / "gfx942130.parquet"
     op = ["op=miopen/fwd", "op.dtype=fp16", "arch=gfx942"]
     r = run_cli("stage=tune", *op, "backend=replay", f"backend.paths=[{ds}]", "tune.top_k=2", f"tune.db={db}",
                 f"problems.sources=[{{kind:dataset,family:miopen,path:{ds}}}]", f"hydra.run.dir={tmp_path / 'r2'}")
