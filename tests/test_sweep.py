@@ -82,7 +82,7 @@ def test_sigkill_loses_at_most_the_batch_in_flight(tmp_path, confdir):
     """A slow command backend is killed mid-sweep; the rerun measures only what is missing."""
     bench = ROOT / "tests" / "data" / "fake_bench.py"
     args = [f"--config-dir={confdir}", "stage=sweep", "problems=tiny",
-            "backend=command", f"backend.template={sys.executable} {bench} {{kernel}} {{N}} 0.05",
+            "backend=command", f"backend.template={sys.executable} -S {bench} {{kernel}} {{N}} 0.05",
             "backend.regex='Elapsed: ([0-9.]+) us'", "backend.time_unit=us", "backend.batch_pairs=3",
             f"paths.data={tmp_path}/data", "op.ndims=[2]"]
     proc = subprocess.Popen([sys.executable, str(ROOT / "run.py"), *args, f"hydra.run.dir={tmp_path}/a"], cwd=ROOT,
