@@ -53,6 +53,20 @@ def ck_fwd_csv(tmp_path_factory) -> Path:
     return path
 
 
+@pytest.fixture(scope="session")
+def miopen_slices(tmp_path_factory) -> Path:
+    """The MI300X and MI210/250 find-db slices (tests/data/miopen_fdb) imported once by stage=import
+    into one data folder (paths.data) shared by the tests that only read the datasets, e.g.
+    ``miopen_slices / "miopen_fwd_fp16_gfx942" / "gfx942130.parquet"``. Tests of the import itself
+    run their own; a test that writes must not write here."""
+    data = tmp_path_factory.mktemp("miopen_slices")
+    for name in ("gfx942130.HIP.fdb.txt.bz2", "gfx90a68.HIP.fdb.txt.bz2"):
+        r = run_cli("stage=import", f"import.path={ROOT / 'tests' / 'data' / 'miopen_fdb' / name}",
+                    f"paths.data={data}", f"hydra.run.dir={tmp_path_factory.mktemp('import')}")
+        assert r.returncode == 0, r.stderr
+    return data
+
+
 def run_cli(*args: str, cwd: Path = ROOT, timeout: int = 1800, in_process: bool = True) -> subprocess.CompletedProcess:
     """Run the command line ``run.py args...`` and capture its output and exit status.
 

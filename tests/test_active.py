@@ -139,7 +139,7 @@ def test_sigkill_mid_round_resumes_without_measuring_twice(tmp_path):
     bench = ROOT / "tests" / "data" / "fake_bench.py"
     base = [*SMALL, "stage=sweep", "sweep.strategy=active", "sweep.budget=72",
             "sweep.active.first_round=0.5", "sweep.active.round_size=0.25", "backend=command",
-            f"backend.template={sys.executable} {bench} {{kernel}} {{N}} 0.01",
+            f"backend.template={sys.executable} -S {bench} {{kernel}} {{N}} 0.01",
             "backend.regex='Elapsed: ([0-9.]+) us'", "backend.time_unit=us", "backend.batch_pairs=3"]
     ds = tmp_path / "killed"
     args = [*base, f"sweep.output={ds}"]

@@ -351,7 +351,7 @@ def test_a_killed_stage_tune_worker_leaves_the_campaign_as_an_unkilled_run_does(
     fields = list(get_family("grouped_conv").problems.FIELDS)
     bench = ROOT / "tests" / "data" / "fake_bench.py"
     args = ["stage=tune", "op=fwd", f"problems.sources=[{{kind: csv, path: {REAL}}}]", "problems.shard.count=40",
-            "backend=command", f"backend.template={sys.executable} {bench} {{kernel}} {{N}} 0.05",
+            "backend=command", f"backend.template={sys.executable} -S {bench} {{kernel}} {{N}} 0.05",
             "backend.regex='Elapsed: ([0-9.]+) us'", "backend.time_unit=us", "backend.batch_pairs=3",
             "tune.top_k=3", "tune.progress=none", "db.lease_s=1", "tune.claim_poll_s=0.1"]
     killed, clean = f"sqlite:///{tmp_path / 'killed.db'}", f"sqlite:///{tmp_path / 'clean.db'}"
@@ -392,7 +392,7 @@ def test_two_submitit_jobs_are_workers_of_one_postgresql_campaign(tmp_path):
     fields = list(get_family("grouped_conv").problems.FIELDS)
     bench = ROOT / "tests" / "data" / "fake_bench.py"
     args = ["stage=tune", "op=fwd", f"problems.sources=[{{kind: csv, path: {REAL}}}]", "problems.shard.count=80",
-            "backend=command", f"backend.template={sys.executable} {bench} {{kernel}} {{N}}",
+            "backend=command", f"backend.template={sys.executable} -S {bench} {{kernel}} {{N}}",
             "backend.regex='Elapsed: ([0-9.]+) us'", "backend.time_unit=us", "backend.batch_pairs=3",
             "tune.top_k=3", "tune.progress=none", "tune.claim_poll_s=0.1"]
     with _pg_schema() as pg:

@@ -371,17 +371,14 @@ def test_export_stage_builds_and_checks(tmp_path):
     assert "a\n" in problems_csv([], ["a"])
 
 
-def test_miopen_export_parity_on_real_find_db_problems_errors_and_cli(tmp_path):
+def test_miopen_export_parity_on_real_find_db_problems_errors_and_cli(tmp_path, miopen_slices):
     """A solver-choice model trained on a real find-db slice: C equals Python on every imported
     problem (NCHW/NHWC, 2D/3D, grouped, bias), its own error codes, and the CLI reads layouts."""
     from ckheur.data.dataset import read_dataset
     from ckheur.families.miopen.problems import FIELDS, LAYOUTS, problem_from_dict
     from ckheur.backends.abi import MIOpenProblemC
 
-    fdb = next((ROOT / "tests" / "data" / "miopen_fdb").glob("gfx942*"))
-    r = run_cli("stage=import", f"import.path={fdb}", f"paths.data={tmp_path / 'data'}", f"hydra.run.dir={tmp_path / 'r'}")
-    assert r.returncode == 0, r.stderr
-    ds = tmp_path / "data" / "miopen_bwd_weight_fp16_gfx942" / f"{fdb.name.split('.')[0]}.parquet"
+    ds = miopen_slices / "miopen_bwd_weight_fp16_gfx942" / "gfx942130.parquet"
     r = run_cli("stage=train", "op=miopen/bwd_weight", "arch=gfx942", f"data.paths=[{ds}]", "model.max_trees=40",
                 "train.folds=3", "train.cluster_cv=false", "train.screen=true", f"train.output={tmp_path / 'm'}",
                 f"hydra.run.dir={tmp_path / 't'}")

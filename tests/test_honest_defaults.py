@@ -27,7 +27,7 @@ def test_real_sweep_into_simulated_rows_is_refused_in_one_line(tmp_path):
     before = len(read_dataset(ds, dedupe=False))
     bench = ROOT / "tests" / "data" / "fake_bench.py"
     r = run_cli(f"--config-dir={confdir}", "stage=sweep", "problems=tiny", "op.ndims=[2]", "backend=command",
-                f"backend.template={sys.executable} {bench} {{kernel}} {{N}}", "backend.regex='Elapsed: ([0-9.]+) us'",
+                f"backend.template={sys.executable} -S {bench} {{kernel}} {{N}}", "backend.regex='Elapsed: ([0-9.]+) us'",
                 "backend.time_unit=us", f"paths.data={tmp_path}/data", f"hydra.run.dir={tmp_path}/real")
     assert r.returncode == 2
     line = r.stderr.strip()

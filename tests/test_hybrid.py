@@ -209,7 +209,7 @@ def test_stage_tune_resumes_after_sigkill_without_measuring_twice(tmp_path):
     bench = ROOT / "tests" / "data" / "fake_bench.py"
     args = ["stage=tune", "op=fwd",
             f"problems.sources=[{{kind: csv, path: {REAL}}}]", "problems.shard.count=12",  # 16 shapes
-            "backend=command", f"backend.template={sys.executable} {bench} {{kernel}} {{N}} 0.05",
+            "backend=command", f"backend.template={sys.executable} -S {bench} {{kernel}} {{N}} 0.05",
             "backend.regex='Elapsed: ([0-9.]+) us'", "backend.time_unit=us", "backend.batch_pairs=3",
             f"tune.db={tmp_path / 'db'}", "tune.top_k=3"]
     proc = subprocess.Popen([sys.executable, str(ROOT / "run.py"), *args, f"hydra.run.dir={tmp_path}/a"], cwd=ROOT,
@@ -243,7 +243,7 @@ def test_concurrent_tune_runs_split_the_work_and_a_dead_runs_claims_expire(tmp_p
     bench = ROOT / "tests" / "data" / "fake_bench.py"
     args = ["stage=tune", "op=fwd",
             f"problems.sources=[{{kind: csv, path: {REAL}}}]", "problems.shard.count=12",  # 16 shapes
-            "backend=command", f"backend.template={sys.executable} {bench} {{kernel}} {{N}} 0.05",
+            "backend=command", f"backend.template={sys.executable} -S {bench} {{kernel}} {{N}} 0.05",
             "backend.regex='Elapsed: ([0-9.]+) us'", "backend.time_unit=us", "backend.batch_pairs=3",
             f"tune.db={tmp_path / 'db'}", "tune.top_k=3", "tune.claim_poll_s=0.1", "tune.progress=none"]
     procs = [subprocess.Popen([sys.executable, str(ROOT / "run.py"), *args, f"hydra.run.dir={tmp_path}/{name}"],

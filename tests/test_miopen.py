@@ -222,7 +222,7 @@ def test_bad_find_db_is_one_clear_error(tmp_path):
     assert r.returncode == 0, r.stderr
 
 
-def test_training_ranks_censored_solvers_last(tmp_path):
+def test_training_ranks_censored_solvers_last(tmp_path, miopen_slices):
     """A model trained on an imported slice: censored rows are in the table with TFLOPS 0 (label 0
     under `relative`), and the model scores listed solvers above censored ones on its training data."""
     from ckheur.data.dataset import read_dataset
@@ -231,9 +231,7 @@ def test_training_ranks_censored_solvers_last(tmp_path):
     from ckheur.learn.training import build_table, fit
     from ckheur.stages import compose_config, plain
 
-    data = tmp_path / "data"
-    r = run_cli("stage=import", f"import.path={MI300X}", f"paths.data={data}", f"hydra.run.dir={tmp_path / 'r'}")
-    assert r.returncode == 0, r.stderr
+    data = miopen_slices
     cfg = compose_config(["op=miopen/fwd", "arch=gfx942", "op.dtype=fp32", "model.max_trees=30"])
     op, arch, model = plain(cfg.op), plain(cfg.arch), plain(cfg.model)
     df = read_dataset(data / "miopen_fwd_fp32_gfx942" / "gfx942130.parquet")
@@ -361,7 +359,7 @@ SHIPPED = {(arch, d): ROOT / "models" / f"miopen_{d}_fp16_{arch}" for arch in ("
 
 
 @pytest.mark.parametrize("arch,direction", sorted(SHIPPED))
-def test_shipped_miopen_models_pick_listed_solvers_on_real_problems(tmp_path, arch, direction):
+def test_shipped_miopen_models_pick_listed_solvers_on_real_problems(miopen_slices, arch, direction):
     """Each shipped bundle: real find-db data, the op's solver table, and on the real slice its
     picks are listed solvers far more often, and the fastest far more often, than the best fixed solver's."""
     from ckheur import Selector
@@ -372,9 +370,7 @@ def test_shipped_miopen_models_pick_listed_solvers_on_real_problems(tmp_path, ar
     assert manifest["data_kind"] == "real" and manifest["data_backend"] == ["miopen_fdb"]
     sel = Selector.load(bundle)
     fdb = MI300X if arch == "gfx942" else MI210
-    r = run_cli("stage=import", f"import.path={fdb}", f"paths.data={tmp_path}", f"hydra.run.dir={tmp_path / 'r'}")
-    assert r.returncode == 0, r.stderr
-    df = read_dataset(tmp_path / f"miopen_{direction}_fp16_{arch}" / f"{fdb.name.split('.')[0]}.parquet")
+    df = read_dataset(miopen_slices / f"miopen_{direction}_fp16_{arch}" / f"{fdb.name.split('.')[0]}.parquet")
     assert sorted(k.name for k in sel.kernels) == sorted(set(df.kernel))
     fields = list(sel.family.problems.FIELDS)
     pid, scores, times, names = [], [], [], []
@@ -431,7 +427,7 @@ def test_find_db_answers_first_as_miopen_does(tmp_path):
         Selector.load(ROOT / "models" / "grouped_conv_fwd_bf16_gfx950", find_db=MI300X)
 
 
-def test_shipped_miopen_model_predicts_a_driver_line_and_exports_exactly(tmp_path, monkeypatch):
+def test_shipped_miopen_model_predicts_a_driver_line_and_exports_exactly(tmp_path, monkeypatch, miopen_slices):
     """The issue's command ranks solvers with the shipped bundle; its C export equals Python on the
     real slice's problems."""
     r = run_cli("stage=predict", "op=miopen/bwd_weight", "arch=gfx942",
@@ -456,9 +452,7 @@ def test_shipped_miopen_model_predicts_a_driver_line_and_exports_exactly(tmp_pat
     if find_compiler() is None:
         pytest.skip("no C compiler")
     monkeypatch.setenv("CKHEUR_CACHE_DIR", str(tmp_path / "cache"))
-    fdb = MI300X
-    data = tmp_path / "d"
-    assert run_cli("stage=import", f"import.path={fdb}", f"paths.data={data}", f"hydra.run.dir={tmp_path / 'r'}").returncode == 0
+    data = miopen_slices
     from ckheur.data.dataset import read_dataset
     from ckheur.families.miopen.problems import FIELDS
 
@@ -469,7 +463,7 @@ def test_shipped_miopen_model_predicts_a_driver_line_and_exports_exactly(tmp_pat
     assert got["ranked"] == len(real) > 300
 
 
-def test_a_remembering_bundle_answers_its_training_problems_in_python_and_c(tmp_path, monkeypatch):
+def test_a_remembering_bundle_answers_its_training_problems_in_python_and_c(tmp_path, monkeypatch, miopen_slices):
     """train.remember: each training problem's fastest listed solver (read here from the file's
     lines) is ranked first for that exact problem (op.remember_margin=inf: whatever the model
     predicts), in Python and in the exported C alike (at the margin it was trained with, its
@@ -479,9 +473,7 @@ def test_a_remembering_bundle_answers_its_training_problems_in_python_and_c(tmp_
     from ckheur.c_export.compiled import find_compiler, load_compiled
     from test_export import assert_parity
 
-    data = tmp_path / "data"
-    assert run_cli("stage=import", f"import.path={MI300X}", f"paths.data={data}").returncode == 0
-    path = data / "miopen_fwd_fp16_gfx942" / "gfx942130.parquet"
+    path = miopen_slices / "miopen_fwd_fp16_gfx942" / "gfx942130.parquet"
     r = run_cli("stage=train", "op=miopen/fwd", "arch=gfx942", f"data.paths=[{path}]", "model.max_trees=20",
                 "train.folds=3", "train.cluster_cv=false", "train.remember=true", "op.remember_margin=0.1",
                 f"train.output={tmp_path / 'm'}")
@@ -732,7 +724,7 @@ def test_merging_into_a_user_find_db_keeps_every_other_line_as_it_was(tmp_path):
     assert (tmp_path / "notes.txt").read_text() == "1-2=X:1,2\nthis is not a find-db\n"
 
 
-def test_a_tuning_database_becomes_the_user_find_db_miopen_reads(tmp_path):
+def test_a_tuning_database_becomes_the_user_find_db_miopen_reads(tmp_path, miopen_slices):
     """import -> tune (replay of MIOpen's own measurements, workspace bytes included) -> export
     format=miopen_find_db into an existing user find-db: every written entry is the find-db file's
     own entry for its problem and solver (time, workspace, algorithm), fastest first; the file's
@@ -740,10 +732,8 @@ def test_a_tuning_database_becomes_the_user_find_db_miopen_reads(tmp_path):
     from ckheur.data.dataset import read_dataset
     from ckheur.integrations.miopen.find_db import tuning_db_lines
 
-    data, db = tmp_path / "data", tmp_path / "tuning"
-    assert run_cli("stage=import", f"import.path={MI300X}", f"paths.data={data}",
-                   f"hydra.run.dir={tmp_path / 'r1'}").returncode == 0
-    ds = data / "miopen_fwd_fp16_gfx942" / "gfx942130.parquet"
+    db = tmp_path / "tuning"
+    ds = miopen_slices / "miopen_fwd_fp16_gfx942" / "gfx942130.parquet"
     op = ["op=miopen/fwd", "op.dtype=fp16", "arch=gfx942"]
     r = run_cli("stage=tune", *op, "backend=replay", f"backend.paths=[{ds}]", "tune.top_k=2", f"tune.db={db}",
                 f"problems.sources=[{{kind:dataset,family:miopen,path:{ds}}}]", f"hydra.run.dir={tmp_path / 'r2'}")
@@ -898,7 +888,7 @@ def test_gfx908_tables_are_what_the_registry_in_tools_gives(monkeypatch):
 MI210_DEVICE, MI300X_DEVICE = "MI210 (gfx90a, 104 CUs)", "MI300X (gfx942, 304 CUs)"  # the slices' devices
 
 
-def test_one_model_across_gpus_serves_a_gpu_never_measured(tmp_path, monkeypatch):
+def test_one_model_across_gpus_serves_a_gpu_never_measured(tmp_path, monkeypatch, miopen_slices):
     """features.hardware=true: a gfx908 (MI100) model trained on the MI300X and MI210/250 slices
     alone; both GPUs' rows are in it, each with its own descriptors, and it ranks for gfx908
     with gfx908's, in Python and in C alike. Without the option the same data is refused, naming
@@ -907,10 +897,7 @@ def test_one_model_across_gpus_serves_a_gpu_never_measured(tmp_path, monkeypatch
     from ckheur import Selector
     from ckheur.families.hardware import DESCRIPTORS
 
-    data = tmp_path / "data"
-    for f in (MI300X, MI210):
-        r = run_cli("stage=import", f"import.path={f}", f"paths.data={data}", f"hydra.run.dir={tmp_path / f.name}")
-        assert r.returncode == 0, r.stderr
+    data = miopen_slices
     paths = [data / "miopen_fwd_fp32_gfx942" / "gfx942130.parquet", data / "miopen_fwd_fp32_gfx90a" / "gfx90a68.parquet"]
     common = ["stage=train", "op=miopen/fwd", "arch=gfx908", "op.dtype=fp32", f"data.paths=[{','.join(map(str, paths))}]",
               "model.max_trees=20", "train.folds=3", "train.cluster_cv=false"]
@@ -1031,7 +1018,7 @@ def test_a_gpu_without_a_model_is_served_by_the_nearest_gpus_on_the_solvers_it_r
     assert [k.name for k in sel._all_kernels] == some
 
 
-def test_bring_up_sweep_draws_problems_at_random_within_its_budget(tmp_path):
+def test_bring_up_sweep_draws_problems_at_random_within_its_budget(tmp_path, miopen_slices):
     """The bring-up's sweep as the docs give it (a find-db replayed as the new GPU, problems drawn at
     random, sweep.strategy=random): every problem it picks has every solver of the table that
     MIOpen's rules keep timed (listed ones ok, the others censored, as MIOpen's find reports them),
@@ -1040,10 +1027,7 @@ def test_bring_up_sweep_draws_problems_at_random_within_its_budget(tmp_path):
     from ckheur.families.miopen.problems import FIELDS, problem_from_dict
     from ckheur.families.miopen.solvers import rule_rejections, table_names
 
-    data = tmp_path / "data"
-    r = run_cli("stage=import", f"import.path={MI210}", f"paths.data={data}", f"hydra.run.dir={tmp_path / 'i'}")
-    assert r.returncode == 0, r.stderr
-    whole = data / "miopen_bwd_weight_fp16_gfx90a" / "gfx90a68.parquet"
+    whole = miopen_slices / "miopen_bwd_weight_fp16_gfx90a" / "gfx90a68.parquet"
     file_keys = {tuple(k) for k in read_dataset(whole)[list(FIELDS)].drop_duplicates().itertuples(index=False)}
     drawn, names = [], table_names("bwd_weight", "gfx90a")  # (one read of the table's YAML)
     for run, seed in (("a", 0), ("b", 0), ("c", 1)):

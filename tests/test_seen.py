@@ -7,19 +7,15 @@ import json
 
 from ckheur.data.dataset import read_dataset, write_part
 from ckheur.families.miopen.problems import FIELDS
-from conftest import ROOT, run_cli
-
-MI300X = ROOT / "tests" / "data" / "miopen_fdb" / "gfx942130.HIP.fdb.txt.bz2"
+from conftest import run_cli
 
 
-def test_evaluate_reports_seen_and_unseen_problems_apart(tmp_path):
+def test_evaluate_reports_seen_and_unseen_problems_apart(tmp_path, miopen_slices):
     """A bundle trained (remembering) on half the MI300X slice's forward fp16 problems, evaluated on the
     whole slice: the seen part is exactly that half, answered by its lookup (op.remember_margin=inf:
     top-1 100% in find-db terms); the unseen part is the other half, scored by the model; both
     printed and written."""
-    data = tmp_path / "data"
-    assert run_cli("stage=import", f"import.path={MI300X}", f"paths.data={data}").returncode == 0
-    full = data / "miopen_fwd_fp16_gfx942" / "gfx942130.parquet"
+    full = miopen_slices / "miopen_fwd_fp16_gfx942" / "gfx942130.parquet"
     df = read_dataset(full)
     keys = df[list(FIELDS)].drop_duplicates()
     half = keys.iloc[::2]

@@ -82,7 +82,7 @@ def test_sigkill_loses_at_most_the_batch_in_flight(tmp_path, confdir):
     """A slow command backend is killed mid-sweep; the rerun measures only what is missing."""
     bench = ROOT / "tests" / "data" / "fake_bench.py"
     args = [f"--config-dir={confdir}", "stage=sweep", "problems=tiny",
-            "backend=command", f"backend.template={sys.executable} {bench} {{kernel}} {{N}} 0.05",
+            "backend=command", f"backend.template={sys.executable} -S {bench} {{kernel}} {{N}} 0.05",
             "backend.regex='Elapsed: ([0-9.]+) us'", "backend.time_unit=us", "backend.batch_pairs=3",
             f"paths.data={tmp_path}/data", "op.ndims=[2]"]
     proc = subprocess.Popen([sys.executable, str(ROOT / "run.py"), *args, f"hydra.run.dir={tmp_path}/a"], cwd=ROOT,
@@ -206,10 +206,27 @@ def test_ck_csv_import_is_idempotent_by_content(tmp_path, ck_fwd_csv):
     assert len(list(ds.parent.glob("sweep.parquet.replaced-*"))) == 1
 
 
-def test_ck_csv_import_refuses_bad_input_with_one_line(tmp_path, ck_fwd_csv):
+def test_ck_csv_import_refuses_bad_input_with_one_line(tmp_path, ck_fwd_csv, compose):
+    """Each bad CSV is refused with one line naming what is wrong. The command line's exit 2, one
+    line and no traceback for a refusal (a UserError) is checked on four of them; the others are
+    imported as stage=import does (import_file with the job's op and arch), each refusal a UserError."""
     import gzip
 
     import pandas as pd
+
+    from ckheur.data.importing import import_file
+    from ckheur.errors import UserError
+    from ckheur.stages import plain
+
+    cfg = compose(["stage=import", "arch=gfx950", f"paths.data={tmp_path}/data"])
+
+    def refused(path, *needles):
+        with pytest.raises(UserError) as e:
+            import_file(path, data_root=cfg.paths.data, op=plain(cfg.op), arch=plain(cfg.arch),
+                        log=lambda _: None)
+        assert "\n" not in str(e.value)
+        for n in needles:
+            assert n in str(e.value), (n, str(e.value))
 
     src = pd.read_csv(ck_fwd_csv).head(60)
     cases = {}
@@ -246,14 +263,16 @@ def test_ck_csv_import_refuses_bad_input_with_one_line(tmp_path, ck_fwd_csv):
     dup_col = src.copy()
     dup_col.columns = [*dup_col.columns[:-1], "N"]  # non_zero renamed N: two N columns
     cases["header"] = (dup_col, ("column(s) N appear more than once",))
-    for name, (frame, needles) in cases.items():
+    for i, (name, (frame, needles)) in enumerate(cases.items()):
         path = tmp_path / f"{name}.csv"
         frame.to_csv(path, index=False)
-        _one_error(_import(tmp_path, path, run=name), *needles)
+        if i == 0:  # through the command line
+            _one_error(_import(tmp_path, path, run=name), *needles)
+        refused(path, *needles)
     (tmp_path / "empty.csv").write_text("")
     _one_error(_import(tmp_path, tmp_path / "empty.csv", run="e"), "empty file")
     (tmp_path / "header.csv").write_text(",".join(src.columns) + "\n")
-    _one_error(_import(tmp_path, tmp_path / "header.csv", run="h"), "no data lines")
+    refused(tmp_path / "header.csv", "no data lines")
     whole = gzip.compress(src.to_csv(index=False).encode())
     (tmp_path / "cut.csv.gz").write_bytes(whole[: len(whole) // 2])
     _one_error(_import(tmp_path, tmp_path / "cut.csv.gz", run="g"), "cut.csv.gz")

@@ -94,7 +94,7 @@ def test_domain_is_miopens():
 
 
 @needs_files
-def test_miopens_files_match_their_reference_and_pick_as_measured(tmp_path):
+def test_miopens_files_match_their_reference_and_pick_as_measured(tmp_path, miopen_slices):
     """Both GPUs' files reproduce their embedded outputs; on the MI300X slice's in-domain problems
     TunaNet's first listed pick is the fastest listed solver about as often as the data README
     measured on the whole file (76%), and stage=evaluate scores it beside the model there."""
@@ -122,10 +122,8 @@ def test_miopens_files_match_their_reference_and_pick_as_measured(tmp_path):
                 hits += max(known, key=lambda s: row[names.index(s)]) == listed[0]
     assert total > 1500 and 0.74 < hits / total < 0.79, (hits, total)  # 0.765; swapped codes: 0.46-0.70
 
-    data = tmp_path / "data"
-    assert run_cli("stage=import", f"import.path={MI300X}", f"paths.data={data}").returncode == 0
     r = run_cli("stage=evaluate", "op=miopen/fwd", "arch=gfx942", f"evaluate.tunanet={TUNANET}", "evaluate.plots=false",
-                f"data.eval_paths=[{data / 'miopen_fwd_fp16_gfx942' / 'gfx942130.parquet'}]",
+                f"data.eval_paths=[{miopen_slices / 'miopen_fwd_fp16_gfx942' / 'gfx942130.parquet'}]",
                 f"hydra.run.dir={tmp_path / 'ev'}")
     assert r.returncode == 0, r.stderr
     m = json.loads((tmp_path / "ev" / "metrics.json").read_text())

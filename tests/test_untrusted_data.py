@@ -44,7 +44,7 @@ def fake_bench(tmp_path):
     op, arch = load_option("op/grouped_conv/fwd"), load_option("arch/gfx950")
     pair = make_pair()
     base = {**load_option("backend/command"), "regex": r"time=(\S+)", "workspace_regex": None,
-            "template": f"{shlex.quote(sys.executable)} {shlex.quote(str(script))} {{mode}}"}
+            "template": f"{shlex.quote(sys.executable)} -S {shlex.quote(str(script))} {{mode}}"}
 
     class Run:
         cfg = base

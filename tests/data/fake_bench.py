@@ -1,4 +1,7 @@
-"""A stand-in benchmark binary for backend=command tests: sleeps, then prints a time."""
+"""A stand-in benchmark binary for backend=command tests: sleeps, then prints a time.
+
+The tests run it as ``python -S``: it needs only the standard library, and skipping site (the
+environment's .pth files) makes each run about 10 ms instead of 60."""
 import sys
 import time
 
