@@ -11,6 +11,10 @@ lists at least once; a pick its file does not list for the problem counts 0):
 - **zero-shot**: one model across the other five devices, hardware descriptors as features
   (``features.hardware``), ranking the held-out device's solver table with its descriptors, only
   the solvers MIOpen's rules keep (``op.applicability=rules``, the default);
+- **zero-shot, adopted** (issue 49 item 5): the same, except that a solver none of the five lists
+  (MI50's MLIR non-xdlops solvers, ...) is scored by a second model across the five on the
+  ``miopen+kinds`` features (the solver by what its name says of it, no solver id); the few-shot
+  sweep ranks with it;
 - **today's fallback**: the shipped bundle of the nearest other GPU that has one (gfx90a or gfx942,
   nearest by hardware descriptors scaled by their spread over the six), without its remembered
   answers: what ``stage=predict`` serves a GPU without a bundle;
