@@ -10,7 +10,8 @@ VARIANTS (comma-separated), zero-shot models across the other five:
   and wave size of the arch config), kindgen, kind_nosid (miopen+kinds' columns: kinds, no solver
   id), kindgen_nosid; a suffix %N trains on N problems of each other device, @nearW weighs the
   nearest device's rows W. With kind and kind_nosid (or base and kind_nosid) also the hybrid: a
-  solver no training device lists ranked by the kinds model (what bench_logo adopted).
+  solver no training device lists ranked by the kinds model (what bench_logo adopted), and the
+  same with that solver's score halfway between the two models' (hyb-half).
   few:FEATURES:WEIGHT[:EXPLORE][:ft|:ftall]: few-shot at 5% (sweep.active.ranker's sweep with
   EXPLORE x floor(sqrt(n)) explored solvers, default 0.5; the sweep's rows weigh WEIGHT; ft: more
   trees on the sweep's rows only from the zero-shot model, ftall: on the five and the sweep's).
@@ -138,6 +139,8 @@ def main() -> None:
                 zh = np.where(seen[tb.kid], zs[a][0], zs[b][0])
                 zs['hyb_' + a] = (zh, None, zs[a][2], zs[a][3])
                 add(f'zero hyb {a}|{b}', zh[rows])
+                # shrunk: an unseen solver's score halfway between the two models' (the id model reads it blind)
+                add(f'zero hyb-half {a}|{b}', np.where(seen[tb.kid], zs[a][0], (zs[a][0] + zs[b][0]) / 2)[rows])
         if 'ens' in sys.argv[7:] and len(zs) > 1:
             for a, b in (('base', 'kind_nosid'), ('kind', 'kind_nosid')):
                 if a in zs and b in zs:
