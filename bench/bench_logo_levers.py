@@ -9,7 +9,8 @@ VARIANTS (comma-separated), zero-shot models across the other five:
   base (bench_logo's), kind (+ the solver-kind columns, solvers.KIND_FEATURES), gen (+ matrix cores
   and wave size of the arch config), kindgen, kind_nosid (miopen+kinds' columns: kinds, no solver
   id), kindgen_nosid; a suffix %N trains on N problems of each other device, @nearW weighs the
-  nearest device's rows W. With kind and kind_nosid (or base and kind_nosid) also the hybrid: a
+  nearest device's rows W; kind_drop: one model with the kind columns and the solver id, the id
+  missing on half of its training rows at random and for a solver no training device lists. With kind and kind_nosid (or base and kind_nosid) also the hybrid: a
   solver no training device lists ranked by the kinds model (what bench_logo adopted), and the
   same with that solver's score halfway between the two models' (hyb-half).
   few:FEATURES:WEIGHT[:EXPLORE][:ft|:ftall]: few-shot at 5% (sweep.active.ranker's sweep with
@@ -63,7 +64,7 @@ def main() -> None:
 
     VAR = {'base': dict(kind=False, gen=False), 'kind': dict(kind=True, gen=False), 'kindgen': dict(kind=True, gen=True),
            'gen': dict(kind=False, gen=True), 'kindgen_nosid': dict(kind=True, gen=True, drop_solver=True),
-           'kind_nosid': dict(kind=True, gen=False, drop_solver=True)}
+           'kind_nosid': dict(kind=True, gen=False, drop_solver=True), 'kind_drop': dict(kind=True, gen=False)}
     import math
     def sweep_rows2(tb, kept, scores, budget, seed, explore):
         rng = np.random.default_rng(seed)
@@ -116,7 +117,21 @@ def main() -> None:
             near = nearest(held, others, cfgs, dtype)
             tr = [extend(rows_of(hw[d], trows(d), nw if d == near else (1.0 if nw else None)), d, **spec) for d in others]
             mine = extend(hw[held], held, **spec)
-            zero, _ = fit_on(concat_tables(tr), None, model, seed)
+            fit_t = concat_tables(tr)
+            if v.startswith('kind_drop'):
+                # one model, two paths: the solver id read as missing on half of the training rows (the
+                # kind columns must carry them), and on the held-out device for a solver no row lists
+                sc = fit_t.feature_names.index('solver')
+                X = fit_t.X.copy()
+                X[np.random.default_rng(seed + 5).random(len(X)) < 0.5, sc] = np.nan
+                fit_t = dataclasses.replace(fit_t, X=X)
+                seen_k = np.zeros(len(union_list), bool)
+                for t in tr:
+                    seen_k[np.unique(t.kid[t.tflops > 0])] = True
+                Xm = mine.X.copy()
+                Xm[~seen_k[mine.kid], sc] = np.nan
+                mine = dataclasses.replace(mine, X=Xm)
+            zero, _ = fit_on(fit_t, None, model, seed)
             z = predict_rows(zero, mine, np.arange(len(tb.pid)))
             zs[v] = (z, zero, tr, mine)
             add('zero ' + v, z[rows])
