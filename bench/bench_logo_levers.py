@@ -17,9 +17,10 @@ VARIANTS (comma-separated), zero-shot models across the other five:
   EXPLORE x floor(sqrt(n)) explored solvers, default 0.5; the sweep's rows weigh WEIGHT; ft: more
   trees on the sweep's rows only from the zero-shot model, ftall: on the five and the sweep's).
 lp: also a classifier of "listed or not" across the five combined with the ranking; ens: the mean
-of two models' scores. Data: bench_logo's imports (--data of bench_logo.py, default below).
+of two models' scores. Data: bench_logo's imports (LOGO_DATA: --data of bench_logo.py, default
+below); LOGO_OUT: a folder for the results as JSON (none written without it).
 """
-import sys, time, json, dataclasses
+import os, sys, time, json, dataclasses
 from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import numpy as np
@@ -36,7 +37,7 @@ def main() -> None:
     cap = int(sys.argv[3]); score_cap = int(sys.argv[4]); variants = sys.argv[5].split(',')
     helds = sys.argv[6].split(',') if len(sys.argv) > 6 and sys.argv[6] != 'ALL' else list(DEVICES)
     seed = 0
-    DATA = Path(__import__('os').environ.get('LOGO_DATA', '/tmp/ckheur_logo_data'))
+    DATA = Path(os.environ.get('LOGO_DATA', '/tmp/ckheur_logo_data'))
     from ckheur.stages import compose_config, plain
     model = {**plain(compose_config([f"op=miopen/{direction}"]).model), **RECIPE, "threads": 2}
     cfgs = {d: device_config(d) for d in DEVICES}
@@ -191,7 +192,8 @@ def main() -> None:
     for n in names:
         v = [r[n] for r in out.values() if n in r]
         print(f"MEAN {n:35s} top1 {100*np.mean([x['top1'] for x in v]):.1f} eff {100*np.mean([x['efficiency'] for x in v]):.2f} unl {100*np.mean([x['not_listed'] for x in v]):.2f}")
-    Path(f'logo_levers_{direction}_{dtype}_{cap}_{score_cap}_{sys.argv[5].replace(":","-").replace(",","_")}.json').write_text(json.dumps(out))
+    if os.environ.get('LOGO_OUT'):  # the results as JSON, in the folder named
+        Path(os.environ['LOGO_OUT'], f'logo_levers_{direction}_{dtype}_{cap}_{score_cap}_{sys.argv[5].replace(":","-").replace(",","_")}.json').write_text(json.dumps(out))
 
 
 if __name__ == "__main__":
