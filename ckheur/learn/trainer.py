@@ -84,17 +84,19 @@ class Candidate:
                 or {"ck", "kinds"} <= set(flags):
             raise TrainingError(f"train.compare entry {text!r}: use an objective ({', '.join(OBJECTIVES)}) optionally "
                                 "followed by +analytic (simulator features), +prior (simulator as prior), +ck (CK's "
-                                "feature set) or +kinds (MIOpen solvers by kind), +bagN (N seeds averaged), +leavesN (num_leaves), +lrX (learning rate) "
-                                "and +distillN (a student of N trees)")
+                                "feature set) or +kinds (MIOpen solvers by kind), +bagN (N seeds averaged), +leavesN "
+                                "(num_leaves), +lrX (learning rate) and +distillN (a student of N trees)")
         first = lambda kind, cut, cast, default: cast(numbered[kind][0][cut:]) if numbered[kind] else default  # noqa: E731
-        return cls(objective, "analytic" in flags, "prior" in flags, next((f for f in ("ck", "kinds") if f in flags), "native"),
+        features = next((f for f in ("ck", "kinds") if f in flags), "native")
+        return cls(objective, "analytic" in flags, "prior" in flags, features,
                    first("bag", 3, int, bagging), first("leaves", 6, int, 0), first("lr", 2, float, 0.0),
                    first("distill", 7, int, distill))
 
     @property
     def name(self) -> str:
         return (self.objective + ("+analytic" if self.analytic else "") + ("+prior" if self.prior else "")
-                + ("" if self.features == "native" else f"+{self.features}") + (f"+bag{self.bagging}" if self.bagging > 1 else "")
+                + ("" if self.features == "native" else f"+{self.features}")
+                + (f"+bag{self.bagging}" if self.bagging > 1 else "")
                 + (f"+leaves{self.leaves}" if self.leaves else "") + (f"+lr{self.learning_rate:g}" if self.learning_rate else "")
                 + (f"+distill{self.distill}" if self.distill else ""))
 
