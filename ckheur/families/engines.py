@@ -18,14 +18,25 @@ if TYPE_CHECKING:
 
 
 def get_engine(name: str) -> ModuleType:
-    """A feature engine module: an operator family's own (registered in ckheur.families), or
-    another tool's by the name bundles record (``ckheur.formats.ENGINES``)."""
+    """A feature engine module: an operator family's own (registered in ckheur.families), another
+    feature set of a family (``family+set``, the family engine's ``FEATURE_SETS``), or another
+    tool's by the name bundles record (``ckheur.formats.ENGINES``)."""
+    import importlib
+
     from ckheur.families import get_family
     from ckheur.formats import ENGINES, resolve
 
     if name in ENGINES:
         return resolve(ENGINES[name])
-    return get_family(name).features
+    family, _, subset = name.partition("+")
+    engine = get_family(family).features
+    if not subset:
+        return engine
+    sets = getattr(engine, "FEATURE_SETS", {})
+    if subset not in sets:
+        raise ValueError(f"feature engine {name!r}: the {family} family's feature sets are "
+                         f"{', '.join(sets) or 'none besides its own'}")
+    return importlib.import_module(sets[subset])
 
 
 def pair_features(engine: ModuleType, problems: Sequence[Any], kernels: Sequence[Any], pid: np.ndarray,

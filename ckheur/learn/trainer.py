@@ -31,7 +31,8 @@ from ckheur.learn.training import OBJECTIVES, TrainingError
 # Leave-cluster-out CV needs clusters worth the name: at least this many problems per
 # cluster (5 clusters: 50 problems); below it candidates are compared by grouped CV.
 CLUSTER_MIN_PROBLEMS = 10
-FEATURE_SETS = ("native", "ck")  # ckheur's engine of the op family; CK's dispatcher features (grouped conv)
+# ckheur's engine of the op family; CK's dispatcher features (grouped conv); MIOpen solvers by kind, not id
+FEATURE_SETS = ("native", "ck", "kinds")
 CHOICE_RULES = ("simpler", "best")
 # features.hardware: the weight of each of the job's arch's rows against another GPU's (train.target_weight).
 # With 1% or 5% of a GPU's pairs it beat weight 1 in all 24 bring-up rows (every direction, FP32 and FP16,
@@ -46,7 +47,7 @@ class Candidate:
     objective: str
     analytic: bool = False  # the simulator's TFLOPS as features
     prior: bool = False  # the simulator's ranking as init score, the trees learn corrections
-    features: str = "native"  # native (the family's engine) or ck (CK's dispatcher features)
+    features: str = "native"  # native (the family's engine), ck (CK's dispatcher features) or kinds (family+kinds)
     bagging: int = 1  # seeds averaged into one model
     leaves: int = 0  # num_leaves of this candidate (0: the model config's)
     learning_rate: float = 0.0  # learning rate of this candidate (0: the model config's)
@@ -70,29 +71,32 @@ class Candidate:
 
     @classmethod
     def parse(cls, text: str, bagging: int = 1, distill: int = 0) -> "Candidate":
-        """A candidate from ``objective[+analytic][+prior][+ck][+bagN][+leavesN][+lrX][+distillN]``
+        """A candidate from ``objective[+analytic][+prior][+ck|+kinds][+bagN][+leavesN][+lrX][+distillN]``
         (train.compare's entries; leaves and lr override the model config's ``num_leaves`` and
         ``learning_rate``; distillN distills the model into a student of N trees)."""
         objective, *flags = str(text).split("+")
-        known = {"analytic", "prior", "ck"}
+        known = {"analytic", "prior", "ck", "kinds"}
         numbered = {kind: [f for f in flags if re.fullmatch(pattern, f)] for kind, pattern in
                     (("bag", r"bag\d+"), ("leaves", r"leaves([2-9]|\d\d+)"), ("lr", r"lr(0?\.\d+|1(\.0*)?)"),
                      ("distill", r"distill[1-9]\d*"))}
         bad = [f for f in flags if f not in known and not any(f in v for v in numbered.values())]
-        if objective not in OBJECTIVES or bad or len(set(flags)) < len(flags) or any(len(v) > 1 for v in numbered.values()):
+        if objective not in OBJECTIVES or bad or len(set(flags)) < len(flags) or any(len(v) > 1 for v in numbered.values()) \
+                or {"ck", "kinds"} <= set(flags):
             raise TrainingError(f"train.compare entry {text!r}: use an objective ({', '.join(OBJECTIVES)}) optionally "
                                 "followed by +analytic (simulator features), +prior (simulator as prior), +ck (CK's "
-                                "feature set), +bagN (N seeds averaged), +leavesN (num_leaves), +lrX (learning rate) "
-                                "and +distillN (a student of N trees)")
+                                "feature set) or +kinds (MIOpen solvers by kind), +bagN (N seeds averaged), +leavesN "
+                                "(num_leaves), +lrX (learning rate) and +distillN (a student of N trees)")
         first = lambda kind, cut, cast, default: cast(numbered[kind][0][cut:]) if numbered[kind] else default  # noqa: E731
-        return cls(objective, "analytic" in flags, "prior" in flags, "ck" if "ck" in flags else "native",
+        features = next((f for f in ("ck", "kinds") if f in flags), "native")
+        return cls(objective, "analytic" in flags, "prior" in flags, features,
                    first("bag", 3, int, bagging), first("leaves", 6, int, 0), first("lr", 2, float, 0.0),
                    first("distill", 7, int, distill))
 
     @property
     def name(self) -> str:
         return (self.objective + ("+analytic" if self.analytic else "") + ("+prior" if self.prior else "")
-                + ("+ck" if self.features == "ck" else "") + (f"+bag{self.bagging}" if self.bagging > 1 else "")
+                + ("" if self.features == "native" else f"+{self.features}")
+                + (f"+bag{self.bagging}" if self.bagging > 1 else "")
                 + (f"+leaves{self.leaves}" if self.leaves else "") + (f"+lr{self.learning_rate:g}" if self.learning_rate else "")
                 + (f"+distill{self.distill}" if self.distill else ""))
 
@@ -151,6 +155,10 @@ def engine_of(family: str, features: str) -> Any:
 
     if features == "native":
         return get_engine(family)
+    if features == "kinds":
+        if family != "miopen":
+            raise TrainingError(f"the kinds feature set (+kinds) describes MIOpen's solvers, not {family}'s kernels")
+        return get_engine(f"{family}+kinds")
     if family != "grouped_conv":
         raise TrainingError(f"CK's feature set (+ck, features.engine=ck) is for grouped convolution, not {family}")
     return get_engine("ck_grouped_conv")

@@ -31,6 +31,8 @@ PROBLEM_FEATURES = (
 KERNEL_FEATURES = ("solver", "algorithm", "implementation", "workspace")
 HARDWARE_FEATURES: tuple = ()  # one model per arch: nothing of the arch is a feature
 CATEGORICAL = ("solver", "algorithm", "implementation")
+# Other feature sets of this family (ckheur.families.engines.get_engine("miopen+kinds"), +kinds in train.compare)
+FEATURE_SETS = {"kinds": "ckheur.families.miopen.kind_features"}
 DTYPE_BYTES = 2  # bytes scale log_bytes; one op is one dtype, so only the shape matters
 
 

@@ -61,6 +61,49 @@ def implementation_of(name: str) -> str:
     return next((kind for prefix, kind in rules if name.startswith(prefix)), "other")
 
 
+# What a solver's MIOpen name says of its kind, beyond algorithm and implementation: what a model
+# across GPUs can carry to a solver only one GPU lists (MI50's MLIR non-xdlops implicit GEMMs are
+# implicit GEMMs, MLIR, no matrix cores; gfx908's Winograd binaries are Winograd F(m, r) tiles).
+KIND_FEATURES = ("kind_xdlops", "kind_dlops", "kind_layout", "kind_filter", "kind_stride", "kind_wino_m",
+                 "kind_wino_r", "kind_multipass", "kind_dynamic", "kind_grouped", "kind_3d", "kind_igemm_version",
+                 "kind_padded", "kind_variant")
+_FILTER_MARKS = (("11x11", 11), ("1x1", 1), ("3x3", 3), ("5x10", 5), ("7x7", 7))  # the filter it is written for
+_IGEMM_VERSIONS = (("V1R1", 1.1), ("V4R1", 4.1), ("V4R4", 4.4), ("V4R5", 4.5), ("V6R1", 6.1), ("GTC", 7.0))
+# the stride it is written for: GemmFwd1x1_0_2 is pad 0 stride 2, ConvAsm1x1UV2 and the u2v2 kernels stride 2
+_STRIDE_MARKS = (("_0_2", 2), ("stride2", 2), ("UV2", 2), ("u2v2", 2), ("_0_1", 1), ("stride1", 1))
+# what else tells two solvers of one kind apart: a generation (RxSf2x3g1), a generic or non-tunable
+# kernel (ConvOclDirectFwdGen, ConvOclBwdWrW2NonTunable), a universal or "rest" GEMM, a template argument
+_VARIANT_MARKS = (("g1", 1), ("Gen", 2), ("NonTunable", 3), ("Universal", 4), ("Rest", 4))
+
+
+def kind_of(name: str) -> tuple[float, ...]:
+    """The solver's kind in :data:`KIND_FEATURES` order, read from its MIOpen name: matrix-core
+    (xdlops) and dot (dlops) instructions; the layout it is written for (1 NCHW, 2 NHWC, 0 any); the
+    filter it is written for (1 for 1x1 ... 11 for 11x11, 0 any) and stride (0 any); its Winograd
+    tile F(m, r) (0, 0 when it names none); multipass; dynamic (asm kernels not compiled per problem);
+    grouped; 3D; its implicit-GEMM generation (V4R4 is 4.4, the GTC kernels 7); padded GEMM; a variant
+    code telling apart solvers of one kind otherwise (g1, Gen, NonTunable, Universal/Rest, 10 + a
+    template argument)."""
+    import re
+
+    base, _, args = name.partition("<")
+    low, up = name.lower(), base.upper()
+    tile = re.search(r"f(\d)x(\d)", base) or re.match(r"(?:1-1-)?(\d)-(\d)", args)
+    layout = 2.0 if "NHWC" in up else 1.0 if "NCHW" in up else 0.0
+    filt = next((v for mark, v in _FILTER_MARKS if mark in low), 0)
+    stride = next((v for mark, v in _STRIDE_MARKS if mark in base), 0)
+    variant = next((v for mark, v in _VARIANT_MARKS if base.endswith(mark)), 0)
+    if not variant and args and not tile:  # ConvOclBwdWrW2<16>: its template argument
+        variant = 10 + int(re.match(r"\d+", args).group())
+    elif args.count("-") == 3:  # ConvWinograd3x3MultipassWrW<7-2-1-1> and <1-1-7-2> beside <7-2>
+        variant = 5 if args.startswith("1-1-") else 6
+    version = next((v for mark, v in _IGEMM_VERSIONS if mark in up), 0.0)
+    return (float("xdlops" in low), float("dlops" in low and "xdlops" not in low), layout, float(filt), float(stride),
+            float(tile.group(1)) if tile else 0.0, float(tile.group(2)) if tile else 0.0,
+            float("multipass" in low or base.startswith("ConvMP")), float("dynamic" in low),
+            float("group" in low), float("3d" in low), version, float("padded" in low), float(variant))
+
+
 def _table(op: Mapping[str, Any], arch: Mapping[str, Any]) -> list:
     table = (op.get("solvers") or {}).get(arch["name"])
     if not table:
