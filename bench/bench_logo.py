@@ -160,9 +160,10 @@ def best_single(tables: list) -> str:
     return max(eff_by, key=eff_by.get)
 
 
-def sweep_rows(tb, kept: np.ndarray, scores: np.ndarray, budget: float, seed: int) -> np.ndarray:
+def sweep_rows(tb, kept: np.ndarray, scores: np.ndarray, budget: float, seed: int, explore: float = 0.5) -> np.ndarray:
     """Rows a ``sweep.active.ranker`` sweep times within ``budget`` of the table's pairs: problems in a
-    random order, each on the ranker's floor(sqrt(n)) best solvers and half that drawn from the rest."""
+    random order, each on the ranker's floor(sqrt(n)) best solvers and ``explore`` times that drawn
+    from the rest."""
     rng = np.random.default_rng(seed)
     limit = max(1, int(budget * len(tb.pid)))
     by_problem = np.split(np.arange(len(tb.pid)), np.flatnonzero(np.diff(tb.pid)) + 1)
@@ -173,8 +174,8 @@ def sweep_rows(tb, kept: np.ndarray, scores: np.ndarray, budget: float, seed: in
         top = max(1, math.isqrt(len(rows)))
         order = rows[np.argsort(-scores[rows], kind="stable")]
         rest = order[top:]
-        explore = rng.choice(rest, size=min(len(rest), math.ceil(top / 2)), replace=False) if len(rest) else rest
-        out.extend([*order[:top], *explore])
+        drawn = min(len(rest), math.ceil(top * explore))
+        out.extend([*order[:top], *(rng.choice(rest, size=drawn, replace=False) if drawn else rest[:0])])
         if len(out) >= limit:
             break
     return np.sort(np.array(out, dtype=np.int64))

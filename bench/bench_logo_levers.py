@@ -66,24 +66,6 @@ def main() -> None:
     VAR = {'base': dict(kind=False, gen=False), 'kind': dict(kind=True, gen=False), 'kindgen': dict(kind=True, gen=True),
            'gen': dict(kind=False, gen=True), 'kindgen_nosid': dict(kind=True, gen=True, drop_solver=True),
            'kind_nosid': dict(kind=True, gen=False, drop_solver=True), 'kind_drop': dict(kind=True, gen=False)}
-    import math
-    def sweep_rows2(tb, kept, scores, budget, seed, explore):
-        rng = np.random.default_rng(seed)
-        limit = max(1, int(budget * len(tb.pid)))
-        by_problem = np.split(np.arange(len(tb.pid)), np.flatnonzero(np.diff(tb.pid)) + 1)
-        out = []
-        for p in rng.permutation(len(by_problem)):
-            rows = by_problem[p]
-            rows = rows[kept[rows]] if kept[rows].any() else rows
-            top = max(1, math.isqrt(len(rows)))
-            order = rows[np.argsort(-scores[rows], kind="stable")]
-            rest = order[top:]
-            ne = min(len(rest), math.ceil(top * explore))
-            ex = rng.choice(rest, size=ne, replace=False) if ne else rest[:0]
-            out.extend([*order[:top], *ex])
-            if len(out) >= limit:
-                break
-        return np.sort(np.array(out, dtype=np.int64))
 
     out = {}
     for held in helds:
@@ -172,7 +154,7 @@ def main() -> None:
             z, zero, tr, mine = zs[fv]
             allrows = np.arange(len(tb.pid))
             kept_all = ranked_rows(tb, tb.op, allrows)
-            swept = sweep_rows2(tb, kept_all, z, 0.05, seed, explore)
+            swept = sweep_rows(tb, kept_all, z, 0.05, seed, explore)
             measured = np.zeros(len(tb.problems), bool); measured[tb.pid[swept]] = True
             both = np.flatnonzero(test[tb.pid] & ~measured[tb.pid])
             if 'ft' in parts[4:]:  # more trees on the sweep's rows only, from the zero-shot model
