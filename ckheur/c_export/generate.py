@@ -352,8 +352,10 @@ def export_bundle(model_dir: str | Path, output: str | Path, name: str | None = 
     b = load_bundle(model_dir)
     spec = b.spec
     if spec["engine"] not in FAMILIES or FAMILIES[spec["engine"]].c_export is None:
-        raise ExportError(f"{b.path}: its {spec['engine']} features have no C implementation; a bundle on CK's "
-                          "features exports to CK's dispatcher format (export.format=ck)")
+        hint = ("retrain it with the family's own features (without the +kinds candidate in train.compare)"
+                if spec["engine"].startswith("miopen") else
+                "a bundle on CK's features exports to CK's dispatcher format (export.format=ck)")
+        raise ExportError(f"{b.path}: its {spec['engine']} features have no C implementation; {hint}")
     family = b.family
     cf = c_family(family)
     # A model across GPUs (features.hardware) takes its arch's descriptors: constants of the bundle's
