@@ -82,16 +82,21 @@ def load_option(option: str) -> dict:
     The file alone: its defaults list is dropped and interpolations are left as written; use
     Hydra's compose for a composed job config.
     """
+    return load_yaml(CONF_DIR / f"{option}.yaml")
+
+
+def load_yaml(path: str | Path) -> dict:
+    """A YAML file of ckheur's (a config option, a MIOpen solver table) as a plain dict without its
+    defaults list, parsed once per version of the file; each caller gets its own copy."""
     import copy
 
-    path = CONF_DIR / f"{option}.yaml"
-    st = path.stat()
+    st = Path(path).stat()
     return copy.deepcopy(_parsed_option(str(path), st.st_mtime_ns, st.st_size))
 
 
 @functools.lru_cache(maxsize=64)
 def _parsed_option(path: str, mtime_ns: int, size: int) -> dict:
-    """A config file parsed once per version (its path, modification time and size): the MIOpen
+    """A YAML file parsed once per version (its path, modification time and size): the MIOpen
     solver tables are read for every problem, and parsing their YAML is most of that."""
     node = OmegaConf.to_container(OmegaConf.load(path))
     node.pop("defaults", None)

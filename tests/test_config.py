@@ -47,7 +47,10 @@ def test_compose_arch_op_stage(compose, arch, op, stage):
     assert resolved["op"]["direction"] == direction
     if op.startswith("miopen"):  # solvers per arch; problems come from an imported find-db
         assert resolved["op"]["model_name"] == f"miopen_{direction}_fp16_{arch}"
-        assert set(resolved["op"]["solvers"]) == {"gfx1030", "gfx900", "gfx906", "gfx908", "gfx90a", "gfx942"}
+        assert resolved["op"]["solvers"] == {}  # the shipped tables: outside the composed config (it is large)
+        from ckheur.families.miopen.solvers import solver_tables
+
+        assert set(solver_tables(direction)["solvers"]) == {"gfx1030", "gfx900", "gfx906", "gfx908", "gfx90a", "gfx942"}
         assert resolved["problems"]["name"] == "smoke"
         return
     assert resolved["op"]["model_name"] == f"grouped_conv_{direction}_bf16_{arch}"

@@ -843,7 +843,7 @@ def test_solver_tables_are_subsets_of_miopens_registry_with_gfx908s_own_solvers(
     ids unique); every arch table is a subset with the same ids and traits; the ids the shipped
     bundles use are unchanged (the first 68); gfx908 gets its own solvers (the NCHW GTC xdlops and
     the old Winograd binaries, which IsApplicable restricts to it) and not the gfx900/906-only ones."""
-    from omegaconf import OmegaConf
+    from ckheur.families.miopen.solvers import solver_tables
 
     shipped_ids = {"ConvAsm1x1U": 0, "ConvAsmImplicitGemmGTCDynamicFwdXdlopsNHWC": 5, "GemmFwdRest": 46, "fft": 49,
                    "ConvWinograd3x3MultipassWrW<7-3>": 67, "ConvHipImplicitGemmGroupWrwXdlops": 24}
@@ -852,7 +852,7 @@ def test_solver_tables_are_subsets_of_miopens_registry_with_gfx908s_own_solvers(
            "bwd_weight": {"ConvAsmImplicitGemmGTCDynamicWrwXdlops", "ConvBinWinogradRxS"}}
     names_everywhere: dict = {}
     for direction in ("fwd", "bwd_data", "bwd_weight"):
-        op = OmegaConf.to_container(OmegaConf.load(ROOT / "conf" / "op" / "miopen" / f"{direction}.yaml"))
+        op = solver_tables(direction)
         registry = {s["name"]: s for s in op["registry"]}
         assert len(registry) == len(op["registry"]) > 35
         assert len({s["id"] for s in registry.values()}) == len({s["miopen_id"] for s in registry.values()}) \
@@ -873,15 +873,15 @@ def test_solver_tables_are_subsets_of_miopens_registry_with_gfx908s_own_solvers(
 
 
 def test_gfx908_tables_are_what_the_registry_in_tools_gives(monkeypatch):
-    """The gfx908 tables and registries of the op files are in step with tools/miopen_solvers.py's
+    """The gfx908 tables and registries of the shipped solver tables are in step with tools/miopen_solvers.py's
     hand-kept registry (an edit of one without regenerating the other fails here)."""
-    from omegaconf import OmegaConf
+    from ckheur.families.miopen.solvers import solver_tables
 
     monkeypatch.syspath_prepend(str(ROOT / "tools"))
     import miopen_solvers
 
     for direction, (rows, table) in miopen_solvers.registry_tables("gfx908", miopen_solvers.declared()).items():
-        op = OmegaConf.to_container(OmegaConf.load(ROOT / "conf" / "op" / "miopen" / f"{direction}.yaml"))
+        op = solver_tables(direction)
         assert op["solvers"]["gfx908"] == table and sorted(op["registry"], key=lambda s: s["miopen_id"]) == rows
 
 

@@ -19,12 +19,12 @@ PROBLEM = "problem=conv -n 32 -c 256 -H 56 -W 56 -k 256 -y 3 -x 3 -p 1 -q 1 -F 1
 def gfx906_data(tmp_path_factory):
     """The forward FP32 rows of the MI50 and MI60 slices (both gfx906) as stage=import writes them
     (its ``dataset_rows``: the file name in each row), one dataset each."""
-    from ckheur.config import load_option
     from ckheur.data.dataset import write_part
+    from ckheur.families.miopen.solvers import solver_tables
     from ckheur.integrations.miopen.find_db import dataset_rows, read_find_db
 
     folder = tmp_path_factory.mktemp("gfx906") / "miopen_fwd_fp32_gfx906"
-    table = load_option("op/miopen/fwd")["solvers"]["gfx906"]
+    table = solver_tables("fwd")["solvers"]["gfx906"]
     for stem in ("gfx906_60", "gfx906_64"):
         src = SLICES / f"{stem}.HIP.fdb.txt.bz2"
         rows, _ = dataset_rows(read_find_db(src, "gfx906"), "fwd", "fp32", "gfx906", table, src.name,

@@ -34,11 +34,10 @@ def test_kinds_read_from_solver_names():
 def test_kinds_tell_apart_every_solver_of_a_direction():
     """With its algorithm and implementation, a solver's kind is its own among every solver this
     ckheur declares for the direction on any arch: the kinds set loses no solver's identity."""
-    from ckheur.config import load_option
-    from ckheur.families.miopen.solvers import kind_of
+    from ckheur.families.miopen.solvers import kind_of, solver_tables
 
     for direction in DIRECTIONS:
-        tables = load_option(f"op/miopen/{direction}")["solvers"]
+        tables = solver_tables(direction)["solvers"]
         declared = {s["name"]: (s["algorithm"], s["implementation"]) for arch in ARCHS for s in tables[arch]}
         assert len({(*kind_of(n), *traits) for n, traits in declared.items()}) == len(declared), direction
 

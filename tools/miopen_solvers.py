@@ -1,5 +1,5 @@
 #!/usr/bin/env python
-"""The solver tables of conf/op/miopen/*.yaml, derived from MIOpen find-db files.
+"""The solver tables of ckheur/families/miopen/solver_tables/*.yaml, derived from MIOpen find-db files.
 
 Per direction and arch: every solver the file lists, its algorithm (the entries' MIOpen algo),
 implementation kind (from MIOpen's naming: ckheur.families.miopen.solvers.implementation_of)
@@ -23,6 +23,7 @@ import argparse
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
+TABLES = ROOT / "ckheur" / "families" / "miopen" / "solver_tables"
 DIRECTIONS = {"F": "fwd", "B": "bwd_data", "W": "bwd_weight"}
 
 # MIOpen's convolution solver registry, hand-maintained from ROCm/MIOpen src/solver.cpp
@@ -183,12 +184,12 @@ def tables(paths: list[str]) -> dict:
 
 
 def declared() -> dict:
-    """{solver name: {id, algorithm, implementation, workspace}} as conf/op/miopen/*.yaml declare
-    them (the arch tables and the registry)."""
+    """{solver name: {id, algorithm, implementation, workspace}} as the shipped solver tables
+    (ckheur/families/miopen/solver_tables/*.yaml) declare them (the arch tables and the registry)."""
     from omegaconf import OmegaConf
 
     out: dict = {}
-    for path in sorted((ROOT / "conf" / "op" / "miopen").glob("*.yaml")):
+    for path in sorted(TABLES.glob("*.yaml")):
         op = OmegaConf.load(path)
         for table in [*(op.get("solvers") or {}).values(), op.get("registry") or []]:
             for s in table:
@@ -200,12 +201,12 @@ def declared() -> dict:
 
 
 def declared_ids() -> dict:
-    """{solver name: id} as conf/op/miopen/*.yaml declare them."""
+    """{solver name: id} as the shipped solver tables declare them."""
     return {name: d["id"] for name, d in declared().items()}
 
 
 def as_yaml(table: dict, registry: list) -> str:
-    """The ``solvers:`` and ``registry:`` nodes of one direction's op file."""
+    """The ``solvers:`` and ``registry:`` nodes of one direction's solver-tables file."""
     row = lambda s: (f"{{name: {s['name']}, id: {s['id']}, algorithm: {s['algorithm']}, "  # noqa: E731
                      f"implementation: {s['implementation']}, workspace: {str(s['workspace']).lower()}"
                      + (f", miopen_id: {s['miopen_id']}}}" if "miopen_id" in s else "}"))
@@ -227,7 +228,7 @@ def main() -> None:
     ap.add_argument("paths", nargs="+")
     ap.add_argument("--registry-archs", nargs="*", default=["gfx908"],
                     help="archs whose tables come from the registry (no find-db here measured them)")
-    ap.add_argument("--write", action="store_true", help="replace the solvers node of conf/op/miopen/*.yaml")
+    ap.add_argument("--write", action="store_true", help="replace the tables of ckheur/families/miopen/solver_tables/*.yaml")
     args = ap.parse_args()
     per = tables(args.paths)
     known = declared()
@@ -238,7 +239,7 @@ def main() -> None:
             registry[direction] = rows
     for direction, table in sorted(per.items()):
         text = as_yaml(table, registry.get(direction) or registry_tables("", known)[direction][0])
-        target = ROOT / "conf" / "op" / "miopen" / f"{direction}.yaml"
+        target = TABLES / f"{direction}.yaml"
         if args.write and target.exists():
             head = target.read_text().split("solvers:\n")[0]
             target.write_text(head + text)

@@ -1,4 +1,4 @@
-"""The config schema of MIOpen solver ops (``conf/op/miopen/*.yaml``), registered by ``ckheur.families``."""
+"""The config schema of MIOpen solver ops (``conf/op/miopen/*.yaml``; their solver tables: ``solver_tables/``), registered by ``ckheur.families``."""
 
 from __future__ import annotations
 
@@ -29,8 +29,12 @@ class MIOpenOpSchema:
     family: str = "miopen"
     direction: Direction = MISSING
     dtype: DType = DType.fp16
-    solvers: Dict[str, List[SolverSchema]] = field(default_factory=dict)  # arch name -> its solver table
-    registry: List[SolverSchema] = field(default_factory=list)  # every solver MIOpen registers for the direction
+    # arch name -> a solver table replacing the shipped one (ckheur/families/miopen/solver_tables/<direction>.yaml,
+    # outside the composed config: it is large); empty: the shipped tables
+    solvers: Dict[str, List[SolverSchema]] = field(default_factory=dict)
+    # every solver MIOpen registers for the direction: in the shipped tables' file; here only in the
+    # op of bundles written before the tables moved there (read as they were written)
+    registry: List[SolverSchema] = field(default_factory=list)
     # Which solvers are ranked per problem: none (all), rules (MIOpen's IsApplicable rules we carry),
     # listed (kinds of problem a find-db lists each solver for: listed below), both (ckheur.families.miopen.solvers);
     # null: a trained model's own (the shipped ones: both), rules when training

@@ -1,11 +1,12 @@
 """MIOpen solvers as the kernels of the ``miopen`` family: named as MIOpen names them, with traits
-declared per arch in the op's YAML (``conf/op/miopen/*.yaml``: algorithm, implementation kind,
-whether it needs a workspace). The pool of an op on an arch is its solver table for that arch.
+declared per arch in the family's solver tables (``solver_tables/<direction>.yaml`` beside this
+module: algorithm, implementation kind, whether it needs a workspace; ``op.solvers.<arch>`` replaces one). The pool of an op on an arch is its solver table for that arch.
 """
 
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass
+from pathlib import Path
 from typing import Any, Mapping, Sequence
 
 
@@ -104,32 +105,45 @@ def kind_of(name: str) -> tuple[float, ...]:
             float("group" in low), float("3d" in low), version, float("padded" in low), float(variant))
 
 
+TABLES_DIR = Path(__file__).resolve().parent / "solver_tables"  # <direction>.yaml: solvers per arch, registry
+
+
+def solver_tables(direction: str) -> dict:
+    """The shipped ``solver_tables/<direction>.yaml``: ``solvers`` (arch -> its table) and
+    ``registry`` (every solver MIOpen registers for the direction); {} for another direction."""
+    from ckheur.config import load_yaml
+
+    path = TABLES_DIR / f"{direction}.yaml"
+    return load_yaml(path) if path.is_file() else {}
+
+
 def _table(op: Mapping[str, Any], arch: Mapping[str, Any]) -> list:
-    table = (op.get("solvers") or {}).get(arch["name"])
+    """The arch's solver table: the op's own (``op.solvers.<arch>``: a bundle's, or the command
+    line's), else the shipped one."""
+    table = (op.get("solvers") or {}).get(arch["name"]) or _declared(op["direction"]).get(arch["name"])
     if not table:
+        declared = sorted({*(op.get("solvers") or {}), *_declared(op["direction"])})
         raise KernelError(f"op {op['family']}/{op['direction']} declares no solvers for arch {arch['name']}; "
-                          f"declared: {', '.join(sorted(op.get('solvers') or {})) or 'none'}")
+                          f"declared: {', '.join(declared) or 'none'}")
     return list(table)
 
 
-def _declared_names(direction: str) -> dict[str, tuple[str, ...]]:
-    """Per arch, the solver names ``conf/op/miopen/<direction>.yaml`` declares ({} when there is no
-    such file; ``load_option`` parses the file once per version of it)."""
-    from ckheur.config import CONF_DIR, load_option
+def _declared(direction: str) -> dict[str, list]:
+    return solver_tables(direction).get("solvers") or {}
 
-    if not (CONF_DIR / "op" / "miopen" / f"{direction}.yaml").is_file():
-        return {}
-    tables = load_option(f"op/miopen/{direction}").get("solvers") or {}
-    return {a: tuple(str(s["name"]) for s in t or []) for a, t in tables.items()}
+
+def _declared_names(direction: str) -> dict[str, tuple[str, ...]]:
+    """Per arch, the solver names the shipped tables declare ({} for another direction)."""
+    return {a: tuple(str(s["name"]) for s in t or []) for a, t in _declared(direction).items()}
 
 
 def table_names(direction: str, arch: str) -> list[str]:
-    """The solver names this ckheur declares for a direction on an arch (``conf/op/miopen/<direction>.yaml``):
+    """The solver names this ckheur declares for a direction on an arch (``solver_tables/<direction>.yaml``):
     the only names an outside file (a find-db, a bundle) may give; KernelError when there is no table."""
     table = _declared_names(direction).get(arch)
     if not table:
         raise KernelError(f"no MIOpen solver table for direction {direction!r} on arch {arch!r} "
-                          "(conf/op/miopen/<fwd|bwd_data|bwd_weight>.yaml declares them per arch)")
+                          "(ckheur/families/miopen/solver_tables/<fwd|bwd_data|bwd_weight>.yaml declares them per arch)")
     return list(table)
 
 
@@ -821,4 +835,4 @@ def check_known(kernels: Sequence[Any], direction: str, arch: str | Sequence[str
     for k in kernels:
         if k.name not in known or k.direction != direction:
             raise KernelError(f"solver {str(k.name)[:120]!r} ({k.direction}) is not a {direction} solver of "
-                              f"the {' or '.join(archs)} table (conf/op/miopen/{direction}.yaml)")
+                              f"the {' or '.join(archs)} table (ckheur/families/miopen/solver_tables/{direction}.yaml)")
