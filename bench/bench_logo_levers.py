@@ -119,7 +119,8 @@ def main() -> None:
             zs[v] = (z, zero, tr, mine)
             add('zero ' + v, z[rows])
             if 'lp' in sys.argv[7:]:
-                import lightgbm as lgb
+                from ckheur.threads import lightgbm
+                lgb = lightgbm()
                 allt = concat_tables(tr)
                 cat = [allt.feature_names.index(c) for c in ("solver", "algorithm", "implementation") if c in allt.feature_names]
                 clf = lgb.train({'objective': 'binary', 'num_leaves': 15, 'learning_rate': 0.15, 'verbose': -1,
