@@ -12,18 +12,21 @@ ROOT = Path(__file__).resolve().parents[1]
 
 
 @pytest.fixture(scope="session", autouse=True)
-def find_db_cache(tmp_path_factory):
-    """Parsed find-dbs are cached in a folder of the test session, not the user's ~/.cache."""
+def session_caches(tmp_path_factory):
+    """Parsed find-dbs and built compiled selectors are cached in folders of the test session, not
+    the user's ~/.cache (a test that needs its own cache sets the variable itself)."""
     import os
 
-    folder = tmp_path_factory.mktemp("find_db_cache")
-    old = os.environ.get("CKHEUR_FIND_DB_CACHE")
-    os.environ["CKHEUR_FIND_DB_CACHE"] = str(folder)
-    yield folder
-    if old is None:
-        os.environ.pop("CKHEUR_FIND_DB_CACHE", None)
-    else:
-        os.environ["CKHEUR_FIND_DB_CACHE"] = old
+    names = {"CKHEUR_FIND_DB_CACHE": "find_db_cache", "CKHEUR_CACHE_DIR": "compiled_cache"}
+    old = {key: os.environ.get(key) for key in names}
+    for key, name in names.items():
+        os.environ[key] = str(tmp_path_factory.mktemp(name))
+    yield
+    for key, value in old.items():
+        if value is None:
+            os.environ.pop(key, None)
+        else:
+            os.environ[key] = value
 
 
 @pytest.fixture
