@@ -33,7 +33,7 @@ class MIOpenOpSchema:
     # outside the composed config: it is large); empty: the shipped tables
     solvers: Dict[str, List[SolverSchema]] = field(default_factory=dict)
     # every solver MIOpen registers for the direction: in the shipped tables' file; here only in the
-    # op of bundles written before the tables moved there (read as they were written)
+    # op_config of bundles written before the tables moved there (checked against this schema on load)
     registry: List[SolverSchema] = field(default_factory=list)
     # Which solvers are ranked per problem: none (all), rules (MIOpen's IsApplicable rules we carry),
     # listed (kinds of problem a find-db lists each solver for: listed below), both (ckheur.families.miopen.solvers);
