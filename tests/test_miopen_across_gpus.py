@@ -64,26 +64,37 @@ def test_mi50_and_mi60_rows_get_their_own_device_descriptors(gfx906_data):
 
 
 @pytest.mark.skipif(not GPUS.is_dir(), reason="no shipped model across GPUs")
-def test_a_gpu_never_measured_is_served_by_the_model_across_gpus():
-    """gfx908 (MI100) has no bundle and no data: predict serves models/miopen_fwd_fp32_gpus with
-    MI100's descriptors, saying it was never measured. The same selector for MI50 and MI60 (gfx906,
-    60 and 64 CUs; no bundle of their own, their files among its training data, which it says) ranks
-    with each device's descriptors and its table's solvers: other scores; so does a sweep's ranker."""
+def test_a_gpu_never_measured_is_served_by_the_nearest_bundle_or_the_model_across_gpus():
+    """gfx908 (MI100) has no bundle and no data, and shares gfx90a's matrix cores and wave size:
+    predict serves gfx90a's bundle (the nearest), saying why and that MI100 was never measured, once.
+    The model across GPUs named as predict.model_dir ranks for MI100 with its descriptors. MI50 and
+    MI60 (gfx906, no matrix cores: 60 and 64 CUs; no bundle of their own, their files among its
+    training data, which it says) are served the model across GPUs, ranking with each device's
+    descriptors and its table's solvers: other scores; so does a sweep's ranker."""
     r = run_cli("stage=predict", "op=miopen/fwd", "op.dtype=fp32", "arch=gfx908", PROBLEM)
     assert r.returncode == 0, r.stderr
-    assert "models/miopen_fwd_fp32_gpus" in r.stdout and "NEAREST GPU'S MODEL" not in r.stdout
-    assert "MODEL ACROSS GPUS: gfx908 has no bundle of its own; MI100 (gfx908, 120 CUs) was NEVER MEASURED" in r.stdout
+    label = next(line for line in r.stdout.splitlines() if line.startswith("ranked by:"))
+    assert "models/miopen_fwd_fp32_gfx90a" in label and "MODEL ACROSS GPUS" not in label
+    assert ("NEAREST GPU'S MODEL: gfx908 has none, gfx90a is the nearest GPU with one (by hardware descriptors); "
+            "gfx90a shares gfx908's matrix cores and wave size; the leave-one-GPU-out bench favours") in label
+    assert label.count("NEVER MEASURED") == 1 and "unmeasured" not in label and "MI100 (gfx908, 120 CUs) was NEVER" in label
     from ckheur.job import Job
     from ckheur.selection.predicting import selector_for
     from ckheur.selection.selector import as_problem
     from ckheur.stages import compose_config
 
-    def served(*overrides):
+    def served(*overrides, model_dir=None):
         job = Job.from_config(compose_config(["op=miopen/fwd", "op.dtype=fp32", *overrides]))
-        return job, selector_for(job, models=ROOT / "models", sim_models=ROOT / "outputs" / "sim_models")[0]
+        return job, selector_for(job, models=ROOT / "models", sim_models=ROOT / "outputs" / "sim_models",
+                                 model_dir=model_dir)[0]
 
+    _, named = served("arch=gfx908", model_dir=GPUS)
+    assert "MODEL ACROSS GPUS, ranking for MI100 (gfx908, 120 CUs): MI100 (gfx908, 120 CUs) was NEVER MEASURED" \
+        in named.label and "unmeasured" not in named.label and named.arch["name"] == "gfx908"
     (j50, s50), (j60, s60) = served("arch=gfx906"), served("arch=gfx906", "arch.num_cus=64")
     assert (s50.arch["num_cus"], s60.arch["num_cus"]) == (60, 64)
+    assert ("MODEL ACROSS GPUS: gfx906 has no bundle of its own; gfx90a, the nearest GPU with a bundle, has matrix "
+            "cores (gfx906: no matrix cores); the leave-one-GPU-out bench favours the model across GPUs") in s50.label
     assert "MI60 (gfx906, 64 CUs)'s data was among its training data" in s60.label and "NEVER" not in s60.label
     assert {k.name for k in s60.kernels} <= {k.name for k in j60.pool.kernels}
     p = as_problem(PROBLEM.split("=", 1)[1], j50.family, "fwd", "fp32")
@@ -96,8 +107,9 @@ def test_a_gpu_never_measured_is_served_by_the_model_across_gpus():
 @pytest.mark.skipif(not GPUS.is_dir(), reason="no shipped model across GPUs")
 def test_evaluate_and_export_serve_a_gpu_without_a_bundle_as_predict_does(gfx906_data, tmp_path):
     """MI60 has no bundle: stage=evaluate scores the model across GPUs as predict serves it, instead
-    of "not found"; stage=export writes the C
-    package of that model for MI100 (its descriptors baked in, only its table's solvers)."""
+    of "not found"; stage=export writes the C package of that model for MI60 (its descriptors baked
+    in, only its table's solvers). A GPU that shares the nearest bundle's matrix cores and wave size
+    (gfx908) is exported that bundle, as predict serves it (``serving``: one decision for both)."""
     import json
 
     r = run_cli("stage=evaluate", "op=miopen/fwd", "op.dtype=fp32", "arch=gfx906", "arch.num_cus=64",
@@ -109,12 +121,18 @@ def test_evaluate_and_export_serve_a_gpu_without_a_bundle_as_predict_does(gfx906
     metrics = json.loads(next((tmp_path / "e").rglob("metrics.json")).read_text())
     assert metrics["model_dir"].endswith("miopen_fwd_fp32_gpus")
     # the package's sources only (building and checking C against Python: tests/test_export.py)
-    r = run_cli("stage=export", "op=miopen/fwd", "op.dtype=fp32", "arch=gfx908", f"export.output={tmp_path / 'c'}",
-                "export.build=false", f"hydra.run.dir={tmp_path / 'x'}")
+    r = run_cli("stage=export", "op=miopen/fwd", "op.dtype=fp32", "arch=gfx906", "arch.num_cus=64",
+                f"export.output={tmp_path / 'c'}", "export.build=false", f"hydra.run.dir={tmp_path / 'x'}")
     assert r.returncode == 0, r.stderr
-    assert "exporting the model across GPUs" in r.stdout and "MI100 (gfx908, 120 CUs)" in r.stdout
-    source = (tmp_path / "c" / "miopen_fwd_fp32_gfx908.c").read_text()
-    assert "gfx908" in source and "ConvBinWinogradRxSf2x3" in source
+    assert "exporting the model across GPUs" in r.stdout and "MI60 (gfx906, 64 CUs)" in r.stdout
+    source = (tmp_path / "c" / "miopen_fwd_fp32_gfx906.c").read_text()
+    assert "gfx906" in source and "ConvBinWinogradRxSf2x3" in source
     from ckheur.families.miopen.solvers import table_names
 
-    assert not any(name in source for name in set(table_names("fwd", "gfx942")) - set(table_names("fwd", "gfx908")))
+    assert not any(f'"{name}"' in source for name in set(table_names("fwd", "gfx942")) - set(table_names("fwd", "gfx906")))
+    from ckheur.job import Job
+    from ckheur.selection.predicting import serving
+    from ckheur.stages import compose_config
+
+    served = serving(Job.from_config(compose_config(["op=miopen/fwd", "op.dtype=fp32", "arch=gfx908"])), ROOT / "models")
+    assert served.nearest == "gfx90a" and served.path.name == "miopen_fwd_fp32_gfx90a"

@@ -56,15 +56,73 @@ def selector_for(job: Job, *, models: str | Path, sim_models: str | Path, model_
             f"ANALYTIC MODEL (fallback: no trained model {found} for {job.model_name})")
 
 
+# What a GPU must share with the nearest GPU that has a bundle for that bundle to serve it rather than
+# the op's model across GPUs (arch config fields). In the leave-one-GPU-out bench (bench/bench_logo.py,
+# docs/miopen-results.md, row "zero-shot as served"), the CDNA sibling's bundle beat the model across
+# GPUs on MI300X and MI210 (matrix cores, wave 64) in all 12 cells, while the model across GPUs won
+# by 15-29 points of mean efficiency on MI50, MI60 and Vega 56 (no matrix cores) and tied on RDNA2 (wave 32).
+SERVING_TRAITS = ("matrix_cores", "wavefront_size")
+
+
+def arch_traits(arch: Any) -> dict:
+    """The arch config's SERVING_TRAITS; a field it does not write reads as ArchSchema's default
+    (``matrix_cores: true``: the CDNA configs leave it out), as loading it through the schema does."""
+    import dataclasses
+
+    from ckheur.config import ArchSchema
+
+    defaults = {f.name: f.default for f in dataclasses.fields(ArchSchema)}
+    return {t: defaults[t] if arch.get(t) is None else arch[t] for t in SERVING_TRAITS}
+
+
+def traits_apart(arch: Any, other: Any) -> list[str]:
+    """The SERVING_TRAITS ``other`` does not share with ``arch``, in words ([] when it shares them all)."""
+    a, b = arch_traits(arch), arch_traits(other)
+    words = {"matrix_cores": lambda v: "matrix cores" if v else "no matrix cores",
+             "wavefront_size": lambda v: f"wave {v}"}
+    return [f"{words[t](b[t])} ({arch['name']}: {words[t](a[t])})" for t in SERVING_TRAITS if a[t] != b[t]]
+
+
+@dataclass(frozen=True)
+class Serving:
+    """What serves a GPU without a bundle of its own (``serving``): ``path``, the nearest GPU's
+    bundle (``nearest``: that GPU's arch) or the op's model across GPUs (``nearest`` None), and why."""
+
+    path: Path
+    nearest: str | None
+    why: str
+
+
+def serving(job: Job, models: str | Path) -> Serving | None:
+    """What serves a GPU that has no bundle of its own for the job's op and dtype: the nearest GPU's
+    bundle (``nearest_bundle``) where that GPU shares the job's SERVING_TRAITS or the op has no model
+    across GPUs, else the op's model across GPUs (``across_gpus_bundle``); None when neither exists."""
+    from ckheur.config import load_arch
+
+    near, cross = nearest_bundle(job, models), across_gpus_bundle(job, models)
+    apart = traits_apart(job.arch, load_arch(near[1])) if near is not None else []
+    if near is not None and cross is None:
+        return Serving(near[0], near[1], f"no model across GPUs of {job.direction} {job.dtype} is shipped")
+    if near is not None and not apart:
+        return Serving(near[0], near[1], f"{near[1]} shares {job.arch_name}'s matrix cores and wave size; the "
+                       "leave-one-GPU-out bench favours the nearest GPU's bundle there")
+    if cross is None:
+        return None
+    return Serving(cross, None, "" if near is None else f"{near[1]}, the nearest GPU with a bundle, has "
+                   f"{' and '.join(apart)}; the leave-one-GPU-out bench favours the model across GPUs there")
+
+
 def served_without_bundle(job: Job, models: str | Path, **load: Any) -> tuple[Any, Path] | None:
-    """What serves a GPU that has no bundle of its own for the job's op and dtype, and its folder:
-    the op's model across GPUs (``across_gpus_selector``) where ``models`` has one, else the nearest
-    GPU's bundle (``nearest_selector``); None when neither exists. ``load``: Selector.load's options."""
-    cross = across_gpus_bundle(job, models)
-    if cross is not None:
-        return across_gpus_selector(job, cross, **load), cross
-    near = nearest_bundle(job, models)
-    return (nearest_selector(job, near[0], near[1], **load), near[0]) if near is not None else None
+    """What serves a GPU that has no bundle of its own for the job's op and dtype (``serving``: the
+    nearest GPU's bundle where it shares the GPU's matrix cores and wave size, else the op's model
+    across GPUs) as a selector labelled with why, and its folder; None when neither exists.
+    ``load``: Selector.load's options."""
+    served = serving(job, models)
+    if served is None:
+        return None
+    if served.nearest is not None:
+        return nearest_selector(job, served.path, served.nearest, why=served.why, **load), served.path
+    return across_gpus_selector(job, served.path, why=served.why, **load), served.path
 
 
 def across_gpus_bundle(job: Job, models: str | Path) -> Path | None:
@@ -77,13 +135,13 @@ def across_gpus_bundle(job: Job, models: str | Path) -> Path | None:
     return folder if folder is not None and folder.is_dir() else None
 
 
-def across_gpus_selector(job: Job, path: Path, served: bool = True, **load: Any) -> Any:
+def across_gpus_selector(job: Job, path: Path, served: bool = True, why: str = "", **load: Any) -> Any:
     """The model across GPUs (``path``) ranking for the job's device: its descriptors (the arch
     config, or its ``devices`` entry: ``arch=gfx906 arch.num_cus=64`` is MI60), the solvers of its
     table the model knows, no remembered answers; labelled with whether the device was measured
-    (``served``: in place of a bundle the GPU does not have; else named by the user)."""
+    (``served``: in place of a bundle the GPU does not have, for the reason ``why``; else named by the user)."""
     from ckheur.families.hardware import device_label
-    from ckheur.selection.selector import Selector
+    from ckheur.selection.selector import Selector, unmeasured_words
 
     sel = Selector.load(path, kernels=[k.name for k in job.pool.kernels], arch=job.arch, **load,
                         **applicability_of(job.op))
@@ -91,8 +149,9 @@ def across_gpus_selector(job: Job, path: Path, served: bool = True, **load: Any)
     device = device_label(job.arch)
     unknown = len({k.name for k in job.pool.kernels} - {k.name for k in sel.kernels})
     seen = device in sel.trained_devices
-    sel.label += (f"; MODEL ACROSS GPUS: {job.arch_name} has no bundle of its own; " if served else
-                  f"; MODEL ACROSS GPUS, ranking for {device}: ")
+    sel.label = sel.label.replace(unmeasured_words(device), "")  # said once, below
+    sel.label += (f"; MODEL ACROSS GPUS: {job.arch_name} has no bundle of its own{'; ' + why if why else ''}; "
+                  if served else f"; MODEL ACROSS GPUS, ranking for {device}: ")
     sel.label += ((f"{device}'s data was among its training data" if seen else
                    f"{device} was NEVER MEASURED: ranked by its hardware descriptors")
                   + (f"; {unknown} solvers of {job.arch_name}'s table no trained GPU measured are not ranked"
@@ -101,10 +160,11 @@ def across_gpus_selector(job: Job, path: Path, served: bool = True, **load: Any)
 
 
 def device_bundle(src: Path, job: Job, dst: Path) -> Path:
-    """The model across GPUs ``src`` written to ``dst`` as a bundle of the job's device alone: the
-    device as its arch (its descriptors, constants of what is exported from it: a C package bakes
-    them in), the solvers of the device's table it knows, no remembered answers; the manifest names
-    the device and the bundle it came from."""
+    """The bundle ``src`` that serves the job's GPU (``serving``) written to ``dst`` as a bundle of
+    the job's device alone, as ``served_without_bundle`` serves it: the solvers of the device's
+    table it knows, no remembered answers; a model across GPUs with the device as its arch (its
+    descriptors, constants of what is exported from it: a C package bakes them in), another GPU's
+    bundle with that GPU's arch, as it ranks; the manifest names the device and the bundle it came from."""
     import json
 
     from ckheur.families.hardware import device_label
@@ -115,22 +175,25 @@ def device_bundle(src: Path, job: Job, dst: Path) -> Path:
     importances = json.loads((b.path / "feature_importances.json").read_text()) \
         if (b.path / "feature_importances.json").is_file() else {}
     manifest = {**b.manifest, "served_device": device_label(job.arch), "served_from": str(b.path)}
-    return save_bundle(dst, b.booster, b.tflops_booster, {**b.spec, "arch": dict(job.arch)},
-                       [k for k in b.kernels if k.name in names], b.cv_metrics, importances, manifest)
+    spec = {**b.spec, "arch": dict(job.arch)} if b.spec.get("across_gpus") else dict(b.spec)
+    return save_bundle(dst, b.booster, b.tflops_booster, spec, [k for k in b.kernels if k.name in names],
+                       b.cv_metrics, importances, manifest)
 
 
-def nearest_selector(job: Job, path: Path, arch: str, **load: Any) -> Any:
+def nearest_selector(job: Job, path: Path, arch: str, why: str = "", **load: Any) -> Any:
     """The selector of another GPU's bundle (``path``, of ``arch``: ``nearest_bundle``) serving the
     job's GPU as ``stage=predict`` serves it: the solvers of its table that run on the job's GPU,
-    without the other GPU's remembered answers, labelled so."""
+    without the other GPU's remembered answers, labelled so, with the reason ``why`` it serves."""
+    from ckheur.families.hardware import device_label
     from ckheur.selection.selector import Selector
 
     sel = Selector.load(path, kernels=[k.name for k in job.pool.kernels], **load, **applicability_of(job.op))
     sel.answers = {}  # another GPU's measurements: not this GPU's fastest
     unknown = len({k.name for k in job.pool.kernels} - {k.name for k in sel.kernels})
     sel.label += (f"; NEAREST GPU'S MODEL: {job.arch_name} has none, {arch} is the nearest GPU with one (by "
-                  f"hardware descriptors); its solvers that run on {job.arch_name}, without {arch}'s remembered "
-                  "answers"
+                  f"hardware descriptors){'; ' + why if why else ''}; {device_label(job.arch)} was NEVER MEASURED "
+                  f"(none of its data is in {arch}'s bundle): {arch}'s solvers that run on {job.arch_name}, without "
+                  f"{arch}'s remembered answers"
                   + (f"; {unknown} solvers of {job.arch_name}'s table it never measured are not ranked" if unknown
                      else ""))
     return sel

@@ -162,8 +162,13 @@ def across_gpus(spec: Mapping[str, Any], arch: Mapping[str, Any] | None = None) 
     target = dict(arch or spec["arch"])
     devices = spec.get("trained_devices")  # (bundles of earlier versions name archs only)
     measured = device_label(target) in devices if devices else target["name"] in archs
-    return f" of {', '.join(devices or archs)}" + ("" if measured else f"; {device_label(target) if devices else target['name']} "
-                                                   "unmeasured, hardware descriptors")
+    return f" of {', '.join(devices or archs)}" + ("" if measured else
+                                                   unmeasured_words(device_label(target) if devices else target["name"]))
+
+
+def unmeasured_words(device: str) -> str:
+    """How a label of a model across GPUs says the device it ranks for was not among its training data."""
+    return f"; {device} unmeasured, hardware descriptors"
 
 
 class Selector:

@@ -68,8 +68,8 @@ def run(cfg: Any, ctx: Context) -> dict:
     from ckheur.evaluation.scoring import COLUMNS, check_options, evaluate
     from ckheur.evaluation.report import write_report
     from ckheur.learn.bundle import resolve_model_dir
-    from ckheur.selection.predicting import (across_gpus_bundle, across_gpus_selector, applicability_of,
-                                             nearest_bundle, served_without_bundle)
+    from ckheur.selection.predicting import (across_gpus_selector, applicability_of, nearest_bundle,
+                                             served_without_bundle)
     from ckheur.selection.selector import Selector
 
     job, ev = Job.from_config(cfg), cfg.evaluate
@@ -92,7 +92,7 @@ def run(cfg: Any, ctx: Context) -> dict:
     cascade = {} if ev.cascade else {"cascade_threshold": 10**9}
     served = None
     if not ev.model_dir and not job.family.analytic and not resolve_model_dir(model_dir).is_dir():
-        # what stage=predict serves a GPU without a bundle: the model across GPUs, else the nearest GPU's
+        # what stage=predict serves a GPU without a bundle: the nearest GPU's or the model across GPUs
         served = served_without_bundle(job, cfg.paths.models, **cascade)
     if served is not None:
         selector, model_dir = served
@@ -117,7 +117,7 @@ def run(cfg: Any, ctx: Context) -> dict:
         from ckheur.integrations.miopen.tunanet import TunaNetRanker
 
         baselines["TunaNet"] = TunaNetRanker(net, selector.kernels, job.direction, job.dtype)
-    served_near = served is not None and across_gpus_bundle(job, cfg.paths.models) is None  # the nearest serves
+    served_near = served is not None and not selector.across_gpus  # the nearest GPU's bundle serves
     near = nearest_bundle(job, cfg.paths.models) if ev.nearest_gpu and not served_near else None
     if near is not None:
         baselines[f"{near[1]} bundle as is (the nearest other GPU with one)"] = Selector.load(

@@ -13,7 +13,7 @@ from ckheur.stages import Context, StageError
 def run(cfg: Any, ctx: Context) -> dict:
     """Export the op's model (or export.model_dir) to export.output."""
     from ckheur.job import Job
-    from ckheur.selection.predicting import across_gpus_bundle, bundle_dir
+    from ckheur.selection.predicting import bundle_dir, serving
 
     job, opts = Job.from_config(cfg), cfg.export
     if str(opts.format) == "miopen_find_db":
@@ -22,16 +22,20 @@ def run(cfg: Any, ctx: Context) -> dict:
         return _dataset(cfg, job)
     model_dir = bundle_dir(job, models=cfg.paths.models, sim_models=cfg.paths.sim_models,
                            explicit=opts.model_dir)
-    cross = across_gpus_bundle(job, cfg.paths.models) if not opts.model_dir and not model_dir.is_dir() else None
-    if cross is not None:  # a GPU without a bundle of its own: the model across GPUs, for this device
+    served = (serving(job, cfg.paths.models) if not opts.model_dir and not model_dir.is_dir()
+              and not job.family.analytic else None)  # as stage=predict (selector_for) serves
+    if served is not None:  # a GPU without a bundle of its own: what stage=predict serves it, for this device
         from ckheur.families.hardware import device_label
         from ckheur.files import private_folder
         from ckheur.selection.predicting import device_bundle
 
-        print(f"export: {job.arch_name} has no bundle of its own: exporting the model across GPUs {cross} for "
-              f"{device_label(job.arch)} (its descriptors and its table's solvers)")
+        what = ("the model across GPUs" if served.nearest is None else
+                f"{served.nearest}'s bundle (the nearest GPU with one; without its remembered answers)")
+        print(f"export: {job.arch_name} has no bundle of its own: exporting {what} {served.path} for "
+              f"{device_label(job.arch)} (its table's solvers{'' if served.nearest else ', its descriptors'})"
+              f"{': ' + served.why if served.why else ''}")
         with private_folder() as tmp:
-            return _export(cfg, job, device_bundle(cross, job, tmp / job.model_name))
+            return _export(cfg, job, device_bundle(served.path, job, tmp / job.model_name))
     if not model_dir.is_dir():
         raise StageError(f"model dir {model_dir} not found: train one (stage=train) or give export.model_dir=")
     return _export(cfg, job, model_dir)
