@@ -15,6 +15,10 @@ lists at least once; a pick its file does not list for the problem counts 0):
   (MI50's MLIR non-xdlops solvers, ...) is scored by a second model across the five on the
   ``miopen+kinds`` features (the solver by what its name says of it, no solver id); the few-shot
   sweep ranks with it;
+- **zero-shot as served**: what ``stage=predict`` serves a GPU without a bundle of its own
+  (``ckheur.selection.predicting.serving``): the nearest shipped bundle (below) where its GPU shares
+  the held-out device's matrix cores and wave size (``SERVING_TRAITS``), else the zero-shot model;
+  picked per cell from those two rows, nothing trained for it;
 - **today's fallback**: the shipped bundle of the nearest other GPU that has one (gfx90a or gfx942,
   nearest by hardware descriptors scaled by their spread over the six), without its remembered
   answers: what ``stage=predict`` serves a GPU without a bundle;
@@ -41,6 +45,7 @@ solvers the training devices (and the sweep) list for problems of the same kind.
 
     python bench/bench_logo.py [--data DIR] [--directions fwd bwd_data bwd_weight] [--dtypes fp32 fp16]
                                [--max-problems 1500] [--jobs 6] [--out logo.json]
+    python bench/bench_logo.py --from-json logo.json   # the tables and summary of an earlier run, no training
 """
 
 from __future__ import annotations
@@ -68,6 +73,9 @@ SIBLINGS = (("MI50", "MI60"), ("MI60", "MI50"))
 BUNDLED = ("gfx90a", "gfx942")  # archs with shipped bundles
 TARGET_WEIGHT = 20.0  # train.target_weight's default: each of the held-out device's few rows
 ADOPTED = "zero-shot, adopted: a solver the five never list ranked by its kind"
+ZERO = "zero-shot: model across the other five"  # the recipe of the shipped models across GPUs
+FALLBACK = "today's fallback: nearest shipped bundle"
+AS_SERVED = "zero-shot as served: nearest bundle where it shares matrix cores and wave size, else the model across the other five"
 
 
 def device_config(device: str) -> dict:
@@ -125,6 +133,20 @@ def with_hw(tb, cfg: dict, dtype: str, union: list, kinds: bool = False):
         names = engine.feature_names()
     return dataclasses.replace(tb, X=np.hstack([X, np.broadcast_to(hw, (len(X), len(hw)))]),
                                feature_names=[*names, *DESCRIPTORS], kid=remap[tb.kid], kernels=union, weight=None)
+
+
+def as_served(res: dict, held: str, cfgs: dict) -> dict | None:
+    """The AS_SERVED row of a held-out device's results ``res``: the nearest bundle's row where its GPU
+    shares the device's SERVING_TRAITS (``ckheur.selection.predicting.traits_apart``), else the
+    zero-shot row; None without both."""
+    from ckheur.selection.predicting import traits_apart
+
+    if FALLBACK not in res or ZERO not in res:
+        return None
+    near = res[FALLBACK]["bundle"]
+    if traits_apart(cfgs[held], cfgs[near]):
+        return {**res[ZERO], "serves": "the model across the other five"}
+    return {**{k: v for k, v in res[FALLBACK].items() if k != "bundle"}, "serves": f"{near}'s bundle"}
 
 
 def rows_of(tb, rows: np.ndarray, weight: float | None = None):
@@ -235,7 +257,7 @@ def one_op(args: tuple) -> dict:
 
         zero, _ = fit_on(concat_tables([trained[d] for d in others]), None, model, seed)
         z_id = np.where(kept, predict_rows(zero, mine, rows), -np.inf)
-        add("zero-shot: model across the other five", z_id)
+        add(ZERO, z_id)
         # the adopted recipe: a solver none of the five lists is ranked by a model of solvers by kind
         # (miopen+kinds), the others as before
         by_kind_model, _ = fit_on(concat_tables([trained_kind[d] for d in others]), None, model, seed)
@@ -253,7 +275,8 @@ def one_op(args: tuple) -> dict:
         if bundle.is_dir():
             from bench_unseen import bundle_scores
 
-            add("today's fallback: nearest shipped bundle", bundle_scores(bundle, tb)[0], bundle=fallback)
+            add(FALLBACK, bundle_scores(bundle, tb)[0], bundle=fallback)
+            res[AS_SERVED] = as_served(res, held, cfgs)
         near = nearest(held, others, cfgs, dtype)
         theirs = {k.name for k in tables[near].kernels}
         known = np.array([k.name in theirs for k in tb.kernels])
@@ -332,7 +355,7 @@ def table_md(results: list) -> list[str]:
 
 def summary(results: list) -> list[str]:
     """Means over every held-out device, direction and dtype, and the targets' checks."""
-    f = "today's fallback: nearest shipped bundle"
+    f = FALLBACK
     rows = [(r, d, res) for r in results for d, res in r["held_out"].items()]
     mean = lambda name, key: 100 * np.mean([res[name][key] for _, _, res in rows if name in res])  # noqa: E731
     out = ["\n| selector | cells | mean top-1 | mean efficiency | mean unlisted picks |", "| --- | --- | --- | --- | --- |"]
@@ -341,12 +364,19 @@ def summary(results: list) -> list[str]:
         cells = sum(1 for _, _, res in rows if n in res)
         out.append(f"| {n} | {cells} | {mean(n, 'top1'):.1f} | {mean(n, 'efficiency'):.2f} | "
                    f"{mean(n, 'not_listed'):.2f} |")
-    for z in ("zero-shot: model across the other five", ADOPTED):
+    single = "best single solver of the five"
+    for z in (ZERO, ADOPTED, AS_SERVED):
         wins = [(res[z]["efficiency"] - res[f]["efficiency"]) for _, _, res in rows if f in res and z in res]
         if wins:
             out.append(f"\n{z} minus today's fallback, mean efficiency: mean {100 * np.mean(wins):+.2f} points, "
                        f"worst {100 * min(wins):+.2f}, at least as good in {sum(w >= 0 for w in wins)} of {len(wins)} "
                        "cells")
+            per = {d: [res[z]["efficiency"] - res[f]["efficiency"] for _, e, res in rows if e == d and f in res and z in res]
+                   for d in DEVICES}
+            out.append("  per held-out device (mean over its cells): " + ", ".join(
+                f"{d} {100 * np.mean(v):+.2f}" for d, v in per.items() if v))
+            top = [res[z]["top1"] - res[single]["top1"] for _, _, res in rows if single in res and z in res]
+            out.append(f"  top-1 minus the best single solver: mean {100 * np.mean(top):+.1f} points")
     for tag in ("1%", "5%"):
         few, ceil = f"few-shot {tag}, on the ceiling's unmeasured 20%", f"ceiling, on the same problems (few-shot {tag})"
         gaps = [(res[ceil]["efficiency"] - res[few]["efficiency"], res[ceil]["top1"] - res[few]["top1"])
@@ -379,7 +409,21 @@ def main() -> None:
     ap.add_argument("--threads", type=int, default=2, help="LightGBM threads per process")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--out", default=None, help="write the results as JSON")
+    ap.add_argument("--from-json", default=None, help="print the tables and summary of an earlier run's --out file "
+                    "(rows this version derives from that run's, as AS_SERVED, added), training nothing")
     args = ap.parse_args()
+    if args.from_json:
+        results = json.loads(Path(args.from_json).read_text())
+        cfgs = {d: device_config(d) for d in DEVICES}
+        for r in results:
+            for held, res in r["held_out"].items():
+                if AS_SERVED not in res and as_served(res, held, cfgs) is not None:
+                    res[AS_SERVED] = as_served(res, held, cfgs)
+        print(f"leave-one-GPU-out over {len(DEVICES)} devices, from {args.from_json} ({len(results)} direction x dtype "
+              "cells); nothing trained")
+        for line in [*table_md(results), *summary(results)]:
+            print(line)
+        return
     data = Path(args.data)
     todo = [Path(args.fdb) / f"{name}.HIP.fdb.txt.bz2" for arch, _, name in DEVICES.values()
             if not (data / f"miopen_fwd_fp32_{arch}" / f"{name}.parquet").exists()]
