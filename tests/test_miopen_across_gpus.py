@@ -88,6 +88,13 @@ def test_a_gpu_never_measured_is_served_by_the_nearest_bundle_or_the_model_acros
         return job, selector_for(job, models=ROOT / "models", sim_models=ROOT / "outputs" / "sim_models",
                                  model_dir=model_dir)[0]
 
+    from ckheur.config import load_arch
+    from ckheur.selection.predicting import arch_traits, traits_apart
+
+    # a config that does not write matrix_cores has them (the schema's default), as the CDNA ones
+    assert arch_traits({"name": "gfx9xx", "wavefront_size": 64}) == {"matrix_cores": True, "wavefront_size": 64}
+    assert traits_apart(load_arch("gfx1030"), load_arch("gfx90a")) == [
+        "matrix cores (gfx1030: no matrix cores)", "wave 64 (gfx1030: wave 32)"]
     _, named = served("arch=gfx908", model_dir=GPUS)
     assert "MODEL ACROSS GPUS, ranking for MI100 (gfx908, 120 CUs): MI100 (gfx908, 120 CUs) was NEVER MEASURED" \
         in named.label and "unmeasured" not in named.label and named.arch["name"] == "gfx908"
@@ -136,3 +143,25 @@ def test_evaluate_and_export_serve_a_gpu_without_a_bundle_as_predict_does(gfx906
 
     served = serving(Job.from_config(compose_config(["op=miopen/fwd", "op.dtype=fp32", "arch=gfx908"])), ROOT / "models")
     assert served.nearest == "gfx90a" and served.path.name == "miopen_fwd_fp32_gfx90a"
+
+
+def test_the_shipped_models_across_gpus_name_the_find_dbs_they_were_trained_on():
+    """Each shipped model across GPUs' train_manifest.json names, per dataset, the find-db file it was
+    imported from and that file's sha256 (the shared file's, where ../shared is here), and no
+    temporary folder of the machine that trained it (tools/train_gpus_bundles.py --record-sources)."""
+    import hashlib
+    import json
+
+    shared = ROOT.parent / "shared" / "data" / "miopen_fdb"
+    bundles = sorted((ROOT / "models").glob("miopen_*_gpus"))
+    assert len(bundles) == 6
+    for bundle in bundles:
+        text = (bundle / "train_manifest.json").read_text()
+        assert "/tmp/" not in text, bundle
+        datasets = json.loads(text)["datasets"]
+        assert sorted(d["find_db"] for d in datasets) == sorted(
+            f"{stem}.HIP.fdb.txt.bz2" for stem in ("gfx942130", "gfx90a68", "gfx906_60", "gfx906_64", "gfx900_56", "gfx1030_36"))
+        for d in datasets:
+            assert d["path"].endswith(f"/{d['find_db'].split('.')[0]}.parquet") and len(d["sha256"]) == 64
+            if (shared / d["find_db"]).is_file():
+                assert hashlib.sha256((shared / d["find_db"]).read_bytes()).hexdigest() == d["find_db_sha256"]
