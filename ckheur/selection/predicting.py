@@ -59,8 +59,9 @@ def selector_for(job: Job, *, models: str | Path, sim_models: str | Path, model_
 # What a GPU must share with the nearest GPU that has a bundle for that bundle to serve it rather than
 # the op's model across GPUs (arch config fields). In the leave-one-GPU-out bench (bench/bench_logo.py,
 # docs/miopen-results.md, row "zero-shot as served"), the CDNA sibling's bundle beat the model across
-# GPUs on MI300X and MI210 (matrix cores, wave 64) in all 12 cells, while the model across GPUs won
-# by 15-29 points of mean efficiency on MI50, MI60 and Vega 56 (no matrix cores) and tied on RDNA2 (wave 32).
+# GPUs on MI300X and MI210 (matrix cores, wave 64) by 1.45 and 3.44 points of mean efficiency (in 9
+# of their 12 cells, within 0.8 points in the other 3), while the model across GPUs won by 15-29
+# points on MI50, MI60 and Vega 56 (no matrix cores) and by 0.5 on RDNA2 (wave 32).
 SERVING_TRAITS = ("matrix_cores", "wavefront_size")
 
 
