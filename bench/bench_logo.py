@@ -21,7 +21,8 @@ lists at least once; a pick its file does not list for the problem counts 0):
   picked per cell from those two rows, nothing trained for it;
 - **today's fallback**: the shipped bundle of the nearest other GPU that has one (gfx90a or gfx942,
   nearest by hardware descriptors scaled by their spread over the six), without its remembered
-  answers: what ``stage=predict`` serves a GPU without a bundle;
+  answers: what ``stage=predict`` served every GPU without a bundle before the models across GPUs
+  (the row keeps its name so that earlier runs' JSON reads alike);
 - **nearest device's own model**: a model trained here on the nearest other device's data alone
   (what its bundle would be), on the solvers both tables have;
 - **best single solver**: the solver of the five with the highest mean efficiency on their data
