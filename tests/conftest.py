@@ -19,13 +19,20 @@ RUN_FOLDERS: list[Path] = []
 def session_caches(tmp_path_factory):
     """Parsed find-dbs and built compiled selectors are cached in folders of the test session, not
     the user's ~/.cache (a test that needs its own cache sets the variable itself); run_cli's run
-    folders are made in one too, so the tests leave nothing in /tmp."""
+    folders are made in one too, so the tests leave nothing in /tmp. The caches are shared by the
+    xdist workers (the session's folder above theirs): a find-db or a bundle is parsed or built once
+    per session, not once per worker, as processes share ~/.cache (each entry is written whole,
+    then renamed into place)."""
     import os
 
     names = {"CKHEUR_FIND_DB_CACHE": "find_db_cache", "CKHEUR_CACHE_DIR": "compiled_cache"}
     old = {key: os.environ.get(key) for key in names}
+    base = tmp_path_factory.getbasetemp()
+    session = base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base
     for key, name in names.items():
-        os.environ[key] = str(tmp_path_factory.mktemp(name))
+        folder = session / name
+        folder.mkdir(mode=0o700, exist_ok=True)
+        os.environ[key] = str(folder)
     RUN_FOLDERS[:] = [tmp_path_factory.mktemp("cli_runs")]
     yield
     RUN_FOLDERS.clear()
