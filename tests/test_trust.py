@@ -219,16 +219,28 @@ def bundle_copy(tmp_path):
 ])
 def test_hostile_bundles_are_refused_in_one_line(bundle_copy, tmp_path, name, edit, needles):
     """NaN thresholds once segfaulted predict, NaN leaves 'selected' the first kernel, a model cut
-    short aborted the process, wrongly typed JSON gave tracebacks: each is now one line, exit 2."""
+    short aborted the process, wrongly typed JSON gave tracebacks: each is now a BundleError naming
+    the bundle and what is wrong, which the stages print as one line, exit 2 (the first case runs
+    the command line below)."""
     from ckheur.learn.bundle import BundleError
     from ckheur.selection.selector import Selector
 
     folder, rewrite = bundle_copy
     rewrite(name, edit)
-    r = run_cli(*PREDICT, f"predict.model_dir={folder}", f"hydra.run.dir={tmp_path / 'r'}")
-    one_error(r, str(folder), *needles)
+    with pytest.raises(BundleError) as e:  # as stage=predict loads it
+        Selector.load(folder)
+    for n in (str(folder), *needles):
+        assert n in str(e.value) and "\n" not in str(e.value), (n, str(e.value))
     with pytest.raises(BundleError):  # the compiled path refuses it the same way, before building anything
         Selector.load(folder, compiled=True)
+
+
+def test_a_hostile_bundle_is_one_line_and_exit_2_in_predict(bundle_copy, tmp_path):
+    """NaN thresholds, the case that once segfaulted predict, through the command line."""
+    folder, rewrite = bundle_copy
+    rewrite("model.txt.xz", lambda t: _rewrite_trees(t, lambda b: _field(b, "threshold", ["nan"] * _splits(b))))
+    r = run_cli(*PREDICT, f"predict.model_dir={folder}", f"hydra.run.dir={tmp_path / 'r'}")
+    one_error(r, str(folder), "tree 0", "threshold holds NaN")
 
 
 def test_export_refuses_trees_wider_than_it_supports(bundle_copy, tmp_path):
