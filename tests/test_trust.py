@@ -128,7 +128,17 @@ def test_find_db_bad_lines_are_refused_with_the_line(tmp_path, case, needles):
             "text_time": key.format(n=2) + "=" + entry.format(t="1.2.3", w=0)}[case]
     src = tmp_path / "gfx942130.HIP.fdb.txt"
     src.write_text("" if line is None else FWD_LINE + "\n" + line + "\n")
-    one_error(import_fdb(tmp_path, src), *needles)
+    if case == "big_n":  # the command line once: one line, exit 2
+        one_error(import_fdb(tmp_path, src), *needles)
+    else:  # the others through the function stage=import calls: the error it prints
+        from ckheur.config import load_option
+        from ckheur.data.importing import import_file
+        from ckheur.errors import UserError
+
+        with pytest.raises(UserError) as e:
+            import_file(src, data_root=tmp_path / "data", op=load_option("op/grouped_conv/fwd"),
+                        arch=load_option("arch/gfx950"), log=lambda _: None)
+        assert all(n in str(e.value) for n in needles) and "\n" not in str(e.value), str(e.value)
     assert tree(tmp_path / "data") == []
 
 
@@ -497,10 +507,18 @@ def test_private_folders_are_removed_when_the_process_exits(tmp_path):
     ("arch.name=a/b", "arch.name"),
 ])
 def test_names_are_single_path_components(tmp_path, override, field):
+    """Refused before anything is written: through the command line once, the other fields through
+    the check every stage runs first (the error it prints)."""
+    from ckheur.errors import UserError
+    from ckheur.stages import check_names, compose_config
+
     stage = "stage=import" if override.startswith("import.") else "stage=sweep"
-    r = run_cli(stage, override, f"import.path={MI300X}", f"paths.data={tmp_path / 'a' / 'b' / 'data'}",
-                f"hydra.run.dir={tmp_path / 'a' / 'b' / 'run'}")
-    one_error(r, f"{field}=", "one path component")
+    args = (stage, override, f"import.path={MI300X}", f"paths.data={tmp_path / 'a' / 'b' / 'data'}")
+    if field == "problems.name":
+        one_error(run_cli(*args, f"hydra.run.dir={tmp_path / 'a' / 'b' / 'run'}"), f"{field}=", "one path component")
+    else:
+        with pytest.raises(UserError, match=rf"{re.escape(field)}=.*one path component"):
+            check_names(compose_config(args))
     assert not (tmp_path / "a" / "b" / "data").exists() and not (tmp_path / "a" / "escaped").exists()
 
 
