@@ -11,17 +11,31 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 
 
+# The folder of the test session that run_cli makes its run folders in (session_caches sets it).
+RUN_FOLDERS: list[Path] = []
+
+
 @pytest.fixture(scope="session", autouse=True)
 def session_caches(tmp_path_factory):
     """Parsed find-dbs and built compiled selectors are cached in folders of the test session, not
-    the user's ~/.cache (a test that needs its own cache sets the variable itself)."""
+    the user's ~/.cache (a test that needs its own cache sets the variable itself); run_cli's run
+    folders are made in one too, so the tests leave nothing in /tmp. The caches are shared by the
+    xdist workers (the session's folder above theirs): a find-db or a bundle is parsed or built once
+    per session, not once per worker, as processes share ~/.cache (each entry is written whole,
+    then renamed into place)."""
     import os
 
     names = {"CKHEUR_FIND_DB_CACHE": "find_db_cache", "CKHEUR_CACHE_DIR": "compiled_cache"}
     old = {key: os.environ.get(key) for key in names}
+    base = tmp_path_factory.getbasetemp()
+    session = base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base
     for key, name in names.items():
-        os.environ[key] = str(tmp_path_factory.mktemp(name))
+        folder = session / name
+        folder.mkdir(mode=0o700, exist_ok=True)
+        os.environ[key] = str(folder)
+    RUN_FOLDERS[:] = [tmp_path_factory.mktemp("cli_runs")]
     yield
+    RUN_FOLDERS.clear()
     for key, value in old.items():
         if value is None:
             os.environ.pop(key, None)
@@ -77,12 +91,15 @@ def run_cli(*args: str, cwd: Path = ROOT, timeout: int = 1800, in_process: bool 
     and the working directory swapped): the same code path without paying Python's and Hydra's
     start-up for every call. ``in_process=False`` runs ``python run.py`` in a subprocess, for the
     few end-to-end runs that must prove the real process (``timeout`` is then a hang guard).
-    A run that names no run folder gets a temporary one: tests never write into the checkout."""
+    A run that names no run folder gets a new one in the test session's folder (pytest's basetemp):
+    tests never write into the checkout, nor leave folders in /tmp."""
     if not any(a.startswith(("hydra.run.dir=", "hydra.sweep.dir=")) for a in args):
         import tempfile
 
+        if not RUN_FOLDERS:
+            raise RuntimeError("run_cli makes its run folders in the test session's folder: call it from a test")
         key = "hydra.sweep.dir" if "-m" in args or "--multirun" in args else "hydra.run.dir"
-        args = (*args, f"{key}={tempfile.mkdtemp(prefix='ckheur-test-run-')}")
+        args = (*args, f"{key}={tempfile.mkdtemp(prefix='run-', dir=RUN_FOLDERS[0])}")
     if not in_process:
         return subprocess.run([sys.executable, str(ROOT / "run.py"), *args], cwd=cwd,
                               capture_output=True, text=True, timeout=timeout)

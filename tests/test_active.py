@@ -14,6 +14,7 @@ import numpy as np
 import pytest
 
 from ckheur.data.dataset import read_dataset
+from ckheur.errors import UserError
 from ckheur.problems import CONV_FIELDS
 from conftest import ROOT, run_cli
 
@@ -101,20 +102,33 @@ def test_strategy_errors_are_clear(tmp_path):
     r = run_cli(*SMALL, "stage=sweep", "sweep.strategy=active", "sweep.budget=0.5", "sweep.active.ensemble_model=big",
                 f"sweep.output={tmp_path}/d")
     assert r.returncode == 2 and "sweep.active.ensemble_model='big': allowed values are lambdarank" in r.stderr
+    r = run_cli(*SMALL, "stage=sweep", "sweep.strategy=active", "sweep.budget=nan", f"sweep.output={tmp_path}/d")
+    assert r.returncode == 2 and "sweep.budget=nan: " in r.stderr and "finite number" in r.stderr \
+        and "Traceback" not in r.stderr
+    # The other non-finite budgets take the same path (the config's numbers checked, then the budget's own check).
+    from ckheur.stages import check_numbers, compose_config
+    from ckheur.sweeping.rounds import SweepError, budget_pairs
+
     for budget in ("inf", "-inf", "nan"):
-        r = run_cli(*SMALL, "stage=sweep", "sweep.strategy=active", f"sweep.budget={budget}",
-                    f"sweep.output={tmp_path}/d")
-        assert r.returncode == 2 and f"sweep.budget={budget}: " in r.stderr and "finite number" in r.stderr \
-            and "Traceback" not in r.stderr
-    # A record of rounds that is JSON but not the shape the sweep writes: one line, nothing measured.
+        with pytest.raises(UserError, match=rf"sweep\.budget={budget}: give a finite number"):
+            check_numbers(compose_config([*SMALL, "stage=sweep", "sweep.strategy=active", f"sweep.budget={budget}"]))
+        with pytest.raises(SweepError, match=rf"sweep\.budget={budget}: must be a finite number"):
+            budget_pairs(float(budget), 100)
+    # A record of rounds that is JSON but not the shape the sweep writes: one line, nothing measured
+    # (the stage once; each shape through the record's reader).
+    from ckheur.sweeping.rounds import load_state
+
     out = tmp_path / "rec"
     out.mkdir()
+    (out / "active_sweep.json").write_text("[]")
+    r = run_cli(*SMALL, "stage=sweep", "sweep.strategy=active", "sweep.budget=0.5", f"sweep.output={out}")
+    assert r.returncode == 2 and "is not an active-sweep record" in r.stderr and "Traceback" not in r.stderr
+    assert not list(out.glob("part-*"))
     for bad in ("[]", '{"rounds": 5}', '{"rounds": [{"pairs": [7]}]}', '{"rounds": [{"pairs": [[1, 2]]}]}',
                 '{"rounds": [], "final": []}', '"rounds"'):
         (out / "active_sweep.json").write_text(bad)
-        r = run_cli(*SMALL, "stage=sweep", "sweep.strategy=active", "sweep.budget=0.5", f"sweep.output={out}")
-        assert r.returncode == 2 and "is not an active-sweep record" in r.stderr and "Traceback" not in r.stderr, bad
-    assert not list(out.glob("part-*"))
+        with pytest.raises(SweepError, match="is not an active-sweep record"):
+            load_state(out)
 
 
 def test_min_gain_stops_early(tmp_path):

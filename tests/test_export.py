@@ -533,7 +533,8 @@ def test_export_never_destroys_a_users_files(tmp_path, monkeypatch):
     r = run_cli(*common, "export.output=.", cwd=pkg)
     assert r.returncode == 0, r.stderr
     assert "same top-1 kernel 50/50" in r.stdout and not (tmp_path / "planted_ran").exists()
-    r = run_cli(*common, "export.output=.", cwd=pkg)  # an earlier export of the same model: replaced
+    # an earlier export of the same model: replaced (unbuilt: the build was checked just above)
+    r = run_cli(*common, "export.output=.", "export.build=false", cwd=pkg)
     assert r.returncode == 0, r.stderr
     r = run_cli(*common, "export.output=.", "export.name=other", cwd=pkg)
     assert r.returncode == 2 and "not an earlier export of this model as other" in r.stderr

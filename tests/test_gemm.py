@@ -19,10 +19,20 @@ from conftest import run_cli
 ENGINE = get_engine("gemm")
 
 
-@pytest.fixture
-def gemm(compose):
-    cfg = compose(["op=gemm", "arch=gfx950"])
+@pytest.fixture(scope="module")
+def _gemm_config():
+    from ckheur.stages import compose_config
+
+    cfg = compose_config(["op=gemm", "arch=gfx950"])
     return plain(cfg.op), plain(cfg.arch)
+
+
+@pytest.fixture
+def gemm(_gemm_config):
+    """The op and arch configs, composed once per module; each test gets its own copy."""
+    import copy
+
+    return copy.deepcopy(_gemm_config)
 
 
 def test_pool_reaches_ck_scale_and_every_kernel_is_legal(gemm):

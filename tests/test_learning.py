@@ -23,10 +23,20 @@ SHIPPED = ROOT / "models" / "grouped_conv_fwd_bf16_gfx950"
 ENGINE = get_engine("grouped_conv")
 
 
-@pytest.fixture
-def fwd(compose):
-    cfg = compose(["op=fwd", "arch=gfx950"])
+@pytest.fixture(scope="module")
+def _fwd_config():
+    from ckheur.stages import compose_config
+
+    cfg = compose_config(["op=fwd", "arch=gfx950"])
     return plain(cfg.op), plain(cfg.arch)
+
+
+@pytest.fixture
+def fwd(_fwd_config):
+    """The op and arch configs, composed once per module; each test gets its own copy."""
+    import copy
+
+    return copy.deepcopy(_fwd_config)
 
 
 # ---------------------------------------------------------------- features

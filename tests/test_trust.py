@@ -128,7 +128,17 @@ def test_find_db_bad_lines_are_refused_with_the_line(tmp_path, case, needles):
             "text_time": key.format(n=2) + "=" + entry.format(t="1.2.3", w=0)}[case]
     src = tmp_path / "gfx942130.HIP.fdb.txt"
     src.write_text("" if line is None else FWD_LINE + "\n" + line + "\n")
-    one_error(import_fdb(tmp_path, src), *needles)
+    if case == "big_n":  # the command line once: one line, exit 2
+        one_error(import_fdb(tmp_path, src), *needles)
+    else:  # the others through the function stage=import calls: the error it prints
+        from ckheur.config import load_option
+        from ckheur.data.importing import import_file
+        from ckheur.errors import UserError
+
+        with pytest.raises(UserError) as e:
+            import_file(src, data_root=tmp_path / "data", op=load_option("op/grouped_conv/fwd"),
+                        arch=load_option("arch/gfx950"), log=lambda _: None)
+        assert all(n in str(e.value) for n in needles) and "\n" not in str(e.value), str(e.value)
     assert tree(tmp_path / "data") == []
 
 
@@ -219,16 +229,28 @@ def bundle_copy(tmp_path):
 ])
 def test_hostile_bundles_are_refused_in_one_line(bundle_copy, tmp_path, name, edit, needles):
     """NaN thresholds once segfaulted predict, NaN leaves 'selected' the first kernel, a model cut
-    short aborted the process, wrongly typed JSON gave tracebacks: each is now one line, exit 2."""
+    short aborted the process, wrongly typed JSON gave tracebacks: each is now a BundleError naming
+    the bundle and what is wrong, which the stages print as one line, exit 2 (the first case runs
+    the command line below)."""
     from ckheur.learn.bundle import BundleError
     from ckheur.selection.selector import Selector
 
     folder, rewrite = bundle_copy
     rewrite(name, edit)
-    r = run_cli(*PREDICT, f"predict.model_dir={folder}", f"hydra.run.dir={tmp_path / 'r'}")
-    one_error(r, str(folder), *needles)
+    with pytest.raises(BundleError) as e:  # as stage=predict loads it
+        Selector.load(folder)
+    for n in (str(folder), *needles):
+        assert n in str(e.value) and "\n" not in str(e.value), (n, str(e.value))
     with pytest.raises(BundleError):  # the compiled path refuses it the same way, before building anything
         Selector.load(folder, compiled=True)
+
+
+def test_a_hostile_bundle_is_one_line_and_exit_2_in_predict(bundle_copy, tmp_path):
+    """NaN thresholds, the case that once segfaulted predict, through the command line."""
+    folder, rewrite = bundle_copy
+    rewrite("model.txt.xz", lambda t: _rewrite_trees(t, lambda b: _field(b, "threshold", ["nan"] * _splits(b))))
+    r = run_cli(*PREDICT, f"predict.model_dir={folder}", f"hydra.run.dir={tmp_path / 'r'}")
+    one_error(r, str(folder), "tree 0", "threshold holds NaN")
 
 
 def test_export_refuses_trees_wider_than_it_supports(bundle_copy, tmp_path):
@@ -485,10 +507,18 @@ def test_private_folders_are_removed_when_the_process_exits(tmp_path):
     ("arch.name=a/b", "arch.name"),
 ])
 def test_names_are_single_path_components(tmp_path, override, field):
+    """Refused before anything is written: through the command line once, the other fields through
+    the check every stage runs first (the error it prints)."""
+    from ckheur.errors import UserError
+    from ckheur.stages import check_names, compose_config
+
     stage = "stage=import" if override.startswith("import.") else "stage=sweep"
-    r = run_cli(stage, override, f"import.path={MI300X}", f"paths.data={tmp_path / 'a' / 'b' / 'data'}",
-                f"hydra.run.dir={tmp_path / 'a' / 'b' / 'run'}")
-    one_error(r, f"{field}=", "one path component")
+    args = (stage, override, f"import.path={MI300X}", f"paths.data={tmp_path / 'a' / 'b' / 'data'}")
+    if field == "problems.name":
+        one_error(run_cli(*args, f"hydra.run.dir={tmp_path / 'a' / 'b' / 'run'}"), f"{field}=", "one path component")
+    else:
+        with pytest.raises(UserError, match=rf"{re.escape(field)}=.*one path component"):
+            check_names(compose_config(args))
     assert not (tmp_path / "a" / "b" / "data").exists() and not (tmp_path / "a" / "escaped").exists()
 
 

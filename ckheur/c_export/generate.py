@@ -110,13 +110,30 @@ def key_hash(numbers: Sequence[int]) -> int:
     return h
 
 
+def key_hashes(keys: Sequence[Sequence[int]]) -> list[int]:
+    """``key_hash`` of many keys of one length at once (numpy's uint64 arithmetic wraps as C's)."""
+    try:
+        cols = np.array(keys, dtype=np.int64).reshape(len(keys), -1).astype(np.uint64)
+    except (OverflowError, ValueError):  # a number beyond int64, or keys of differing lengths
+        return [key_hash(k) for k in keys]
+    h = np.full(len(keys), 0x9E3779B97F4A7C15, dtype=np.uint64)
+    m1, m2 = np.uint64(0xBF58476D1CE4E5B9), np.uint64(0x94D049BB133111EB)
+    s30, s27, s31 = np.uint64(30), np.uint64(27), np.uint64(31)
+    for col in cols.T:
+        z = h ^ col
+        z = (z ^ (z >> s30)) * m1
+        z = (z ^ (z >> s27)) * m2
+        h = z ^ (z >> s31)
+    return [int(v) for v in h]
+
+
 def _answers_c(answers: Mapping[tuple, str], kernels: Sequence[Any], fields: Sequence[str],
                enums: Mapping[str, tuple]) -> str:
     """The bundle's remembered answers as C: key hashes sorted for a binary search, the kernel of
     each, and the function giving a problem's key numbers (enum fields by their index)."""
     index = {k.name: i for i, k in enumerate(kernels)}
-    rows = sorted((key_hash([enums[f].index(v) if f in enums else v for f, v in zip(fields, key)]), index[name])
-                  for key, name in answers.items())
+    numbers = [[enums[f].index(v) if f in enums else int(v) for f, v in zip(fields, key)] for key in answers]
+    rows = sorted(zip(key_hashes(numbers), (index[name] for name in answers.values())))
     if len({h for h, _ in rows}) < len(rows):
         raise ExportError("two remembered problems share a key hash; the C package cannot tell them apart")
     getters = "".join(f"    out[{i}] = (int64_t)p->{f};\n" for i, f in enumerate(fields))

@@ -37,6 +37,12 @@ def safe_text(value: Any, what: str) -> str:
     return value
 
 
+def field_values(k: Any) -> dict:
+    """A kernel dataclass's fields by name, in order: ``dataclasses.asdict`` without its deep copy
+    (a kernel's fields are plain values; pools of tens of thousands of kernels read them)."""
+    return {f.name: getattr(k, f.name) for f in dataclasses.fields(k)}
+
+
 def command_fields(k: Any) -> dict:
     """A kernel's traits and name as a benchmark or build command's template reads them, each text
     one checked (``safe_text``: no space, quote, slash or leading ``-`` reaches an argument list or

@@ -300,6 +300,31 @@ def screen_of(spec: Mapping[str, Any]) -> tuple[int, int] | None:
     return None if not screen else (int(screen["trees"]), int(screen["top"]))
 
 
+# Content checks that passed in this process, by what was checked (a digest of it): loading a bundle
+# again (Selector.load(compiled=True) reads it twice, a process serving many problems reloads it)
+# does not repeat them. A check depends only on the content, so a changed file is checked again.
+_PASSED: dict[tuple, None] = {}
+_PASSED_MAX = 256
+
+
+def _checked_once(kind: str, content: str | None, extra: Any, check: Any) -> Any:
+    """``check()`` unless it passed for this content (and ``extra``) before in this process; its
+    result then, None when it was cached. A check that raises is not recorded; content None
+    (what could not be put in words): always checked."""
+    import hashlib
+
+    if content is None:
+        return check()
+    key = (kind, hashlib.sha256(content.encode("utf-8", "surrogatepass")).digest(), extra)
+    if key in _PASSED:
+        return None
+    got = check()
+    if len(_PASSED) >= _PASSED_MAX:
+        _PASSED.pop(next(iter(_PASSED)))
+    _PASSED[key] = None
+    return got
+
+
 def _read_json(path: Path) -> Any:
     from ckheur.files import check_regular
 
@@ -429,7 +454,7 @@ def _read_booster(path: Path, num_features: int) -> Any:
         raise BundleError(str(e)) from None
     except (OSError, EOFError, UnicodeDecodeError, zlib.error) as e:
         raise BundleError(f"{path}: corrupted model file ({str(e).splitlines()[0][:200]})") from None
-    check_model_text(text, path, num_features)
+    _checked_once("model text", text, num_features, lambda: check_model_text(text, path, num_features))
     try:
         return lgb.Booster(model_str=text)
     except lgb.basic.LightGBMError as e:
@@ -521,7 +546,11 @@ def load_bundle(path: str | Path) -> Bundle:
     if missing:
         raise BundleError(f"model bundle {path} is incomplete: missing {', '.join(missing)}")
     spec = _read_json(path / "feature_spec.json")
-    _check_spec(spec, path / "feature_spec.json")
+    try:
+        spec_text = json.dumps(spec, sort_keys=True)
+    except (TypeError, ValueError, RecursionError):
+        spec_text = None
+    _checked_once("feature spec", spec_text, None, lambda: _check_spec(spec, path / "feature_spec.json"))
     try:
         engine = spec_engine(spec)
     except ValueError as e:

@@ -87,7 +87,8 @@ def read_dataset_problems(path: str | Path, family: Family) -> list:
     except DatasetError as e:
         raise ProblemError(str(e)) from None
     fields = [f for f in mod.FIELDS if f in df.columns]
-    return dedupe(mod.problem_from_dict(dict(zip(fields, r))) for r in df[fields].itertuples(index=False, name=None))
+    rows = df[fields].drop_duplicates()  # a dataset holds a row per kernel: each problem is built once
+    return dedupe(mod.problem_from_dict(dict(zip(fields, r))) for r in rows.itertuples(index=False, name=None))
 
 
 def shard_of(key: tuple, count: int, seed: int) -> int:

@@ -11,13 +11,14 @@ from __future__ import annotations
 
 import itertools
 import re
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from functools import cached_property
 from typing import Any, Mapping, Sequence
 
 import numpy as np
 
-from ckheur.families.kernel_base import DTYPE_BYTES, TILE_MAX, WARP_TILE_MAX, WAVE_MAX, KernelError, checked_traits
+from ckheur.families.kernel_base import (DTYPE_BYTES, TILE_MAX, WARP_TILE_MAX, WAVE_MAX, KernelError, checked_traits,
+                                        field_values)
 from ckheur.families.kernel_base import tile_rejections as rejections  # noqa: F401 - the family's legality rules
 
 # Dataset kernel columns; the layout is the problem's column (a kernel only runs its layout).
@@ -82,7 +83,7 @@ class GemmKernel:
         return (self.tile_m + self.tile_n) * self.tile_k * DTYPE_BYTES[self.dtype]
 
     def traits(self) -> dict:
-        d = asdict(self)
+        d = field_values(self)
         d.update(name=self.name, num_waves=self.num_waves, lds_bytes=self.lds_bytes)
         return d
 

@@ -11,12 +11,13 @@ from __future__ import annotations
 
 import itertools
 import re
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from functools import cached_property
 from typing import Any, Mapping
 
 from ckheur.families.kernel_base import (DTYPE_BYTES, TILE_MAX, WARP_TILE_MAX, WAVE_MAX, KernelError,
-                                        all_support_arrays, all_support_mask, checked_traits, tile_problems)
+                                        all_support_arrays, all_support_mask, checked_traits, field_values,
+                                        tile_problems)
 from ckheur.families.kernel_base import tile_rejections as rejections  # noqa: F401 - the family's legality rules
 
 VARIANTS = {"fwd": "forward", "bwd_data": "bwd_data", "bwd_weight": "bwd_weight"}
@@ -72,7 +73,7 @@ class ConvKernel:
 
     def traits(self) -> dict:
         """Plain dict of every trait plus name, num_waves and lds_bytes (for filters and tables)."""
-        d = asdict(self)
+        d = field_values(self)
         d.update(name=self.name, num_waves=self.num_waves, lds_bytes=self.lds_bytes)
         return d
 
