@@ -1,0 +1,195 @@
+#!/usr/bin/env python
+"""Levers for the few-shot bring-up's gap to the ceiling (issue 49, item 4's target), measured on
+chosen held-out cells with bench_logo's tables, models, sweep and open protocol.
+
+Per cell (direction, dtype, held-out device), side by side on the same problems:
+
+- **current**: bench_logo's few-shot 5% row: ``sweep.active.ranker``'s sweep (problems at random,
+  each on the zero-shot (adopted) model's floor(sqrt(n)) best solvers plus half that drawn from the
+  rest) times 5% of the device's pairs; a model across the five other devices plus those rows (x20)
+  is trained from scratch;
+- **prior-all**: the same rows, the new trees boosted from the zero-shot model's scores (LightGBM's
+  init score, ``train.warm_start``'s mechanism), so they learn the device's correction to it;
+- **prior-new**: trees boosted from the zero-shot model on the sweep's rows only (early stopping on
+  15% of the swept problems); **prior-new lr 0.05**: the same with smaller steps;
+- **full problems**: the sweep's allocation changed, at the same number of pairs: whole problems
+  fully timed (every solver MIOpen's rules keep), fewer of them; then the current retrain, and
+  **full problems, prior-new**;
+- **ceiling**: the device's own model on a random 80% of its problems (bench_logo's).
+
+Every row is scored on the ceiling's 20% that no sweep here measured (so both allocations are
+scored on the same problems); "current, bench_logo's problems" is the current row on bench_logo's
+own set, to check it reproduces bench_logo's figure.
+
+    LOGO_DATA=<bench_logo.py's --data> python bench/bench_fewshot_levers.py --cells fwd:fp32:Vega56+MI60 \
+        [--max-problems 1500] [--threads 1] [--out levers.json]
+    python bench/bench_fewshot_levers.py --table levers1.json levers2.json   # the tables of runs
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from bench_logo import DEVICES, TARGET_WEIGHT, device_config, load_device, rows_of, sweep_rows, with_hw  # noqa: E402
+from bench_unseen import RECIPE, fit_on, predict_rows, ranked_rows, report  # noqa: E402
+
+CURRENT = "current: five + the sweep's rows x20, retrained"
+CEILING = "ceiling: its own model, random split"
+ROWS = (CURRENT, "prior-all: five + sweep x20, boosted from the zero-shot model",
+        "prior-new: sweep's rows only, boosted from the zero-shot model", "prior-new, lr 0.05",
+        "full problems: same pairs, whole problems, retrained", "full problems, prior-new", CEILING)
+
+
+def full_rows(tb, kept: np.ndarray, pairs: int, seed: int) -> np.ndarray:
+    """Whole problems (every kept solver) in sweep_rows' random problem order, until ``pairs`` rows."""
+    rng = np.random.default_rng(seed)
+    by_problem = np.split(np.arange(len(tb.pid)), np.flatnonzero(np.diff(tb.pid)) + 1)
+    out: list = []
+    for p in rng.permutation(len(by_problem)):
+        rows = by_problem[p]
+        out.extend(rows[kept[rows]] if kept[rows].any() else rows)
+        if len(out) >= pairs:
+            break
+    return np.sort(np.array(out, dtype=np.int64))
+
+
+def one_op(data: Path, direction: str, dtype: str, helds: list, max_problems: int, seed: int, threads: int,
+           budget: float = 0.05) -> dict:
+    """The levers on each held-out device of one direction and dtype."""
+    from ckheur.learn.training import concat_tables
+    from ckheur.stages import compose_config, plain
+    from ckheur.threads import lightgbm as lgb
+
+    t0 = time.perf_counter()
+    model = {**plain(compose_config([f"op=miopen/{direction}"]).model), **RECIPE, "threads": threads}
+    cfgs = {d: device_config(d) for d in DEVICES}
+    tables = {d: load_device(data, d, direction, dtype, max_problems, seed) for d in DEVICES}
+    union: dict = {}
+    for tb in tables.values():
+        for k in tb.kernels:
+            union.setdefault(k.name, k)
+    union_list = sorted(union.values(), key=lambda k: k.solver_id)
+    hw = {d: with_hw(tb, cfgs[d], dtype, union_list) for d, tb in tables.items()}
+    trained = {d: rows_of(hw[d], np.flatnonzero(tb.listed[tb.kid])) for d, tb in tables.items()}
+    kinds = {d: with_hw(tb, cfgs[d], dtype, union_list, kinds=True) for d, tb in tables.items()}
+    out = {}
+    for held in helds:
+        tb, mine = tables[held], hw[held]
+        others = [d for d in DEVICES if d != held]
+        rows = np.arange(len(tb.pid))
+        kept = ranked_rows(tb, tb.op, rows)
+        # the zero-shot (adopted) ranker, as bench_logo builds it
+        zero, _ = fit_on(concat_tables([trained[d] for d in others]), None, model, seed)
+        z_id = np.where(kept, predict_rows(zero, mine, rows), -np.inf)
+        # the prior as it ranks: its trees up to early stopping's best (LightGBM would add to all of them)
+        prior = lgb().Booster(model_str=zero.model_to_string(num_iteration=zero.best_iteration or None))
+        by_kind = concat_tables([rows_of(kinds[d], np.flatnonzero(tables[d].listed[tables[d].kid])) for d in others])
+        by_kind_model, _ = fit_on(by_kind, None, model, seed)
+        seen = np.zeros(len(union_list), dtype=bool)
+        for d in others:
+            seen[np.unique(trained[d].kid[trained[d].tflops > 0])] = True
+        z = np.where(seen[mine.kid], z_id, np.where(kept, predict_rows(by_kind_model, kinds[held], rows), -np.inf))
+
+        swept = sweep_rows(tb, kept, z, budget, seed)
+        whole = full_rows(tb, kept, len(swept), seed)
+        test = np.random.default_rng(seed + 7).random(len(tb.problems)) < 0.2
+        measured = np.zeros(len(tb.problems), dtype=bool)
+        measured[tb.pid[swept]] = True
+        logo_set = np.flatnonzero(test[tb.pid] & ~measured[tb.pid])  # bench_logo's scored rows
+        measured[tb.pid[whole]] = True
+        scored = np.flatnonzero(test[tb.pid] & ~measured[tb.pid])  # no sweep here measured them
+        five = [trained[d] for d in others]
+        res: dict = {}
+
+        trees: dict = {}
+
+        def add(name, booster, on=scored, rank_all=False):
+            trees[name] = int(booster.best_iteration or booster.current_iteration())
+            s = predict_rows(booster, mine, on)
+            s = s if rank_all else np.where(kept[on], s, -np.inf)
+            res[name] = report(tb, on, np.where(tb.listed[tb.kid[on]], s, -np.inf))
+
+        current, _ = fit_on(concat_tables([*five, rows_of(mine, swept, TARGET_WEIGHT)]), None, model, seed)
+        add(CURRENT, current)
+        add("current, bench_logo's problems", current, logo_set)
+        prior_all, _ = fit_on(concat_tables([*five, rows_of(mine, swept, TARGET_WEIGHT)]), None, model, seed,
+                              init_model=prior)
+        add(ROWS[1], prior_all)
+        add(ROWS[2], fit_on(rows_of(mine, swept), None, model, seed, init_model=prior)[0])
+        add(ROWS[3], fit_on(rows_of(mine, swept), None, {**model, "learning_rate": 0.05}, seed, init_model=prior)[0])
+        full_model, _ = fit_on(concat_tables([*five, rows_of(mine, whole, TARGET_WEIGHT)]), None, model, seed)
+        add(ROWS[4], full_model)
+        add(ROWS[5], fit_on(rows_of(mine, whole), None, model, seed, init_model=prior)[0])
+        ceiling, _ = fit_on(mine, np.flatnonzero(~test[tb.pid] & tb.listed[tb.kid]), model, seed)
+        add(CEILING, ceiling, rank_all=True)  # as bench_logo scores it: every solver of the table
+        res["_meta"] = {"pairs": int(len(swept)), "problems_swept": int(len(np.unique(tb.pid[swept]))),
+                        "pairs_full": int(len(whole)), "problems_full": int(len(np.unique(tb.pid[whole]))),
+                        "scored_problems": int(len(np.unique(tb.pid[scored]))), "prior_trees": prior.num_trees(),
+                        "trees": trees}
+        out[f"{direction} {dtype} {held}"] = res
+        line = "; ".join(f"{n.split(':')[0]}: {100 * r['top1']:.1f} / {100 * r['efficiency']:.2f} / "
+                         f"{100 * r['not_listed']:.2f}" for n, r in res.items() if n != "_meta")
+        print(f"{direction} {dtype} {held} ({time.perf_counter() - t0:.0f} s) {res['_meta']}: {line}", flush=True)
+    return out
+
+
+def tables_md(results: dict) -> list[str]:
+    """Per cell each row's top-1 / efficiency / unlisted, then each lever against the current recipe."""
+    names = [n for n in dict.fromkeys(n for r in results.values() for n in r) if n != "_meta"]
+    lines = ["| cell | pairs (problems) | " + " | ".join(n.split(":")[0] for n in names) + " |",
+             "| --- | --- | " + " | ".join("---" for _ in names) + " |"]
+    for cell, r in results.items():
+        m = r["_meta"]
+        lines.append(f"| {cell} | {m['pairs']} ({m['problems_swept']}; full {m['problems_full']}) | " + " | ".join(
+            f"{100 * r[n]['top1']:.1f} / {100 * r[n]['efficiency']:.2f} / {100 * r[n]['not_listed']:.2f}"
+            for n in names) + " |")
+    lines += ["", "| row | mean top-1 | mean efficiency | mean unlisted | efficiency minus current: mean, "
+              "spread (sd), better in | top-1 minus current: mean |", "| --- | --- | --- | --- | --- | --- |"]
+    for n in names:
+        if n == "current, bench_logo's problems":
+            continue
+        e = np.array([r[n]["efficiency"] - r[CURRENT]["efficiency"] for r in results.values()]) * 100
+        t = np.array([r[n]["top1"] - r[CURRENT]["top1"] for r in results.values()]) * 100
+        mean = lambda k: 100 * np.mean([r[n][k] for r in results.values()])  # noqa: E731
+        lines.append(f"| {n} | {mean('top1'):.1f} | {mean('efficiency'):.2f} | {mean('not_listed'):.2f} | "
+                     f"{e.mean():+.2f}, {e.std(ddof=1) if len(e) > 1 else 0:.2f}, {(e > 0).sum()} of {len(e)} | "
+                     f"{t.mean():+.2f} |")
+    return lines
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--data", default=os.environ.get("LOGO_DATA", "/tmp/ckheur_logo_data"),
+                    help="bench_logo.py's --data (the six find-dbs imported once)")
+    ap.add_argument("--cells", nargs="+", default=[], help="DIRECTION:DTYPE:DEVICE[+DEVICE...]")
+    ap.add_argument("--max-problems", type=int, default=1500)
+    ap.add_argument("--threads", type=int, default=1)
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--out", default=None, help="write the results as JSON (kept after each direction and dtype)")
+    ap.add_argument("--table", nargs="+", default=None, help="print the tables of these JSON results, run nothing")
+    args = ap.parse_args()
+    results: dict = {}
+    if args.table:
+        for f in args.table:
+            results.update(json.loads(Path(f).read_text()))
+    for spec in args.cells:
+        direction, dtype, helds = spec.split(":")
+        results.update(one_op(Path(args.data), direction, dtype, helds.split("+"), args.max_problems, args.seed,
+                              args.threads))
+        if args.out:
+            Path(args.out).write_text(json.dumps(results, indent=1, default=float))
+    for line in tables_md(results):
+        print(line)
+
+
+if __name__ == "__main__":
+    main()
