@@ -47,6 +47,20 @@ CEILING = "ceiling: its own model, random split"
 ROWS = (CURRENT, "prior-all: five + sweep x20, boosted from the zero-shot model",
         "prior-new: sweep's rows only, boosted from the zero-shot model", "prior-new, lr 0.05",
         "full problems: same pairs, whole problems, retrained", "full problems, prior-new", CEILING)
+CURRENT_SEED = "current, another seed (the noise floor)"
+CURRENT_MORE = "current, at most 2,000 trees"
+CEILING_MORE = "ceiling, at most 2,000 trees"
+ENSEMBLE = "current and prior-new, ranks averaged"
+EVERY = (*ROWS[:-1], CURRENT_SEED, CURRENT_MORE, ENSEMBLE, CEILING, CEILING_MORE)
+
+
+def problem_ranks(pid: np.ndarray, scores: np.ndarray) -> np.ndarray:
+    """Each row's rank among its problem's rows by score (0 the lowest), rows grouped by problem."""
+    order = np.lexsort((scores, pid))
+    ranks = np.empty(len(pid))
+    starts = np.r_[0, np.flatnonzero(np.diff(pid[order])) + 1]
+    ranks[order] = np.arange(len(pid)) - np.repeat(starts, np.diff(np.r_[starts, len(pid)]))
+    return ranks
 
 
 def full_rows(tb, kept: np.ndarray, pairs: int, seed: int) -> np.ndarray:
@@ -63,7 +77,7 @@ def full_rows(tb, kept: np.ndarray, pairs: int, seed: int) -> np.ndarray:
 
 
 def one_op(data: Path, direction: str, dtype: str, helds: list, max_problems: int, seed: int, threads: int,
-           budget: float = 0.05) -> dict:
+           rows_wanted: tuple = EVERY, budget: float = 0.05) -> dict:
     """The levers on each held-out device of one direction and dtype."""
     from ckheur.learn.training import concat_tables
     from ckheur.stages import compose_config, plain
@@ -118,19 +132,31 @@ def one_op(data: Path, direction: str, dtype: str, helds: list, max_problems: in
             s = s if rank_all else np.where(kept[on], s, -np.inf)
             res[name] = report(tb, on, np.where(tb.listed[tb.kid[on]], s, -np.inf))
 
-        current, _ = fit_on(concat_tables([*five, rows_of(mine, swept, TARGET_WEIGHT)]), None, model, seed)
-        add(CURRENT, current)
-        add("current, bench_logo's problems", current, logo_set)
-        prior_all, _ = fit_on(concat_tables([*five, rows_of(mine, swept, TARGET_WEIGHT)]), None, model, seed,
-                              init_model=prior)
-        add(ROWS[1], prior_all)
-        add(ROWS[2], fit_on(rows_of(mine, swept), None, model, seed, init_model=prior)[0])
-        add(ROWS[3], fit_on(rows_of(mine, swept), None, {**model, "learning_rate": 0.05}, seed, init_model=prior)[0])
-        full_model, _ = fit_on(concat_tables([*five, rows_of(mine, whole, TARGET_WEIGHT)]), None, model, seed)
-        add(ROWS[4], full_model)
-        add(ROWS[5], fit_on(rows_of(mine, whole), None, model, seed, init_model=prior)[0])
-        ceiling, _ = fit_on(mine, np.flatnonzero(~test[tb.pid] & tb.listed[tb.kid]), model, seed)
-        add(CEILING, ceiling, rank_all=True)  # as bench_logo scores it: every solver of the table
+        one = lambda swept_rows, m=model, s=seed, init=None: fit_on(  # noqa: E731
+            concat_tables([*five, rows_of(mine, swept_rows, TARGET_WEIGHT)]), None, m, s, init_model=init)[0]
+        own = lambda swept_rows, m=model: fit_on(rows_of(mine, swept_rows), None, m, seed, init_model=prior)[0]  # noqa: E731
+        more = {**model, "max_trees": 2000}
+        fits = {CURRENT: lambda: one(swept), ROWS[1]: lambda: one(swept, init=prior), ROWS[2]: lambda: own(swept),
+                ROWS[3]: lambda: own(swept, {**model, "learning_rate": 0.05}), ROWS[4]: lambda: one(whole),
+                ROWS[5]: lambda: own(whole), CURRENT_SEED: lambda: one(swept, s=seed + 1),
+                CURRENT_MORE: lambda: one(swept, more)}
+        boosters = {}
+        for name in rows_wanted:
+            if name in fits:
+                boosters[name] = fits[name]()
+                add(name, boosters[name])
+            if name == CURRENT:
+                add("current, bench_logo's problems", boosters[name], logo_set)
+        if ENSEMBLE in rows_wanted:  # the current model and prior-new, their scores' per-problem ranks averaged
+            a = boosters[CURRENT] if CURRENT in boosters else fits[CURRENT]()
+            b = boosters[ROWS[2]] if ROWS[2] in boosters else fits[ROWS[2]]()
+            ra, rb = (problem_ranks(tb.pid[scored], np.where(kept[scored], predict_rows(x, mine, scored), -np.inf))
+                      for x in (a, b))
+            res[ENSEMBLE] = report(tb, scored, np.where(tb.listed[tb.kid[scored]] & kept[scored], ra + rb, -np.inf))
+        for name, m in ((CEILING, model), (CEILING_MORE, more)):
+            if name in rows_wanted:
+                ceiling, _ = fit_on(mine, np.flatnonzero(~test[tb.pid] & tb.listed[tb.kid]), m, seed)
+                add(name, ceiling, rank_all=True)  # as bench_logo scores it: every solver of the table
         res["_meta"] = {"pairs": int(len(swept)), "problems_swept": int(len(np.unique(tb.pid[swept]))),
                         "pairs_full": int(len(whole)), "problems_full": int(len(np.unique(tb.pid[whole]))),
                         "scored_problems": int(len(np.unique(tb.pid[scored]))), "prior_trees": prior.num_trees(),
@@ -151,16 +177,17 @@ def tables_md(results: dict) -> list[str]:
         m = r["_meta"]
         lines.append(f"| {cell} | {m['pairs']} ({m['problems_swept']}; full {m['problems_full']}) | " + " | ".join(
             f"{100 * r[n]['top1']:.1f} / {100 * r[n]['efficiency']:.2f} / {100 * r[n]['not_listed']:.2f}"
-            for n in names) + " |")
+            if n in r else "" for n in names) + " |")
     lines += ["", "| row | mean top-1 | mean efficiency | mean unlisted | efficiency minus current: mean, "
               "spread (sd), better in | top-1 minus current: mean |", "| --- | --- | --- | --- | --- | --- |"]
     for n in names:
         if n == "current, bench_logo's problems":
             continue
-        e = np.array([r[n]["efficiency"] - r[CURRENT]["efficiency"] for r in results.values()]) * 100
-        t = np.array([r[n]["top1"] - r[CURRENT]["top1"] for r in results.values()]) * 100
-        mean = lambda k: 100 * np.mean([r[n][k] for r in results.values()])  # noqa: E731
-        lines.append(f"| {n} | {mean('top1'):.1f} | {mean('efficiency'):.2f} | {mean('not_listed'):.2f} | "
+        cells = [r for r in results.values() if n in r and CURRENT in r]
+        e = np.array([r[n]["efficiency"] - r[CURRENT]["efficiency"] for r in cells]) * 100
+        t = np.array([r[n]["top1"] - r[CURRENT]["top1"] for r in cells]) * 100
+        mean = lambda k: 100 * np.mean([r[n][k] for r in cells])  # noqa: E731
+        lines.append(f"| {n} ({len(cells)} cells) | {mean('top1'):.1f} | {mean('efficiency'):.2f} | {mean('not_listed'):.2f} | "
                      f"{e.mean():+.2f}, {e.std(ddof=1) if len(e) > 1 else 0:.2f}, {(e > 0).sum()} of {len(e)} | "
                      f"{t.mean():+.2f} |")
     return lines
@@ -174,9 +201,12 @@ def main() -> None:
     ap.add_argument("--max-problems", type=int, default=1500)
     ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--rows", nargs="+", default=None, help="only these rows (their names' first word(s): "
+                    "current, prior-all, ...; default every row)")
     ap.add_argument("--out", default=None, help="write the results as JSON (kept after each direction and dtype)")
     ap.add_argument("--table", nargs="+", default=None, help="print the tables of these JSON results, run nothing")
     args = ap.parse_args()
+    wanted = EVERY if args.rows is None else tuple(n for n in EVERY if any(n.split(":")[0] == r for r in args.rows))
     results: dict = {}
     if args.table:
         for f in args.table:
@@ -184,7 +214,7 @@ def main() -> None:
     for spec in args.cells:
         direction, dtype, helds = spec.split(":")
         results.update(one_op(Path(args.data), direction, dtype, helds.split("+"), args.max_problems, args.seed,
-                              args.threads))
+                              args.threads, wanted))
         if args.out:
             Path(args.out).write_text(json.dumps(results, indent=1, default=float))
     for line in tables_md(results):
