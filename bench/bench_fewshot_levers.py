@@ -51,7 +51,10 @@ CURRENT_SEED = "current, another seed (the noise floor)"
 CURRENT_MORE = "current, at most 2,000 trees"
 CEILING_MORE = "ceiling, at most 2,000 trees"
 ENSEMBLE = "current and prior-new, ranks averaged"
-EVERY = (*ROWS[:-1], CURRENT_SEED, CURRENT_MORE, ENSEMBLE, CEILING, CEILING_MORE)
+LISTED = "current, listed first (a listed-or-not classifier on the five + the sweep x20)"
+EVERY = (*ROWS[:-1], CURRENT_SEED, CURRENT_MORE, ENSEMBLE, LISTED, CEILING, CEILING_MORE)
+KEYS = dict(zip(("current", "prior-all", "prior-new", "prior-new-lr", "full", "full-prior", "seed", "more", "ensemble",
+                 "listed", "ceiling", "ceiling-more"), EVERY))
 
 
 def problem_ranks(pid: np.ndarray, scores: np.ndarray) -> np.ndarray:
@@ -153,6 +156,17 @@ def one_op(data: Path, direction: str, dtype: str, helds: list, max_problems: in
             ra, rb = (problem_ranks(tb.pid[scored], np.where(kept[scored], predict_rows(x, mine, scored), -np.inf))
                       for x in (a, b))
             res[ENSEMBLE] = report(tb, scored, np.where(tb.listed[tb.kid[scored]] & kept[scored], ra + rb, -np.inf))
+        if LISTED in rows_wanted:  # P(the device's file lists the solver for the problem), the sweep's rows x20
+            joined = concat_tables([*five, rows_of(mine, swept, TARGET_WEIGHT)])
+            cat = [joined.feature_names.index(c) for c in ("solver", "algorithm", "implementation")
+                   if c in joined.feature_names]
+            clf = lgb().train({"objective": "binary", "num_leaves": 15, "learning_rate": 0.15, "verbose": -1,
+                               "num_threads": threads, "seed": seed, "min_data_in_leaf": 20},
+                              lgb().Dataset(joined.X, (joined.tflops > 0).astype(float), weight=joined.weight,
+                                            categorical_feature=cat), 200)
+            a = boosters[CURRENT] if CURRENT in boosters else fits[CURRENT]()
+            sc = np.where(kept[scored], predict_rows(a, mine, scored), -np.inf) + 1e3 * (clf.predict(mine.X[scored]) > 0.5)
+            res[LISTED] = report(tb, scored, np.where(tb.listed[tb.kid[scored]], sc, -np.inf))
         for name, m in ((CEILING, model), (CEILING_MORE, more)):
             if name in rows_wanted:
                 ceiling, _ = fit_on(mine, np.flatnonzero(~test[tb.pid] & tb.listed[tb.kid]), m, seed)
@@ -201,12 +215,11 @@ def main() -> None:
     ap.add_argument("--max-problems", type=int, default=1500)
     ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--seed", type=int, default=0)
-    ap.add_argument("--rows", nargs="+", default=None, help="only these rows (their names' first word(s): "
-                    "current, prior-all, ...; default every row)")
+    ap.add_argument("--rows", nargs="+", default=None, choices=list(KEYS), help="only these rows (default every row)")
     ap.add_argument("--out", default=None, help="write the results as JSON (kept after each direction and dtype)")
     ap.add_argument("--table", nargs="+", default=None, help="print the tables of these JSON results, run nothing")
     args = ap.parse_args()
-    wanted = EVERY if args.rows is None else tuple(n for n in EVERY if any(n.split(":")[0] == r for r in args.rows))
+    wanted = EVERY if args.rows is None else tuple(KEYS[r] for r in args.rows)
     results: dict = {}
     if args.table:
         for f in args.table:
