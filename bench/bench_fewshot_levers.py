@@ -50,13 +50,17 @@ ROWS = (CURRENT, "prior-all: five + sweep x20, boosted from the zero-shot model"
 CURRENT_SEED = "current, another seed (the noise floor)"
 CURRENT_MORE = "current, at most 2,000 trees"
 CEILING_MORE = "ceiling, at most 2,000 trees"
+BAGGED = "current, 3 seeds averaged (model.bagging_seeds=3)"
+CEILING_BAGGED = "ceiling, 3 seeds averaged"
 ENSEMBLE = "current and prior-new, ranks averaged"
 PAIRWISE = "current, the sweep's problems as partly measured (train.partial=pairwise)"
 ANSWERED = "current, swept problems with no listed time left out (as training does)"
 LISTED = "current, listed first (a listed-or-not classifier on the five + the sweep x20)"
-EVERY = (*ROWS[:-1], CURRENT_SEED, CURRENT_MORE, ENSEMBLE, LISTED, ANSWERED, PAIRWISE, CEILING, CEILING_MORE)
+EVERY = (*ROWS[:-1], CURRENT_SEED, CURRENT_MORE, ENSEMBLE, LISTED, ANSWERED, PAIRWISE, BAGGED, CEILING, CEILING_MORE,
+         CEILING_BAGGED)
 KEYS = dict(zip(("current", "prior-all", "prior-new", "prior-new-lr", "full", "full-prior", "seed", "more", "ensemble",
-                 "listed", "answered", "pairwise", "ceiling", "ceiling-more"), EVERY))
+                 "listed", "answered", "pairwise", "bagged", "ceiling", "ceiling-more",
+                 "ceiling-bagged"), EVERY))
 
 
 def problem_ranks(pid: np.ndarray, scores: np.ndarray) -> np.ndarray:
@@ -144,7 +148,7 @@ def one_op(data: Path, direction: str, dtype: str, helds: list, max_problems: in
         fits = {CURRENT: lambda: one(swept), ROWS[1]: lambda: one(swept, init=prior), ROWS[2]: lambda: own(swept),
                 ROWS[3]: lambda: own(swept, {**model, "learning_rate": 0.05}), ROWS[4]: lambda: one(whole),
                 ROWS[5]: lambda: own(whole), CURRENT_SEED: lambda: one(swept, s=seed + 1),
-                CURRENT_MORE: lambda: one(swept, more)}
+                CURRENT_MORE: lambda: one(swept, more), BAGGED: lambda: one(swept, {**model, "bagging_seeds": 3})}
         # the swept problems with a listed time: a problem whose every timed solver reads censored has no
         # measurement to rank against, and training leaves it out (ckheur.learn.training; bench_logo keeps it)
         timed = np.zeros(len(tb.problems), dtype=bool)
@@ -195,7 +199,7 @@ def one_op(data: Path, direction: str, dtype: str, helds: list, max_problems: in
             a = boosters[CURRENT] if CURRENT in boosters else fits[CURRENT]()
             sc = np.where(kept[scored], predict_rows(a, mine, scored), -np.inf) + 1e3 * (clf.predict(mine.X[scored]) > 0.5)
             res[LISTED] = report(tb, scored, np.where(tb.listed[tb.kid[scored]], sc, -np.inf))
-        for name, m in ((CEILING, model), (CEILING_MORE, more)):
+        for name, m in ((CEILING, model), (CEILING_MORE, more), (CEILING_BAGGED, {**model, "bagging_seeds": 3})):
             if name in rows_wanted:
                 ceiling, _ = fit_on(mine, np.flatnonzero(~test[tb.pid] & tb.listed[tb.kid]), m, seed)
                 add(name, ceiling, rank_all=True)  # as bench_logo scores it: every solver of the table
