@@ -15,14 +15,22 @@ Per cell (direction, dtype, held-out device), side by side on the same problems:
 - **full problems**: the sweep's allocation changed, at the same number of pairs: whole problems
   fully timed (every solver MIOpen's rules keep), fewer of them; then the current retrain, and
   **full problems, prior-new**;
-- **ceiling**: the device's own model on a random 80% of its problems (bench_logo's).
+- checks and other levers, each a variation of the current recipe: another seed (the noise
+  floor), at most 2,000 trees instead of 500, 3 seeds averaged (``model.bagging_seeds``), the
+  current model's and prior-new's per-problem ranks averaged, a listed-or-not classifier (trained on
+  the five and the sweep's rows x20) whose "listed" solvers rank first, the swept problems whose
+  every timed solver reads censored left out (as ``stage=train`` leaves them out; bench_logo keeps
+  them, their rows label 0), the sweep's problems as partly measured (``train.partial=pairwise``);
+- **ceiling**: the device's own model on a random 80% of its problems (bench_logo's), also with at
+  most 2,000 trees and with 3 seeds averaged.
 
-Every row is scored on the ceiling's 20% that no sweep here measured (so both allocations are
-scored on the same problems); "current, bench_logo's problems" is the current row on bench_logo's
-own set, to check it reproduces bench_logo's figure.
+Every row is scored on the ceiling's 20% that no sweep here measured. The whole-problem sweep
+takes its problems in the ranked sweep's order, so it measures a subset of them and the scored
+problems are bench_logo's; "current, bench_logo's problems" scores the current model on
+bench_logo's own set, to check that it reproduces bench_logo's figure.
 
     LOGO_DATA=<bench_logo.py's --data> python bench/bench_fewshot_levers.py --cells fwd:fp32:Vega56+MI60 \
-        [--max-problems 1500] [--threads 1] [--out levers.json]
+        [--max-problems 1500] [--threads 1] [--rows current prior-all ... (default every row)] [--out levers.json]
     python bench/bench_fewshot_levers.py --table levers1.json levers2.json   # the tables of runs
 """
 
@@ -30,7 +38,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
 import os
 import sys
 import time
@@ -60,7 +67,7 @@ EVERY = (*ROWS[:-1], CURRENT_SEED, CURRENT_MORE, ENSEMBLE, LISTED, ANSWERED, PAI
          CEILING_BAGGED)
 KEYS = dict(zip(("current", "prior-all", "prior-new", "prior-new-lr", "full", "full-prior", "seed", "more", "ensemble",
                  "listed", "answered", "pairwise", "bagged", "ceiling", "ceiling-more",
-                 "ceiling-bagged"), EVERY))
+                 "ceiling-bagged"), EVERY, strict=True))
 
 
 def problem_ranks(pid: np.ndarray, scores: np.ndarray) -> np.ndarray:
@@ -215,25 +222,32 @@ def one_op(data: Path, direction: str, dtype: str, helds: list, max_problems: in
 
 
 def tables_md(results: dict) -> list[str]:
-    """Per cell each row's top-1 / efficiency / unlisted, then each lever against the current recipe."""
-    names = [n for n in dict.fromkeys(n for r in results.values() for n in r) if n != "_meta"]
-    lines = ["| cell | pairs (problems) | " + " | ".join(n.split(":")[0] for n in names) + " |",
-             "| --- | --- | " + " | ".join("---" for _ in names) + " |"]
-    for cell, r in results.items():
+    """Per cell the current recipe and the ceiling; each row's efficiency minus the current recipe's
+    per cell; each row's means, with the spread of its per-cell difference."""
+    seen = {n for r in results.values() for n in r}
+    names = [n for n in EVERY if n in seen]
+    cells = list(results)
+    short = lambda c: c.replace("bwd_weight", "bwd_w")  # noqa: E731
+    fig = lambda x: f"{100 * x['top1']:.1f} / {100 * x['efficiency']:.2f} / {100 * x['not_listed']:.2f}"  # noqa: E731
+    lines = ["| cell | pairs timed (problems; whole problems: problems) | current | ceiling |", "| --- | --- | --- | --- |"]
+    for c, r in results.items():
         m = r["_meta"]
-        lines.append(f"| {cell} | {m['pairs']} ({m['problems_swept']}; full {m['problems_full']}) | " + " | ".join(
-            f"{100 * r[n]['top1']:.1f} / {100 * r[n]['efficiency']:.2f} / {100 * r[n]['not_listed']:.2f}"
-            if n in r else "" for n in names) + " |")
-    lines += ["", "| row | mean top-1 | mean efficiency | mean unlisted | efficiency minus current: mean, "
-              "spread (sd), better in | top-1 minus current: mean |", "| --- | --- | --- | --- | --- | --- |"]
+        lines.append(f"| {c} | {m['pairs']} ({m['problems_swept']}; {m['problems_full']}) | "
+                     f"{fig(r[CURRENT]) if CURRENT in r else ''} | {fig(r[CEILING]) if CEILING in r else ''} |")
+    lines += ["", "| row: efficiency minus current's (points) | " + " | ".join(short(c) for c in cells) + " |",
+              "| --- | " + " | ".join("---" for _ in cells) + " |"]
     for n in names:
-        if n == "current, bench_logo's problems":
-            continue
-        cells = [r for r in results.values() if n in r and CURRENT in r]
-        e = np.array([r[n]["efficiency"] - r[CURRENT]["efficiency"] for r in cells]) * 100
-        t = np.array([r[n]["top1"] - r[CURRENT]["top1"] for r in cells]) * 100
-        mean = lambda k: 100 * np.mean([r[n][k] for r in cells])  # noqa: E731
-        lines.append(f"| {n} ({len(cells)} cells) | {mean('top1'):.1f} | {mean('efficiency'):.2f} | {mean('not_listed'):.2f} | "
+        if n != CURRENT:
+            lines.append(f"| {n} | " + " | ".join(f"{100 * (r[n]['efficiency'] - r[CURRENT]['efficiency']):+.2f}"
+                                                   if n in r and CURRENT in r else "" for r in results.values()) + " |")
+    lines += ["", "| row | cells | mean top-1 | mean efficiency | mean unlisted | efficiency minus current: mean, "
+              "spread (sd), better in | top-1 minus current: mean |", "| --- | --- | --- | --- | --- | --- | --- |"]
+    for n in names:
+        cells_n = [r for r in results.values() if n in r and CURRENT in r]
+        e = np.array([r[n]["efficiency"] - r[CURRENT]["efficiency"] for r in cells_n]) * 100
+        t = np.array([r[n]["top1"] - r[CURRENT]["top1"] for r in cells_n]) * 100
+        mean = lambda k: 100 * np.mean([r[n][k] for r in cells_n])  # noqa: E731
+        lines.append(f"| {n} | {len(cells_n)} | {mean('top1'):.1f} | {mean('efficiency'):.2f} | {mean('not_listed'):.2f} | "
                      f"{e.mean():+.2f}, {e.std(ddof=1) if len(e) > 1 else 0:.2f}, {(e > 0).sum()} of {len(e)} | "
                      f"{t.mean():+.2f} |")
     return lines
@@ -254,8 +268,9 @@ def main() -> None:
     wanted = EVERY if args.rows is None else tuple(KEYS[r] for r in args.rows)
     results: dict = {}
     if args.table:
-        for f in args.table:
-            results.update(json.loads(Path(f).read_text()))
+        for f in args.table:  # rows of the same cell from several runs side by side (each row is one fit)
+            for cell, rows in json.loads(Path(f).read_text()).items():
+                results.setdefault(cell, {}).update(rows)
     for spec in args.cells:
         direction, dtype, helds = spec.split(":")
         results.update(one_op(Path(args.data), direction, dtype, helds.split("+"), args.max_problems, args.seed,
