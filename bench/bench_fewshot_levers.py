@@ -150,7 +150,8 @@ def one_op(data: Path, direction: str, dtype: str, helds: list, max_problems: in
 
         one = lambda swept_rows, m=model, s=seed, init=None: fit_on(  # noqa: E731
             concat_tables([*five, rows_of(mine, swept_rows, TARGET_WEIGHT)]), None, m, s, init_model=init)[0]
-        own = lambda swept_rows, m=model: fit_on(rows_of(mine, swept_rows), None, m, seed, init_model=prior)[0]  # noqa: E731
+        own = lambda swept_rows, m=model: fit_on(  # noqa: E731
+            rows_of(mine, swept_rows), None, m, seed, init_model=prior)[0]
         more = {**model, "max_trees": 2000}
         fits = {CURRENT: lambda: one(swept), ROWS[1]: lambda: one(swept, init=prior), ROWS[2]: lambda: own(swept),
                 ROWS[3]: lambda: own(swept, {**model, "learning_rate": 0.05}), ROWS[4]: lambda: one(whole),
@@ -174,7 +175,8 @@ def one_op(data: Path, direction: str, dtype: str, helds: list, max_problems: in
             part = rows_of(mine, answered, TARGET_WEIGHT)
             joined = concat_tables([*five, dataclasses.replace(part, full=np.zeros(len(part.problems), dtype=bool))])
             every = np.arange(len(joined.pid))
-            a, b = next(GroupShuffleSplit(n_splits=1, test_size=0.15, random_state=seed + 1).split(every, groups=joined.pid))
+            a, b = next(GroupShuffleSplit(n_splits=1, test_size=0.15, random_state=seed + 1)
+                        .split(every, groups=joined.pid))
             cat = [joined.feature_names.index(c) for c in ("solver", "algorithm", "implementation", "dtype")
                    if c in joined.feature_names]
             return fit(joined, np.sort(every[a]), model, "relative", cat, seed, model["max_trees"],
@@ -204,7 +206,8 @@ def one_op(data: Path, direction: str, dtype: str, helds: list, max_problems: in
                               lgb().Dataset(joined.X, (joined.tflops > 0).astype(float), weight=joined.weight,
                                             categorical_feature=cat), 200)
             a = boosters[CURRENT] if CURRENT in boosters else fits[CURRENT]()
-            sc = np.where(kept[scored], predict_rows(a, mine, scored), -np.inf) + 1e3 * (clf.predict(mine.X[scored]) > 0.5)
+            sc = np.where(kept[scored], predict_rows(a, mine, scored), -np.inf)
+            sc = sc + 1e3 * (clf.predict(mine.X[scored]) > 0.5)
             res[LISTED] = report(tb, scored, np.where(tb.listed[tb.kid[scored]], sc, -np.inf))
         for name, m in ((CEILING, model), (CEILING_MORE, more), (CEILING_BAGGED, {**model, "bagging_seeds": 3})):
             if name in rows_wanted:
@@ -229,7 +232,8 @@ def tables_md(results: dict) -> list[str]:
     cells = list(results)
     short = lambda c: c.replace("bwd_weight", "bwd_w")  # noqa: E731
     fig = lambda x: f"{100 * x['top1']:.1f} / {100 * x['efficiency']:.2f} / {100 * x['not_listed']:.2f}"  # noqa: E731
-    lines = ["| cell | pairs timed (problems; whole problems: problems) | current | ceiling |", "| --- | --- | --- | --- |"]
+    lines = ["| cell | pairs timed (problems; whole problems: problems) | current | ceiling |",
+             "| --- | --- | --- | --- |"]
     for c, r in results.items():
         m = r["_meta"]
         lines.append(f"| {c} | {m['pairs']} ({m['problems_swept']}; {m['problems_full']}) | "
@@ -247,7 +251,8 @@ def tables_md(results: dict) -> list[str]:
         e = np.array([r[n]["efficiency"] - r[CURRENT]["efficiency"] for r in cells_n]) * 100
         t = np.array([r[n]["top1"] - r[CURRENT]["top1"] for r in cells_n]) * 100
         mean = lambda k: 100 * np.mean([r[n][k] for r in cells_n])  # noqa: E731
-        lines.append(f"| {n} | {len(cells_n)} | {mean('top1'):.1f} | {mean('efficiency'):.2f} | {mean('not_listed'):.2f} | "
+        lines.append(f"| {n} | {len(cells_n)} | {mean('top1'):.1f} | {mean('efficiency'):.2f} | "
+                     f"{mean('not_listed'):.2f} | "
                      f"{e.mean():+.2f}, {e.std(ddof=1) if len(e) > 1 else 0:.2f}, {(e > 0).sum()} of {len(e)} | "
                      f"{t.mean():+.2f} |")
     return lines
