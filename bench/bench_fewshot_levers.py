@@ -139,8 +139,7 @@ def one_op(data: Path, direction: str, dtype: str, helds: list, max_problems: in
         scored = np.flatnonzero(test[tb.pid] & ~measured[tb.pid])  # no sweep here measured them
         five = [trained[d] for d in others]
         res: dict = {}
-
-        trees: dict = {}
+        trees: dict = {}  # each row's tree count, in the JSON
 
         def add(name, booster, on=scored, rank_all=False):
             trees[name] = int(booster.best_iteration or booster.current_iteration())
@@ -165,7 +164,8 @@ def one_op(data: Path, direction: str, dtype: str, helds: list, max_problems: in
 
         def pairwise():
             # the sweep's problems marked partly measured: pairs of their timed solvers, not "the best
-            # timed is the best" (the naive target); early stopping as fit_on's
+            # timed is the best" (the naive target); early stopping as fit_on's. Only the answered ones: a
+            # problem whose timed solvers all read censored has no best, and its pairs' targets would be NaN
             import dataclasses
 
             from sklearn.model_selection import GroupShuffleSplit
