@@ -1,0 +1,290 @@
+#!/usr/bin/env python
+"""Levers for the few-shot bring-up's gap to the ceiling (issue 49, item 4's target), measured on
+chosen held-out cells with bench_logo's tables, models, sweep and open protocol.
+
+Per cell (direction, dtype, held-out device), side by side on the same problems:
+
+- **current**: bench_logo's few-shot 5% row: ``sweep.active.ranker``'s sweep (problems at random,
+  each on the zero-shot (adopted) model's floor(sqrt(n)) best solvers plus half that drawn from the
+  rest) times 5% of the device's pairs; a model across the five other devices plus those rows (x20)
+  is trained from scratch;
+- **prior-all**: the same rows, the new trees boosted from the zero-shot model's scores (LightGBM's
+  init score, ``train.warm_start``'s mechanism), so they learn the device's correction to it;
+- **prior-new**: trees boosted from the zero-shot model on the sweep's rows only (early stopping on
+  15% of the swept problems); **prior-new lr 0.05**: the same with smaller steps;
+- **full problems**: the sweep's allocation changed, at the same number of pairs: whole problems
+  fully timed (every solver MIOpen's rules keep), fewer of them; then the current retrain, and
+  **full problems, prior-new**;
+- checks and other levers, each a variation of the current recipe: another seed (the noise
+  floor), at most 2,000 trees instead of 500, 3 seeds averaged (``model.bagging_seeds``), the
+  current model's and prior-new's per-problem ranks averaged, a listed-or-not classifier (trained on
+  the five and the sweep's rows x20) whose "listed" solvers rank first, the swept problems whose
+  every timed solver reads censored left out (as ``stage=train`` leaves them out; bench_logo keeps
+  them, their rows label 0), the sweep's problems as partly measured (``train.partial=pairwise``);
+- **ceiling**: the device's own model on a random 80% of its problems (bench_logo's), also with at
+  most 2,000 trees and with 3 seeds averaged.
+
+Every row is scored on the ceiling's 20% that no sweep here measured. The whole-problem sweep
+takes its problems in the ranked sweep's order, so it measures a subset of them and the scored
+problems are bench_logo's; "current, bench_logo's problems" scores the current model on
+bench_logo's own set, to check that it reproduces bench_logo's figure.
+
+    LOGO_DATA=<bench_logo.py's --data> python bench/bench_fewshot_levers.py --cells fwd:fp32:Vega56+MI60 \
+        [--max-problems 1500] [--threads 1] [--rows current prior-all ... (default every row)] [--out levers.json]
+    python bench/bench_fewshot_levers.py --table levers1.json levers2.json   # the tables of runs
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from bench_logo import DEVICES, TARGET_WEIGHT, device_config, load_device, rows_of, sweep_rows, with_hw  # noqa: E402
+from bench_unseen import RECIPE, fit_on, predict_rows, ranked_rows, report  # noqa: E402
+
+CURRENT = "current: five + the sweep's rows x20, retrained"
+CEILING = "ceiling: its own model, random split"
+ROWS = (CURRENT, "prior-all: five + sweep x20, boosted from the zero-shot model",
+        "prior-new: sweep's rows only, boosted from the zero-shot model", "prior-new, lr 0.05",
+        "full problems: same pairs, whole problems, retrained", "full problems, prior-new", CEILING)
+CURRENT_SEED = "current, another seed (the noise floor)"
+CURRENT_MORE = "current, at most 2,000 trees"
+CEILING_MORE = "ceiling, at most 2,000 trees"
+BAGGED = "current, 3 seeds averaged (model.bagging_seeds=3)"
+CEILING_BAGGED = "ceiling, 3 seeds averaged"
+ENSEMBLE = "current and prior-new, ranks averaged"
+PAIRWISE = "current, the sweep's problems as partly measured (train.partial=pairwise)"
+ANSWERED = "current, swept problems with no listed time left out (as training does)"
+LISTED = "current, listed first (a listed-or-not classifier on the five + the sweep x20)"
+EVERY = (*ROWS[:-1], CURRENT_SEED, CURRENT_MORE, ENSEMBLE, LISTED, ANSWERED, PAIRWISE, BAGGED, CEILING, CEILING_MORE,
+         CEILING_BAGGED)
+KEYS = dict(zip(("current", "prior-all", "prior-new", "prior-new-lr", "full", "full-prior", "seed", "more", "ensemble",
+                 "listed", "answered", "pairwise", "bagged", "ceiling", "ceiling-more",
+                 "ceiling-bagged"), EVERY, strict=True))
+
+
+def problem_ranks(pid: np.ndarray, scores: np.ndarray) -> np.ndarray:
+    """Each row's rank among its problem's rows by score (0 the lowest), rows grouped by problem."""
+    order = np.lexsort((scores, pid))
+    ranks = np.empty(len(pid))
+    starts = np.r_[0, np.flatnonzero(np.diff(pid[order])) + 1]
+    ranks[order] = np.arange(len(pid)) - np.repeat(starts, np.diff(np.r_[starts, len(pid)]))
+    return ranks
+
+
+def full_rows(tb, kept: np.ndarray, pairs: int, seed: int) -> np.ndarray:
+    """Whole problems (every kept solver) in sweep_rows' random problem order, until ``pairs`` rows."""
+    rng = np.random.default_rng(seed)
+    by_problem = np.split(np.arange(len(tb.pid)), np.flatnonzero(np.diff(tb.pid)) + 1)
+    out: list = []
+    for p in rng.permutation(len(by_problem)):
+        rows = by_problem[p]
+        out.extend(rows[kept[rows]] if kept[rows].any() else rows)
+        if len(out) >= pairs:
+            break
+    return np.sort(np.array(out, dtype=np.int64))
+
+
+def one_op(data: Path, direction: str, dtype: str, helds: list, max_problems: int, seed: int, threads: int,
+           rows_wanted: tuple = EVERY, budget: float = 0.05) -> dict:
+    """The levers on each held-out device of one direction and dtype."""
+    from ckheur.learn.training import concat_tables
+    from ckheur.stages import compose_config, plain
+    from ckheur.threads import lightgbm as lgb
+
+    t0 = time.perf_counter()
+    model = {**plain(compose_config([f"op=miopen/{direction}"]).model), **RECIPE, "threads": threads}
+    cfgs = {d: device_config(d) for d in DEVICES}
+    tables = {d: load_device(data, d, direction, dtype, max_problems, seed) for d in DEVICES}
+    union: dict = {}
+    for tb in tables.values():
+        for k in tb.kernels:
+            union.setdefault(k.name, k)
+    union_list = sorted(union.values(), key=lambda k: k.solver_id)
+    hw = {d: with_hw(tb, cfgs[d], dtype, union_list) for d, tb in tables.items()}
+    trained = {d: rows_of(hw[d], np.flatnonzero(tb.listed[tb.kid])) for d, tb in tables.items()}
+    kinds = {d: with_hw(tb, cfgs[d], dtype, union_list, kinds=True) for d, tb in tables.items()}
+    out = {}
+    for held in helds:
+        tb, mine = tables[held], hw[held]
+        others = [d for d in DEVICES if d != held]
+        rows = np.arange(len(tb.pid))
+        kept = ranked_rows(tb, tb.op, rows)
+        # the zero-shot (adopted) ranker, as bench_logo builds it
+        zero, _ = fit_on(concat_tables([trained[d] for d in others]), None, model, seed)
+        z_id = np.where(kept, predict_rows(zero, mine, rows), -np.inf)
+        # the prior as it ranks: its trees up to early stopping's best (LightGBM would add to all of them)
+        prior = lgb().Booster(model_str=zero.model_to_string(num_iteration=zero.best_iteration or None))
+        by_kind = concat_tables([rows_of(kinds[d], np.flatnonzero(tables[d].listed[tables[d].kid])) for d in others])
+        by_kind_model, _ = fit_on(by_kind, None, model, seed)
+        seen = np.zeros(len(union_list), dtype=bool)
+        for d in others:
+            seen[np.unique(trained[d].kid[trained[d].tflops > 0])] = True
+        z = np.where(seen[mine.kid], z_id, np.where(kept, predict_rows(by_kind_model, kinds[held], rows), -np.inf))
+
+        swept = sweep_rows(tb, kept, z, budget, seed)
+        whole = full_rows(tb, kept, len(swept), seed)
+        test = np.random.default_rng(seed + 7).random(len(tb.problems)) < 0.2
+        measured = np.zeros(len(tb.problems), dtype=bool)
+        measured[tb.pid[swept]] = True
+        logo_set = np.flatnonzero(test[tb.pid] & ~measured[tb.pid])  # bench_logo's scored rows
+        measured[tb.pid[whole]] = True
+        scored = np.flatnonzero(test[tb.pid] & ~measured[tb.pid])  # no sweep here measured them
+        five = [trained[d] for d in others]
+        res: dict = {}
+        trees: dict = {}  # each row's tree count, in the JSON
+
+        def add(name, booster, on=scored, rank_all=False):
+            trees[name] = int(booster.best_iteration or booster.current_iteration())
+            s = predict_rows(booster, mine, on)
+            s = s if rank_all else np.where(kept[on], s, -np.inf)
+            res[name] = report(tb, on, np.where(tb.listed[tb.kid[on]], s, -np.inf))
+
+        one = lambda swept_rows, m=model, s=seed, init=None: fit_on(  # noqa: E731
+            concat_tables([*five, rows_of(mine, swept_rows, TARGET_WEIGHT)]), None, m, s, init_model=init)[0]
+        own = lambda swept_rows, m=model: fit_on(  # noqa: E731
+            rows_of(mine, swept_rows), None, m, seed, init_model=prior)[0]
+        more = {**model, "max_trees": 2000}
+        fits = {CURRENT: lambda: one(swept), ROWS[1]: lambda: one(swept, init=prior), ROWS[2]: lambda: own(swept),
+                ROWS[3]: lambda: own(swept, {**model, "learning_rate": 0.05}), ROWS[4]: lambda: one(whole),
+                ROWS[5]: lambda: own(whole), CURRENT_SEED: lambda: one(swept, s=seed + 1),
+                CURRENT_MORE: lambda: one(swept, more), BAGGED: lambda: one(swept, {**model, "bagging_seeds": 3})}
+        # the swept problems with a listed time: a problem whose every timed solver reads censored has no
+        # measurement to rank against, and training leaves it out (ckheur.learn.training; bench_logo keeps it)
+        timed = np.zeros(len(tb.problems), dtype=bool)
+        timed[tb.pid[swept[tb.tflops[swept] > 0]]] = True
+        answered = swept[timed[tb.pid[swept]]]
+
+        def pairwise():
+            # the sweep's problems marked partly measured: pairs of their timed solvers, not "the best
+            # timed is the best" (the naive target); early stopping as fit_on's. Only the answered ones: a
+            # problem whose timed solvers all read censored has no best, and its pairs' targets would be NaN
+            import dataclasses
+
+            from sklearn.model_selection import GroupShuffleSplit
+
+            from ckheur.learn.training import fit
+
+            part = rows_of(mine, answered, TARGET_WEIGHT)
+            joined = concat_tables([*five, dataclasses.replace(part, full=np.zeros(len(part.problems), dtype=bool))])
+            every = np.arange(len(joined.pid))
+            a, b = next(GroupShuffleSplit(n_splits=1, test_size=0.15, random_state=seed + 1)
+                        .split(every, groups=joined.pid))
+            cat = [joined.feature_names.index(c) for c in ("solver", "algorithm", "implementation", "dtype")
+                   if c in joined.feature_names]
+            return fit(joined, np.sort(every[a]), model, "relative", cat, seed, model["max_trees"],
+                       valid_rows=np.sort(every[b]), partial="pairwise")
+
+        fits[PAIRWISE] = pairwise
+        fits[ANSWERED] = lambda: one(answered)
+        boosters = {}
+        for name in rows_wanted:
+            if name in fits:
+                boosters[name] = fits[name]()
+                add(name, boosters[name])
+            if name == CURRENT:
+                add("current, bench_logo's problems", boosters[name], logo_set)
+        if ENSEMBLE in rows_wanted:  # the current model and prior-new, their scores' per-problem ranks averaged
+            a = boosters[CURRENT] if CURRENT in boosters else fits[CURRENT]()
+            b = boosters[ROWS[2]] if ROWS[2] in boosters else fits[ROWS[2]]()
+            ra, rb = (problem_ranks(tb.pid[scored], np.where(kept[scored], predict_rows(x, mine, scored), -np.inf))
+                      for x in (a, b))
+            res[ENSEMBLE] = report(tb, scored, np.where(tb.listed[tb.kid[scored]] & kept[scored], ra + rb, -np.inf))
+        if LISTED in rows_wanted:  # P(the device's file lists the solver for the problem), the sweep's rows x20
+            joined = concat_tables([*five, rows_of(mine, swept, TARGET_WEIGHT)])
+            cat = [joined.feature_names.index(c) for c in ("solver", "algorithm", "implementation")
+                   if c in joined.feature_names]
+            clf = lgb().train({"objective": "binary", "num_leaves": 15, "learning_rate": 0.15, "verbose": -1,
+                               "num_threads": threads, "seed": seed, "min_data_in_leaf": 20},
+                              lgb().Dataset(joined.X, (joined.tflops > 0).astype(float), weight=joined.weight,
+                                            categorical_feature=cat), 200)
+            a = boosters[CURRENT] if CURRENT in boosters else fits[CURRENT]()
+            sc = np.where(kept[scored], predict_rows(a, mine, scored), -np.inf)
+            sc = sc + 1e3 * (clf.predict(mine.X[scored]) > 0.5)
+            res[LISTED] = report(tb, scored, np.where(tb.listed[tb.kid[scored]], sc, -np.inf))
+        for name, m in ((CEILING, model), (CEILING_MORE, more), (CEILING_BAGGED, {**model, "bagging_seeds": 3})):
+            if name in rows_wanted:
+                ceiling, _ = fit_on(mine, np.flatnonzero(~test[tb.pid] & tb.listed[tb.kid]), m, seed)
+                add(name, ceiling, rank_all=True)  # as bench_logo scores it: every solver of the table
+        res["_meta"] = {"pairs": int(len(swept)), "problems_swept": int(len(np.unique(tb.pid[swept]))),
+                        "pairs_full": int(len(whole)), "problems_full": int(len(np.unique(tb.pid[whole]))),
+                        "scored_problems": int(len(np.unique(tb.pid[scored]))), "prior_trees": prior.num_trees(),
+                        "trees": trees}
+        out[f"{direction} {dtype} {held}"] = res
+        line = "; ".join(f"{n.split(':')[0]}: {100 * r['top1']:.1f} / {100 * r['efficiency']:.2f} / "
+                         f"{100 * r['not_listed']:.2f}" for n, r in res.items() if n != "_meta")
+        print(f"{direction} {dtype} {held} ({time.perf_counter() - t0:.0f} s) {res['_meta']}: {line}", flush=True)
+    return out
+
+
+def tables_md(results: dict) -> list[str]:
+    """Per cell the current recipe and the ceiling; each row's efficiency minus the current recipe's
+    per cell; each row's means, with the spread of its per-cell difference."""
+    seen = {n for r in results.values() for n in r}
+    names = [n for n in EVERY if n in seen]
+    cells = list(results)
+    short = lambda c: c.replace("bwd_weight", "bwd_w")  # noqa: E731
+    fig = lambda x: f"{100 * x['top1']:.1f} / {100 * x['efficiency']:.2f} / {100 * x['not_listed']:.2f}"  # noqa: E731
+    lines = ["| cell | pairs timed (problems; whole problems: problems) | current | ceiling |",
+             "| --- | --- | --- | --- |"]
+    for c, r in results.items():
+        m = r["_meta"]
+        lines.append(f"| {c} | {m['pairs']} ({m['problems_swept']}; {m['problems_full']}) | "
+                     f"{fig(r[CURRENT]) if CURRENT in r else ''} | {fig(r[CEILING]) if CEILING in r else ''} |")
+    lines += ["", "| row: efficiency minus current's (points) | " + " | ".join(short(c) for c in cells) + " |",
+              "| --- | " + " | ".join("---" for _ in cells) + " |"]
+    for n in names:
+        if n != CURRENT:
+            lines.append(f"| {n} | " + " | ".join(f"{100 * (r[n]['efficiency'] - r[CURRENT]['efficiency']):+.2f}"
+                                                   if n in r and CURRENT in r else "" for r in results.values()) + " |")
+    lines += ["", "| row | cells | mean top-1 | mean efficiency | mean unlisted | efficiency minus current: mean, "
+              "spread (sd), better in | top-1 minus current: mean |", "| --- | --- | --- | --- | --- | --- | --- |"]
+    for n in names:
+        cells_n = [r for r in results.values() if n in r and CURRENT in r]
+        e = np.array([r[n]["efficiency"] - r[CURRENT]["efficiency"] for r in cells_n]) * 100
+        t = np.array([r[n]["top1"] - r[CURRENT]["top1"] for r in cells_n]) * 100
+        mean = lambda k: 100 * np.mean([r[n][k] for r in cells_n])  # noqa: E731
+        lines.append(f"| {n} | {len(cells_n)} | {mean('top1'):.1f} | {mean('efficiency'):.2f} | "
+                     f"{mean('not_listed'):.2f} | "
+                     f"{e.mean():+.2f}, {e.std(ddof=1) if len(e) > 1 else 0:.2f}, {(e > 0).sum()} of {len(e)} | "
+                     f"{t.mean():+.2f} |")
+    return lines
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--data", default=os.environ.get("LOGO_DATA", "/tmp/ckheur_logo_data"),
+                    help="bench_logo.py's --data (the six find-dbs imported once)")
+    ap.add_argument("--cells", nargs="+", default=[], help="DIRECTION:DTYPE:DEVICE[+DEVICE...]")
+    ap.add_argument("--max-problems", type=int, default=1500)
+    ap.add_argument("--threads", type=int, default=1)
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--rows", nargs="+", default=None, choices=list(KEYS), help="only these rows (default every row)")
+    ap.add_argument("--out", default=None, help="write the results as JSON (kept after each direction and dtype)")
+    ap.add_argument("--table", nargs="+", default=None, help="print the tables of these JSON results, run nothing")
+    args = ap.parse_args()
+    wanted = EVERY if args.rows is None else tuple(KEYS[r] for r in args.rows)
+    results: dict = {}
+    if args.table:
+        for f in args.table:  # rows of the same cell from several runs side by side (each row is one fit)
+            for cell, rows in json.loads(Path(f).read_text()).items():
+                results.setdefault(cell, {}).update(rows)
+    for spec in args.cells:
+        direction, dtype, helds = spec.split(":")
+        results.update(one_op(Path(args.data), direction, dtype, helds.split("+"), args.max_problems, args.seed,
+                              args.threads, wanted))
+        if args.out:
+            Path(args.out).write_text(json.dumps(results, indent=1, default=float))
+    for line in tables_md(results):
+        print(line)
+
+
+if __name__ == "__main__":
+    main()
