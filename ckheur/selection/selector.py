@@ -360,9 +360,9 @@ class Selector:
             return None
         op = {**self.op, "direction": self.direction, "dtype": self.dtype}
         if isinstance(db, TuningDB):
-            db.check_serves(op, self.arch["name"])
+            db.check_serves(op, self.arch)
             return db
-        return TuningDB.open(db, op, self.arch["name"], create=create)
+        return TuningDB.open(db, op, self.arch, create=create)
 
     def _lookup_key(self, problem: Any) -> tuple | None:
         """A problem's key without building the problem: the DB-hit fast path. None when the

@@ -85,7 +85,7 @@ def _open_default(db: Path | str, job: Any) -> tuple[Any, str | None]:
     from ckheur.data.tuning_db import TuningDB, TuningDBError
 
     try:
-        return TuningDB.open(db, job.op, job.arch_name), None
+        return TuningDB.open(db, job.op, job.arch), None
     except TuningDBError as e:
         return None, str(e)
 
