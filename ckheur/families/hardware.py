@@ -60,18 +60,31 @@ def row_devices(df: Any) -> np.ndarray:
     0 for an arch without a shipped config."""
     import pandas as pd
 
-    out = np.zeros(len(df), dtype=np.int64)
     if not len(df) or "arch" not in df.columns:
-        return out
-    cols = ["arch", *(c for c in ("host", "device_cus") if c in df.columns)]
-    for key, idx in df.groupby(cols, sort=False, dropna=False, observed=True).indices.items():
-        got = dict(zip(cols, key if isinstance(key, tuple) else (key,)))
+        return np.zeros(len(df), dtype=np.int64)
+    # By distinct (arch, host, device_cus): millions of rows hold a few, so codes, not groupby.
+    key, values = np.zeros(len(df), dtype=np.int64), []
+    for c in ("arch", "host", "device_cus"):
+        if c not in df.columns:
+            values.append(None)
+            continue
+        col = df[c]
+        codes, uniques = (col.cat.codes.to_numpy(), col.cat.categories) if isinstance(col.dtype, pd.CategoricalDtype) \
+            else pd.factorize(col)
+        key = key * (len(uniques) + 1) + (np.asarray(codes, dtype=np.int64) + 1)  # -1 (missing) -> 0
+        values.append((len(uniques), list(uniques)))
+    inverse, distinct = pd.factorize(key)
+    devices = np.zeros(len(distinct), dtype=np.int64)
+    for i, k in enumerate(np.asarray(distinct, dtype=np.int64).tolist()):
+        got = {}
+        for c, v in zip(("device_cus", "host", "arch"), reversed(values)):  # undo the key, last column first
+            if v is not None:
+                k, code = divmod(k, v[0] + 1)
+                got[c] = v[1][code - 1] if code else None
         cus = got.get("device_cus")
-        if cus is not None and not pd.isna(cus) and int(cus) > 0:
-            out[idx] = int(cus)
-        else:
-            out[idx] = _unsaid_device(str(got["arch"]), str(got.get("host", "")))
-    return out
+        devices[i] = int(cus) if cus is not None and not pd.isna(cus) and int(cus) > 0 else \
+            _unsaid_device(str(got["arch"]), str(got.get("host") or ""))
+    return devices[inverse]
 
 
 @functools.lru_cache(maxsize=256)
