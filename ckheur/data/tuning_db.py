@@ -312,7 +312,11 @@ def _read_meta(meta_file: Path) -> dict:
         raise TuningDBError(f"{meta_file}: cannot be read ({e.strerror or e})") from None
     if not isinstance(have, dict):
         raise TuningDBError(f"{meta_file}: a JSON {type(have).__name__}, not an object naming {', '.join(IDENTITY)}")
-    return {**{k: have.get(k) for k in IDENTITY}, "device_cus": have.get("device_cus")}
+    cus = have.get("device_cus")
+    if cus is not None and (isinstance(cus, bool) or not isinstance(cus, int) or cus < 0):
+        raise TuningDBError(f"{meta_file}: device_cus={cus!r}: the CU count of the device it was recorded on, an "
+                            "integer >= 0")
+    return {**{k: have.get(k) for k in IDENTITY}, "device_cus": cus}
 
 
 def _create_meta(path: Path, meta: dict) -> None:
