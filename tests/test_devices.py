@@ -111,7 +111,7 @@ def test_a_job_reads_its_own_device_or_says_which_stands_in(tmp_path):
 
 def test_a_tuning_db_of_one_device_is_refused_for_another(tmp_path):
     """stage=tune of MI210 into MI250X's tune.db folder: exit 2 naming tune.db and both devices,
-    nothing measured or written; MI250X's own tune resumes it."""
+    nothing measured or written; MI250X's own tune resumes it; stage=predict of MI210 never serves it."""
     db = tmp_path / "db"
     args = ("stage=tune", "arch=gfx90a", "problem.N=2", "problem.C=16", "problem.K=8", "problem.Hi=4",
             "problem.Wi=6", "tune.top_k=1", f"tune.db={db}")
@@ -124,6 +124,8 @@ def test_a_tuning_db_of_one_device_is_refused_for_another(tmp_path):
     assert f"tuning database {db} was recorded on {MI250X}, not {MI210}" in r.stderr and "tune.db=" in r.stderr
     assert sorted(p.name for p in db.glob("part-*")) == parts
     assert run_cli(*args).returncode == 0
+    r = run_cli("stage=predict", *args[1:-2], "arch.num_cus=104", f"predict.tuning_db={db}")
+    assert r.returncode == 2 and f"was recorded on {MI250X}, not {MI210}" in r.stderr
 
 
 @pytest.mark.parametrize("kind", ["sqlite", "postgresql"])

@@ -71,10 +71,11 @@ class TuningDB:
     @classmethod
     def open(cls, path: str | Path, op: Mapping[str, Any], arch: str | Mapping[str, Any], create: bool = False,
              writable: bool = False) -> "TuningDB":
-        """Open the database at ``path`` for ``op`` (family, direction, dtype) on ``arch`` (a device's
-        config: its name and CU count; a name: the arch's own device); a missing
-        one is an error unless ``create``. One recorded on another device of the arch (MI50's, for
-        MI60) is refused, as one of another arch is. ``writable``: check that records can be written, before
+        """Open the database at ``path`` for ``op`` (family, direction, dtype) on ``arch``: a device's
+        config (its name and CU count), and one recorded on another device of the arch (MI50's, for
+        MI60) is refused, as one of another arch is; or an arch's name: any device of it (the
+        database's own; one created so is the arch's own device's). A missing
+        one is an error unless ``create``. ``writable``: check that records can be written, before
         anything is measured. A database that is refused is never changed. Creation is atomic: of
         two processes creating one database, the first owns it and the other is refused when it
         wants another op or arch, before it writes anything."""
@@ -93,10 +94,12 @@ class TuningDB:
             if not create:
                 raise TuningDBError(f"tuning database {path} does not exist (stage=tune creates one; from Python "
                                     "TuningDB.open(path, op, arch, create=True))")
-            _create_meta(path, {**want, "device_cus": device, "created_by": socket.gethostname()})
+            _create_meta(path, {**want, "device_cus": device or _device(want["arch"], own=True),
+                                "created_by": socket.gethostname()})
         have = _read_meta(meta_file)
         _refuse_mismatch(path, have, want)
         _refuse_device(path, want["arch"], have["device_cus"], device)
+        device = device or _device(want["arch"], have["device_cus"], own=True)
         if writable:
             _check_writable(path)
         db = cls(path=path, **want, device_cus=device)
@@ -111,7 +114,9 @@ class TuningDB:
             store = Store(url, create=create)
             try:
                 cid = store.campaign(campaign_of(url) or campaign_name(want, device), want, create=create,
-                                     device_cus=device)
+                                     device_cus=device or _device(want["arch"], own=True))
+                if not device:  # any device of the arch: the campaign's own
+                    device = next(c["device_cus"] for c in store.campaigns() if c["id"] == cid)
                 if writable:
                     with store.transaction():  # the write lock (SQLite) or a write: a read-only database fails here
                         store.execute("UPDATE campaigns SET name = name WHERE id = ?", (cid,))
@@ -282,11 +287,14 @@ def _identity(op: Mapping[str, Any], arch: str | Mapping[str, Any]) -> dict[str,
     return {"family": str(op["family"]), "direction": str(op["direction"]), "dtype": str(op["dtype"]), "arch": name}
 
 
-def _device(arch: str | Mapping[str, Any]) -> int:
-    """The CU count of the device ``arch`` names (a name alone: the arch's own device)."""
+def _device(arch: str | Mapping[str, Any], recorded: Any = 0, own: bool = False) -> int:
+    """The CU count of the device a config names; an arch's name names none (0: any device of it),
+    unless ``recorded`` (a database's ``device_cus``) or ``own`` (the arch's own device) says one."""
     from ckheur.families.hardware import device_or_own
 
-    return device_or_own(arch, 0) if isinstance(arch, str) else device_or_own(arch["name"], arch.get("num_cus"))
+    if isinstance(arch, str):
+        return device_or_own(arch, recorded) if recorded or own else 0
+    return device_or_own(arch["name"], arch.get("num_cus"))
 
 
 def _refuse_device(path: Path | str, arch: str, have: Any, want: int) -> None:

@@ -360,9 +360,10 @@ class Selector:
             return None
         op = {**self.op, "direction": self.direction, "dtype": self.dtype}
         if isinstance(db, TuningDB):
-            db.check_serves(op, self.arch)
+            db.check_serves(op, self.arch["name"])
             return db
-        return TuningDB.open(db, op, self.arch, create=create)
+        # any device of the arch: a bundle of one arch serves each (stage=predict opens the job's device's)
+        return TuningDB.open(db, op, self.arch["name"], create=create)
 
     def _lookup_key(self, problem: Any) -> tuple | None:
         """A problem's key without building the problem: the DB-hit fast path. None when the
