@@ -262,13 +262,16 @@ def newest(df: Any) -> Any:
 
     from ckheur.families.hardware import row_devices
 
+    import numpy as np
+
     key = list(identity(_family_of(df)))
-    devices = pd.Series(row_devices(df), index=df.index, name="__device")
-    if not _may_repeat(pd.concat([df[key], devices], axis=1), [*key, "__device"]):
+    devices = row_devices(df)
+    hashed = (row_hash(df, key) * np.uint64(0x100000001B3)) ^ devices.astype(np.uint64)
+    if not pd.Series(hashed).duplicated().any():  # no two rows may share a key: millions are not sorted for nothing
         return df
     if isinstance(df["timestamp"].dtype, pd.CategoricalDtype):  # newest by the text, not by category order
         df["timestamp"] = df["timestamp"].cat.reorder_categories(sorted(df["timestamp"].cat.categories), ordered=True)
-    order = df.assign(__device=devices).sort_values("timestamp", kind="stable")
+    order = df[key + ["timestamp"]].assign(__device=devices).sort_values("timestamp", kind="stable")
     keep = ~order.duplicated([*key, "__device"], keep="last")
     return df.loc[order.index[keep.to_numpy()]].reset_index(drop=True)
 
@@ -305,14 +308,6 @@ def row_hash(df: Any, cols: Sequence[str]) -> Any:
     for c in cols:
         h = (h * np.uint64(0x100000001B3)) ^ pd.util.hash_pandas_object(df[c], index=False).to_numpy()
     return h
-
-
-def _may_repeat(df: Any, cols: Sequence[str]) -> bool:
-    """Whether two rows may share ``cols``; False proves there is nothing to deduplicate, so
-    millions of rows are not sorted for nothing."""
-    import pandas as pd
-
-    return bool(pd.Series(row_hash(df, cols)).duplicated().any())
 
 
 # ------------------------------------------------------------------ CK tile_engine CSV import
