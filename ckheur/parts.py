@@ -16,9 +16,13 @@ from typing import Any, Sequence
 
 from ckheur.errors import UserError
 
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 # Version 1 parts lack ``workspace_bytes`` (the device workspace a run used): read as -1, unknown.
 UNKNOWN_WORKSPACE = -1
+# Versions 1 and 2 lack ``device_cus`` (the CU count of the device that measured a row): read as 0,
+# the arch config's own device (``ckheur.families.hardware.row_devices``). A version-2 reader would
+# take a version-3 dataset's MI60 rows for MI50's, so it refuses them.
+OWN_DEVICE = 0
 
 
 class DatasetError(UserError):
@@ -87,7 +91,7 @@ def _read_arrow(path: Path, columns: Sequence[str] | None = None) -> Any:
 
     schema = pq.read_schema(path)
     version = (schema.metadata or {}).get(b"ckheur_schema_version", b"?").decode()
-    if version not in ("1", str(SCHEMA_VERSION)):
+    if version not in ("1", "2", str(SCHEMA_VERSION)):
         raise DatasetError(f"{path}: schema version {version}, this ckheur reads 1 to {SCHEMA_VERSION}")
     cols = None if columns is None else [c for c in columns if c in schema.names]
     table = pq.read_table(path, columns=cols)
@@ -95,6 +99,10 @@ def _read_arrow(path: Path, columns: Sequence[str] | None = None) -> Any:
         import pyarrow as pa
 
         table = table.append_column("workspace_bytes", pa.array([UNKNOWN_WORKSPACE] * table.num_rows, pa.int64()))
+    if version in ("1", "2") and (columns is None or "device_cus" in columns) and "device_cus" not in table.column_names:
+        import pyarrow as pa
+
+        table = table.append_column("device_cus", pa.array([OWN_DEVICE] * table.num_rows, pa.int64()))
     return table
 
 

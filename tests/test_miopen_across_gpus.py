@@ -47,7 +47,8 @@ def test_mi50_and_mi60_rows_get_their_own_device_descriptors(gfx906_data):
 
     df = read_dataset([gfx906_data / "gfx906_60.parquet", gfx906_data / "gfx906_64.parquet"])
     assert set(row_devices(df)) == {60, 64}
-    assert set(row_devices(df.assign(host="somehost"))) == {0}  # a sweep's rows: the arch's own device
+    assert set(row_devices(df.assign(host="somehost"))) == {60}  # rows naming no device: the arch's own (MI50)
+    assert set(row_devices(df.assign(host="somehost", device_cus=64))) == {64}  # a sweep's on MI60: recorded
     op = plain(compose_config(["op=miopen/fwd", "op.dtype=fp32", "arch=gfx908"]).op)
     mi100 = resolve_device(load_arch("gfx908"))
     engine = WithHardware(get_engine("miopen"), "fp32")

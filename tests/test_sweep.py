@@ -50,7 +50,8 @@ def test_sim_sweep_writes_versioned_dataset(tmp_path):
     df = read_dataset(_ds(tmp_path / "data", "smoke"))
     assert list(df.columns) == list(COLUMNS)
     assert len(df) == 600 and (df.status == "ok").all() and (df.backend == "sim").all()
-    assert df.schema_version.unique().tolist() == [2] and (df.workspace_bytes == -1).all()  # sim: no workspace measured
+    assert df.schema_version.unique().tolist() == [3] and (df.workspace_bytes == -1).all()  # sim: no workspace measured
+    assert (df.device_cus == 256).all()  # the measuring device: gfx950's 256 CUs
     # tflops is derived from the problem's FLOPs and the latency.
     from ckheur.problems import problem_from_dict
     row = df.iloc[7]

@@ -19,8 +19,14 @@ def make(cfg: Mapping[str, Any], op: Mapping[str, Any], arch: Mapping[str, Any])
 
     if not cfg.get("paths"):
         raise BackendError("backend=replay needs backend.paths=[dataset or CK CSV, ...]")
+    from ckheur.families.hardware import one_device
+
     df = read_dataset(cfg["paths"])
     df = df[(df.arch == arch["name"]) & (df.direction == op["direction"]) & (df.dtype == op["dtype"])]
+    device, note = one_device(df, arch)  # one device's times: MI50's and MI60's rows of a pair are not one
+    if note:
+        print(f"backend=replay: {note}")
+        df = df[device]
     sources = ", ".join(map(str, cfg["paths"]))
     labels = set(map(str, df["backend"].unique()))
     simulated = labels == {SIMULATED}

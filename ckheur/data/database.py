@@ -290,11 +290,12 @@ class Store:
 
     # -- campaigns
     def campaign(self, name: str, identity: Mapping[str, str], create: bool = False,
-                 info: Mapping[str, Any] | None = None) -> int:
-        """The id of campaign ``name`` for ``identity`` (family, direction, dtype, arch); a missing one
-        is created when ``create``; one recorded for another identity is refused."""
+                 info: Mapping[str, Any] | None = None, device_cus: int | None = None) -> int:
+        """The id of campaign ``name`` for ``identity`` (family, direction, dtype, arch) measured on the
+        device of ``device_cus`` CUs (None: any); a missing one is created when ``create``; one recorded
+        for another identity or device is refused (a campaign that records no device: the arch's own)."""
         def get() -> Any:
-            return self.execute("SELECT id, family, direction, dtype, arch FROM campaigns WHERE name = ?",
+            return self.execute("SELECT id, family, direction, dtype, arch, device FROM campaigns WHERE name = ?",
                                 (name,)).fetchone()
 
         row = get()
@@ -306,15 +307,23 @@ class Store:
                 self.execute("INSERT INTO campaigns (name, family, direction, dtype, arch, device, software, backend, "
                              f"created_at, created_by) VALUES (?, ?, ?, ?, ?, ?, ?, ?, {self.now}, ?) "
                              "ON CONFLICT (name) DO NOTHING",
-                             (name, *(str(identity[k]) for k in IDENTITY), info.get("device"),
+                             (name, *(str(identity[k]) for k in IDENTITY),
+                              str(device_cus) if device_cus else info.get("device"),
                               _dumps(info.get("software") or software_versions()), _dumps(info.get("backend") or {}),
                               socket.gethostname()))
             row = get()
-        have = dict(zip(IDENTITY, row[1:]))
+        have = dict(zip(IDENTITY, row[1:5]))
         bad = [f"{k} {have[k]!r} (wanted {identity[k]!r})" for k in IDENTITY if have[k] != str(identity[k])]
+        if not bad and device_cus is not None:
+            from ckheur.families.hardware import device_name, device_or_own
+
+            got, want = device_or_own(have["arch"], row[5]), device_or_own(have["arch"], device_cus)
+            if got and want and got != want:
+                bad = [f"the device {device_name(have['arch'], got)} (wanted {device_name(have['arch'], want)})"]
         if bad:
             raise DatabaseError(f"campaign {name!r} of {mask_url(self.url)} was recorded for another configuration: "
-                                f"{', '.join(bad)}; it is never served for another arch, dtype, direction or op")
+                                f"{', '.join(bad)}; it is never served for another device, arch, dtype, direction or "
+                                "op: name another campaign (tune.db=<URL>?campaign=<name>) or database")
         return int(row[0])
 
     def note_backend(self, campaign_id: int, backend: Mapping[str, Any]) -> None:
@@ -324,9 +333,13 @@ class Store:
                          (_dumps(dict(backend)), campaign_id))
 
     def campaigns(self) -> list[dict]:
-        """Every campaign: id, name, family, direction, dtype, arch."""
-        rows = self.execute("SELECT id, name, family, direction, dtype, arch FROM campaigns ORDER BY id").fetchall()
-        return [dict(zip(("id", "name", "family", "direction", "dtype", "arch"), r)) for r in rows]
+        """Every campaign: id, name, family, direction, dtype, arch, device_cus (its device's CU count)."""
+        from ckheur.families.hardware import device_or_own
+
+        rows = self.execute("SELECT id, name, family, direction, dtype, arch, device FROM campaigns ORDER BY id"
+                            ).fetchall()
+        return [{**dict(zip(("id", "name", "family", "direction", "dtype", "arch"), r[:6])),
+                 "device_cus": device_or_own(r[5], r[6])} for r in rows]
 
     # -- problems and measurements
     def _problem_ids(self, campaign_id: int, problems: Mapping[str, str]) -> dict[str, int]:
@@ -706,6 +719,11 @@ def work(url: str, campaign_id: int, measure: Callable[[list[Job]], list[list[di
             store.close()
 
 
-def campaign_name(identity: Mapping[str, str]) -> str:
-    """The default campaign name of a (family, direction, dtype, arch): as a Parquet tuning database's folder."""
-    return f"{identity['family']}_{identity['direction']}_{identity['dtype']}_{identity['arch']}"
+def campaign_name(identity: Mapping[str, str], device_cus: int = 0) -> str:
+    """The default campaign name of a (family, direction, dtype, arch): as a Parquet tuning database's
+    folder; on another device of the arch than its own, with its CU count (``..._gfx906_64cu``: MI60)."""
+    from ckheur.families.hardware import device_or_own
+
+    name = f"{identity['family']}_{identity['direction']}_{identity['dtype']}_{identity['arch']}"
+    own = device_or_own(identity["arch"], 0)
+    return f"{name}_{device_cus}cu" if device_cus and own and device_cus != own else name

@@ -5,7 +5,7 @@ A dataset is a folder ``{data}/{family}_{direction}_{dtype}_{arch}/{problems}.pa
 holding ``part-*.parquet`` files. Each batch of a sweep is written to a temporary file and
 renamed into place, so a killed sweep loses at most the batch in flight, and readers never
 see half a file. Shard jobs write parts into the same folder; reading merges them and keeps
-the newest row per (arch, direction, dtype, problem, kernel). Failed attempts are rows too.
+the newest row per (device, arch, direction, dtype, problem, kernel). Failed attempts are rows too.
 """
 
 from __future__ import annotations
@@ -32,7 +32,12 @@ SIMULATED = "sim"  # the backend label of simulated rows: never a measurement, l
 # workspace_bytes: the device workspace the run used, -1 where the backend does not say (MIOpen's
 # find-db records it per solver and problem, and allocates by it).
 MEASURE_COLUMNS = ("latency_ms", "latency_spread_ms", "tflops", "status", "error", "workspace_bytes")
-PROVENANCE_COLUMNS = ("warmup", "repeat", "clock_mhz", "timestamp", "host", "ckheur_version", "schema_version")
+# device_cus: the CU count of the device that measured the row (arch=gfx906 arch.num_cus=64 is MI60,
+# gfx906's other device); 0 where the writer did not know it (datasets of schema version 2 and
+# before, CK's CSVs): the arch config's own device, or the one an import's file name says
+# (``ckheur.families.hardware.row_devices``). Rows of two devices of one arch are told apart by it.
+PROVENANCE_COLUMNS = ("warmup", "repeat", "clock_mhz", "timestamp", "host", "device_cus", "ckheur_version",
+                      "schema_version")
 _STRINGS = {"layout", "pipeline", "scheduler", "epilogue", "kernel", "algorithm", "implementation"}
 _BOOLS = {"dsb", "si", "pad_m", "pad_n", "pad_k", "persistent", "workspace"}
 
@@ -133,7 +138,7 @@ def arrow_schema(family: Family):
     """The versioned Arrow schema of a family's dataset."""
     import pyarrow as pa
 
-    ints = {*family.problems.FIELDS, *family.kernels.COLUMNS, "workspace_bytes", "warmup", "repeat",
+    ints = {*family.problems.FIELDS, *family.kernels.COLUMNS, "workspace_bytes", "warmup", "repeat", "device_cus",
             "schema_version"} - _STRINGS - _BOOLS
     types = {c: pa.int64() for c in ints}
     types.update({c: pa.float64() for c in ("latency_ms", "latency_spread_ms", "tflops", "clock_mhz")})
@@ -190,6 +195,8 @@ def write_part(folder: str | Path, rows: Sequence[Mapping[str, Any]] | Any, name
         raise DatasetError("rows lack dataset columns: op")
     family = _family_of(df)
     cols = columns(family)
+    if "device_cus" not in df.columns or df["device_cus"].isna().any():  # rows that do not know their device
+        df = df.assign(device_cus=df["device_cus"].fillna(0).astype("int64") if "device_cus" in df.columns else 0)
     missing = [c for c in cols if c not in df.columns]
     if missing:
         raise DatasetError(f"rows lack dataset columns: {', '.join(missing)}")
@@ -216,7 +223,7 @@ def read_dataset(paths: str | Path | Iterable[str | Path], dedupe: bool = True, 
     """Read datasets (part folders, Parquet files, measurement files ``ckheur.formats`` reads, or database
     URLs: every campaign's rows, or ``?campaign=<name>``'s) into one DataFrame.
 
-    With ``dedupe`` the newest row per (arch, direction, dtype, problem, kernel) is kept.
+    With ``dedupe`` the newest row per (device, arch, direction, dtype, problem, kernel) is kept (:func:`newest`).
     ``columns``: only these (and what dedupe needs), text columns as categories: what large
     evaluations read.
     """
@@ -226,7 +233,8 @@ def read_dataset(paths: str | Path | Iterable[str | Path], dedupe: bool = True, 
 
     paths = [paths] if isinstance(paths, (str, Path)) else list(paths)
     if columns is not None:
-        columns = list(dict.fromkeys([*columns, "op", "timestamp", "arch", "direction", "dtype", "kernel"]))
+        columns = list(dict.fromkeys([*columns, "op", "timestamp", "arch", "direction", "dtype", "kernel", "host",
+                                      "device_cus"]))
     frames = []
     for p in paths:
         if _is_url(p):
@@ -242,13 +250,30 @@ def read_dataset(paths: str | Path | Iterable[str | Path], dedupe: bool = True, 
         for c in df.columns:
             if df[c].dtype == object:
                 df[c] = df[c].astype("category")
-    if dedupe and len(df) and _may_repeat(df, identity(_family_of(df))):
-        if isinstance(df["timestamp"].dtype, pd.CategoricalDtype):  # newest by the text, not by category order
-            df["timestamp"] = df["timestamp"].cat.reorder_categories(sorted(df["timestamp"].cat.categories),
-                                                                     ordered=True)
-        df = df.sort_values("timestamp", kind="stable").drop_duplicates(list(identity(_family_of(df))), keep="last")
-        df = df.reset_index(drop=True)
+    if dedupe and len(df):
+        df = newest(df)
     return df
+
+
+def newest(df: Any) -> Any:
+    """The newest row of each (device, arch, direction, dtype, problem, kernel): MI50's and MI60's
+    rows of one pair (both gfx906, ``hardware.row_devices``) are two measurements, never one."""
+    import pandas as pd
+
+    from ckheur.families.hardware import row_devices
+
+    import numpy as np
+
+    key = list(identity(_family_of(df)))
+    devices = row_devices(df)
+    hashed = (row_hash(df, key) * np.uint64(0x100000001B3)) ^ devices.astype(np.uint64)
+    if not pd.Series(hashed).duplicated().any():  # no two rows may share a key: millions are not sorted for nothing
+        return df
+    if isinstance(df["timestamp"].dtype, pd.CategoricalDtype):  # newest by the text, not by category order
+        df["timestamp"] = df["timestamp"].cat.reorder_categories(sorted(df["timestamp"].cat.categories), ordered=True)
+    order = df[key + ["timestamp"]].assign(__device=devices).sort_values("timestamp", kind="stable")
+    keep = ~order.duplicated([*key, "__device"], keep="last")
+    return df.loc[order.index[keep.to_numpy()]].reset_index(drop=True)
 
 
 def _is_url(p: Any) -> bool:
@@ -283,14 +308,6 @@ def row_hash(df: Any, cols: Sequence[str]) -> Any:
     for c in cols:
         h = (h * np.uint64(0x100000001B3)) ^ pd.util.hash_pandas_object(df[c], index=False).to_numpy()
     return h
-
-
-def _may_repeat(df: Any, cols: Sequence[str]) -> bool:
-    """Whether two rows may share ``cols``; False proves there is nothing to deduplicate, so
-    millions of rows are not sorted for nothing."""
-    import pandas as pd
-
-    return bool(pd.Series(row_hash(df, cols)).duplicated().any())
 
 
 # ------------------------------------------------------------------ CK tile_engine CSV import
@@ -418,13 +435,14 @@ def refuse_impossible(pairs: Sequence[tuple[Any, Any]], results: Any, dtype: str
 
 
 def common_columns(family: Family, direction: str, dtype: str, arch: str, backend: str, warmup: int = 0,
-                   repeat: int = 1) -> dict[str, Any]:
-    """Columns shared by every row a measuring run writes: op, arch, backend and provenance."""
+                   repeat: int = 1, device_cus: int = 0) -> dict[str, Any]:
+    """Columns shared by every row a measuring run writes: op, arch, backend and provenance
+    (``device_cus``: the measuring device's CU count, the job's ``arch["num_cus"]``)."""
     import socket
 
     return {"op": f"{family.name}/{direction}", "direction": direction, "dtype": dtype, "arch": arch, "backend": backend,
-            "warmup": warmup, "repeat": repeat, "host": socket.gethostname(), "ckheur_version": __version__,
-            "schema_version": SCHEMA_VERSION}
+            "warmup": warmup, "repeat": repeat, "host": socket.gethostname(), "device_cus": int(device_cus),
+            "ckheur_version": __version__, "schema_version": SCHEMA_VERSION}
 
 
 def measurement_rows(pairs: Sequence[tuple[Any, Any]], results: Any, common: Mapping[str, Any],

@@ -5,7 +5,9 @@ imports, so any of them can train a model), plus ``tuning_db.json`` naming what 
 Several processes may record into it at once: each record is a new uniquely named part, so
 nothing is lost. One load builds an in-memory index, after which a lookup is one dict access;
 ``refresh()`` reads only the parts written since. A corrupt part is skipped with a warning.
-A database recorded for another arch, dtype, direction or operator family is refused.
+A database recorded for another arch, dtype, direction or operator family is refused, and so is one
+recorded on another device of the arch (``tuning_db.json``'s ``device_cus``: MI50's for MI60, both
+gfx906; a database of an earlier version records none: the arch's own device).
 
 Processes that tune the same database split the work by claiming a problem before measuring
 it (:meth:`TuningDB.claim`): a claim is an exclusive ``flock`` on ``claims/<problem>.lock``,
@@ -52,6 +54,7 @@ class TuningDB:
     direction: str
     dtype: str
     arch: str
+    device_cus: int = 0  # the measuring device's CU count (``hardware.device_or_own``; 0: an unshipped arch's)
     _best: dict = field(default_factory=dict)  # problem key -> (kernel name, latency_ms) of the fastest usable run
     _runs: dict = field(default_factory=dict)  # problem key -> {kernel name: (status, latency_ms or None)}
     _parts: set = field(default_factory=set)
@@ -66,16 +69,19 @@ class TuningDB:
         return get_family(self.family)
 
     @classmethod
-    def open(cls, path: str | Path, op: Mapping[str, Any], arch: str, create: bool = False,
+    def open(cls, path: str | Path, op: Mapping[str, Any], arch: str | Mapping[str, Any], create: bool = False,
              writable: bool = False) -> "TuningDB":
-        """Open the database at ``path`` for ``op`` (family, direction, dtype) on ``arch``; a missing
+        """Open the database at ``path`` for ``op`` (family, direction, dtype) on ``arch``: a device's
+        config (its name and CU count), and one recorded on another device of the arch (MI50's, for
+        MI60) is refused, as one of another arch is; or an arch's name: any device of it (the
+        database's own; one created so is the arch's own device's). A missing
         one is an error unless ``create``. ``writable``: check that records can be written, before
         anything is measured. A database that is refused is never changed. Creation is atomic: of
         two processes creating one database, the first owns it and the other is refused when it
         wants another op or arch, before it writes anything."""
-        want = _identity(op, arch)
+        want, device = _identity(op, arch), _device(arch)
         if _is_url(path):
-            return cls._open_url(str(path), want, create, writable)
+            return cls._open_url(str(path), want, device, create, writable)
         path = Path(path)
         meta_file = path / META
         if path.exists() and not path.is_dir():
@@ -88,22 +94,29 @@ class TuningDB:
             if not create:
                 raise TuningDBError(f"tuning database {path} does not exist (stage=tune creates one; from Python "
                                     "TuningDB.open(path, op, arch, create=True))")
-            _create_meta(path, {**want, "created_by": socket.gethostname()})
-        _refuse_mismatch(path, _read_meta(meta_file), want)
+            _create_meta(path, {**want, "device_cus": device or _device(want["arch"], own=True),
+                                "created_by": socket.gethostname()})
+        have = _read_meta(meta_file)
+        _refuse_mismatch(path, have, want)
+        _refuse_device(path, want["arch"], have["device_cus"], device)
+        device = device or _device(want["arch"], have["device_cus"], own=True)
         if writable:
             _check_writable(path)
-        db = cls(path=path, **want)
+        db = cls(path=path, **want, device_cus=device)
         db.refresh()
         return db
 
     @classmethod
-    def _open_url(cls, url: str, want: dict, create: bool, writable: bool) -> "TuningDB":
+    def _open_url(cls, url: str, want: dict, device: int, create: bool, writable: bool) -> "TuningDB":
         from ckheur.data.database import DatabaseError, Store, campaign_name, campaign_of
 
         try:
             store = Store(url, create=create)
             try:
-                cid = store.campaign(campaign_of(url) or campaign_name(want), want, create=create)
+                cid = store.campaign(campaign_of(url) or campaign_name(want, device), want, create=create,
+                                     device_cus=device or _device(want["arch"], own=True))
+                if not device:  # any device of the arch: the campaign's own
+                    device = next(c["device_cus"] for c in store.campaigns() if c["id"] == cid)
                 if writable:
                     with store.transaction():  # the write lock (SQLite) or a write: a read-only database fails here
                         store.execute("UPDATE campaigns SET name = name WHERE id = ?", (cid,))
@@ -114,7 +127,7 @@ class TuningDB:
             raise TuningDBError(str(e)) from None
         except Exception as e:  # noqa: BLE001 (the driver's own errors, as one line)
             raise TuningDBError(f"tuning database {url}: {type(e).__name__}: {str(e).strip()[:300]}") from None
-        db = cls(path=url, store=store, campaign_id=cid, **want)
+        db = cls(path=url, store=store, campaign_id=cid, **want, device_cus=device)
         db.refresh()
         return db
 
@@ -136,9 +149,10 @@ class TuningDB:
         if self.store is not None:
             self.store.close()
 
-    def check_serves(self, op: Mapping[str, Any], arch: str) -> None:
-        """Refuse (TuningDBError) unless this database is for ``op`` on ``arch``."""
+    def check_serves(self, op: Mapping[str, Any], arch: str | Mapping[str, Any]) -> None:
+        """Refuse (TuningDBError) unless this database is for ``op`` on ``arch`` (its device too)."""
         _refuse_mismatch(self.path, {k: getattr(self, k) for k in IDENTITY}, _identity(op, arch))
+        _refuse_device(self.path, self.arch, self.device_cus, _device(arch))
 
     def refresh(self) -> int:
         """Read the parts written since the last load (by this or another process); rows read."""
@@ -156,6 +170,10 @@ class TuningDB:
         if not len(df):
             return 0
         _refuse_mismatch(self.path, _identity_of(df), {k: getattr(self, k) for k in IDENTITY})
+        from ckheur.families.hardware import row_devices
+
+        for cus in sorted(set(row_devices(df).tolist()) - {self.device_cus}):  # rows another device wrote into it
+            _refuse_device(self.path, self.arch, cus, self.device_cus)
         fields = list(self.family_modules.problems.FIELDS)
         df = df.sort_values("timestamp", kind="stable")  # newest row of a pair wins, as in read_dataset
         keys = list(df[fields].itertuples(index=False, name=None))
@@ -227,7 +245,8 @@ class TuningDB:
         (a database: as rows of its campaign, None)."""
         from ckheur.data.dataset import common_columns, kernel_columns, measurement_rows, write_part
 
-        common = common_columns(self.family_modules, self.direction, self.dtype, self.arch, backend, warmup, repeat)
+        common = common_columns(self.family_modules, self.direction, self.dtype, self.arch, backend, warmup, repeat,
+                                self.device_cus)
         rows = measurement_rows([(problem, k) for k in kernels], results, common, {problem.key(): problem.to_dict()},
                                 {k.name: kernel_columns(k, self.family_modules) for k in kernels})
         if self.store is not None:
@@ -263,8 +282,32 @@ def _is_url(path: Any) -> bool:
     return is_url(path)
 
 
-def _identity(op: Mapping[str, Any], arch: str) -> dict[str, str]:
-    return {"family": str(op["family"]), "direction": str(op["direction"]), "dtype": str(op["dtype"]), "arch": arch}
+def _identity(op: Mapping[str, Any], arch: str | Mapping[str, Any]) -> dict[str, str]:
+    name = arch if isinstance(arch, str) else str(arch["name"])
+    return {"family": str(op["family"]), "direction": str(op["direction"]), "dtype": str(op["dtype"]), "arch": name}
+
+
+def _device(arch: str | Mapping[str, Any], recorded: Any = 0, own: bool = False) -> int:
+    """The CU count of the device a config names; an arch's name names none (0: any device of it),
+    unless ``recorded`` (a database's ``device_cus``) or ``own`` (the arch's own device) says one."""
+    from ckheur.families.hardware import device_or_own
+
+    if isinstance(arch, str):
+        return device_or_own(arch, recorded) if recorded or own else 0
+    return device_or_own(arch["name"], arch.get("num_cus"))
+
+
+def _refuse_device(path: Path | str, arch: str, have: Any, want: int) -> None:
+    """Refuse a database recorded on another device of the arch than ``want`` (CU counts; a database
+    of an earlier version recorded none: the arch's own device)."""
+    from ckheur.families.hardware import device_name, device_or_own
+
+    have = device_or_own(arch, have)
+    if have and want and have != want:
+        raise TuningDBError(f"tuning database {path} was recorded on {device_name(arch, have)}, not "
+                            f"{device_name(arch, want)}: one device's measurements are never served for, or mixed "
+                            "with, another's; give this device its own (tune.db=<folder>, or <URL>?campaign=<name>; "
+                            "predict.tuning_db=...)")
 
 
 def _read_meta(meta_file: Path) -> dict:
@@ -277,7 +320,11 @@ def _read_meta(meta_file: Path) -> dict:
         raise TuningDBError(f"{meta_file}: cannot be read ({e.strerror or e})") from None
     if not isinstance(have, dict):
         raise TuningDBError(f"{meta_file}: a JSON {type(have).__name__}, not an object naming {', '.join(IDENTITY)}")
-    return {k: have.get(k) for k in IDENTITY}
+    cus = have.get("device_cus")
+    if cus is not None and (isinstance(cus, bool) or not isinstance(cus, int) or cus < 0):
+        raise TuningDBError(f"{meta_file}: device_cus={cus!r}: the CU count of the device it was recorded on, an "
+                            "integer >= 0")
+    return {**{k: have.get(k) for k in IDENTITY}, "device_cus": cus}
 
 
 def _create_meta(path: Path, meta: dict) -> None:
@@ -348,7 +395,8 @@ def export_dataset(url: str, campaign: str, folder: str | Path) -> dict:
             raise DatabaseError(f"{mask_url(url)} has no campaign {campaign!r}; it has: {', '.join(info) or 'none'}")
         df = store.frame(info[campaign]["id"])
     make_folder(folder, "export folder")
-    write_file(folder / META, json.dumps({**{k: info[campaign][k] for k in IDENTITY}, "campaign": campaign,
+    write_file(folder / META, json.dumps({**{k: info[campaign][k] for k in IDENTITY},
+                                          "device_cus": info[campaign]["device_cus"], "campaign": campaign,
                                           "exported_from": mask_url(url)}, indent=2) + "\n")
     if len(df):
         write_part(folder, df)
@@ -358,22 +406,26 @@ def export_dataset(url: str, campaign: str, folder: str | Path) -> dict:
 def import_dataset(url: str, path: str | Path, campaign: str | None = None) -> dict:
     """Load a dataset folder or file (a Parquet tuning database, a sweep, an import) into the
     database, every row as it is (rows already there are one row). Rows of several
-    (family, direction, dtype, arch) go to one campaign each, named ``campaign`` or, by default,
+    (family, direction, dtype, arch, device) go to one campaign each, named ``campaign`` or, by default,
     by them (as stage=tune names its campaign)."""
+    import pandas as pd
+
     from ckheur.data.database import Store, campaign_name
     from ckheur.data.dataset import read_dataset
     from ckheur.families import get_family
+    from ckheur.families.hardware import row_devices
 
     df = read_dataset(path, dedupe=False)
     if not len(df):
         return {"rows": 0, "campaigns": {}}
     fam = df["op"].astype(str).str.split("/").str[0]
+    devices = pd.Series(row_devices(df), index=df.index)
     out: dict[str, int] = {}
     with Store(url, create=True) as store:
-        for ident, part in df.groupby([fam, "direction", "dtype", "arch"], sort=True):
-            identity = dict(zip(IDENTITY, map(str, ident)))
-            name = campaign or campaign_name(identity)
-            cid = store.campaign(name, identity, create=True)
+        for ident, part in df.groupby([fam, "direction", "dtype", "arch", devices], sort=True):
+            identity = dict(zip(IDENTITY, map(str, ident[:4])))
+            name = campaign or campaign_name(identity, int(ident[4]))
+            cid = store.campaign(name, identity, create=True, device_cus=int(ident[4]))
             fields = list(get_family(identity["family"]).problems.FIELDS)
             rows = part.to_dict("records")
             for i in range(0, len(rows), 5000):

@@ -425,7 +425,8 @@ def _hybrid_summary(rows: list[dict], k: int, oracle_lat: list[float]) -> dict:
 
 def evaluate(selector: Any, df: Any, job: Job, *, top_k: Sequence[int] = (), tie_tolerance: float = 0.02,
              exclude_suspect: bool = False, baselines: Mapping[str, Any] | None = None, gate_against: Any = None,
-             gate: Mapping[str, float] | None = None, progress: str = "none", log_every_s: float = 10.0) -> tuple[dict, Scored]:
+             gate: Mapping[str, float] | None = None, progress: str = "none", log_every_s: float = 10.0,
+             log: Callable[[str], None] = print) -> tuple[dict, Scored]:
     """Score ``selector``'s pick on every measured problem of the job in ``df`` (dataset rows)
     against the measured oracle, beside ``baselines`` (label -> a selector scored on the same
     problems: the analytic model, CK folders ...); with ``gate_against`` (a selector), the
@@ -433,8 +434,14 @@ def evaluate(selector: Any, df: Any, job: Job, *, top_k: Sequence[int] = (), tie
     (``evaluation_metrics``, plus ``data_kind``, ``cascade`` and ``gate``) and the scored rows."""
     from ckheur.progress import Progress
 
+    from ckheur.families.hardware import one_device
+
     top_k = check_options(top_k, tie_tolerance)
     df = df[(df.arch == job.arch_name) & (df.direction == job.direction) & (df.dtype == job.dtype)]
+    device, note = one_device(df, job.arch)  # MI60's rows never score a pick for MI50 (both gfx906)
+    if note:
+        log(f"evaluate: {note}")
+        df = df[device]
     if df.empty:
         raise EvaluationError(f"no rows for {job.direction} {job.dtype} on {job.arch_name} in the evaluation data")
     fields = list(job.family.problems.FIELDS)
@@ -463,6 +470,8 @@ def evaluate(selector: Any, df: Any, job: Job, *, top_k: Sequence[int] = (), tie
                **evaluation_metrics(scored, others, tie_tolerance=tie_tolerance, top_k=top_k)}
     if checked is not None:
         metrics["gate"] = checked
+    if note:
+        metrics["device"] = note
     return metrics, scored
 
 

@@ -9,6 +9,7 @@ hardware (``HARDWARE_FEATURES``) gain nothing.
 
 from __future__ import annotations
 
+import functools
 from typing import Any, Mapping
 
 import numpy as np
@@ -52,20 +53,101 @@ def device_label(arch: Mapping[str, Any]) -> str:
 
 
 def row_devices(df: Any) -> np.ndarray:
-    """Each row's device as a CU count: the one its find-db file name says (rows an import wrote:
-    ``host`` is ``import:<file>``, e.g. ``gfx906_64.HIP.fdb.txt.bz2`` is MI60), 0 where the rows do
-    not say (a sweep's, a dataset of an earlier version): the arch config's own device."""
-    from ckheur.config import find_db_name_device
+    """Each row's device as its CU count, as the arch config counts them: the ``device_cus`` a
+    measuring run recorded (a sweep's, a tune's), else the one an import's find-db file name says
+    (``host`` is ``import:<file>``, e.g. ``gfx906_64.HIP.fdb.txt.bz2`` is MI60), else the arch
+    config's own device (rows of datasets of earlier versions, CK's CSVs: ``arch=gfx906`` is MI50);
+    0 for an arch without a shipped config."""
+    import pandas as pd
 
-    if "host" not in df.columns or not len(df):
+    if not len(df) or "arch" not in df.columns:
         return np.zeros(len(df), dtype=np.int64)
-    pairs = df[["arch", "host"]].astype(str)
-    out = np.zeros(len(df), dtype=np.int64)
-    for (arch, host), idx in pairs.groupby(["arch", "host"], sort=False).indices.items():
-        found = find_db_name_device(host[len(IMPORTED):], [arch]) if host.startswith(IMPORTED) else None
-        if found is not None:
-            out[idx] = found[1]
-    return out
+    # By distinct (arch, host, device_cus): millions of rows hold a few, so codes, not groupby.
+    key, values = np.zeros(len(df), dtype=np.int64), []
+    for c in ("arch", "host", "device_cus"):
+        if c not in df.columns:
+            values.append(None)
+            continue
+        col = df[c]
+        codes, uniques = (col.cat.codes.to_numpy(), col.cat.categories) if isinstance(col.dtype, pd.CategoricalDtype) \
+            else pd.factorize(col)
+        key = key * (len(uniques) + 1) + (np.asarray(codes, dtype=np.int64) + 1)  # -1 (missing) -> 0
+        values.append((len(uniques), list(uniques)))
+    inverse, distinct = pd.factorize(key)
+    devices = np.zeros(len(distinct), dtype=np.int64)
+    for i, k in enumerate(np.asarray(distinct, dtype=np.int64).tolist()):
+        got = {}
+        for c, v in zip(("device_cus", "host", "arch"), reversed(values)):  # undo the key, last column first
+            if v is not None:
+                k, code = divmod(k, v[0] + 1)
+                got[c] = v[1][code - 1] if code else None
+        cus = got.get("device_cus")
+        devices[i] = int(cus) if cus is not None and not pd.isna(cus) and int(cus) > 0 else \
+            _unsaid_device(str(got["arch"]), str(got.get("host") or ""))
+    return devices[inverse]
+
+
+@functools.lru_cache(maxsize=256)
+def _unsaid_device(arch: str, host: str) -> int:
+    """The device of rows that do not record one: an import's file name's, else the arch's own."""
+    from ckheur.config import find_db_device, find_db_name_device, known_archs, load_option
+
+    if arch not in known_archs():
+        return 0
+    cfg = load_option(f"arch/{arch}")
+    found = find_db_name_device(host[len(IMPORTED):], [arch]) if host.startswith(IMPORTED) else None
+    if found is None:
+        return int(cfg["num_cus"])
+    device = find_db_device(cfg, found[1])  # MIOpen counts gfx1030's CUs as WGPs: the config's count
+    return int(device["num_cus"]) if device is not None else int(found[1])
+
+
+def device_or_own(arch: str, cus: Any = 0) -> int:
+    """A device's CU count as recorded (``cus``), or where none is (0, missing) the arch config's own
+    device's: how tuning databases and campaigns of earlier versions name theirs (0 for an arch
+    without a shipped config)."""
+    try:
+        cus = int(cus or 0)
+    except (TypeError, ValueError):
+        cus = 0
+    return cus if cus > 0 else _unsaid_device(str(arch), "")
+
+
+def device_name(arch: str, cus: int) -> str:
+    """How messages name the device of ``cus`` CUs of a shipped arch (``MI60 (gfx906, 64 CUs)``)."""
+    from ckheur.config import known_archs, load_arch
+
+    return device_label(device_config(load_arch(arch), cus)) if arch in known_archs() and cus else \
+        f"{arch} ({cus or 'its own'} CUs)"
+
+
+def one_device(df: Any, arch: Mapping[str, Any]) -> tuple[np.ndarray, str]:
+    """Which rows of ``df`` a job for the one device ``arch`` reads (train without
+    train.across_gpus, evaluate), and a line saying what else was there: the rows of its arch measured
+    on its device when the data has some (another device's rows of the arch are left out: MI50's for
+    MI60); else, where the data has one device of its arch, that one's (MI210's find-db for
+    ``arch=gfx90a``, MI250X: the line says so); rows of several other devices and none of its own are
+    refused, naming them. Rows of other archs are never read."""
+    from ckheur.errors import UserError
+
+    name, want = str(arch["name"]), int(arch["num_cus"])
+    mine = (df["arch"].astype(str) == name).to_numpy() if len(df) else np.zeros(0, dtype=bool)
+    devices = row_devices(df)
+    devices[mine & (devices == 0)] = want  # an arch without a shipped config: its one device
+    present = sorted(set(devices[mine].tolist()))
+    if present in ([], [want]):
+        return mine, ""
+    others = [device_name(name, c) for c in present if c != want]
+    if want in present:
+        keep = mine & (devices == want)
+        return keep, (f"{int((mine & ~keep).sum())} rows of {', '.join(others)} left out: another device of {name} "
+                      f"than {device_label(arch)} (train.across_gpus=true learns from each with its descriptors)")
+    if len(present) == 1:
+        return mine, (f"the data's {name} rows were measured on {others[0]}, not {device_label(arch)}: they stand "
+                      f"in for it (arch.num_cus={present[0]} names that device)")
+    raise UserError(f"the data holds {name} rows of {', '.join(others)} and none of {device_label(arch)}: a job for "
+                    f"one device reads one device's rows; name the device with arch.num_cus="
+                    f"{' or '.join(map(str, present))}, or learn from all of them with train.across_gpus=true")
 
 
 def device_config(arch: Mapping[str, Any], cus: int) -> dict:

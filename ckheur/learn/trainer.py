@@ -529,6 +529,8 @@ def _report_table(rep: Mapping[str, Any], options: TrainOptions, model: Mapping[
     """Say what the training table holds and what was left out."""
     log(f"train: {rep['rows_used']} rows, {rep['problems']} problems, {rep['kernels_measured']} of {rep['pool']} "
         f"pool kernels measured (only those become candidates)")
+    if rep.get("device"):
+        log(f"train: {rep['device']}")
     if rep["rows_kernel_not_in_pool"]:
         log(f"train: {rep['rows_kernel_not_in_pool']} rows skipped: kernel not in the legal pool "
             f"(e.g. {', '.join(rep['kernels_not_in_pool'][:3])})")

@@ -55,9 +55,16 @@ def build_table(df: Any, op: Mapping[str, Any], arch: Mapping[str, Any], pool: S
     family = get_family(op["family"])
     problems_mod = family.problems
     fields = list(problems_mod.FIELDS)
+    from ckheur.families.hardware import one_device
+
     report: dict[str, Any] = {"rows_read": int(len(df))}
     mine = df[(df.arch == arch["name"]) & (df.direction == op["direction"]) & (df.dtype == op["dtype"])]
     report["rows_other_op_or_arch"] = int(len(df) - len(mine))
+    device, note = one_device(mine, arch)  # MI60's rows never train a model of MI50 (both gfx906)
+    if note:
+        report["device"] = note
+        report["rows_other_device"] = int(len(mine) - device.sum())
+        mine = mine[device]
     censored = (mine.status == CENSORED).to_numpy()
     good = usable(mine, exclude_suspect) | censored
     ok = mine[good].copy()
@@ -134,9 +141,9 @@ def build_table_across_archs(df: Any, op: Mapping[str, Any], arch: Mapping[str, 
                              own_pools: bool = False) -> Table:
     """One training table of this op's rows on every device in the data (one model across GPUs):
     each device's rows featurized with its own config (the arch's ``conf/arch``, or its ``devices``
-    entry: a row's device is the one its find-db file name says, ``families.hardware.row_devices``;
-    MI50 and MI60 rows get their own descriptors), so ``engine`` should describe the hardware
-    (``families.hardware``). ``arch`` is the target device: its rows come first and weigh
+    entry: a row's device is the one it records or its find-db file name says,
+    ``families.hardware.row_devices``; MI50 and MI60 rows get their own descriptors), so ``engine``
+    should describe the hardware (``families.hardware``). ``arch`` is the target device: its rows come first and weigh
     ``target_weight`` each in training (others 1), and its table (when the data has rows of it)
     makes the generated problems of distillation. ``pool``: the kernels ranked; ``own_pools``:
     each device's rows are those of its own arch's pool, indexed into ``pool`` (their union: a
@@ -152,8 +159,9 @@ def build_table_across_archs(df: Any, op: Mapping[str, Any], arch: Mapping[str, 
     cus = row_devices(mine)
     configs: dict[tuple, tuple[dict, Any]] = {}  # device -> its config, its rows
     for name, n in sorted(set(zip(mine.arch.astype(str), cus.tolist()))):
-        # rows of the target's arch that name no device (a sweep's) were measured on the target device
-        cfg = dict(arch) if name == arch["name"] and not n else device_config(load_arch(name), n)
+        # the target device's rows take the job's config (as given); 0: an arch without a shipped config
+        own = name == arch["name"] and n in (0, int(arch["num_cus"]))
+        cfg = dict(arch) if own else device_config(load_arch(name), n)
         rows = (mine.arch.astype(str) == name).to_numpy() & (cus == n)
         key = device_key(cfg)
         configs[key] = (cfg, rows | configs[key][1] if key in configs else rows)

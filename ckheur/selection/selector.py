@@ -367,6 +367,7 @@ class Selector:
         if isinstance(db, TuningDB):
             db.check_serves(op, self.arch["name"])
             return db
+        # any device of the arch: a bundle of one arch serves each (stage=predict opens the job's device's)
         return TuningDB.open(db, op, self.arch["name"], create=create)
 
     def _lookup_key(self, problem: Any) -> tuple | None:

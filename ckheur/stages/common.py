@@ -48,6 +48,15 @@ def db_dir(cfg: Any, job: Any) -> Path | str:
     return old if (old / "tuning_db.json").exists() else check_url(str(cfg.db.url), "db.url")
 
 
+def default_campaign(job: Any) -> str:
+    """The job's campaign in a database (``database.campaign_name``): its slug, with the CU count on
+    another device of the arch than its own (``miopen_fwd_fp32_gfx906_64cu``: MI60)."""
+    from ckheur.data.database import campaign_name
+
+    return campaign_name({"family": job.family.name, "direction": job.direction, "dtype": job.dtype,
+                          "arch": job.arch_name}, int(job.arch.get("num_cus") or 0))
+
+
 def folder_or_url(value: Any) -> Path | str:
     """A database URL as it is (``ckheur.data.database``), anything else as a folder path."""
     from ckheur.data.database import is_url
@@ -56,13 +65,15 @@ def folder_or_url(value: Any) -> Path | str:
 
 
 def tuning_db_from_cfg(cfg: Any, job: Any, given: str | None) -> tuple[Any, str]:
-    """The tuning database a stage serves from, and a line saying which: ``given`` (a path or URL),
-    none for ``given`` = none, else the op's default (``db_dir``, where stage=tune writes) when it
-    holds the op: a default URL comes back opened (``TuningDB``), read once, for the selector."""
+    """The tuning database a stage serves from, opened for the job's device (``TuningDB``, read once,
+    for the selector), and a line saying which: ``given`` (a path or URL), none for ``given`` = none,
+    else the op's default (``db_dir``, where stage=tune writes) when it holds the op and device."""
     if given is not None and str(given).strip().lower() == "none":
         return None, "tuning database: off (tuning_db=none)"
-    if given:
-        return str(given), f"tuning database: {given}"
+    if given:  # opened for the job's device: another device's database is refused (MI50's, for MI60)
+        from ckheur.data.tuning_db import TuningDB
+
+        return TuningDB.open(folder_or_url(given), job.op, job.arch), f"tuning database: {given}"
     default = db_dir(cfg, job)  # (stage=tune with backend=sim writes beside it: never served by default)
     db, missing = _open_default(default, job)
     if missing is None:
@@ -78,14 +89,15 @@ def _shown(db: Path | str) -> str:
 
 
 def _open_default(db: Path | str, job: Any) -> tuple[Any, str | None]:
-    """(the job's database to serve from, None), or (None, why there is none): a folder as its
-    path, a database URL opened on the job's campaign (a database may hold only other ops')."""
-    if isinstance(db, Path):
-        return (str(db), None) if db.exists() else (None, f"{db} does not exist (stage=tune creates it)")
+    """(the job's database to serve from, opened for the job's device, None), or (None, why there is
+    none): a database URL on the job's campaign (a database may hold only other ops'), a folder
+    recorded on the job's device."""
+    if isinstance(db, Path) and not db.exists():
+        return None, f"{db} does not exist (stage=tune creates it)"
     from ckheur.data.tuning_db import TuningDB, TuningDBError
 
     try:
-        return TuningDB.open(db, job.op, job.arch_name), None
+        return TuningDB.open(db, job.op, job.arch), None
     except TuningDBError as e:
         return None, str(e)
 

@@ -90,6 +90,7 @@ def _dataset(cfg: Any, job: Any) -> dict:
     """The job's campaign (or the URL's ?campaign=) of the tuning database as the dataset folder export.output."""
     from ckheur.data.database import campaign_of, mask_url
     from ckheur.data.tuning_db import export_dataset
+    from ckheur.stages.common import default_campaign
 
     if not cfg.export.output:
         raise StageError("export.format=dataset needs export.output=<a new or empty folder>")
@@ -97,7 +98,7 @@ def _dataset(cfg: Any, job: Any) -> dict:
     if not isinstance(db, str):
         raise StageError(f"export.format=dataset: the tuning database {db} is a folder, already a dataset; give "
                          "export.tuning_db=<database URL> (sqlite:///<path>.db or postgresql://...)")
-    got = export_dataset(db, campaign_of(db) or job.slug, cfg.export.output)
+    got = export_dataset(db, campaign_of(db) or default_campaign(job), cfg.export.output)
     print(f"export: {got['rows']} measurements of campaign {got['campaign']} from {mask_url(db)} into the dataset "
           f"folder {got['folder']}")
     return got

@@ -41,7 +41,7 @@ def record_batches(out: Path, batches: Sequence[tuple[Sequence, Callable]], meas
     from ckheur.data.dataset import common_columns, measurement_rows, write_part
 
     common = common_columns(job.family, job.direction, job.dtype, job.arch_name, measurer.name,
-                            measurer.warmup, measurer.repeat)
+                            measurer.warmup, measurer.repeat, job.arch["num_cus"])
     statuses: Counter = Counter()
     try:
         for batch, measure in batches:
@@ -106,7 +106,7 @@ def plan_sweep(job: Job, problems: Sequence[Any], out: str | Path, *, backend: M
     old = _campaign_rows(url, job) if url else read_dataset(out) if out.exists() else None
     if old is not None and len(old):
         check_origin(old, str(backend["name"]), job.arch_name, out)
-        old = old[(old.arch == job.arch_name) & (old.direction == job.direction) & (old.dtype == job.dtype)]
+        old = old[own_device_rows(old, job.arch) & (old.direction == job.direction) & (old.dtype == job.dtype)]
         if retry_failed:
             old = old[old.status.isin([*USABLE, "unsupported"])]
         done = set(old[[*family.problems.FIELDS, "kernel"]].itertuples(index=False, name=None))
@@ -126,11 +126,20 @@ def plan_sweep(job: Job, problems: Sequence[Any], out: str | Path, *, backend: M
                      skipped, total)
 
 
+def own_device_rows(df: Any, arch: Mapping[str, Any]) -> Any:
+    """Mask of the rows of ``df`` measured on the device ``arch`` (its arch, its CU count: MI60's
+    rows in a gfx906 dataset that MI50 swept too; ``hardware.row_devices``): what a sweep of it has done."""
+    from ckheur.families.hardware import row_devices
+
+    devices = row_devices(df)
+    return (df["arch"].astype(str) == str(arch["name"])).to_numpy() & np.isin(devices, [0, int(arch["num_cus"])])
+
+
 def _campaign_rows(url: str, job: Job) -> Any:
     """The rows of the job's campaign in the database ``url`` (created when new)."""
     from ckheur.data.tuning_db import TuningDB
 
-    tdb = TuningDB.open(url, job.op, job.arch_name, create=True, writable=True)
+    tdb = TuningDB.open(url, job.op, job.arch, create=True, writable=True)
     try:
         return tdb.frame()
     finally:
@@ -148,7 +157,7 @@ def sweep_queue(plan: SweepPlan, *, progress: str = "auto", log_every_s: float =
     from ckheur.data.tuning_db import TuningDB
 
     job = plan.job
-    tdb = TuningDB.open(plan.out, job.op, job.arch_name, create=True, writable=True)
+    tdb = TuningDB.open(plan.out, job.op, job.arch, create=True, writable=True)
     store, cid, fam = tdb.store, tdb.campaign_id, job.family
     fields = list(fam.problems.FIELDS)
     measurer = make_backend(plan.backend, job.op, job.arch)
@@ -167,7 +176,7 @@ def sweep_queue(plan: SweepPlan, *, progress: str = "auto", log_every_s: float =
     for line in skipped_lines(plan.skipped):
         log(line)
     common = common_columns(fam, job.direction, job.dtype, job.arch_name, measurer.name, measurer.warmup,
-                            measurer.repeat)
+                            measurer.repeat, job.arch["num_cus"])
     statuses: Counter = Counter()
     bar = Progress(sum(len(ks) for _, ks in items), progress, log_every_s)
 

@@ -235,10 +235,12 @@ class _Rounds:
     def table(self) -> Any:
         from ckheur.data.dataset import read_dataset
         from ckheur.learn.training import TrainingError, build_table
+        from ckheur.sweeping.measuring import own_device_rows
 
         if not self.plan.out.exists():
             return None
         df = read_dataset(self.plan.out)
+        df = df[own_device_rows(df, self.job.arch)]  # another device's rows of the arch are not this sweep's
         try:
             return build_table(df, self.job.op, self.job.arch, self.kernels, self.engine, None)
         except TrainingError:

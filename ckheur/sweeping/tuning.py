@@ -36,7 +36,7 @@ def tune(selector: Any, problems: Sequence[Any], db: str | Path, job: Job, *, ba
     if isinstance(k, bool) or not isinstance(k, int) or k < 1:
         raise SweepError(f"tune.top_k={k!r}: must be an integer >= 1")
     label = label or selector.label
-    tdb = TuningDB.open(db, job.op, job.arch_name, create=True, writable=True)
+    tdb = TuningDB.open(db, job.op, job.arch, create=True, writable=True)  # refused for another device
     if len(tdb):
         check_origin(tdb.frame(), str(backend["name"]), job.arch_name, tdb.path, stage="tune")
     log(f"tune: {job.label}: top-{k} of {label} for {len(problems)} problem(s) via backend={backend['name']} "
@@ -143,7 +143,7 @@ def _work_queue(tdb: Any, ranked: dict, by_key: dict, k: int, measurer: Any, job
     kernels = {kern.name: kern for kern in job.pool.kernels}
     kernels.update({kern.name: kern for ks in ranked.values() for kern in ks})
     common = common_columns(fam, job.direction, job.dtype, job.arch_name, measurer.name, measurer.warmup,
-                            measurer.repeat)
+                            measurer.repeat, job.arch["num_cus"])
     mine: set = set()
 
     def measure(jobs: list) -> list[list[dict]]:

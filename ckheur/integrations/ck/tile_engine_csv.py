@@ -97,7 +97,8 @@ def import_ck_csv(path: str | Path, arch: str = "gfx950", tiles: Sequence[Mappin
         "latency_ms": lat[keep], "latency_spread_ms": spread, "tflops": flops[keep] / (lat[keep] * 1e-3) / 1e12,
         "status": "ok", "error": "", "workspace_bytes": UNKNOWN_WORKSPACE,
         "warmup": 3, "repeat": 10, "clock_mhz": np.nan,  # CK tile_engine defaults (data README)
-        "timestamp": stamp, "host": f"import:{path.name}", "ckheur_version": __version__,
+        "timestamp": stamp, "host": f"import:{path.name}", "device_cus": 0,  # a CK CSV does not say: the arch's own
+        "ckheur_version": __version__,
         "schema_version": SCHEMA_VERSION,
     }, index=pd.RangeIndex(n))[list(COLUMNS)]
     if "non_zero" in raw.columns:

@@ -881,7 +881,7 @@ def write_user_find_db(db: str | Path, path: str | Path, job: Any, *, merge: boo
     if job.family.name != "miopen":
         raise FindDbError(f"op.family={job.family.name!r}: a find-db holds MIOpen's solvers; use op=miopen/<direction>")
     cus = cus_of(path, job.arch_name, user=True)
-    tdb = TuningDB.open(db, job.op, job.arch_name)
+    tdb = TuningDB.open(db, job.op, job.arch)
     try:
         lines, counts = tuning_db_lines(tdb.frame(), job.direction, job.dtype)
     finally:
@@ -908,9 +908,10 @@ def _flops(problems: Any) -> Any:
 
 
 def dataset_rows(fdb: FindDb, direction: str, dtype: str, arch: str, solvers: Sequence[Mapping[str, Any]],
-                 source: str, timestamp: str) -> tuple[Any, dict]:
+                 source: str, timestamp: str, device_cus: int = 0) -> tuple[Any, dict]:
     """Dataset rows (family ``miopen``) of one direction and data type: every listed solver of the
-    pool with its time, and every pool solver a problem does not list as ``censored``.
+    pool with its time, and every pool solver a problem does not list as ``censored``. ``device_cus``:
+    the CU count of the device the file's name says (as the arch config counts them; 0: unknown).
 
     Returns the rows and what was left out (listed solvers outside the pool)."""
     import numpy as np
@@ -963,6 +964,7 @@ def dataset_rows(fdb: FindDb, direction: str, dtype: str, arch: str, solvers: Se
     cols["warmup"], cols["repeat"] = np.zeros(n, dtype=np.int64), np.zeros(n, dtype=np.int64)  # not in find-db files
     cols["clock_mhz"] = np.full(n, np.nan)
     cols["timestamp"], cols["host"], cols["ckheur_version"] = const(timestamp), const(f"import:{source}"), const(__version__)
+    cols["device_cus"] = np.full(n, int(device_cus), dtype=np.int64)
     cols["schema_version"] = np.full(n, SCHEMA_VERSION, dtype=np.int64)
     df = pd.DataFrame(cols)
     left = {"listed_solvers_outside_pool": outside["solver"].value_counts().to_dict()}

@@ -71,7 +71,7 @@ def import_find_db_file(src: Path, *, data_root: str | Path, arch: Mapping[str, 
         for target in plan.targets:  # one direction and dtype at a time: its rows are written, then freed
             op = ops[target]
             rows, left = dataset_rows(fdb, op["direction"], op["dtype"], file_arch, op["solvers"][file_arch], src.name,
-                                      stamp)
+                                      stamp, device["num_cus"] if device is not None else cus or 0)
             txn.add(target, rows)
             if left["listed_solvers_outside_pool"]:
                 log(f"import: {op['direction']} {op['dtype']}: listed solvers not in the {file_arch} table, left out: "
