@@ -46,8 +46,8 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from bench_logo import DEVICES, TARGET_WEIGHT, device_config, load_device, rows_of, sweep_rows, with_hw  # noqa: E402
-from bench_unseen import RECIPE, fit_on, predict_rows, ranked_rows, report  # noqa: E402
+from bench_logo import DEVICES, TARGET_WEIGHT, device_tables, rows_of, sweep_rows, with_hw  # noqa: E402
+from bench_unseen import fit_on, predict_rows, ranked_rows, report  # noqa: E402
 
 CURRENT = "current: five + the sweep's rows x20, retrained"
 CEILING = "ceiling: its own model, random split"
@@ -96,20 +96,10 @@ def one_op(data: Path, direction: str, dtype: str, helds: list, max_problems: in
            rows_wanted: tuple = EVERY, budget: float = 0.05) -> dict:
     """The levers on each held-out device of one direction and dtype."""
     from ckheur.learn.training import concat_tables
-    from ckheur.stages import compose_config, plain
     from ckheur.threads import lightgbm as lgb
 
     t0 = time.perf_counter()
-    model = {**plain(compose_config([f"op=miopen/{direction}"]).model), **RECIPE, "threads": threads}
-    cfgs = {d: device_config(d) for d in DEVICES}
-    tables = {d: load_device(data, d, direction, dtype, max_problems, seed) for d in DEVICES}
-    union: dict = {}
-    for tb in tables.values():
-        for k in tb.kernels:
-            union.setdefault(k.name, k)
-    union_list = sorted(union.values(), key=lambda k: k.solver_id)
-    hw = {d: with_hw(tb, cfgs[d], dtype, union_list) for d, tb in tables.items()}
-    trained = {d: rows_of(hw[d], np.flatnonzero(tb.listed[tb.kid])) for d, tb in tables.items()}
+    model, cfgs, tables, union_list, hw, trained = device_tables(data, direction, dtype, max_problems, seed, threads)
     kinds = {d: with_hw(tb, cfgs[d], dtype, union_list, kinds=True) for d, tb in tables.items()}
     out = {}
     for held in helds:

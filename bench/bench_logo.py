@@ -221,12 +221,12 @@ def listed_of(parts: list) -> dict:
     return listed_kinds(pd.concat(frames, ignore_index=True))
 
 
-def one_op(args: tuple) -> dict:
-    """Every held-out device of one direction and dtype."""
-    data, direction, dtype, max_problems, seed, budgets, threads, tunanet = args
+def device_tables(data: Path, direction: str, dtype: str, max_problems: int, seed: int, threads: int) -> tuple:
+    """What every leave-one-GPU-out bench starts from, for one direction and dtype: the model recipe,
+    each device's config and table, the union of their solvers, each table with hardware descriptors
+    over that union, and its listed rows (the training rows)."""
     from ckheur.stages import compose_config, plain
 
-    t0 = time.perf_counter()
     model = {**plain(compose_config([f"op=miopen/{direction}"]).model), **RECIPE, "threads": threads}
     cfgs = {d: device_config(d) for d in DEVICES}
     tables = {d: load_device(Path(data), d, direction, dtype, max_problems, seed) for d in DEVICES}
@@ -237,6 +237,15 @@ def one_op(args: tuple) -> dict:
     union_list = sorted(union.values(), key=lambda k: k.solver_id)
     hw = {d: with_hw(tb, cfgs[d], dtype, union_list) for d, tb in tables.items()}
     trained = {d: rows_of(hw[d], np.flatnonzero(tb.listed[tb.kid])) for d, tb in tables.items()}
+    return model, cfgs, tables, union_list, hw, trained
+
+
+def one_op(args: tuple) -> dict:
+    """Every held-out device of one direction and dtype."""
+    data, direction, dtype, max_problems, seed, budgets, threads, tunanet = args
+
+    t0 = time.perf_counter()
+    model, cfgs, tables, union_list, hw, trained = device_tables(data, direction, dtype, max_problems, seed, threads)
     by_kind = {d: with_hw(tb, cfgs[d], dtype, union_list, kinds=True) for d, tb in tables.items()}
     trained_kind = {d: rows_of(by_kind[d], np.flatnonzero(tb.listed[tb.kid])) for d, tb in tables.items()}
     own = {d: fit_on(trained[d], None, model, seed)[0] for d in DEVICES}  # each device's own model (all its problems)

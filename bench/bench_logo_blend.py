@@ -29,10 +29,9 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from bench_logo import (BUNDLED, DEVICES, FALLBACK, ZERO, device_config, load_device, nearest, rows_of,  # noqa: E402
-                        with_hw)
+from bench_logo import BUNDLED, DEVICES, FALLBACK, ZERO, device_tables, nearest  # noqa: E402
 from bench_miopen_fdb import ROOT  # noqa: E402
-from bench_unseen import RECIPE, bundle_scores, fit_on, predict_rows, ranked_rows, report  # noqa: E402
+from bench_unseen import bundle_scores, fit_on, predict_rows, ranked_rows, report  # noqa: E402
 
 HELD = ("MI300X", "MI210")  # matrix cores, wave 64: the nearest bundle is the other CDNA GPU's
 BLEND = "rank blend: mean of the nearest bundle's and the model across the five's ranks"
@@ -60,19 +59,9 @@ def one_op(args: tuple) -> dict:
     """The two CDNA devices held out, one direction and dtype."""
     data, direction, dtype, max_problems, seed, threads = args
     from ckheur.learn.training import concat_tables
-    from ckheur.stages import compose_config, plain
 
     t0 = time.perf_counter()
-    model = {**plain(compose_config([f"op=miopen/{direction}"]).model), **RECIPE, "threads": threads}
-    cfgs = {d: device_config(d) for d in DEVICES}
-    tables = {d: load_device(Path(data), d, direction, dtype, max_problems, seed) for d in DEVICES}
-    union: dict = {}
-    for tb in tables.values():
-        for k in tb.kernels:
-            union.setdefault(k.name, k)
-    union_list = sorted(union.values(), key=lambda k: k.solver_id)
-    hw = {d: with_hw(tb, cfgs[d], dtype, union_list) for d, tb in tables.items()}
-    trained = {d: rows_of(hw[d], np.flatnonzero(tb.listed[tb.kid])) for d, tb in tables.items()}
+    model, cfgs, tables, union_list, hw, trained = device_tables(data, direction, dtype, max_problems, seed, threads)
     out = {"direction": direction, "dtype": dtype, "held_out": {}}
     for held in HELD:
         tb, others = tables[held], [d for d in DEVICES if d != held]
