@@ -258,11 +258,10 @@ def read_dataset(paths: str | Path | Iterable[str | Path], dedupe: bool = True, 
 def newest(df: Any) -> Any:
     """The newest row of each (device, arch, direction, dtype, problem, kernel): MI50's and MI60's
     rows of one pair (both gfx906, ``hardware.row_devices``) are two measurements, never one."""
+    import numpy as np
     import pandas as pd
 
     from ckheur.families.hardware import row_devices
-
-    import numpy as np
 
     key = list(identity(_family_of(df)))
     devices = row_devices(df)

@@ -432,9 +432,8 @@ def evaluate(selector: Any, df: Any, job: Job, *, top_k: Sequence[int] = (), tie
     problems: the analytic model, CK folders ...); with ``gate_against`` (a selector), the
     acceptance gate (``gate``: acceptance_gate's point limits). Returns the metrics
     (``evaluation_metrics``, plus ``data_kind``, ``cascade`` and ``gate``) and the scored rows."""
-    from ckheur.progress import Progress
-
     from ckheur.families.hardware import one_device
+    from ckheur.progress import Progress
 
     top_k = check_options(top_k, tie_tolerance)
     df = df[(df.arch == job.arch_name) & (df.direction == job.direction) & (df.dtype == job.dtype)]

@@ -51,12 +51,11 @@ def build_table(df: Any, op: Mapping[str, Any], arch: Mapping[str, Any], pool: S
     from ckheur.data.dataset import CENSORED, usable
     from ckheur.families.engines import pair_features
     from ckheur.families import get_family
+    from ckheur.families.hardware import one_device
 
     family = get_family(op["family"])
     problems_mod = family.problems
     fields = list(problems_mod.FIELDS)
-    from ckheur.families.hardware import one_device
-
     report: dict[str, Any] = {"rows_read": int(len(df))}
     mine = df[(df.arch == arch["name"]) & (df.direction == op["direction"]) & (df.dtype == op["dtype"])]
     report["rows_other_op_or_arch"] = int(len(df) - len(mine))
