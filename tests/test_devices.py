@@ -14,26 +14,7 @@ import pytest
 
 from conftest import run_cli
 
-TINY = """defaults:
-  - /schema/problems@_here_: problems
-  - _self_
-name: tiny
-sources:
-  - kind: inline
-    problems:
-      - {N: 1, C: 8, K: 8, Hi: 5, Wi: 5, Y: 3, X: 3, pad_h: 1, pad_w: 1}
-      - {N: 2, C: 16, K: 8, G: 2, Hi: 4, Wi: 6, Y: 1, X: 1}
-      - {N: 4, C: 64, K: 64, Hi: 14, Wi: 14}
-"""
 MI250X, MI210 = "MI250X (gfx90a, 110 CUs)", "MI210 (gfx90a, 104 CUs)"  # gfx90a's own device, its devices entry
-
-
-@pytest.fixture
-def confdir(tmp_path):
-    d = tmp_path / "conf" / "problems"
-    d.mkdir(parents=True)
-    (d / "tiny.yaml").write_text(TINY)
-    return tmp_path / "conf"
 
 
 def _sweep(tmp_path, confdir, *device, run="r"):
