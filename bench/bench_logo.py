@@ -35,8 +35,7 @@ lists at least once; a pick its file does not list for the problem counts 0):
   floor(sqrt(n)) best solvers plus half that drawn from the rest (a solver its file does not list
   reads censored, as an import writes it); then a model across the five plus those rows (x20,
   ``train.target_weight``), scored on the device's problems the sweep did not measure, beside the
-  zero-shot model and the ceiling's model on the same problems (a swept problem all of whose timed
-  solvers read censored is left out of the training, as ``stage=train`` leaves it out, and counted).
+  zero-shot model and the ceiling's model on the same problems.
 - the same-arch pair: MI50 <- MI60's own model and MI60 <- MI50's (a GPU whose sibling was measured).
 
 Training rows leave out the solvers a device's file never lists (never tried on it: MI60's file
@@ -312,17 +311,12 @@ def one_op(args: tuple) -> dict:
             measured = np.zeros(len(tb.problems), dtype=bool)
             measured[tb.pid[swept]] = True
             rest = np.flatnonzero(~measured[tb.pid])
-            # as training leaves them out (build_table's problems_only_censored), a swept problem whose
-            # every timed solver reads censored has no time to rank against: not trained on (its labels
-            # would be NaN); still measured, so not scored
-            timed = np.zeros(len(tb.problems), dtype=bool)
-            timed[tb.pid[swept[tb.tflops[swept] > 0]]] = True
-            few, _ = fit_on(concat_tables([*(trained[d] for d in others),
-                                           rows_of(mine, swept[timed[tb.pid[swept]]], TARGET_WEIGHT)]), None, model, seed)
+            few, _ = fit_on(concat_tables([*(trained[d] for d in others), rows_of(mine, swept, TARGET_WEIGHT)]), None,
+                            model, seed)
             tag = f"{100 * budget:g}%"
             add(f"few-shot {tag}: five + the sweep's rows, retrained", np.where(kept[rest],
                 predict_rows(few, mine, rest), -np.inf), rest, pairs=int(len(swept)),
-                problems_swept=int(measured.sum()), problems_only_censored=int((measured & ~timed).sum()))
+                problems_swept=int(measured.sum()))
             add(f"few-shot {tag}: zero-shot (adopted) on the same problems", z[rest], rest)
             few_op = {**tb.op, "applicability": "both", "listed": listed_of(
                 [*((tables[d], np.arange(len(tables[d].pid))) for d in others), (tb, swept)])}
