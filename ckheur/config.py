@@ -345,7 +345,8 @@ class ActiveSchema:
     seed: int = 0
     # A bundle that ranks a problem's kernels before the ensemble exists, instead of the analytic
     # model; for MIOpen's solvers (no analytic model), its top and explore are timed instead of every
-    # runnable solver (a new GPU's bring-up: the model across the other GPUs). null: none.
+    # runnable solver (a new GPU's bring-up: the model across the other GPUs). served: the bundle
+    # stage=predict serves the sweep's device (sweeping.rounds.served_ranker). null: none.
     ranker: Optional[str] = None
 
 

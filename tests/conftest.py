@@ -43,6 +43,30 @@ def session_caches(tmp_path_factory):
             os.environ[key] = value
 
 
+# A small problem set of three convolutions (a padded 3x3, a grouped 1x1, a strided 3x3) as a
+# problems config: the sweep tests' (test_sweep: 90 pairs on gfx950 2D), through ``confdir``.
+TINY = """defaults:
+  - /schema/problems@_here_: problems
+  - _self_
+name: tiny
+sources:
+  - kind: inline
+    problems:
+      - {N: 1, C: 8, K: 8, Hi: 5, Wi: 5, Y: 3, X: 3, pad_h: 1, pad_w: 1}
+      - {N: 2, C: 16, K: 8, G: 2, Hi: 4, Wi: 6, Y: 1, X: 1}
+      - {N: 1, C: 8, K: 16, Hi: 6, Wi: 6, Y: 3, X: 3, stride_h: 2, stride_w: 2}
+"""
+
+
+@pytest.fixture
+def confdir(tmp_path):
+    """A config folder holding conf/problems/tiny.yaml (``TINY``): give it as --config-dir."""
+    d = tmp_path / "conf" / "problems"
+    d.mkdir(parents=True)
+    (d / "tiny.yaml").write_text(TINY)
+    return tmp_path / "conf"
+
+
 @pytest.fixture
 def compose():
     """compose(overrides) -> DictConfig, through the packaged config module."""

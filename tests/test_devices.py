@@ -14,26 +14,7 @@ import pytest
 
 from conftest import run_cli
 
-TINY = """defaults:
-  - /schema/problems@_here_: problems
-  - _self_
-name: tiny
-sources:
-  - kind: inline
-    problems:
-      - {N: 1, C: 8, K: 8, Hi: 5, Wi: 5, Y: 3, X: 3, pad_h: 1, pad_w: 1}
-      - {N: 2, C: 16, K: 8, G: 2, Hi: 4, Wi: 6, Y: 1, X: 1}
-      - {N: 4, C: 64, K: 64, Hi: 14, Wi: 14}
-"""
 MI250X, MI210 = "MI250X (gfx90a, 110 CUs)", "MI210 (gfx90a, 104 CUs)"  # gfx90a's own device, its devices entry
-
-
-@pytest.fixture
-def confdir(tmp_path):
-    d = tmp_path / "conf" / "problems"
-    d.mkdir(parents=True)
-    (d / "tiny.yaml").write_text(TINY)
-    return tmp_path / "conf"
 
 
 def _sweep(tmp_path, confdir, *device, run="r"):
@@ -126,6 +107,38 @@ def test_a_tuning_db_of_one_device_is_refused_for_another(tmp_path):
     assert run_cli(*args).returncode == 0
     r = run_cli("stage=predict", *args[1:-2], "arch.num_cus=104", f"predict.tuning_db={db}")
     assert r.returncode == 2 and f"was recorded on {MI250X}, not {MI210}" in r.stderr
+
+
+def test_a_user_find_db_named_for_another_device_of_the_arch_is_refused(tmp_path):
+    """export.format=miopen_find_db of MI60's tuning database (gfx906, 64 CUs) into a user find-db
+    named for MI50 (gfx906_60...): exit 2 naming both devices, nothing written (MIOpen on an MI50
+    would serve MI60's times); named for MI60, it is written."""
+    from ckheur.backends import Results
+    from ckheur.data.tuning_db import TuningDB
+    from ckheur.families.miopen.problems import problem_from_dict
+    from ckheur.integrations.miopen.find_db import parse_line, write_user_find_db
+    from ckheur.job import Job
+    from ckheur.stages import compose_config
+
+    op = ["op=miopen/fwd", "op.dtype=fp32", "arch=gfx906", "arch.num_cus=64"]
+    job = Job.from_config(compose_config(op))
+    res = Results()
+    res.add(0.5, workspace_bytes=0)
+    db = TuningDB.open(tmp_path / "db", job.op, job.arch, create=True)
+    solver = job.pool.kernels[0]
+    db.record(problem_from_dict({"N": 8, "C": 64, "K": 64, "Hi": 14, "Wi": 14, "Y": 3, "X": 3, "pad_h": 1,
+                                 "pad_w": 1}), [solver], res)
+    mi50 = tmp_path / "gfx906_60.HIP.2_20_0.ufdb.txt"
+    r = run_cli("stage=export", "export.format=miopen_find_db", *op, f"export.tuning_db={tmp_path / 'db'}",
+                f"export.output={mi50}")
+    assert r.returncode == 2 and "Traceback" not in r.stderr
+    assert "gfx906_60.HIP.2_20_0.ufdb.txt: refused, nothing written: the file is MI50 (gfx906, 60 CUs)'s user " \
+           "find-db, but tuning database" in r.stderr and "was measured on MI60 (gfx906, 64 CUs)" in r.stderr
+    assert not list(tmp_path.glob("gfx906_60*"))
+    mi60 = tmp_path / "gfx906_64.HIP.2_20_0.ufdb.txt"
+    assert write_user_find_db(tmp_path / "db", mi60, job)["cus"] == 64
+    [line] = mi60.read_text().splitlines()
+    assert [(e.solver, e.time_ms) for e in parse_line(line).entries] == [(solver.name, 0.5)]
 
 
 @pytest.mark.parametrize("kind", ["sqlite", "postgresql"])

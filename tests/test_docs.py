@@ -19,8 +19,11 @@ def _examples(page: Path) -> list[str]:
 
 
 @pytest.mark.parametrize("index", range(len(_examples(DOCS / "api.md"))))
-def test_api_page_examples_run(index, monkeypatch):
+def test_api_page_examples_run(index, monkeypatch, tmp_path):
+    import tempfile
+
     monkeypatch.chdir(ROOT)
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))  # the examples' mkdtemp() folders: the test's, not /tmp
     code = _examples(DOCS / "api.md")[index]
     exec(compile(code, f"docs/api.md example {index + 1}", "exec"), {"__name__": "docs_example"})
 

@@ -7,8 +7,7 @@ import sys
 from pathlib import Path
 
 from ckheur.data.dataset import read_dataset, write_part
-from conftest import ROOT, run_cli
-from test_sweep import TINY  # the sweep tests' small problem set
+from conftest import ROOT, TINY, run_cli
 
 
 def _sim_tiny(tmp_path):

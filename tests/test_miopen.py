@@ -1063,8 +1063,11 @@ def test_bring_up_sweep_draws_problems_at_random_within_its_budget(tmp_path, mio
               f"problems.sources.0.path={whole}", "sweep.strategy=random", "sweep.budget=0.2",
               "sweep.active.ensemble=2", "sweep.active.trees=20"]
     out = tmp_path / "r" / "drill.parquet"
-    r = run_cli(*common, f"sweep.active.ranker={ranker}", f"sweep.output={out}", f"hydra.run.dir={tmp_path / 'r'}")
+    # (sweep.active.ranker=served: what stage=predict serves gfx90a, its own bundle, as the line says)
+    r = run_cli(*common, "sweep.active.ranker=served", f"paths.models={ROOT / 'models'}", f"sweep.output={out}",
+                f"hydra.run.dir={tmp_path / 'r'}")
     assert r.returncode == 0, r.stderr
+    assert f"sweep: sweep.active.ranker=served ranks with {ranker}: gfx90a's own bundle" in r.stdout
     df = read_dataset(out)
     timed, tops = df.groupby(list(FIELDS)).kernel.agg(set), {}
     for key, kernels in timed.items():

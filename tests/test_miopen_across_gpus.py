@@ -113,6 +113,30 @@ def test_a_gpu_never_measured_is_served_by_the_nearest_bundle_or_the_model_acros
 
 
 @pytest.mark.skipif(not GPUS.is_dir(), reason="no shipped model across GPUs")
+def test_a_bring_up_sweep_ranks_with_what_predict_serves(tmp_path):
+    """sweep.active.ranker=served: the bundle stage=predict serves the sweep's device (``serving``),
+    with serving's reason: gfx908 (matrix cores, wave 64 as gfx90a) gfx90a's bundle, the RDNA2
+    Radeon (gfx1030: neither) the model across GPUs (a GPU with a bundle its own: test_miopen's
+    bring-up sweep); nothing to serve is refused naming the option."""
+    from ckheur.job import Job
+    from ckheur.stages import compose_config
+    from ckheur.sweeping import SweepError
+    from ckheur.sweeping.rounds import served_ranker
+
+    j908, j1030 = (Job.from_config(compose_config(["op=miopen/fwd", "op.dtype=fp16", f"arch={arch}"]))
+                   for arch in ("gfx908", "gfx1030"))
+    path, why = served_ranker(j908, ROOT / "models", tmp_path / "sim")
+    assert path == str(ROOT / "models" / "miopen_fwd_fp16_gfx90a")
+    assert "gfx908 has no bundle of its own; gfx90a shares gfx908's matrix cores and wave size" in why
+    path, why = served_ranker(j1030, ROOT / "models", tmp_path / "sim")
+    assert path == str(ROOT / "models" / "miopen_fwd_fp16_gpus")
+    assert "the model across GPUs; gfx1030 has no bundle of its own; gfx90a, the nearest GPU with a bundle, has " \
+           "matrix cores (gfx1030: no matrix cores) and wave 64 (gfx1030: wave 32)" in why
+    with pytest.raises(SweepError, match="sweep.active.ranker=served: nothing serves miopen_fwd_fp16_gfx908"):
+        served_ranker(j908, tmp_path, tmp_path / "sim")
+
+
+@pytest.mark.skipif(not GPUS.is_dir(), reason="no shipped model across GPUs")
 def test_evaluate_and_export_serve_a_gpu_without_a_bundle_as_predict_does(gfx906_data, tmp_path):
     """MI60 has no bundle: stage=evaluate scores the model across GPUs as predict serves it, instead
     of "not found"; stage=export writes the C package of that model for MI60 (its descriptors baked

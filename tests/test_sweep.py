@@ -17,28 +17,7 @@ import pytest
 from ckheur.data.dataset import COLUMNS, DatasetError, read_dataset, write_part
 from ckheur.integrations.ck.tile_engine_csv import read_ck_csv
 from ckheur.problems import CONV_FIELDS
-from conftest import ROOT, run_cli
-
-TINY = """defaults:
-  - /schema/problems@_here_: problems
-  - _self_
-name: tiny
-sources:
-  - kind: inline
-    problems:
-      - {N: 1, C: 8, K: 8, Hi: 5, Wi: 5, Y: 3, X: 3, pad_h: 1, pad_w: 1}
-      - {N: 2, C: 16, K: 8, G: 2, Hi: 4, Wi: 6, Y: 1, X: 1}
-      - {N: 1, C: 8, K: 16, Hi: 6, Wi: 6, Y: 3, X: 3, stride_h: 2, stride_w: 2}
-"""
-
-
-@pytest.fixture
-def confdir(tmp_path):
-    d = tmp_path / "conf" / "problems"
-    d.mkdir(parents=True)
-    (d / "tiny.yaml").write_text(TINY)
-    return tmp_path / "conf"
-
+from conftest import ROOT, TINY, run_cli
 
 def _ds(data: Path, name: str, op: str = "fwd") -> Path:
     return data / f"grouped_conv_{op}_bf16_gfx950" / f"{name}.parquet"

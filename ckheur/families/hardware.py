@@ -102,6 +102,13 @@ def _unsaid_device(arch: str, host: str) -> int:
     return int(device["num_cus"]) if device is not None else int(found[1])
 
 
+def file_device(arch: str, file_name: str) -> int:
+    """The CU count, as the arch config counts it, of the device a find-db file name of ``arch``
+    names (``gfx1030_36`` is the 72-CU Radeon: MIOpen counts its WGPs), as ``row_devices`` reads an
+    import's; the arch's own device where it names none, 0 for an arch without a shipped config."""
+    return _unsaid_device(str(arch), IMPORTED + str(file_name))
+
+
 def device_or_own(arch: str, cus: Any = 0) -> int:
     """A device's CU count as recorded (``cus``), or where none is (0, missing) the arch config's own
     device's: how tuning databases and campaigns of earlier versions name theirs (0 for an arch

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import sys
+from dataclasses import replace
 from typing import Any
 
 from ckheur.files import write_file
@@ -15,6 +16,7 @@ from ckheur.stages.common import plan_from_cfg
 def run(cfg: Any, ctx: Context) -> dict:
     """Measure the pool on the problem set through the backend and append to the dataset."""
     from ckheur.sweeping import RoundOptions, plot_learning_curve, sweep_all, sweep_rounds
+    from ckheur.sweeping.rounds import SERVED, served_ranker
 
     st = cfg.sweep
     strategy = str(st.strategy)
@@ -27,6 +29,10 @@ def run(cfg: Any, ctx: Context) -> dict:
     if options is not None:
         options.check()
     plan = plan_from_cfg(cfg)
+    if options is not None and options.ranker == SERVED:  # what stage=predict serves this device
+        path, why = served_ranker(plan.job, models=cfg.paths.models, sim_models=cfg.paths.sim_models)
+        print(f"sweep: sweep.active.ranker={SERVED} ranks with {why}")
+        options = replace(options, ranker=path)
     if options is not None and isinstance(plan.out, str):
         raise StageError(f"sweep.strategy={strategy} keeps its rounds in a dataset folder; into a database "
                          "(sweep.output=<URL>) use sweep.strategy=full")

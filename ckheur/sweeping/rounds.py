@@ -54,7 +54,7 @@ class RoundOptions:
     explore: int | None = None  # ... plus this many at random (None: half of top)
     all_kernels_max: int = 0  # problems with at most this many runnable kernels get every kernel timed
     seed: int = 0
-    ranker: str | None = None  # a bundle ranking a problem's kernels before the ensemble exists (instead of the analytic model)
+    ranker: str | None = None  # a bundle ranking a problem's kernels before the ensemble exists (instead of the analytic model; "served": served_ranker's)
     threads: int = 0  # LightGBM threads of the members (0: ckheur.threads decides)
     partial: str = "naive"  # partly measured problems in the members' training (as train.partial)
 
@@ -68,6 +68,31 @@ class RoundOptions:
         _check(asdict(self))
 
 
+SERVED = "served"  # sweep.active.ranker=served: what stage=predict serves the sweep's device
+
+
+def served_ranker(job: Any, models: str | Path, sim_models: str | Path) -> tuple[str | None, str]:
+    """What ``sweep.active.ranker=served`` ranks with: the bundle ``stage=predict`` serves the job's
+    device (its own bundle, else ``predicting.serving``'s: the nearest GPU's bundle or the model
+    across GPUs), and which and why in words; None where that is the analytic model (the sweep's
+    own ranking without a ranker). SweepError when nothing would serve it."""
+    from ckheur.selection.predicting import bundle_dir, serving
+
+    own = bundle_dir(job, models=models, sim_models=sim_models)
+    if own.is_dir():
+        return str(own), f"{own}: {job.arch_name}'s own bundle"
+    served = None if job.family.analytic else serving(job, models)
+    if served is not None:
+        kind = f"{served.nearest}'s bundle (the nearest GPU's)" if served.nearest else "the model across GPUs"
+        return str(served.path), (f"{served.path}: {kind}; {job.arch_name} has no bundle of its own"
+                                  + (f"; {served.why}" if served.why else ""))
+    if job.family.analytic:
+        return None, f"the analytic model (no trained bundle {own} for {job.model_name})"
+    raise SweepError(f"sweep.active.ranker={SERVED}: nothing serves {job.model_name}: no bundle {own}, and no other "
+                     f"GPU's bundle or model across GPUs of {job.family.name} {job.direction} {job.dtype} under "
+                     f"{models}; give a bundle's folder, or null to time every runnable solver")
+
+
 def _load_ranker(path: str, job: Any) -> Any:
     """The bundle of ``sweep.active.ranker`` as a selector of the job's op and arch (a model across
     GPUs with the job's device's descriptors; a SweepError names the option when it is not one)."""
@@ -76,6 +101,9 @@ def _load_ranker(path: str, job: Any) -> Any:
 
     from ckheur.families.hardware import WithHardware
 
+    if path == SERVED:  # resolved by stage=sweep, which knows paths.models
+        raise SweepError(f"sweep.active.ranker={SERVED}: resolve it first (served_ranker(job, models, sim_models) "
+                         "gives the bundle's folder)")
     try:
         ranker = Selector.load(path)
         if isinstance(ranker.engine, WithHardware):  # a model across GPUs: it ranks for this sweep's device

@@ -874,7 +874,8 @@ def tuning_db_lines(rows: Any, direction: str, dtype: str) -> tuple[list[FindDbL
 def write_user_find_db(db: str | Path, path: str | Path, job: Any, *, merge: bool = False) -> dict:
     """Write the measurements of a tuning database of ``job`` (a MIOpen-family ``ckheur.job.Job``;
     ``tuning_db_lines``) into the user find-db ``path``, whose name must be MIOpen's for the job's
-    arch (``<arch><CUs>.HIP.<version>.ufdb.txt``), merged as :func:`merge_find_db` does; returns
+    arch (``<arch><CUs>.HIP.<version>.ufdb.txt``) and for the device that measured the database
+    (its CU count: MI60's times never go into MI50's file), merged as :func:`merge_find_db` does; returns
     what was written. FindDbError when nothing measured can be written."""
     from ckheur.data.tuning_db import TuningDB
 
@@ -883,6 +884,7 @@ def write_user_find_db(db: str | Path, path: str | Path, job: Any, *, merge: boo
     cus = cus_of(path, job.arch_name, user=True)
     tdb = TuningDB.open(db, job.op, job.arch)
     try:
+        _refuse_other_device(Path(path), tdb)
         lines, counts = tuning_db_lines(tdb.frame(), job.direction, job.dtype)
     finally:
         tdb.close()
@@ -892,6 +894,19 @@ def write_user_find_db(db: str | Path, path: str | Path, job: Any, *, merge: boo
                           "find-db entry needs the workspace bytes (backend=command: backend.workspace_regex)")
     written = merge_find_db(path, lines, merge=merge)
     return {"find_db": str(path), "database": str(tdb.path), "cus": cus, **counts, **written}
+
+
+def _refuse_other_device(path: Path, tdb: Any) -> None:
+    """Refuse a user find-db named for another device of the arch than the one that measured the
+    tuning database (MI60's times in gfx906_60...: MIOpen on an MI50 would serve them)."""
+    from ckheur.families.hardware import device_name, file_device
+
+    named = file_device(tdb.arch, path.name)
+    if named and tdb.device_cus and named != tdb.device_cus:
+        raise FindDbError(f"{path.name}: refused, nothing written: the file is {device_name(tdb.arch, named)}'s user "
+                          f"find-db, but tuning database {tdb.path} was measured on {device_name(tdb.arch, tdb.device_cus)}"
+                          "; MIOpen serves a user find-db's times on the device its name says: name it for the "
+                          "device that measured them")
 
 
 def _by_time(key: FindDbKey, entries: Sequence[FindDbEntry]) -> str:
