@@ -102,6 +102,18 @@ def full_rows(tb, kept: np.ndarray, pairs: int, seed: int) -> np.ndarray:
     return np.sort(np.array(out, dtype=np.int64))
 
 
+def found_best(tb, rows: np.ndarray) -> float:
+    """The share of the problems of ``rows`` with a listed time whose fastest listed solver is among ``rows``."""
+    t = np.where(tb.tflops > 0, tb.flops_over_tflops, np.inf)
+    best = np.full(len(tb.problems), np.inf)
+    np.minimum.at(best, tb.pid, t)
+    hit = np.zeros(len(tb.problems), dtype=bool)
+    hit[tb.pid[rows][t[rows] == best[tb.pid[rows]]]] = True
+    timed = np.unique(tb.pid[rows])
+    timed = timed[np.isfinite(best[timed])]
+    return float(hit[timed].mean()) if len(timed) else float("nan")
+
+
 def served_sweep(tb, held: str, cfgs: dict, direction: str, dtype: str, kept: np.ndarray) -> tuple | None:
     """Where ``sweep.active.ranker=served`` ranks a held-out device's sweep with the nearest GPU's
     shipped bundle (its GPU shares the device's matrix cores and wave size: bench_logo's AS_SERVED):
@@ -239,7 +251,8 @@ def one_op(data: Path, direction: str, dtype: str, helds: list, max_problems: in
                         "pairs_full": int(len(whole)), "problems_full": int(len(np.unique(tb.pid[whole]))),
                         "scored_problems": int(len(np.unique(tb.pid[scored]))), "prior_trees": prior.num_trees(),
                         "served_pairs": int(len(s_swept)), "served_problems": int(len(np.unique(tb.pid[s_swept]))),
-                        "served_by": None if served is None else served[0],
+                        "served_by": None if served is None else served[0], "found_best": found_best(tb, swept),
+                        "served_found_best": found_best(tb, s_swept),
                         "trees": trees}
         out[f"{direction} {dtype} {held}"] = res
         line = "; ".join(f"{n.split(':')[0]}: {100 * r['top1']:.1f} / {100 * r['efficiency']:.2f} / "
@@ -256,12 +269,14 @@ def tables_md(results: dict) -> list[str]:
     cells = list(results)
     short = lambda c: c.replace("bwd_weight", "bwd_w")  # noqa: E731
     fig = lambda x: f"{100 * x['top1']:.1f} / {100 * x['efficiency']:.2f} / {100 * x['not_listed']:.2f}"  # noqa: E731
-    lines = ["| cell | pairs timed (problems; whole problems: problems) | current | ceiling |",
-             "| --- | --- | --- | --- |"]
+    found = lambda m, k: f"{100 * m[k]:.1f}" if k in m and np.isfinite(m[k]) else ""  # noqa: E731
+    lines = ["| cell | pairs timed (problems; whole problems: problems) | current | ceiling | swept problems whose "
+             "fastest was timed, %: ranked sweep (served ranker's) |", "| --- | --- | --- | --- | --- |"]
     for c, r in results.items():
         m = r["_meta"]
         lines.append(f"| {c} | {m['pairs']} ({m['problems_swept']}; {m['problems_full']}) | "
-                     f"{fig(r[CURRENT]) if CURRENT in r else ''} | {fig(r[CEILING]) if CEILING in r else ''} |")
+                     f"{fig(r[CURRENT]) if CURRENT in r else ''} | {fig(r[CEILING]) if CEILING in r else ''} | "
+                     f"{found(m, 'found_best')} ({found(m, 'served_found_best')}) |")
     lines += ["", "| row: efficiency minus current's (points) | " + " | ".join(short(c) for c in cells) + " |",
               "| --- | " + " | ".join("---" for _ in cells) + " |"]
     for n in names:
