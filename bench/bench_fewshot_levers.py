@@ -52,7 +52,8 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from bench_logo import BUNDLED, DEVICES, TARGET_WEIGHT, device_tables, nearest, rows_of, sweep_rows, with_hw  # noqa: E402
+from bench_logo import (BUNDLED, DEVICES, TARGET_WEIGHT, device_tables, nearest, rows_of, sweep_rows,  # noqa: E402
+                        with_hw)
 from bench_miopen_fdb import ROOT  # noqa: E402
 from bench_unseen import bundle_scores, fit_on, predict_rows, ranked_rows, report  # noqa: E402
 
@@ -73,8 +74,8 @@ LISTED = "current, listed first (a listed-or-not classifier on the five + the sw
 SERVED = "served ranker (the nearest CDNA GPU's bundle): five + the sweep's rows x20, retrained"
 SERVED_NEAR = "served ranker, nearest + sweep: the nearest CDNA device's rows + the sweep's x20, retrained"
 NEAR = "current ranker, nearest + sweep: the nearest CDNA device's rows + the sweep's x20, retrained"
-EVERY = (*ROWS[:-1], CURRENT_SEED, CURRENT_MORE, ENSEMBLE, LISTED, ANSWERED, PAIRWISE, BAGGED, SERVED, SERVED_NEAR, NEAR,
-         CEILING, CEILING_MORE, CEILING_BAGGED)
+EVERY = (*ROWS[:-1], CURRENT_SEED, CURRENT_MORE, ENSEMBLE, LISTED, ANSWERED, PAIRWISE, BAGGED, SERVED, SERVED_NEAR,
+         NEAR, CEILING, CEILING_MORE, CEILING_BAGGED)
 KEYS = dict(zip(("current", "prior-all", "prior-new", "prior-new-lr", "full", "full-prior", "seed", "more", "ensemble",
                  "listed", "answered", "pairwise", "bagged", "served", "served-near", "near", "ceiling", "ceiling-more",
                  "ceiling-bagged"), EVERY, strict=True))
