@@ -21,6 +21,12 @@ Per cell (direction, dtype, held-out device), side by side on the same problems:
   the five and the sweep's rows x20) whose "listed" solvers rank first, the swept problems whose
   every timed solver reads censored left out (as ``stage=train`` leaves them out; bench_logo keeps
   them, their rows label 0), the sweep's problems as partly measured (``train.partial=pairwise``);
+- **served ranker** (a CDNA device held out: MI300X, MI210): the same budget, problems and seed, the
+  sweep ranked by what ``sweep.active.ranker=served`` ranks with there, the nearest GPU's shipped
+  bundle (bench_logo's "today's fallback", as ``ckheur.selection.predicting.serving`` picks it:
+  its GPU shares the device's matrix cores and wave size); then the current retrain, and
+  **served ranker, nearest + sweep**: retrained on that nearest device's rows and the sweep's (x20)
+  instead of the five's; **current ranker, nearest + sweep** separates the two;
 - **ceiling**: the device's own model on a random 80% of its problems (bench_logo's), also with at
   most 2,000 trees and with 3 seeds averaged.
 
@@ -46,8 +52,10 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from bench_logo import DEVICES, TARGET_WEIGHT, device_tables, rows_of, sweep_rows, with_hw  # noqa: E402
-from bench_unseen import fit_on, predict_rows, ranked_rows, report  # noqa: E402
+from bench_logo import (BUNDLED, DEVICES, TARGET_WEIGHT, device_tables, nearest, rows_of, sweep_rows,  # noqa: E402
+                        with_hw)
+from bench_miopen_fdb import ROOT  # noqa: E402
+from bench_unseen import bundle_scores, fit_on, predict_rows, ranked_rows, report  # noqa: E402
 
 CURRENT = "current: five + the sweep's rows x20, retrained"
 CEILING = "ceiling: its own model, random split"
@@ -63,10 +71,13 @@ ENSEMBLE = "current and prior-new, ranks averaged"
 PAIRWISE = "current, the sweep's problems as partly measured (train.partial=pairwise)"
 ANSWERED = "current, swept problems with no listed time left out (as training does)"
 LISTED = "current, listed first (a listed-or-not classifier on the five + the sweep x20)"
-EVERY = (*ROWS[:-1], CURRENT_SEED, CURRENT_MORE, ENSEMBLE, LISTED, ANSWERED, PAIRWISE, BAGGED, CEILING, CEILING_MORE,
-         CEILING_BAGGED)
+SERVED = "served ranker (the nearest CDNA GPU's bundle): five + the sweep's rows x20, retrained"
+SERVED_NEAR = "served ranker, nearest + sweep: the nearest CDNA device's rows + the sweep's x20, retrained"
+NEAR = "current ranker, nearest + sweep: the nearest CDNA device's rows + the sweep's x20, retrained"
+EVERY = (*ROWS[:-1], CURRENT_SEED, CURRENT_MORE, ENSEMBLE, LISTED, ANSWERED, PAIRWISE, BAGGED, SERVED, SERVED_NEAR,
+         NEAR, CEILING, CEILING_MORE, CEILING_BAGGED)
 KEYS = dict(zip(("current", "prior-all", "prior-new", "prior-new-lr", "full", "full-prior", "seed", "more", "ensemble",
-                 "listed", "answered", "pairwise", "bagged", "ceiling", "ceiling-more",
+                 "listed", "answered", "pairwise", "bagged", "served", "served-near", "near", "ceiling", "ceiling-more",
                  "ceiling-bagged"), EVERY, strict=True))
 
 
@@ -90,6 +101,32 @@ def full_rows(tb, kept: np.ndarray, pairs: int, seed: int) -> np.ndarray:
         if len(out) >= pairs:
             break
     return np.sort(np.array(out, dtype=np.int64))
+
+
+def found_best(tb, rows: np.ndarray) -> float:
+    """The share of the problems of ``rows`` with a listed time whose fastest listed solver is among ``rows``."""
+    t = np.where(tb.tflops > 0, tb.flops_over_tflops, np.inf)
+    best = np.full(len(tb.problems), np.inf)
+    np.minimum.at(best, tb.pid, t)
+    hit = np.zeros(len(tb.problems), dtype=bool)
+    hit[tb.pid[rows][t[rows] == best[tb.pid[rows]]]] = True
+    timed = np.unique(tb.pid[rows])
+    timed = timed[np.isfinite(best[timed])]
+    return float(hit[timed].mean()) if len(timed) else float("nan")
+
+
+def served_sweep(tb, held: str, cfgs: dict, direction: str, dtype: str, kept: np.ndarray) -> tuple | None:
+    """Where ``sweep.active.ranker=served`` ranks a held-out device's sweep with the nearest GPU's
+    shipped bundle (its GPU shares the device's matrix cores and wave size: bench_logo's AS_SERVED):
+    that GPU's device and the bundle's scores of the rows (-inf where the rules leave a solver out);
+    None where it ranks with the model across GPUs (the current ranker)."""
+    from ckheur.selection.predicting import traits_apart
+
+    near = nearest(held, [d for d in DEVICES if d != held and DEVICES[d][0] in BUNDLED], cfgs, dtype)
+    if traits_apart(cfgs[held], cfgs[near]):
+        return None
+    scores = bundle_scores(ROOT / "models" / f"miopen_{direction}_{dtype}_{DEVICES[near][0]}", tb)[0]
+    return near, np.where(kept, scores, -np.inf)
 
 
 def one_op(data: Path, direction: str, dtype: str, helds: list, max_problems: int, seed: int, threads: int,
@@ -121,11 +158,15 @@ def one_op(data: Path, direction: str, dtype: str, helds: list, max_problems: in
 
         swept = sweep_rows(tb, kept, z, budget, seed)
         whole = full_rows(tb, kept, len(swept), seed)
+        served = served_sweep(tb, held, cfgs, direction, dtype, kept) if {SERVED, SERVED_NEAR, NEAR} & {
+            *rows_wanted} else None
+        s_swept = swept[:0] if served is None else sweep_rows(tb, kept, served[1], budget, seed)
         test = np.random.default_rng(seed + 7).random(len(tb.problems)) < 0.2
         measured = np.zeros(len(tb.problems), dtype=bool)
         measured[tb.pid[swept]] = True
         logo_set = np.flatnonzero(test[tb.pid] & ~measured[tb.pid])  # bench_logo's scored rows
         measured[tb.pid[whole]] = True
+        measured[tb.pid[s_swept]] = True  # the same problems as the ranked sweep's (same draw, same counts)
         scored = np.flatnonzero(test[tb.pid] & ~measured[tb.pid])  # no sweep here measured them
         five = [trained[d] for d in others]
         res: dict = {}
@@ -137,8 +178,8 @@ def one_op(data: Path, direction: str, dtype: str, helds: list, max_problems: in
             s = s if rank_all else np.where(kept[on], s, -np.inf)
             res[name] = report(tb, on, np.where(tb.listed[tb.kid[on]], s, -np.inf))
 
-        one = lambda swept_rows, m=model, s=seed, init=None: fit_on(  # noqa: E731
-            concat_tables([*five, rows_of(mine, swept_rows, TARGET_WEIGHT)]), None, m, s, init_model=init)[0]
+        one = lambda swept_rows, m=model, s=seed, init=None, base=five: fit_on(  # noqa: E731
+            concat_tables([*base, rows_of(mine, swept_rows, TARGET_WEIGHT)]), None, m, s, init_model=init)[0]
         own = lambda swept_rows, m=model: fit_on(  # noqa: E731
             rows_of(mine, swept_rows), None, m, seed, init_model=prior)[0]
         more = {**model, "max_trees": 2000}
@@ -174,6 +215,10 @@ def one_op(data: Path, direction: str, dtype: str, helds: list, max_problems: in
 
         fits[PAIRWISE] = pairwise
         fits[ANSWERED] = lambda: one(answered)
+        if served is not None:  # a CDNA device: the served ranker's sweep, and the nearest CDNA device as the base
+            fits[SERVED] = lambda: one(s_swept)
+            fits[SERVED_NEAR] = lambda: one(s_swept, base=[trained[served[0]]])
+            fits[NEAR] = lambda: one(swept, base=[trained[served[0]]])
         boosters = {}
         for name in rows_wanted:
             if name in fits:
@@ -206,6 +251,9 @@ def one_op(data: Path, direction: str, dtype: str, helds: list, max_problems: in
         res["_meta"] = {"pairs": int(len(swept)), "problems_swept": int(len(np.unique(tb.pid[swept]))),
                         "pairs_full": int(len(whole)), "problems_full": int(len(np.unique(tb.pid[whole]))),
                         "scored_problems": int(len(np.unique(tb.pid[scored]))), "prior_trees": prior.num_trees(),
+                        "served_pairs": int(len(s_swept)), "served_problems": int(len(np.unique(tb.pid[s_swept]))),
+                        "served_by": None if served is None else served[0], "found_best": found_best(tb, swept),
+                        "served_found_best": found_best(tb, s_swept),
                         "trees": trees}
         out[f"{direction} {dtype} {held}"] = res
         line = "; ".join(f"{n.split(':')[0]}: {100 * r['top1']:.1f} / {100 * r['efficiency']:.2f} / "
@@ -222,12 +270,14 @@ def tables_md(results: dict) -> list[str]:
     cells = list(results)
     short = lambda c: c.replace("bwd_weight", "bwd_w")  # noqa: E731
     fig = lambda x: f"{100 * x['top1']:.1f} / {100 * x['efficiency']:.2f} / {100 * x['not_listed']:.2f}"  # noqa: E731
-    lines = ["| cell | pairs timed (problems; whole problems: problems) | current | ceiling |",
-             "| --- | --- | --- | --- |"]
+    found = lambda m, k: f"{100 * m[k]:.1f}" if k in m and np.isfinite(m[k]) else ""  # noqa: E731
+    lines = ["| cell | pairs timed (problems; whole problems: problems) | current | ceiling | swept problems whose "
+             "fastest was timed, %: ranked sweep (served ranker's) |", "| --- | --- | --- | --- | --- |"]
     for c, r in results.items():
         m = r["_meta"]
         lines.append(f"| {c} | {m['pairs']} ({m['problems_swept']}; {m['problems_full']}) | "
-                     f"{fig(r[CURRENT]) if CURRENT in r else ''} | {fig(r[CEILING]) if CEILING in r else ''} |")
+                     f"{fig(r[CURRENT]) if CURRENT in r else ''} | {fig(r[CEILING]) if CEILING in r else ''} | "
+                     f"{found(m, 'found_best')} ({found(m, 'served_found_best')}) |")
     lines += ["", "| row: efficiency minus current's (points) | " + " | ".join(short(c) for c in cells) + " |",
               "| --- | " + " | ".join("---" for _ in cells) + " |"]
     for n in names:
