@@ -25,9 +25,13 @@ def test_every_group_has_options():
     assert set(STAGE_FILES) == set(STAGES)
 
 
+# The aliases (op=fwd is op=grouped_conv/fwd, ...): each composes to the whole config of the option
+# it names (test_alias_equals_nested_option), so the product below takes the nested options.
+ALIASES = {"fwd": "grouped_conv/fwd", "bwd_data": "grouped_conv/bwd_data", "bwd_weight": "grouped_conv/bwd_weight",
+           "gemm": "gemm/universal"}
 # Every arch with every op, and every stage (with each op family's first op): a stage file sets
 # only its own node, so the full product adds compositions, not coverage.
-CASES = [(arch, op, "list") for arch in ARCHS for op in OPS] + \
+CASES = [(arch, op, "list") for arch in ARCHS for op in OPS if op not in ALIASES] + \
     [("gfx950", op, stage) for op in ("fwd", "gemm", "miopen/fwd") for stage in STAGE_FILES if stage != "list"]
 
 
@@ -37,6 +41,10 @@ def test_compose_arch_op_stage(compose, arch, op, stage):
     assert OmegaConf.missing_keys(cfg) == MANDATORY.get(stage, set())
     resolved = plain(cfg)
     assert resolved["arch"]["name"] == arch
+    cg = resolved["arch"]["codegen"]
+    if cg["warp_tiles"]:  # LDS budget fractions of the arch (gfx908 has no CK Tile code generation)
+        assert cg["lds_budget_fraction"] == {"compv4": 0.5, "compv6": 0.5, "comp_async": 0.5}
+        assert cg["default_lds_budget_fraction"] == 1.0
     # Each op selects its own default problem set.
     assert resolved["problems"]["name"] == resolved["op"]["default_problems"]
     if op.startswith("gemm"):
@@ -55,6 +63,8 @@ def test_compose_arch_op_stage(compose, arch, op, stage):
         return
     assert resolved["op"]["model_name"] == f"grouped_conv_{direction}_bf16_{arch}"
     assert resolved["problems"]["name"] == f"train_{direction}"
+    # backward ops allow only compv3 and mem
+    assert resolved["op"]["pipelines"] == (["compv3", "compv4", "compv5"] if direction == "fwd" else ["compv3", "mem"])
 
 
 @pytest.mark.parametrize("backend", BACKENDS)
@@ -71,21 +81,16 @@ def test_mandatory_value_missing_is_reported(tmp_path):
 
 
 def test_alias_equals_nested_option(compose):
-    for d in ("fwd", "bwd_data", "bwd_weight"):
-        assert plain(compose([f"op={d}"]).op) == plain(compose([f"op=grouped_conv/{d}"]).op)
-    assert plain(compose(["op=gemm"]).op) == plain(compose(["op=gemm/universal"]).op)
+    """An alias composes to the whole config of the option it names (not only its op node)."""
+    assert set(ALIASES) < set(OPS) and set(ALIASES.values()) < set(OPS)
+    for alias, nested in ALIASES.items():
+        assert plain(compose([f"op={alias}"])) == plain(compose([f"op={nested}"]))
 
 
 @pytest.mark.parametrize("name", shipped_sets())
 def test_every_problem_set_composes(compose, name):
     cfg = compose([f"problems={name}"])
     assert cfg.problems.name == name
-
-
-def test_backward_ops_allow_only_compv3_and_mem(compose):
-    for d in ("bwd_data", "bwd_weight"):
-        assert plain(compose([f"op={d}"]).op)["pipelines"] == ["compv3", "mem"]
-    assert plain(compose(["op=fwd"]).op)["pipelines"] == ["compv3", "compv4", "compv5"]
 
 
 @pytest.mark.parametrize("override, needle", [
@@ -122,15 +127,6 @@ def test_wrong_type_fails(compose):
     with pytest.raises((ConfigCompositionException, ValidationError)) as e:
         compose(["arch.num_cus=many"])
     assert "num_cus" in str(e.value) + str(e.value.__cause__)
-
-
-def test_lds_budget_fractions(compose):
-    for arch in ARCHS:
-        cg = plain(compose([f"arch={arch}"]).arch)["codegen"]
-        if not cg["warp_tiles"]:  # no CK Tile code generation on it (gfx908)
-            continue
-        assert cg["lds_budget_fraction"] == {"compv4": 0.5, "compv6": 0.5, "comp_async": 0.5}
-        assert cg["default_lds_budget_fraction"] == 1.0
 
 
 def test_gpu_without_ck_tile_kernels_serves_miopen_ops_and_refuses_ck_ops(tmp_path):
