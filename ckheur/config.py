@@ -724,6 +724,9 @@ def register_configs(more: Mapping[str, Mapping[str, Any]] | None = None) -> Non
     entries, through deep copies; converting every schema costs ~45 ms per composition)."""
     from hydra.core.config_store import ConfigStore
 
+    from ckheur.conf_source import register
+
+    register()  # the packaged YAML read with libyaml's parser (ckheur/conf_source.py)
     cs = ConfigStore.instance()
     entries = [("", "config_schema", Config)]
     entries += [(f"schema/{group}", name, node) for group, options in {**SCHEMAS, **(more or {})}.items()

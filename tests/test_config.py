@@ -141,3 +141,45 @@ def test_gpu_without_ck_tile_kernels_serves_miopen_ops_and_refuses_ck_ops(tmp_pa
     r = run_cli("op=miopen/fwd", "arch=gfx908", "stage=list", f"hydra.run.dir={tmp_path / 'miopen'}")
     assert r.returncode == 0, r.stderr
     assert "ConvAsmImplicitGemmGTCDynamicFwdXdlops" in r.stdout + r.stderr
+
+
+def test_packaged_yaml_reads_as_omegaconf_reads_it(tmp_path):
+    """Hydra reads the packaged configs with libyaml's parser (ckheur/conf_source.py): every shipped
+    file gives the very config (values, types, header) OmegaConf's own reader gives; a file that
+    parser or OmegaConf refuses fails with OmegaConf's own error."""
+    from hydra._internal.core_plugins.importlib_resources_config_source import ImportlibResourcesConfigSource
+
+    from ckheur.conf_source import PackagedConfigSource
+
+    fast, usual = PackagedConfigSource("main", "ckheur-yaml://ckheur.conf"), \
+        ImportlibResourcesConfigSource("main", "pkg://ckheur.conf")
+    files = sorted(CONF_DIR.rglob("*.yaml"))
+    assert len(files) > 50
+    for path in files:
+        a, b = fast._read_config(path), usual._read_config(path)
+        assert OmegaConf.to_yaml(a.config) == OmegaConf.to_yaml(b.config) and a.header == b.header, path
+        assert repr(OmegaConf.to_container(a.config)) == repr(OmegaConf.to_container(b.config)), path
+    for i, text in enumerate(("name: a\nname: b\n", "a: [1, 2\n", "a: {b: 1\n", "- 1\n- [2\n", "plain text\n", "")):
+        bad = tmp_path / f"{i}.yaml"
+        bad.write_text(text)
+        got = []
+        for source in (fast, usual):
+            try:
+                got.append(OmegaConf.to_yaml(source._read_config(bad).config))
+            except Exception as e:  # noqa: BLE001 (the very error, whatever it is)
+                got.append(f"{type(e).__name__}: {e}")
+        assert got[0] == got[1], text
+
+
+def test_hydra_reads_the_packaged_configs_through_that_source():
+    from hydra import initialize_config_module
+    from hydra.core.global_hydra import GlobalHydra
+
+    from ckheur.conf_source import SCHEME
+    from ckheur.config import register_configs
+
+    register_configs()
+    GlobalHydra.instance().clear()
+    with initialize_config_module("ckheur.conf", version_base="1.3"):
+        sources = GlobalHydra.instance().config_loader().get_sources()
+    assert [s.scheme() for s in sources if s.provider == "main"] == [SCHEME]
