@@ -34,9 +34,18 @@ def load_arch(name: str) -> dict:
     """A shipped arch config (``conf/arch/<name>.yaml``) checked against its schema, as a plain dict."""
     from ckheur.errors import UserError
 
+    import copy
+
     known = known_archs()
     if name not in known:
         raise UserError(f"arch {name!r}: no conf/arch/{name}.yaml; known archs: {', '.join(known)}")
+    st = (CONF_DIR / "arch" / f"{name}.yaml").stat()
+    return copy.deepcopy(_checked_arch(name, st.st_mtime_ns, st.st_size))
+
+
+@functools.lru_cache(maxsize=32)
+def _checked_arch(name: str, mtime_ns: int, size: int) -> dict:
+    """An arch config checked against its schema once per version of its file (~25 ms each)."""
     return plain(OmegaConf.merge(OmegaConf.structured(ArchSchema), load_option(f"arch/{name}")))
 
 
