@@ -34,9 +34,18 @@ def load_arch(name: str) -> dict:
     """A shipped arch config (``conf/arch/<name>.yaml``) checked against its schema, as a plain dict."""
     from ckheur.errors import UserError
 
+    import copy
+
     known = known_archs()
     if name not in known:
         raise UserError(f"arch {name!r}: no conf/arch/{name}.yaml; known archs: {', '.join(known)}")
+    st = (CONF_DIR / "arch" / f"{name}.yaml").stat()
+    return copy.deepcopy(_checked_arch(name, st.st_mtime_ns, st.st_size))
+
+
+@functools.lru_cache(maxsize=32)
+def _checked_arch(name: str, mtime_ns: int, size: int) -> dict:
+    """An arch config checked against its schema once per version of its file (~25 ms each)."""
     return plain(OmegaConf.merge(OmegaConf.structured(ArchSchema), load_option(f"arch/{name}")))
 
 
@@ -704,16 +713,40 @@ SCHEMAS = {
 }
 
 
+# (group, name) -> (schema, the ConfigStore entry made from it): what register_configs stored.
+_STORED: dict[tuple[str, str], tuple[Any, Any]] = {}
+
+
+def _store_entry(cs: Any, group: str, name: str) -> Any:
+    """The ConfigStore's entry for group/name, or None."""
+    cur = cs.repo
+    for part in filter(None, group.split("/")):
+        cur = cur.get(part)
+        if not isinstance(cur, dict):
+            return None
+    return cur.get(f"{name}.yaml")
+
+
 def register_configs(more: Mapping[str, Mapping[str, Any]] | None = None) -> None:
     """Register the schemas with Hydra's ConfigStore (idempotent); ``more``: groups whose schemas
-    live elsewhere (the op schemas, each in its family's folder: ``ckheur.families.op_schemas``)."""
+    live elsewhere (the op schemas, each in its family's folder: ``ckheur.families.op_schemas``).
+    A schema whose entry is still the one stored from it is not converted again (Hydra only reads
+    entries, through deep copies; converting every schema costs ~45 ms per composition)."""
     from hydra.core.config_store import ConfigStore
 
+    from ckheur.conf_source import register
+
+    register()  # the packaged YAML read with libyaml's parser (ckheur/conf_source.py)
     cs = ConfigStore.instance()
-    cs.store(name="config_schema", node=Config)
-    for group, options in {**SCHEMAS, **(more or {})}.items():
-        for name, node in options.items():
-            cs.store(group=f"schema/{group}", name=name, node=node)
+    entries = [("", "config_schema", Config)]
+    entries += [(f"schema/{group}", name, node) for group, options in {**SCHEMAS, **(more or {})}.items()
+                for name, node in options.items()]
+    for group, name, node in entries:
+        done = _STORED.get((group, name))
+        if done is not None and done[0] is node and _store_entry(cs, group, name) is done[1]:
+            continue
+        cs.store(group=group or None, name=name, node=node)
+        _STORED[(group, name)] = (node, _store_entry(cs, group, name))
 
 
 # Free-text values that Hydra's override grammar cannot take unquoted (operators, quotes).

@@ -89,26 +89,29 @@ def test_full_budget_measures_what_strategy_full_does(tmp_path):
     assert sorted(ok[[*CONV_FIELDS, "kernel"]].itertuples(index=False, name=None)) == _pairs(active)
 
 
-def test_strategy_errors_are_clear(tmp_path):
+def test_strategy_errors_are_clear(tmp_path, capsys):
+    """Each error once through the command line where it is the stage's (one line, exit 2); the
+    others where they are raised: the config's composition, the options' check, the config's numbers."""
+    from ckheur.stages import check_numbers, compose_config, run_overrides
+    from ckheur.sweeping.rounds import RoundOptions, SweepError, budget_pairs
+
     r = run_cli(*SMALL, "stage=sweep", "sweep.strategy=active", f"sweep.output={tmp_path}/d")
-    assert r.returncode == 2 and "sweep.budget is required" in r.stderr
-    r = run_cli(*SMALL, "stage=sweep", "sweep.budget=0.5", f"sweep.output={tmp_path}/d")
-    assert r.returncode == 2 and "sweep.strategy=active, random or stratified" in r.stderr
-    r = run_cli(*SMALL, "stage=sweep", "sweep.strategy=clever", "sweep.budget=0.5")
-    assert r.returncode != 0 and "sweep.strategy" in r.stderr and "stratified" in r.stderr
-    r = run_cli(*SMALL, "stage=sweep", "sweep.strategy=active", "sweep.budget=0.5", "sweep.active.first_round=0",
-                f"sweep.output={tmp_path}/d")
-    assert r.returncode == 2 and "sweep.active.first_round=0.0: must be in (0, 1]" in r.stderr
+    assert r.returncode == 2 and "sweep.budget is required" in r.stderr and "Traceback" not in r.stderr
+    capsys.readouterr()
+    with pytest.raises(SystemExit) as e:  # the stage as the command line runs it, without Hydra's run
+        run_overrides([*SMALL, "stage=sweep", "sweep.budget=0.5", f"sweep.output={tmp_path}/d"], tmp_path / "r2")
+    err = capsys.readouterr().err
+    assert e.value.code == 2 and "sweep.strategy=active, random or stratified" in err and len(err.splitlines()) == 1
+    with pytest.raises(Exception) as e:  # the schema's enum: a config error, one line on the command line
+        compose_config([*SMALL, "stage=sweep", "sweep.strategy=clever", "sweep.budget=0.5"])
+    text = str(e.value) + str(e.value.__cause__)
+    assert "sweep.strategy" in text and "stratified" in text
+    with pytest.raises(SweepError, match=r"sweep.active.first_round=0.0: must be in \(0, 1\]"):
+        RoundOptions(strategy="active", budget=0.5, first_round=0.0).check()  # what the stage checks first
     r = run_cli(*SMALL, "stage=sweep", "sweep.strategy=active", "sweep.budget=0.5", "sweep.active.ensemble_model=big",
                 f"sweep.output={tmp_path}/d")
     assert r.returncode == 2 and "sweep.active.ensemble_model='big': allowed values are lambdarank" in r.stderr
-    r = run_cli(*SMALL, "stage=sweep", "sweep.strategy=active", "sweep.budget=nan", f"sweep.output={tmp_path}/d")
-    assert r.returncode == 2 and "sweep.budget=nan: " in r.stderr and "finite number" in r.stderr \
-        and "Traceback" not in r.stderr
-    # The other non-finite budgets take the same path (the config's numbers checked, then the budget's own check).
-    from ckheur.stages import check_numbers, compose_config
-    from ckheur.sweeping.rounds import SweepError, budget_pairs
-
+    # Non-finite budgets: the config's numbers checked (what the stage does first), then the budget's own check.
     for budget in ("inf", "-inf", "nan"):
         with pytest.raises(UserError, match=rf"sweep\.budget={budget}: give a finite number"):
             check_numbers(compose_config([*SMALL, "stage=sweep", "sweep.strategy=active", f"sweep.budget={budget}"]))

@@ -25,9 +25,13 @@ def test_every_group_has_options():
     assert set(STAGE_FILES) == set(STAGES)
 
 
+# The aliases (op=fwd is op=grouped_conv/fwd, ...): each composes to the whole config of the option
+# it names (test_alias_equals_nested_option), so the product below takes the nested options.
+ALIASES = {"fwd": "grouped_conv/fwd", "bwd_data": "grouped_conv/bwd_data", "bwd_weight": "grouped_conv/bwd_weight",
+           "gemm": "gemm/universal"}
 # Every arch with every op, and every stage (with each op family's first op): a stage file sets
 # only its own node, so the full product adds compositions, not coverage.
-CASES = [(arch, op, "list") for arch in ARCHS for op in OPS] + \
+CASES = [(arch, op, "list") for arch in ARCHS for op in OPS if op not in ALIASES] + \
     [("gfx950", op, stage) for op in ("fwd", "gemm", "miopen/fwd") for stage in STAGE_FILES if stage != "list"]
 
 
@@ -37,6 +41,10 @@ def test_compose_arch_op_stage(compose, arch, op, stage):
     assert OmegaConf.missing_keys(cfg) == MANDATORY.get(stage, set())
     resolved = plain(cfg)
     assert resolved["arch"]["name"] == arch
+    cg = resolved["arch"]["codegen"]
+    if cg["warp_tiles"]:  # LDS budget fractions of the arch (gfx908 has no CK Tile code generation)
+        assert cg["lds_budget_fraction"] == {"compv4": 0.5, "compv6": 0.5, "comp_async": 0.5}
+        assert cg["default_lds_budget_fraction"] == 1.0
     # Each op selects its own default problem set.
     assert resolved["problems"]["name"] == resolved["op"]["default_problems"]
     if op.startswith("gemm"):
@@ -55,6 +63,8 @@ def test_compose_arch_op_stage(compose, arch, op, stage):
         return
     assert resolved["op"]["model_name"] == f"grouped_conv_{direction}_bf16_{arch}"
     assert resolved["problems"]["name"] == f"train_{direction}"
+    # backward ops allow only compv3 and mem
+    assert resolved["op"]["pipelines"] == (["compv3", "compv4", "compv5"] if direction == "fwd" else ["compv3", "mem"])
 
 
 @pytest.mark.parametrize("backend", BACKENDS)
@@ -71,21 +81,16 @@ def test_mandatory_value_missing_is_reported(tmp_path):
 
 
 def test_alias_equals_nested_option(compose):
-    for d in ("fwd", "bwd_data", "bwd_weight"):
-        assert plain(compose([f"op={d}"]).op) == plain(compose([f"op=grouped_conv/{d}"]).op)
-    assert plain(compose(["op=gemm"]).op) == plain(compose(["op=gemm/universal"]).op)
+    """An alias composes to the whole config of the option it names (not only its op node)."""
+    assert set(ALIASES) < set(OPS) and set(ALIASES.values()) < set(OPS)
+    for alias, nested in ALIASES.items():
+        assert plain(compose([f"op={alias}"])) == plain(compose([f"op={nested}"]))
 
 
 @pytest.mark.parametrize("name", shipped_sets())
 def test_every_problem_set_composes(compose, name):
     cfg = compose([f"problems={name}"])
     assert cfg.problems.name == name
-
-
-def test_backward_ops_allow_only_compv3_and_mem(compose):
-    for d in ("bwd_data", "bwd_weight"):
-        assert plain(compose([f"op={d}"]).op)["pipelines"] == ["compv3", "mem"]
-    assert plain(compose(["op=fwd"]).op)["pipelines"] == ["compv3", "compv4", "compv5"]
 
 
 @pytest.mark.parametrize("override, needle", [
@@ -124,15 +129,6 @@ def test_wrong_type_fails(compose):
     assert "num_cus" in str(e.value) + str(e.value.__cause__)
 
 
-def test_lds_budget_fractions(compose):
-    for arch in ARCHS:
-        cg = plain(compose([f"arch={arch}"]).arch)["codegen"]
-        if not cg["warp_tiles"]:  # no CK Tile code generation on it (gfx908)
-            continue
-        assert cg["lds_budget_fraction"] == {"compv4": 0.5, "compv6": 0.5, "comp_async": 0.5}
-        assert cg["default_lds_budget_fraction"] == 1.0
-
-
 def test_gpu_without_ck_tile_kernels_serves_miopen_ops_and_refuses_ck_ops(tmp_path):
     """gfx908 (MI100) declares no MFMA warp tiles: CK ops stop with one line naming the arch and
     what serves it (exit 2); MIOpen ops list its solver table."""
@@ -145,3 +141,45 @@ def test_gpu_without_ck_tile_kernels_serves_miopen_ops_and_refuses_ck_ops(tmp_pa
     r = run_cli("op=miopen/fwd", "arch=gfx908", "stage=list", f"hydra.run.dir={tmp_path / 'miopen'}")
     assert r.returncode == 0, r.stderr
     assert "ConvAsmImplicitGemmGTCDynamicFwdXdlops" in r.stdout + r.stderr
+
+
+def test_packaged_yaml_reads_as_omegaconf_reads_it(tmp_path):
+    """Hydra reads the packaged configs with libyaml's parser (ckheur/conf_source.py): every shipped
+    file gives the very config (values, types, header) OmegaConf's own reader gives; a file that
+    parser or OmegaConf refuses fails with OmegaConf's own error."""
+    from hydra._internal.core_plugins.importlib_resources_config_source import ImportlibResourcesConfigSource
+
+    from ckheur.conf_source import PackagedConfigSource
+
+    fast, usual = PackagedConfigSource("main", "ckheur-yaml://ckheur.conf"), \
+        ImportlibResourcesConfigSource("main", "pkg://ckheur.conf")
+    files = sorted(CONF_DIR.rglob("*.yaml"))
+    assert len(files) > 50
+    for path in files:
+        a, b = fast._read_config(path), usual._read_config(path)
+        assert OmegaConf.to_yaml(a.config) == OmegaConf.to_yaml(b.config) and a.header == b.header, path
+        assert repr(OmegaConf.to_container(a.config)) == repr(OmegaConf.to_container(b.config)), path
+    for i, text in enumerate(("name: a\nname: b\n", "a: [1, 2\n", "a: {b: 1\n", "- 1\n- [2\n", "plain text\n", "")):
+        bad = tmp_path / f"{i}.yaml"
+        bad.write_text(text)
+        got = []
+        for source in (fast, usual):
+            try:
+                got.append(OmegaConf.to_yaml(source._read_config(bad).config))
+            except Exception as e:  # noqa: BLE001 (the very error, whatever it is)
+                got.append(f"{type(e).__name__}: {e}")
+        assert got[0] == got[1], text
+
+
+def test_hydra_reads_the_packaged_configs_through_that_source():
+    from hydra import initialize_config_module
+    from hydra.core.global_hydra import GlobalHydra
+
+    from ckheur.conf_source import SCHEME
+    from ckheur.config import register_configs
+
+    register_configs()
+    GlobalHydra.instance().clear()
+    with initialize_config_module("ckheur.conf", version_base="1.3"):
+        sources = GlobalHydra.instance().config_loader().get_sources()
+    assert [s.scheme() for s in sources if s.provider == "main"] == [SCHEME]

@@ -11,6 +11,7 @@ PACKAGE = Path(__file__).resolve().parents[1] / "ckheur"
 # Lowest first. A module may import modules of its own layer or of lower ones.
 LAYERS = [
     ("ckheur.version", "ckheur.errors", "ckheur.threads", "ckheur.display", "ckheur.metrics", "ckheur.config",
+     "ckheur.conf_source",
      "ckheur.measurements", "ckheur.files", "ckheur.parts", "ckheur.csv_table", "ckheur.progress",
      "ckheur.formats"),
     ("ckheur.families.grouped_conv.schema", "ckheur.families.gemm.schema", "ckheur.families.miopen.schema"),
