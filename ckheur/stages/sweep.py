@@ -20,9 +20,10 @@ def run(cfg: Any, ctx: Context) -> dict:
 
     st = cfg.sweep
     strategy = str(st.strategy)
-    if strategy == "full" and st.budget is not None:
-        raise StageError("sweep.budget applies to sweep.strategy=active, random or stratified; "
-                         "sweep.strategy=full measures every pair")
+    for key, value in (("sweep.budget", st.budget), ("sweep.active.ranker", st.active.ranker)):
+        if strategy == "full" and value is not None:  # given, it would be silently ignored
+            raise StageError(f"{key} applies to sweep.strategy=active, random or stratified; "
+                             "sweep.strategy=full measures every pair")
     options = None if strategy == "full" else RoundOptions(
         strategy=strategy, budget=st.budget, min_gain=float(st.min_gain), **plain(st.active),
         threads=int(cfg.model.threads), partial=str(cfg.train.partial))
