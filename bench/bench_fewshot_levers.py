@@ -52,8 +52,8 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from bench_logo import (BUNDLED, DEVICES, TARGET_WEIGHT, device_tables, nearest, rows_of, sweep_rows,  # noqa: E402
-                        with_hw)
+from bench_logo import (BUNDLED, DEVICES, TARGET_WEIGHT, device_tables, nearest, problem_ranks, rows_of,  # noqa: E402
+                        sweep_rows, with_hw)
 from bench_miopen_fdb import ROOT  # noqa: E402
 from bench_unseen import bundle_scores, fit_on, predict_rows, ranked_rows, report  # noqa: E402
 
@@ -79,15 +79,6 @@ EVERY = (*ROWS[:-1], CURRENT_SEED, CURRENT_MORE, ENSEMBLE, LISTED, ANSWERED, PAI
 KEYS = dict(zip(("current", "prior-all", "prior-new", "prior-new-lr", "full", "full-prior", "seed", "more", "ensemble",
                  "listed", "answered", "pairwise", "bagged", "served", "served-near", "near", "ceiling", "ceiling-more",
                  "ceiling-bagged"), EVERY, strict=True))
-
-
-def problem_ranks(pid: np.ndarray, scores: np.ndarray) -> np.ndarray:
-    """Each row's rank among its problem's rows by score (0 the lowest), rows grouped by problem."""
-    order = np.lexsort((scores, pid))
-    ranks = np.empty(len(pid))
-    starts = np.r_[0, np.flatnonzero(np.diff(pid[order])) + 1]
-    ranks[order] = np.arange(len(pid)) - np.repeat(starts, np.diff(np.r_[starts, len(pid)]))
-    return ranks
 
 
 def full_rows(tb, kept: np.ndarray, pairs: int, seed: int) -> np.ndarray:
@@ -219,16 +210,20 @@ def one_op(data: Path, direction: str, dtype: str, helds: list, max_problems: in
             fits[SERVED] = lambda: one(s_swept)
             fits[SERVED_NEAR] = lambda: one(s_swept, base=[trained[served[0]]])
             fits[NEAR] = lambda: one(swept, base=[trained[served[0]]])
-        boosters = {}
+        boosters: dict = {}
+
+        def booster(name):  # each row's model is fitted once, whichever rows need it
+            if name not in boosters:
+                boosters[name] = fits[name]()
+            return boosters[name]
+
         for name in rows_wanted:
             if name in fits:
-                boosters[name] = fits[name]()
-                add(name, boosters[name])
+                add(name, booster(name))
             if name == CURRENT:
-                add("current, bench_logo's problems", boosters[name], logo_set)
+                add("current, bench_logo's problems", booster(name), logo_set)
         if ENSEMBLE in rows_wanted:  # the current model and prior-new, their scores' per-problem ranks averaged
-            a = boosters[CURRENT] if CURRENT in boosters else fits[CURRENT]()
-            b = boosters[ROWS[2]] if ROWS[2] in boosters else fits[ROWS[2]]()
+            a, b = booster(CURRENT), booster(ROWS[2])
             ra, rb = (problem_ranks(tb.pid[scored], np.where(kept[scored], predict_rows(x, mine, scored), -np.inf))
                       for x in (a, b))
             res[ENSEMBLE] = report(tb, scored, np.where(tb.listed[tb.kid[scored]] & kept[scored], ra + rb, -np.inf))
@@ -240,7 +235,7 @@ def one_op(data: Path, direction: str, dtype: str, helds: list, max_problems: in
                                "num_threads": threads, "seed": seed, "min_data_in_leaf": 20},
                               lgb().Dataset(joined.X, (joined.tflops > 0).astype(float), weight=joined.weight,
                                             categorical_feature=cat), 200)
-            a = boosters[CURRENT] if CURRENT in boosters else fits[CURRENT]()
+            a = booster(CURRENT)
             sc = np.where(kept[scored], predict_rows(a, mine, scored), -np.inf)
             sc = sc + 1e3 * (clf.predict(mine.X[scored]) > 0.5)
             res[LISTED] = report(tb, scored, np.where(tb.listed[tb.kid[scored]], sc, -np.inf))

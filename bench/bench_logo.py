@@ -150,6 +150,15 @@ def as_served(res: dict, held: str, cfgs: dict) -> dict | None:
     return {**{k: v for k, v in res[FALLBACK].items() if k != "bundle"}, "serves": f"{near}'s bundle"}
 
 
+def problem_ranks(pid: np.ndarray, scores: np.ndarray) -> np.ndarray:
+    """Each row's rank among its problem's rows by score (0 the lowest), rows grouped by problem."""
+    order = np.lexsort((scores, pid))
+    ranks = np.empty(len(pid))
+    starts = np.r_[0, np.flatnonzero(np.diff(pid[order])) + 1]
+    ranks[order] = np.arange(len(pid)) - np.repeat(starts, np.diff(np.r_[starts, len(pid)]))
+    return ranks
+
+
 def rows_of(tb, rows: np.ndarray, weight: float | None = None):
     """A table of some rows (problems renumbered), each weighing ``weight`` (None: 1)."""
     keep, pid = np.unique(tb.pid[rows], return_inverse=True)

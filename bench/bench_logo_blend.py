@@ -29,7 +29,7 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from bench_logo import BUNDLED, DEVICES, FALLBACK, ZERO, device_tables, nearest  # noqa: E402
+from bench_logo import BUNDLED, DEVICES, FALLBACK, ZERO, device_tables, nearest, problem_ranks  # noqa: E402
 from bench_miopen_fdb import ROOT  # noqa: E402
 from bench_unseen import bundle_scores, fit_on, predict_rows, ranked_rows, report  # noqa: E402
 
@@ -39,11 +39,7 @@ BLEND = "rank blend: mean of the nearest bundle's and the model across the five'
 
 def ranks(pid: np.ndarray, scores: np.ndarray) -> np.ndarray:
     """Each row's rank among its problem's rows by score, best 0; a row not ranked (-inf) after all ranked ones."""
-    order = np.lexsort((-scores, pid))
-    start = np.r_[0, np.flatnonzero(np.diff(pid[order])) + 1]
-    pos = np.arange(len(pid)) - np.repeat(start, np.diff(np.r_[start, len(pid)]))
-    out = np.empty(len(pid))
-    out[order] = pos
+    out = problem_ranks(pid, -scores)
     finite = np.bincount(pid, weights=np.isfinite(scores), minlength=pid.max() + 1)
     return np.where(np.isfinite(scores), out, finite[pid])
 

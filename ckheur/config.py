@@ -7,6 +7,7 @@ Enum fields make OmegaConf reject unknown values with the list of allowed ones.
 
 from __future__ import annotations
 
+import copy
 import functools
 from dataclasses import dataclass, field
 from enum import Enum
@@ -33,8 +34,6 @@ def known_archs() -> list[str]:
 def load_arch(name: str) -> dict:
     """A shipped arch config (``conf/arch/<name>.yaml``) checked against its schema, as a plain dict."""
     from ckheur.errors import UserError
-
-    import copy
 
     known = known_archs()
     if name not in known:

@@ -103,7 +103,8 @@ def test_strategy_errors_are_clear(tmp_path, capsys):
     err = capsys.readouterr().err
     assert e.value.code == 2 and "sweep.strategy=active, random or stratified" in err and len(err.splitlines()) == 1
     with pytest.raises(SystemExit) as e:  # a ranker, too, is not silently ignored by the full sweep
-        run_overrides([*SMALL, "stage=sweep", "sweep.active.ranker=served", f"sweep.output={tmp_path}/d"], tmp_path / "r3")
+        run_overrides([*SMALL, "stage=sweep", "sweep.active.ranker=served", f"sweep.output={tmp_path}/d"],
+                      tmp_path / "r3")
     err = capsys.readouterr().err
     assert e.value.code == 2 and err.startswith("error: sweep.active.ranker applies to sweep.strategy=active")
     with pytest.raises(Exception) as e:  # the schema's enum: a config error, one line on the command line

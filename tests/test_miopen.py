@@ -1037,7 +1037,8 @@ def test_bring_up_sweep_draws_problems_at_random_within_its_budget(tmp_path, mio
         r = run_cli("stage=sweep", "op=miopen/bwd_weight", "op.dtype=fp16", "arch=gfx90a", "backend=replay",
                     f"backend.paths=[{whole}]", "problems=miopen_log", "problems.sources.0.kind=dataset",
                     f"problems.sources.0.path={whole}", "sweep.strategy=random", "sweep.budget=0.2",
-                    "sweep.active.ensemble=2", "sweep.active.trees=20", f"sweep.active.seed={seed}", f"sweep.output={out}", f"hydra.run.dir={tmp_path / run}")
+                    "sweep.active.ensemble=2", "sweep.active.trees=20", f"sweep.active.seed={seed}",
+                    f"sweep.output={out}", f"hydra.run.dir={tmp_path / run}")
         assert r.returncode == 0, r.stderr
         df = read_dataset(out)
         per_problem = df.groupby(list(FIELDS)).kernel.nunique()

@@ -79,6 +79,8 @@ class TuningDB:
         anything is measured. A database that is refused is never changed. Creation is atomic: of
         two processes creating one database, the first owns it and the other is refused when it
         wants another op or arch, before it writes anything."""
+        from ckheur.families.hardware import device_or_own
+
         want, device = _identity(op, arch), _device(arch)
         if _is_url(path):
             return cls._open_url(str(path), want, device, create, writable)
@@ -94,12 +96,12 @@ class TuningDB:
             if not create:
                 raise TuningDBError(f"tuning database {path} does not exist (stage=tune creates one; from Python "
                                     "TuningDB.open(path, op, arch, create=True))")
-            _create_meta(path, {**want, "device_cus": device or _device(want["arch"], own=True),
+            _create_meta(path, {**want, "device_cus": device_or_own(want["arch"], device),
                                 "created_by": socket.gethostname()})
         have = _read_meta(meta_file)
         _refuse_mismatch(path, have, want)
         _refuse_device(path, want["arch"], have["device_cus"], device)
-        device = device or _device(want["arch"], have["device_cus"], own=True)
+        device = device or device_or_own(want["arch"], have["device_cus"])
         if writable:
             _check_writable(path)
         db = cls(path=path, **want, device_cus=device)
@@ -109,12 +111,13 @@ class TuningDB:
     @classmethod
     def _open_url(cls, url: str, want: dict, device: int, create: bool, writable: bool) -> "TuningDB":
         from ckheur.data.database import DatabaseError, Store, campaign_name, campaign_of
+        from ckheur.families.hardware import device_or_own
 
         try:
             store = Store(url, create=create)
             try:
                 cid = store.campaign(campaign_of(url) or campaign_name(want, device), want, create=create,
-                                     device_cus=device or _device(want["arch"], own=True))
+                                     device_cus=device_or_own(want["arch"], device))
                 if not device:  # any device of the arch: the campaign's own
                     device = next(c["device_cus"] for c in store.campaigns() if c["id"] == cid)
                 if writable:
@@ -287,14 +290,11 @@ def _identity(op: Mapping[str, Any], arch: str | Mapping[str, Any]) -> dict[str,
     return {"family": str(op["family"]), "direction": str(op["direction"]), "dtype": str(op["dtype"]), "arch": name}
 
 
-def _device(arch: str | Mapping[str, Any], recorded: Any = 0, own: bool = False) -> int:
-    """The CU count of the device a config names; an arch's name names none (0: any device of it),
-    unless ``recorded`` (a database's ``device_cus``) or ``own`` (the arch's own device) says one."""
+def _device(arch: str | Mapping[str, Any]) -> int:
+    """The CU count of the device a config names; an arch's name names none (0: any device of it)."""
     from ckheur.families.hardware import device_or_own
 
-    if isinstance(arch, str):
-        return device_or_own(arch, recorded) if recorded or own else 0
-    return device_or_own(arch["name"], arch.get("num_cus"))
+    return 0 if isinstance(arch, str) else device_or_own(arch["name"], arch.get("num_cus"))
 
 
 def _refuse_device(path: Path | str, arch: str, have: Any, want: int) -> None:

@@ -63,27 +63,21 @@ def row_devices(df: Any) -> np.ndarray:
     if not len(df) or "arch" not in df.columns:
         return np.zeros(len(df), dtype=np.int64)
     # By distinct (arch, host, device_cus): millions of rows hold a few, so codes, not groupby.
-    key, values = np.zeros(len(df), dtype=np.int64), []
-    for c in ("arch", "host", "device_cus"):
-        if c not in df.columns:
-            values.append(None)
-            continue
+    cols = [c for c in ("arch", "host", "device_cus") if c in df.columns]
+    key = np.zeros(len(df), dtype=np.int64)
+    for c in cols:
         col = df[c]
         codes, uniques = (col.cat.codes.to_numpy(), col.cat.categories) if isinstance(col.dtype, pd.CategoricalDtype) \
-            else pd.factorize(col)
-        key = key * (len(uniques) + 1) + (np.asarray(codes, dtype=np.int64) + 1)  # -1 (missing) -> 0
-        values.append((len(uniques), list(uniques)))
+            else pd.factorize(col)  # -1: missing
+        key = key * (len(uniques) + 1) + codes.astype(np.int64) + 1
     inverse, distinct = pd.factorize(key)
+    one = np.empty(len(distinct), dtype=np.int64)
+    one[inverse] = np.arange(len(df))  # a row of each distinct key (any: they share the three values)
     devices = np.zeros(len(distinct), dtype=np.int64)
-    for i, k in enumerate(np.asarray(distinct, dtype=np.int64).tolist()):
-        got = {}
-        for c, v in zip(("device_cus", "host", "arch"), reversed(values)):  # undo the key, last column first
-            if v is not None:
-                k, code = divmod(k, v[0] + 1)
-                got[c] = v[1][code - 1] if code else None
-        cus = got.get("device_cus")
+    for i, row in enumerate(df.iloc[one][cols].to_dict("records")):
+        cus = row.get("device_cus")
         devices[i] = int(cus) if cus is not None and not pd.isna(cus) and int(cus) > 0 else \
-            _unsaid_device(str(got["arch"]), str(got.get("host") or ""))
+            _unsaid_device(str(row["arch"]), "" if pd.isna(row.get("host")) else str(row.get("host") or ""))
     return devices[inverse]
 
 

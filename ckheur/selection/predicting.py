@@ -93,6 +93,11 @@ class Serving:
     nearest: str | None
     why: str
 
+    @property
+    def what(self) -> str:
+        """Which model serves, in words."""
+        return f"{self.nearest}'s bundle (the nearest GPU with one)" if self.nearest else "the model across GPUs"
+
 
 def serving(job: Job, models: str | Path) -> Serving | None:
     """What serves a GPU that has no bundle of its own for the job's op and dtype: the nearest GPU's

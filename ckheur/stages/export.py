@@ -29,8 +29,7 @@ def run(cfg: Any, ctx: Context) -> dict:
         from ckheur.files import private_folder
         from ckheur.selection.predicting import device_bundle
 
-        what = ("the model across GPUs" if served.nearest is None else
-                f"{served.nearest}'s bundle (the nearest GPU with one; without its remembered answers)")
+        what = served.what + (", without its remembered answers," if served.nearest else "")
         print(f"export: {job.arch_name} has no bundle of its own: exporting {what} {served.path} for "
               f"{device_label(job.arch)} (its table's solvers{'' if served.nearest else ', its descriptors'})"
               f"{': ' + served.why if served.why else ''}")

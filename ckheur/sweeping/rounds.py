@@ -54,7 +54,9 @@ class RoundOptions:
     explore: int | None = None  # ... plus this many at random (None: half of top)
     all_kernels_max: int = 0  # problems with at most this many runnable kernels get every kernel timed
     seed: int = 0
-    ranker: str | None = None  # a bundle ranking a problem's kernels before the ensemble exists (instead of the analytic model; "served": served_ranker's)
+    # a bundle ranking a problem's kernels before the ensemble exists (instead of the analytic model);
+    # "served": served_ranker's, resolved by stage=sweep
+    ranker: str | None = None
     threads: int = 0  # LightGBM threads of the members (0: ckheur.threads decides)
     partial: str = "naive"  # partly measured problems in the members' training (as train.partial)
 
@@ -83,8 +85,7 @@ def served_ranker(job: Any, models: str | Path, sim_models: str | Path) -> tuple
         return str(own), f"{own}: {job.arch_name}'s own bundle"
     served = None if job.family.analytic else serving(job, models)
     if served is not None:
-        kind = f"{served.nearest}'s bundle (the nearest GPU's)" if served.nearest else "the model across GPUs"
-        return str(served.path), (f"{served.path}: {kind}; {job.arch_name} has no bundle of its own"
+        return str(served.path), (f"{served.path}: {served.what}; {job.arch_name} has no bundle of its own"
                                   + (f"; {served.why}" if served.why else ""))
     if job.family.analytic:
         return None, f"the analytic model (no trained bundle {own} for {job.model_name})"

@@ -663,47 +663,28 @@ def parse_key(text: str) -> FindDbKey:
     """A key's fields, exactly as written (nothing checked but the syntax); FindDbError if it is
     not a convolution find-db key."""
     m = _LINE_KEY.match(text)
-    if m and _NUMBERS.fullmatch(m["body"]) and _INT.match(m["bias"]) and (not m["G"] or _INT.match(m["G"])):
-        got = _key_of_checked_numbers(m)  # the common case, read without checking each number again
-        if got is not None:
-            return got
     parts = m["body"].split("-") if m else []
     if len(parts) not in (11, 13):
         raise FindDbError(f"find-db key {text[:120]!r}: not C-H-W-YxX-K-Ho-Wo-N-PxP-SxS-DxD-bias-LAYOUT-TYPE-DIR "
                           "(or its 3D form)")
     nd = 2 if len(parts) == 11 else 3
-    tensor = lambda at: tuple(_number(v, "size", text) for v in parts[at:at + nd + 1])  # noqa: E731
-    pairs = [tuple(_number(v, "size", text) for v in part.split("x")) for part in
-             (parts[nd + 1], *parts[2 * nd + 4:])]
+    singles = (*parts[:nd + 1], *parts[nd + 2:2 * nd + 4])  # the tensors' sizes and the batch: no "x" in them
+    # The common case, every number as _INT allows (one match checks them all): read without checking each again.
+    checked = _NUMBERS.fullmatch(m["body"]) and _INT.match(m["bias"]) and (not m["G"] or _INT.match(m["G"])) \
+        and not any("x" in v for v in singles)
+    ints = (lambda values, what: tuple(map(int, values))) if checked else \
+        (lambda values, what: tuple(_number(v, what, text) for v in values))
+    pairs = [ints(part.split("x"), "size") for part in (parts[nd + 1], *parts[2 * nd + 4:])]
     dtypes = tuple(re.findall(r"[A-Z]+[0-9]+", m["dtypes"]))
     layouts = tuple(m["layouts"].split("-"))
     if any(len(p) != nd for p in pairs) or "".join(dtypes) != m["dtypes"] or len(dtypes) not in (1, 3) \
             or len(layouts) not in (1, 3):
         raise FindDbError(f"find-db key {text[:120]!r}: filter, pads, strides, dilations, layouts or data types "
                           f"do not fit a {nd}D key")
-    return FindDbKey(first=tensor(0), filter=pairs[0], second=tensor(nd + 2),
-                     batch=_number(parts[2 * nd + 3], "batch", text), pads=pairs[1], strides=pairs[2],
-                     dilations=pairs[3], bias=_number(m["bias"], "bias", text), layouts=layouts, dtypes=dtypes,
-                     direction=m["dir"], groups=_number(m["G"], "groups", text) if m["G"] else 1)
-
-
-def _key_of_checked_numbers(m: re.Match) -> FindDbKey | None:
-    """parse_key's result for a key whose numbers all match _INT; None where parse_key must look
-    closer (the shape is not a 2D or 3D key's: it then names what is wrong)."""
-    parts = m["body"].split("-")
-    nd = 2 if len(parts) == 11 else 3 if len(parts) == 13 else 0
-    if not nd:
-        return None
-    pairs = [tuple(map(int, part.split("x"))) for part in (parts[nd + 1], *parts[2 * nd + 4:])]
-    dtypes = tuple(re.findall(r"[A-Z]+[0-9]+", m["dtypes"]))
-    layouts = tuple(m["layouts"].split("-"))
-    if any(len(p) != nd for p in pairs) or "".join(dtypes) != m["dtypes"] or len(dtypes) not in (1, 3) \
-            or len(layouts) not in (1, 3) or any("x" in v for v in (*parts[:nd + 1], *parts[nd + 2:2 * nd + 4])):
-        return None
-    return FindDbKey(first=tuple(map(int, parts[:nd + 1])), filter=pairs[0],
-                     second=tuple(map(int, parts[nd + 2:2 * nd + 3])), batch=int(parts[2 * nd + 3]), pads=pairs[1], strides=pairs[2], dilations=pairs[3],
-                     bias=int(m["bias"]), layouts=layouts, dtypes=dtypes, direction=m["dir"],
-                     groups=int(m["G"]) if m["G"] else 1)
+    return FindDbKey(first=ints(parts[:nd + 1], "size"), filter=pairs[0], second=ints(parts[nd + 2:2 * nd + 3], "size"),
+                     batch=ints([parts[2 * nd + 3]], "batch")[0], pads=pairs[1], strides=pairs[2],
+                     dilations=pairs[3], bias=ints([m["bias"]], "bias")[0], layouts=layouts, dtypes=dtypes,
+                     direction=m["dir"], groups=ints([m["G"]], "groups")[0] if m["G"] else 1)
 
 
 def parse_line(text: str) -> FindDbLine:
