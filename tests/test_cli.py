@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import csv
 
-from conftest import run_cli
+from conftest import ROOT, run_cli
 
 
 def test_list_stage_prints_pool_and_problems(tmp_path):
@@ -55,6 +55,29 @@ def test_multirun_over_ops(tmp_path):
     jobs = sorted(p.name for p in tmp_path.iterdir() if p.is_dir())
     assert jobs == ["0", "1", "2"]
     assert r.stdout.count("Kernel pool: 40 legal") == 2 and r.stdout.count("Kernel pool: 60 legal") == 1
+
+
+def test_hydra_mode_is_read_without_composing_only_where_nothing_else_can_set_it(tmp_path):
+    """cli.main skips Hydra's composition that only reads hydra.mode unless an argument can set it:
+    no packaged config sets it, Hydra's own reading agrees, and hydra.mode=MULTIRUN still multiruns."""
+    import yaml
+    from hydra import initialize_config_module
+    from hydra.core.global_hydra import GlobalHydra
+
+    from ckheur.cli import mode_is_hydras_default
+
+    for f in (ROOT / "conf").rglob("*.yaml"):
+        assert "mode" not in ((yaml.safe_load(f.read_text()) or {}).get("hydra") or {}), f
+    with initialize_config_module("ckheur.conf", version_base="1.3"):
+        hydra = GlobalHydra.instance().hydra
+        for args in (["stage=train", "op=bwd_data"], ["op=fwd,bwd_data"], ["hydra.mode=MULTIRUN", "op=fwd"]):
+            unset = hydra.get_mode(config_name="config", overrides=args) is None
+            assert unset == mode_is_hydras_default(args), args
+    GlobalHydra.instance().clear()
+    r = run_cli("hydra.mode=MULTIRUN", "op=fwd,bwd_data", "problems=smoke", "list.count_only=true",
+                f"hydra.sweep.dir={tmp_path}")
+    assert r.returncode == 0, r.stderr
+    assert sorted(p.name for p in tmp_path.iterdir() if p.is_dir()) == ["0", "1"]
 
 
 def test_multirun_over_nested_ops(tmp_path):
