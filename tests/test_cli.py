@@ -57,9 +57,10 @@ def test_multirun_over_ops(tmp_path):
     assert r.stdout.count("Kernel pool: 40 legal") == 2 and r.stdout.count("Kernel pool: 60 legal") == 1
 
 
-def test_hydra_mode_is_read_without_composing_only_where_nothing_else_can_set_it(tmp_path):
+def test_hydra_mode_is_read_without_composing_where_nothing_can_set_it_and_multiruns_nested_ops(tmp_path):
     """cli.main skips Hydra's composition that only reads hydra.mode unless an argument can set it:
-    no packaged config sets it, Hydra's own reading agrees, and hydra.mode=MULTIRUN still multiruns."""
+    no packaged config sets it, Hydra's own reading agrees, and hydra.mode=MULTIRUN still multiruns
+    (here over nested op names)."""
     import yaml
     from hydra import initialize_config_module
     from hydra.core.global_hydra import GlobalHydra
@@ -74,14 +75,8 @@ def test_hydra_mode_is_read_without_composing_only_where_nothing_else_can_set_it
             unset = hydra.get_mode(config_name="config", overrides=args) is None
             assert unset == mode_is_hydras_default(args), args
     GlobalHydra.instance().clear()
-    r = run_cli("hydra.mode=MULTIRUN", "op=fwd,bwd_data", "problems=smoke", "list.count_only=true",
-                f"hydra.sweep.dir={tmp_path}")
-    assert r.returncode == 0, r.stderr
-    assert sorted(p.name for p in tmp_path.iterdir() if p.is_dir()) == ["0", "1"]
-
-
-def test_multirun_over_nested_ops(tmp_path):
-    r = run_cli("-m", "op=grouped_conv/fwd,grouped_conv/bwd_data", "problems=smoke",
+    # ... over the nested names of the ops (op=fwd,... are their aliases: test_multirun_over_ops)
+    r = run_cli("hydra.mode=MULTIRUN", "op=grouped_conv/fwd,grouped_conv/bwd_data", "problems=smoke",
                 "list.count_only=true", f"hydra.sweep.dir={tmp_path}")
     assert r.returncode == 0, r.stderr
     assert sorted(p.name for p in tmp_path.iterdir() if p.is_dir()) == ["0", "1"]

@@ -29,10 +29,14 @@ def test_every_group_has_options():
 # it names (test_alias_equals_nested_option), so the product below takes the nested options.
 ALIASES = {"fwd": "grouped_conv/fwd", "bwd_data": "grouped_conv/bwd_data", "bwd_weight": "grouped_conv/bwd_weight",
            "gemm": "gemm/universal"}
-# Every arch with every op, and every stage (with each op family's first op): a stage file sets
-# only its own node, so the full product adds compositions, not coverage.
-CASES = [(arch, op, "list") for arch in ARCHS for op in OPS if op not in ALIASES] + \
-    [("gfx950", op, stage) for op in ("fwd", "gemm", "miopen/fwd") for stage in STAGE_FILES if stage != "list"]
+# Every arch and every op once (paired in turn), and every stage once (with the op families' first
+# ops in turn): an arch file sets only the arch node and a stage file only its own, and an op file
+# meets the arch only in ${arch.name} (its model_name, checked for each op and each arch), so the
+# products add compositions, not coverage.
+_OPS = [op for op in OPS if op not in ALIASES]
+CASES = [(ARCHS[i % len(ARCHS)], _OPS[i % len(_OPS)], "list") for i in range(max(len(ARCHS), len(_OPS)))] + \
+    [("gfx950", ("fwd", "gemm", "miopen/fwd")[i % 3], stage)
+     for i, stage in enumerate(s for s in STAGE_FILES if s != "list")]
 
 
 @pytest.mark.parametrize("arch,op,stage", CASES)

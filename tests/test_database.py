@@ -380,10 +380,12 @@ def test_a_killed_stage_tune_worker_leaves_the_campaign_as_an_unkilled_run_does(
     assert most <= 2 and extra <= 1
 
 
-def test_two_submitit_jobs_are_workers_of_one_postgresql_campaign(tmp_path):
+def test_two_submitit_jobs_are_workers_of_one_postgresql_campaign_and_a_failed_job_is_reported(tmp_path):
     """docs/cluster.md's SLURM command on submitit's local executor (each job its own process, as
     an array task is): two stage=tune jobs of a multirun split one campaign on PostgreSQL. Every
-    pair is measured once, and the picks are those of a single worker on SQLite."""
+    pair is measured once, and the picks are those of a single worker on SQLite. A third job fails
+    (a bad problem): the others still run, the end names it, the exit status says so (the submitit
+    launcher's failed-job report, once test_trust's own multirun)."""
     import sys
 
     from ckheur.data.dataset import read_dataset
@@ -397,8 +399,13 @@ def test_two_submitit_jobs_are_workers_of_one_postgresql_campaign(tmp_path):
             "tune.top_k=3", "tune.progress=none", "tune.claim_poll_s=0.1"]
     with _pg_schema() as pg:
         r = run_cli("-m", "hydra/launcher=submitit_local", "hydra.launcher.timeout_min=10", *args, "db=postgresql",
-                    f"db.url='{pg}'", "seed=range(2)", f"hydra.sweep.dir={tmp_path / 'm'}", in_process=False)
-        assert r.returncode == 0, (r.stdout[-2000:], r.stderr[-2000:])
+                    f"db.url='{pg}'", "problem.N=null,null,-1", f"hydra.sweep.dir={tmp_path / 'm'}",
+                    in_process=False)  # jobs 0 and 1: the campaign's workers; job 2: a bad problem
+        assert r.returncode == 2, (r.stdout[-2000:], r.stderr[-2000:])
+        assert "multirun: 1 job(s) failed" in r.stderr and "job 2 (" in r.stderr \
+            and "problem is missing required field(s) C, K" in r.stderr
+        assert json.loads((tmp_path / "m" / "2" / "job_failed.json").read_text())["exit_code"] == 2
+        assert not [j for j in "01" if (tmp_path / "m" / j / "job_failed.json").exists()]
         a = read_dataset(pg, dedupe=False)
         with Store(pg) as s:
             attempts = s.execute("SELECT attempts, state FROM jobs").fetchall()

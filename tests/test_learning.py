@@ -524,7 +524,7 @@ def test_simulated_pipeline_end_to_end(tmp_path):
     r = run_cli("-m", "stage=sweep,train,evaluate", "op=bwd_weight", "problems=smoke", "evaluate.problems=holdout",
                 "train.folds=3", "model.max_trees=30", f"paths.data={tmp_path / 'data'}",
                 f"paths.sim_models={tmp_path / 'sim_models'}", f"paths.models={tmp_path / 'no_models'}",
-                "evaluate.plots=false", f"hydra.sweep.dir={tmp_path / 'multi'}", in_process=False)
+                "evaluate.plots=false", f"hydra.sweep.dir={tmp_path / 'multi'}")
     assert r.returncode == 0, r.stderr
     bundle = tmp_path / "sim_models" / "grouped_conv_bwd_weight_bf16_gfx950"
     man = json.loads((bundle / "train_manifest.json").read_text())
