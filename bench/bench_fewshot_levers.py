@@ -295,20 +295,24 @@ def tables_md(results: dict) -> list[str]:
     fig = lambda x: f"{100 * x['top1']:.1f} / {100 * x['efficiency']:.2f} / {100 * x['not_listed']:.2f}"  # noqa: E731
     found = lambda m, k: f"{100 * m[k]:.1f}" if k in m and np.isfinite(m[k]) else ""  # noqa: E731
     lines = ["| cell | pairs timed (problems; whole problems: problems) | current | ceiling | swept problems whose "
-             "fastest was timed, %: ranked sweep (served ranker's) |", "| --- | --- | --- | --- | --- |"]
+             "fastest was timed, %: ranked sweep (served ranker's) [rounds'] |", "| --- | --- | --- | --- | --- |"]
     for c, r in results.items():
         m = r["_meta"]
         lines.append(f"| {c} | {m['pairs']} ({m['problems_swept']}; {m['problems_full']}) | "
                      f"{fig(r[CURRENT]) if CURRENT in r else ''} | {fig(r[CEILING]) if CEILING in r else ''} | "
-                     f"{found(m, 'found_best')} ({found(m, 'served_found_best')}) |")
-    lines += ["", "| row: efficiency minus current's (points) | " + " | ".join(short(c) for c in cells) + " |",
-              "| --- | " + " | ".join("---" for _ in cells) + " |"]
-    for n in names:
-        if n != CURRENT:
-            lines.append(f"| {n} | " + " | ".join(f"{100 * (r[n]['efficiency'] - r[CURRENT]['efficiency']):+.2f}"
-                                                   if n in r and CURRENT in r else "" for r in results.values()) + " |")
+                     f"{found(m, 'found_best')} ({found(m, 'served_found_best')}) "
+                     f"[{found(m, f'found_best {ROUNDS}')}] |")
+    for what in ("efficiency", "top1"):
+        lines += ["", f"| row: {what.replace('top1', 'top-1')} minus current's (points) | "
+                  + " | ".join(short(c) for c in cells) + " |", "| --- | " + " | ".join("---" for _ in cells) + " |"]
+        for n in names:
+            if n != CURRENT:
+                lines.append(f"| {n} | " + " | ".join(f"{100 * (r[n][what] - r[CURRENT][what]):+.2f}"
+                                                       if n in r and CURRENT in r else "" for r in results.values())
+                             + " |")
     lines += ["", "| row | cells | mean top-1 | mean efficiency | mean unlisted | efficiency minus current: mean, "
-              "spread (sd), better in | top-1 minus current: mean |", "| --- | --- | --- | --- | --- | --- | --- |"]
+              "spread (sd), better in | top-1 minus current: mean, spread (sd), better in |",
+              "| --- | --- | --- | --- | --- | --- | --- |"]
     for n in names:
         cells_n = [r for r in results.values() if n in r and CURRENT in r]
         e = np.array([r[n]["efficiency"] - r[CURRENT]["efficiency"] for r in cells_n]) * 100
@@ -317,7 +321,7 @@ def tables_md(results: dict) -> list[str]:
         lines.append(f"| {n} | {len(cells_n)} | {mean('top1'):.1f} | {mean('efficiency'):.2f} | "
                      f"{mean('not_listed'):.2f} | "
                      f"{e.mean():+.2f}, {e.std(ddof=1) if len(e) > 1 else 0:.2f}, {(e > 0).sum()} of {len(e)} | "
-                     f"{t.mean():+.2f} |")
+                     f"{t.mean():+.2f}, {t.std(ddof=1) if len(t) > 1 else 0:.2f}, {(t > 0).sum()} of {len(t)} |")
     return lines
 
 
