@@ -27,6 +27,14 @@ Per cell (direction, dtype, held-out device), side by side on the same problems:
   its GPU shares the device's matrix cores and wave size); then the current retrain, and
   **served ranker, nearest + sweep**: retrained on that nearest device's rows and the sweep's (x20)
   instead of the five's; **current ranker, nearest + sweep** separates the two;
+- **rounds**: the current sweep (the same problems, in the same order, and as many pairs) spent in
+  rounds as ``stage=sweep sweep.strategy=active`` splits its budget by default (``first_round`` 25%,
+  then ``round_size`` 12.5%: 7 rounds). The first round is ranked by the zero-shot (adopted) model,
+  as the current sweep; each later round by the current recipe retrained on the rows timed so far
+  (five + those x20); the final model is the current recipe on the whole sweep. **rounds, sweep-only
+  ranker**: later rounds ranked by a model of the sweep's rows so far alone (closer to the product's
+  ensemble, which also learns from the measured rows only; it picks problems by its acquisition, not
+  at random, and averages 5 bootstrap models of 100 trees);
 - **ceiling**: the device's own model on a random 80% of its problems (bench_logo's), also with at
   most 2,000 trees and with 3 seeds averaged.
 
@@ -74,11 +82,16 @@ LISTED = "current, listed first (a listed-or-not classifier on the five + the sw
 SERVED = "served ranker (the nearest CDNA GPU's bundle): five + the sweep's rows x20, retrained"
 SERVED_NEAR = "served ranker, nearest + sweep: the nearest CDNA device's rows + the sweep's x20, retrained"
 NEAR = "current ranker, nearest + sweep: the nearest CDNA device's rows + the sweep's x20, retrained"
+ROUNDS = "rounds: 25% then 12.5% per round, each later round ranked by five + the sweep so far x20, retrained"
+ROUNDS_OWN = "rounds, sweep-only ranker: later rounds ranked by a model of the sweep's rows so far alone"
 EVERY = (*ROWS[:-1], CURRENT_SEED, CURRENT_MORE, ENSEMBLE, LISTED, ANSWERED, PAIRWISE, BAGGED, SERVED, SERVED_NEAR,
-         NEAR, CEILING, CEILING_MORE, CEILING_BAGGED)
+         NEAR, ROUNDS, ROUNDS_OWN, CEILING, CEILING_MORE, CEILING_BAGGED)
 KEYS = dict(zip(("current", "prior-all", "prior-new", "prior-new-lr", "full", "full-prior", "seed", "more", "ensemble",
-                 "listed", "answered", "pairwise", "bagged", "served", "served-near", "near", "ceiling", "ceiling-more",
-                 "ceiling-bagged"), EVERY, strict=True))
+                 "listed", "answered", "pairwise", "bagged", "served", "served-near", "near", "rounds", "rounds-own",
+                 "ceiling", "ceiling-more", "ceiling-bagged"), EVERY, strict=True))
+# where each round of stage=sweep's active strategy ends, in shares of the budget (RoundOptions' defaults:
+# first_round 0.25, then round_size 0.125: 7 rounds)
+ROUND_ENDS = tuple(0.25 + 0.125 * i for i in range(6))
 
 
 def full_rows(tb, kept: np.ndarray, pairs: int, seed: int) -> np.ndarray:
@@ -217,6 +230,20 @@ def one_op(data: Path, direction: str, dtype: str, helds: list, max_problems: in
                 boosters[name] = fits[name]()
             return boosters[name]
 
+        rounds_swept: dict = {}
+
+        def in_rounds(name):  # the same problems and pairs as the current sweep, spent in rounds
+            def rerank(so_far):
+                m = one(so_far) if name == ROUNDS else fit_on(rows_of(mine, so_far), None, model, seed)[0]
+                return np.where(kept, predict_rows(m, mine, rows), -np.inf)
+
+            r = sweep_rows(tb, kept, z, budget, seed, rounds=ROUND_ENDS, rerank=rerank)
+            assert np.array_equal(np.unique(tb.pid[r]), np.unique(tb.pid[swept])) and len(r) == len(swept)
+            rounds_swept[name] = r
+            return one(r)
+
+        fits[ROUNDS] = lambda: in_rounds(ROUNDS)
+        fits[ROUNDS_OWN] = lambda: in_rounds(ROUNDS_OWN)
         for name in rows_wanted:
             if name in fits:
                 add(name, booster(name))
@@ -249,6 +276,7 @@ def one_op(data: Path, direction: str, dtype: str, helds: list, max_problems: in
                         "served_pairs": int(len(s_swept)), "served_problems": int(len(np.unique(tb.pid[s_swept]))),
                         "served_by": None if served is None else served[0], "found_best": found_best(tb, swept),
                         "served_found_best": found_best(tb, s_swept),
+                        **{f"found_best {k}": found_best(tb, r) for k, r in rounds_swept.items()},
                         "trees": trees}
         out[f"{direction} {dtype} {held}"] = res
         line = "; ".join(f"{n.split(':')[0]}: {100 * r['top1']:.1f} / {100 * r['efficiency']:.2f} / "
@@ -267,20 +295,24 @@ def tables_md(results: dict) -> list[str]:
     fig = lambda x: f"{100 * x['top1']:.1f} / {100 * x['efficiency']:.2f} / {100 * x['not_listed']:.2f}"  # noqa: E731
     found = lambda m, k: f"{100 * m[k]:.1f}" if k in m and np.isfinite(m[k]) else ""  # noqa: E731
     lines = ["| cell | pairs timed (problems; whole problems: problems) | current | ceiling | swept problems whose "
-             "fastest was timed, %: ranked sweep (served ranker's) |", "| --- | --- | --- | --- | --- |"]
+             "fastest was timed, %: ranked sweep (served ranker's) [rounds'] |", "| --- | --- | --- | --- | --- |"]
     for c, r in results.items():
         m = r["_meta"]
         lines.append(f"| {c} | {m['pairs']} ({m['problems_swept']}; {m['problems_full']}) | "
                      f"{fig(r[CURRENT]) if CURRENT in r else ''} | {fig(r[CEILING]) if CEILING in r else ''} | "
-                     f"{found(m, 'found_best')} ({found(m, 'served_found_best')}) |")
-    lines += ["", "| row: efficiency minus current's (points) | " + " | ".join(short(c) for c in cells) + " |",
-              "| --- | " + " | ".join("---" for _ in cells) + " |"]
-    for n in names:
-        if n != CURRENT:
-            lines.append(f"| {n} | " + " | ".join(f"{100 * (r[n]['efficiency'] - r[CURRENT]['efficiency']):+.2f}"
-                                                   if n in r and CURRENT in r else "" for r in results.values()) + " |")
+                     f"{found(m, 'found_best')} ({found(m, 'served_found_best')}) "
+                     f"[{found(m, f'found_best {ROUNDS}')}] |")
+    for what in ("efficiency", "top1"):
+        lines += ["", f"| row: {what.replace('top1', 'top-1')} minus current's (points) | "
+                  + " | ".join(short(c) for c in cells) + " |", "| --- | " + " | ".join("---" for _ in cells) + " |"]
+        for n in names:
+            if n != CURRENT:
+                lines.append(f"| {n} | " + " | ".join(f"{100 * (r[n][what] - r[CURRENT][what]):+.2f}"
+                                                       if n in r and CURRENT in r else "" for r in results.values())
+                             + " |")
     lines += ["", "| row | cells | mean top-1 | mean efficiency | mean unlisted | efficiency minus current: mean, "
-              "spread (sd), better in | top-1 minus current: mean |", "| --- | --- | --- | --- | --- | --- | --- |"]
+              "spread (sd), better in | top-1 minus current: mean, spread (sd), better in |",
+              "| --- | --- | --- | --- | --- | --- | --- |"]
     for n in names:
         cells_n = [r for r in results.values() if n in r and CURRENT in r]
         e = np.array([r[n]["efficiency"] - r[CURRENT]["efficiency"] for r in cells_n]) * 100
@@ -289,7 +321,7 @@ def tables_md(results: dict) -> list[str]:
         lines.append(f"| {n} | {len(cells_n)} | {mean('top1'):.1f} | {mean('efficiency'):.2f} | "
                      f"{mean('not_listed'):.2f} | "
                      f"{e.mean():+.2f}, {e.std(ddof=1) if len(e) > 1 else 0:.2f}, {(e > 0).sum()} of {len(e)} | "
-                     f"{t.mean():+.2f} |")
+                     f"{t.mean():+.2f}, {t.std(ddof=1) if len(t) > 1 else 0:.2f}, {(t > 0).sum()} of {len(t)} |")
     return lines
 
 

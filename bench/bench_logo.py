@@ -192,15 +192,23 @@ def best_single(tables: list) -> str:
     return max(eff_by, key=eff_by.get)
 
 
-def sweep_rows(tb, kept: np.ndarray, scores: np.ndarray, budget: float, seed: int, explore: float = 0.5) -> np.ndarray:
+def sweep_rows(tb, kept: np.ndarray, scores: np.ndarray, budget: float, seed: int, explore: float = 0.5,
+               rounds: tuple = (), rerank=None) -> np.ndarray:
     """Rows a ``sweep.active.ranker`` sweep times within ``budget`` of the table's pairs: problems in a
     random order, each on the ranker's floor(sqrt(n)) best solvers and ``explore`` times that drawn
-    from the rest."""
+    from the rest. With ``rounds`` (cumulative shares of the budget, ascending) and ``rerank``, the
+    sweep is spent in rounds: once a round's share is timed, ``rerank(rows timed so far)`` gives the
+    scores the next problems are ranked by (the same problems and counts: only the solvers differ)."""
     rng = np.random.default_rng(seed)
     limit = max(1, int(budget * len(tb.pid)))
     by_problem = np.split(np.arange(len(tb.pid)), np.flatnonzero(np.diff(tb.pid)) + 1)
     out: list = []
+    ends = [max(1, int(share * limit)) for share in rounds if share < 1] if rerank is not None else []
     for p in rng.permutation(len(by_problem)):
+        if ends and len(out) >= ends[0]:
+            while ends and len(out) >= ends[0]:
+                ends.pop(0)
+            scores = rerank(np.sort(np.array(out, dtype=np.int64)))
         rows = by_problem[p]
         rows = rows[kept[rows]] if kept[rows].any() else rows
         top = max(1, math.isqrt(len(rows)))
