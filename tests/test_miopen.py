@@ -539,10 +539,34 @@ APPLICABILITY_BUNDLES = (("miopen_fwd_fp16_gfx90a", MI210, "fwd", "fp16", True),
                          ("miopen_bwd_weight_fp32_gfx90a", MI210, "bwd_weight", "fp32", False))
 
 
+def _first_trees(bundle: Path, folder: Path, trees: int = 60) -> Path:
+    """A copy of a shipped bundle whose ranking forest is its first ``trees`` trees (a screen, where
+    it has one, the first half of those, its top kept): the C rules do not depend on the forest, and
+    reading and exporting whole forests of up to 1500 trees was most of the parity tests' time (a
+    whole shipped forest's C export is checked in
+    test_shipped_miopen_model_predicts_a_driver_line_and_exports_exactly)."""
+    import shutil
+
+    from ckheur import files
+    from ckheur.learn.bundle import MODEL, load_bundle, model_file, write_json, write_model
+    from ckheur.threads import lightgbm
+
+    shutil.copytree(bundle, folder)
+    booster = lightgbm().Booster(model_str=files.read_compressed(model_file(folder)).decode())
+    assert booster.num_trees() > trees
+    write_model(folder, MODEL, booster, trees)
+    spec = json.loads((folder / "feature_spec.json").read_text())
+    if spec.get("screen"):
+        write_json(folder / "feature_spec.json", {**spec, "screen": {**spec["screen"], "trees": trees // 2}})
+    assert load_bundle(folder).booster.num_trees() == trees
+    return folder
+
+
 @pytest.mark.parametrize("bundle,fdb_path,direction,dtype,every_listed_step", APPLICABILITY_BUNDLES)
 def test_applicability_both_ranks_alike_in_c_and_python(tmp_path, monkeypatch, bundle, fdb_path, direction, dtype,
                                                         every_listed_step):
-    """op.applicability=both (op.listed learned from the GPU's slice) given to a shipped bundle:
+    """op.applicability=both (op.listed learned from the GPU's slice) given to a shipped bundle
+    (its tables, rules and remembered answers; its forest cut to the first trees, ``_first_trees``):
     Selector.load(compiled=True) ranks in C, with no fallback, the very candidates, in the same
     order and with the same scores, as the Python selector, on the slice's real problems and
     seeded ones of every layout, group and filter kind, stride, pad, dilation and bias, where the
@@ -563,7 +587,7 @@ def test_applicability_both_ranks_alike_in_c_and_python(tmp_path, monkeypatch, b
     monkeypatch.setenv("CKHEUR_CACHE_DIR", str(tmp_path / "cache"))
     fdb = read_find_db(fdb_path)
     listed = learn_listed(fdb, direction)
-    path = ROOT / "models" / bundle
+    path = _first_trees(ROOT / "models" / bundle, tmp_path / bundle)
     with warnings.catch_warnings():
         warnings.simplefilter("error")  # no fallback to the Python path
         c = Selector.load(path, compiled=True, applicability="both", listed=listed, cache_size=0)
