@@ -1048,7 +1048,8 @@ def test_bring_up_sweep_draws_problems_at_random_within_its_budget(tmp_path, mio
     random, sweep.strategy=random): every problem it picks has every solver of the table that
     MIOpen's rules keep timed (listed ones ok, the others censored, as MIOpen's find reports them),
     the budget is never exceeded, and the seed fixes the draw. (A small ensemble: in a random sweep
-    it only estimates the gain, and these runs check the draw and what is timed.)"""
+    it only estimates the gain, and these runs check the draw and what is timed; three rounds, the
+    first and two more, of 0.25 and 0.375 of the budget.)"""
     from ckheur.data.dataset import read_dataset
     from ckheur.families.miopen.problems import FIELDS, problem_from_dict
     from ckheur.families.miopen.solvers import rule_rejections, table_names
@@ -1061,7 +1062,8 @@ def test_bring_up_sweep_draws_problems_at_random_within_its_budget(tmp_path, mio
         r = run_cli("stage=sweep", "op=miopen/bwd_weight", "op.dtype=fp16", "arch=gfx90a", "backend=replay",
                     f"backend.paths=[{whole}]", "problems=miopen_log", "problems.sources.0.kind=dataset",
                     f"problems.sources.0.path={whole}", "sweep.strategy=random", "sweep.budget=0.2",
-                    "sweep.active.ensemble=2", "sweep.active.trees=20", f"sweep.active.seed={seed}",
+                    "sweep.active.round_size=0.375", "sweep.active.ensemble=2", "sweep.active.trees=20",
+                    f"sweep.active.seed={seed}",
                     f"sweep.output={out}", f"hydra.run.dir={tmp_path / run}")
         assert r.returncode == 0, r.stderr
         df = read_dataset(out)
@@ -1086,7 +1088,7 @@ def test_bring_up_sweep_draws_problems_at_random_within_its_budget(tmp_path, mio
     common = ["stage=sweep", "op=miopen/bwd_weight", "op.dtype=fp16", "arch=gfx90a", "backend=replay",
               f"backend.paths=[{whole}]", "problems=miopen_log", "problems.sources.0.kind=dataset",
               f"problems.sources.0.path={whole}", "sweep.strategy=random", "sweep.budget=0.2",
-              "sweep.active.ensemble=2", "sweep.active.trees=20"]
+              "sweep.active.round_size=0.375", "sweep.active.ensemble=2", "sweep.active.trees=20"]
     out = tmp_path / "r" / "drill.parquet"
     # (sweep.active.ranker=served: what stage=predict serves gfx90a, its own bundle, as the line says)
     r = run_cli(*common, "sweep.active.ranker=served", f"paths.models={ROOT / 'models'}", f"sweep.output={out}",
