@@ -19,7 +19,7 @@ from ckheur.metrics import censored_choice_report
 from ckheur.integrations.miopen.find_db import FindDbError, arch_from_name, parse_line, problem_key, read_find_db
 from ckheur.families.problem_base import ProblemError
 from ckheur.families.miopen.problems import problem_from_dict
-from conftest import ROOT, run_cli
+from conftest import ROOT, cut_forest, run_cli
 
 SLICES = ROOT / "tests" / "data" / "miopen_fdb"
 MI300X = SLICES / "gfx942130.HIP.fdb.txt.bz2"
@@ -547,14 +547,10 @@ def _first_trees(bundle: Path, folder: Path, trees: int = 60) -> Path:
     test_shipped_miopen_model_predicts_a_driver_line_and_exports_exactly)."""
     import shutil
 
-    from ckheur import files
-    from ckheur.learn.bundle import MODEL, load_bundle, model_file, write_json, write_model
-    from ckheur.threads import lightgbm
+    from ckheur.learn.bundle import load_bundle, write_json
 
     shutil.copytree(bundle, folder)
-    booster = lightgbm().Booster(model_str=files.read_compressed(model_file(folder)).decode())
-    assert booster.num_trees() > trees
-    write_model(folder, MODEL, booster, trees)
+    cut_forest(folder, trees)
     spec = json.loads((folder / "feature_spec.json").read_text())
     if spec.get("screen"):
         write_json(folder / "feature_spec.json", {**spec, "screen": {**spec["screen"], "trees": trees // 2}})
