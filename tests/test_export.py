@@ -252,10 +252,16 @@ def test_gemm_error_codes(tmp_path, compose):
     assert call(dtype=1)[0] == -4
 
 
-def test_cli_reads_ck_csv_with_missing_optional_columns(shipped, tmp_path):
+@pytest.fixture(scope="module")
+def shipped_package(tmp_path_factory):
+    """The shipped bundle's C package, exported once for the tests that only read it."""
+    return export_bundle(SHIPPED, tmp_path_factory.mktemp("shipped_package") / "pkg")
+
+
+def test_cli_reads_ck_csv_with_missing_optional_columns(shipped, shipped_package, tmp_path):
     py, _ = shipped
-    res = export_bundle(SHIPPED, tmp_path / "pkg")
-    binary = build(res.path, res.name, find_compiler(), shared=False)
+    res = shipped_package
+    binary = build(res.path, res.name, find_compiler(), shared=False, out=tmp_path / "ckheur_select")
     text = "N,C,K,Hi,Wi,Y,X\n16,256,128,28,28,3,3\n1,64,64,56,56,1,1\n"
     r = subprocess.run([str(binary), "--k", "3"], input=text, capture_output=True, text=True)
     assert r.returncode == 0, r.stderr
@@ -284,8 +290,8 @@ def test_cli_reads_ck_csv_with_missing_optional_columns(shipped, tmp_path):
     assert r.returncode == 2 and "required column 'N'" in r.stderr
 
 
-def test_package_is_plain_c99_with_cmake_and_readme(tmp_path):
-    res = export_bundle(SHIPPED, tmp_path / "pkg")
+def test_package_is_plain_c99_with_cmake_and_readme(shipped_package, tmp_path):
+    res = shipped_package
     names = {f.name for f in res.files}
     assert {f"{res.name}.c", f"{res.name}.h", "ckheur_abi.h", "ckheur_select.c", "CMakeLists.txt",
             "README.md"} <= names
