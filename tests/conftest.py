@@ -108,6 +108,19 @@ def miopen_slices(tmp_path_factory) -> Path:
     return data
 
 
+def cut_forest(folder: Path, trees: int) -> None:
+    """Rewrite the ranking model of a bundle folder (a test's copy) as its first ``trees`` trees, for
+    tests whose behaviour does not depend on the forest's size (reading, checking and exporting whole
+    shipped forests is most of their time)."""
+    from ckheur import files
+    from ckheur.learn.bundle import MODEL, model_file, write_model
+    from ckheur.threads import lightgbm
+
+    booster = lightgbm().Booster(model_str=files.read_compressed(model_file(folder)).decode())
+    assert booster.num_trees() > trees
+    write_model(folder, MODEL, booster, trees)
+
+
 def run_cli(*args: str, cwd: Path = ROOT, timeout: int = 1800, in_process: bool = True) -> subprocess.CompletedProcess:
     """Run the command line ``run.py args...`` and capture its output and exit status.
 

@@ -12,13 +12,23 @@ from collections import Counter
 
 import pytest
 
-from conftest import run_cli
+from conftest import TINY, run_cli
 
 MI250X, MI210 = "MI250X (gfx90a, 110 CUs)", "MI210 (gfx90a, 104 CUs)"  # gfx90a's own device, its devices entry
 
 
-def _sweep(tmp_path, confdir, *device, run="r"):
-    r = run_cli(f"--config-dir={confdir}", "stage=sweep", "problems=tiny", "arch=gfx90a", *device,
+def _tiny() -> tuple[str, str]:
+    """conftest's tiny problem set as overrides (problems.name, problems.sources): no --config-dir,
+    whose extra Hydra composition every run would pay."""
+    import yaml
+
+    problems = yaml.safe_load(TINY)["sources"][0]["problems"]
+    inline = ",".join("{" + ",".join(f"{k}:{v}" for k, v in p.items()) + "}" for p in problems)
+    return "problems.name=tiny", f"problems.sources=[{{kind:inline,problems:[{inline}]}}]"
+
+
+def _sweep(tmp_path, *device, run="r"):
+    r = run_cli("stage=sweep", *_tiny(), "arch=gfx90a", *device,
                 f"paths.data={tmp_path / 'data'}", f"hydra.run.dir={tmp_path / run}")
     assert r.returncode == 0, r.stderr
     return json.loads((tmp_path / run / "sweep_summary.json").read_text())
@@ -41,7 +51,7 @@ def _job(*device):
     return Job.from_config(compose_config(["arch=gfx90a", *device]))
 
 
-def test_two_devices_of_one_arch_sweep_into_one_folder_and_stay_apart(tmp_path, confdir):
+def test_two_devices_of_one_arch_sweep_into_one_folder_and_stay_apart(tmp_path):
     """MI250X, then MI210, sweep the same problems into one paths.data: the second measures every
     pair (not "already measured" by the other), reading keeps both devices' rows, a sweep resumes
     its own; trained across GPUs each device's rows are its own, a model of one device reads its own."""
@@ -50,13 +60,13 @@ def test_two_devices_of_one_arch_sweep_into_one_folder_and_stay_apart(tmp_path, 
     from ckheur.families.hardware import row_devices
     from ckheur.learn.training import build_table, build_table_across_archs
 
-    first = _sweep(tmp_path, confdir, run="a")
-    second = _sweep(tmp_path, confdir, "arch.num_cus=104", run="b")
+    first = _sweep(tmp_path, run="a")
+    second = _sweep(tmp_path, "arch.num_cus=104", run="b")
     n = first["attempts"]
     assert n > 0 and second["attempts"] == n and second["pairs_skipped_existing"] == 0
     df = read_dataset(tmp_path / "data" / "grouped_conv_fwd_bf16_gfx90a" / "tiny.parquet")
     assert Counter(row_devices(df).tolist()) == {110: n, 104: n} == Counter(df.device_cus.tolist())
-    assert _sweep(tmp_path, confdir, "arch.num_cus=104", run="c")["attempts"] == 0  # resumes its own rows
+    assert _sweep(tmp_path, "arch.num_cus=104", run="c")["attempts"] == 0  # resumes its own rows
 
     mi250x, mi210 = _job(), _job("arch.num_cus=104")
     engine = get_engine("grouped_conv")
@@ -174,7 +184,7 @@ def test_a_database_campaign_of_one_device_is_refused_for_another(tmp_path, kind
             TuningDB.open(f"{url}{sep}campaign=old", OP, _device(104))
 
 
-def test_datasets_and_tuning_dbs_of_earlier_versions_read_as_the_arch_own_device(tmp_path, confdir):
+def test_datasets_and_tuning_dbs_of_earlier_versions_read_as_the_arch_own_device(tmp_path):
     """A dataset of schema version 2 (no device_cus) reads as gfx90a's own device, MI250X: its sweep
     resumes it, MI210's measures everything beside it; a tuning_db.json without device_cus opens for
     MI250X and is refused for MI210."""
@@ -184,15 +194,15 @@ def test_datasets_and_tuning_dbs_of_earlier_versions_read_as_the_arch_own_device
     from ckheur.data.tuning_db import TuningDB, TuningDBError
     from ckheur.families.hardware import row_devices
 
-    n = _sweep(tmp_path, confdir, run="a")["attempts"]
+    n = _sweep(tmp_path, run="a")["attempts"]
     folder = tmp_path / "data" / "grouped_conv_fwd_bf16_gfx90a" / "tiny.parquet"
     for part in folder.glob("part-*.parquet"):  # as version 2 wrote it
         table = pq.read_table(part).drop(["device_cus"])
         pq.write_table(table.replace_schema_metadata({**table.schema.metadata, b"ckheur_schema_version": b"2"}), part)
     old = read_dataset(folder)
     assert len(old) == n and set(old.device_cus) == {0} and set(row_devices(old)) == {110}
-    assert _sweep(tmp_path, confdir, run="b")["attempts"] == 0
-    assert _sweep(tmp_path, confdir, "arch.num_cus=104", run="c")["attempts"] == n
+    assert _sweep(tmp_path, run="b")["attempts"] == 0
+    assert _sweep(tmp_path, "arch.num_cus=104", run="c")["attempts"] == n
     assert Counter(row_devices(read_dataset(folder)).tolist()) == {110: n, 104: n}
 
     TuningDB.open(tmp_path / "db", OP, _device(), create=True)

@@ -105,14 +105,15 @@ def test_small_models_of_every_family_objective_and_split_kind(tmp_path, compose
     ]
     for op_name, kw, overrides in cases:
         out = train_small_bundle(tmp_path / op_name.replace("/", "_"), compose, op_name, overrides=overrides, **kw)
-        forest = read_forest(Selector.load(out).booster)
+        py = Selector.load(out, cache_size=0)
+        forest = read_forest(py.booster)
         kinds = {(n["decision_type"], n["missing_type"]) for _, n, _, _ in forest.nodes}
         if kw.get("lgb_params"):
             assert ("<=", "Zero") in kinds
         if kw.get("nan_fraction"):
             assert ("<=", "NaN") in kinds
         assert any(d == "==" for d, _ in kinds) or op_name.startswith("gemm")
-        py, compiled = Selector.load(out, cache_size=0), load_compiled(out)
+        compiled = load_compiled(out)
         assert compiled is not None
         family = get_family(py.family.name)
         groups = sorted({k.group for k in py.kernels}, key=str)
@@ -251,10 +252,16 @@ def test_gemm_error_codes(tmp_path, compose):
     assert call(dtype=1)[0] == -4
 
 
-def test_cli_reads_ck_csv_with_missing_optional_columns(shipped, tmp_path):
+@pytest.fixture(scope="module")
+def shipped_package(tmp_path_factory):
+    """The shipped bundle's C package, exported once for the tests that only read it."""
+    return export_bundle(SHIPPED, tmp_path_factory.mktemp("shipped_package") / "pkg")
+
+
+def test_cli_reads_ck_csv_with_missing_optional_columns(shipped, shipped_package, tmp_path):
     py, _ = shipped
-    res = export_bundle(SHIPPED, tmp_path / "pkg")
-    binary = build(res.path, res.name, find_compiler(), shared=False)
+    res = shipped_package
+    binary = build(res.path, res.name, find_compiler(), shared=False, out=tmp_path / "ckheur_select")
     text = "N,C,K,Hi,Wi,Y,X\n16,256,128,28,28,3,3\n1,64,64,56,56,1,1\n"
     r = subprocess.run([str(binary), "--k", "3"], input=text, capture_output=True, text=True)
     assert r.returncode == 0, r.stderr
@@ -283,8 +290,8 @@ def test_cli_reads_ck_csv_with_missing_optional_columns(shipped, tmp_path):
     assert r.returncode == 2 and "required column 'N'" in r.stderr
 
 
-def test_package_is_plain_c99_with_cmake_and_readme(tmp_path):
-    res = export_bundle(SHIPPED, tmp_path / "pkg")
+def test_package_is_plain_c99_with_cmake_and_readme(shipped_package, tmp_path):
+    res = shipped_package
     names = {f.name for f in res.files}
     assert {f"{res.name}.c", f"{res.name}.h", "ckheur_abi.h", "ckheur_select.c", "CMakeLists.txt",
             "README.md"} <= names
@@ -461,14 +468,14 @@ def test_compiled_cache_rebuilds_damaged_entries(tmp_path, monkeypatch):
         "corrupt export.json": lambda: (entry / "export.json").write_text("{not json"),
         "no record": lambda: (entry / "cache.json").unlink(),
     }
+    p = Selector.load(SHIPPED).family.problems.problem_from_dict({"N": 4, "C": 64, "K": 64, "Hi": 14, "Wi": 14,
+                                                                  "Y": 3, "X": 3})
     for name, damage in damages.items():
         damage()
         m, w = _load_warned(SHIPPED)
         assert m is not None, name
         assert any("rebuilding" in x for x in w), (name, w)
         assert sha256_of(m.path) == json.loads((entry / "cache.json").read_text())["lib_sha256"], name
-        p = Selector.load(SHIPPED).family.problems.problem_from_dict({"N": 4, "C": 64, "K": 64, "Hi": 14, "Wi": 14,
-                                                                      "Y": 3, "X": 3})
         assert len(m.predict(p)[0]) == 20, name
         lib = m.path
 

@@ -19,7 +19,7 @@ from ckheur.metrics import censored_choice_report
 from ckheur.integrations.miopen.find_db import FindDbError, arch_from_name, parse_line, problem_key, read_find_db
 from ckheur.families.problem_base import ProblemError
 from ckheur.families.miopen.problems import problem_from_dict
-from conftest import ROOT, run_cli
+from conftest import ROOT, cut_forest, run_cli
 
 SLICES = ROOT / "tests" / "data" / "miopen_fdb"
 MI300X = SLICES / "gfx942130.HIP.fdb.txt.bz2"
@@ -539,10 +539,30 @@ APPLICABILITY_BUNDLES = (("miopen_fwd_fp16_gfx90a", MI210, "fwd", "fp16", True),
                          ("miopen_bwd_weight_fp32_gfx90a", MI210, "bwd_weight", "fp32", False))
 
 
+def _first_trees(bundle: Path, folder: Path, trees: int = 60) -> Path:
+    """A copy of a shipped bundle whose ranking forest is its first ``trees`` trees (a screen, where
+    it has one, the first half of those, its top kept): the C rules do not depend on the forest, and
+    reading and exporting whole forests of up to 1500 trees was most of the parity tests' time (a
+    whole shipped forest's C export is checked in
+    test_shipped_miopen_model_predicts_a_driver_line_and_exports_exactly)."""
+    import shutil
+
+    from ckheur.learn.bundle import load_bundle, write_json
+
+    shutil.copytree(bundle, folder)
+    cut_forest(folder, trees)
+    spec = json.loads((folder / "feature_spec.json").read_text())
+    if spec.get("screen"):
+        write_json(folder / "feature_spec.json", {**spec, "screen": {**spec["screen"], "trees": trees // 2}})
+    assert load_bundle(folder).booster.num_trees() == trees
+    return folder
+
+
 @pytest.mark.parametrize("bundle,fdb_path,direction,dtype,every_listed_step", APPLICABILITY_BUNDLES)
 def test_applicability_both_ranks_alike_in_c_and_python(tmp_path, monkeypatch, bundle, fdb_path, direction, dtype,
                                                         every_listed_step):
-    """op.applicability=both (op.listed learned from the GPU's slice) given to a shipped bundle:
+    """op.applicability=both (op.listed learned from the GPU's slice) given to a shipped bundle
+    (its tables, rules and remembered answers; its forest cut to the first trees, ``_first_trees``):
     Selector.load(compiled=True) ranks in C, with no fallback, the very candidates, in the same
     order and with the same scores, as the Python selector, on the slice's real problems and
     seeded ones of every layout, group and filter kind, stride, pad, dilation and bias, where the
@@ -563,7 +583,7 @@ def test_applicability_both_ranks_alike_in_c_and_python(tmp_path, monkeypatch, b
     monkeypatch.setenv("CKHEUR_CACHE_DIR", str(tmp_path / "cache"))
     fdb = read_find_db(fdb_path)
     listed = learn_listed(fdb, direction)
-    path = ROOT / "models" / bundle
+    path = _first_trees(ROOT / "models" / bundle, tmp_path / bundle)
     with warnings.catch_warnings():
         warnings.simplefilter("error")  # no fallback to the Python path
         c = Selector.load(path, compiled=True, applicability="both", listed=listed, cache_size=0)
@@ -1024,7 +1044,8 @@ def test_bring_up_sweep_draws_problems_at_random_within_its_budget(tmp_path, mio
     random, sweep.strategy=random): every problem it picks has every solver of the table that
     MIOpen's rules keep timed (listed ones ok, the others censored, as MIOpen's find reports them),
     the budget is never exceeded, and the seed fixes the draw. (A small ensemble: in a random sweep
-    it only estimates the gain, and these runs check the draw and what is timed.)"""
+    it only estimates the gain, and these runs check the draw and what is timed; three rounds, the
+    first and two more, of 0.25 and 0.375 of the budget.)"""
     from ckheur.data.dataset import read_dataset
     from ckheur.families.miopen.problems import FIELDS, problem_from_dict
     from ckheur.families.miopen.solvers import rule_rejections, table_names
@@ -1037,7 +1058,8 @@ def test_bring_up_sweep_draws_problems_at_random_within_its_budget(tmp_path, mio
         r = run_cli("stage=sweep", "op=miopen/bwd_weight", "op.dtype=fp16", "arch=gfx90a", "backend=replay",
                     f"backend.paths=[{whole}]", "problems=miopen_log", "problems.sources.0.kind=dataset",
                     f"problems.sources.0.path={whole}", "sweep.strategy=random", "sweep.budget=0.2",
-                    "sweep.active.ensemble=2", "sweep.active.trees=20", f"sweep.active.seed={seed}",
+                    "sweep.active.round_size=0.375", "sweep.active.ensemble=2", "sweep.active.trees=20",
+                    f"sweep.active.seed={seed}",
                     f"sweep.output={out}", f"hydra.run.dir={tmp_path / run}")
         assert r.returncode == 0, r.stderr
         df = read_dataset(out)
@@ -1062,7 +1084,7 @@ def test_bring_up_sweep_draws_problems_at_random_within_its_budget(tmp_path, mio
     common = ["stage=sweep", "op=miopen/bwd_weight", "op.dtype=fp16", "arch=gfx90a", "backend=replay",
               f"backend.paths=[{whole}]", "problems=miopen_log", "problems.sources.0.kind=dataset",
               f"problems.sources.0.path={whole}", "sweep.strategy=random", "sweep.budget=0.2",
-              "sweep.active.ensemble=2", "sweep.active.trees=20"]
+              "sweep.active.round_size=0.375", "sweep.active.ensemble=2", "sweep.active.trees=20"]
     out = tmp_path / "r" / "drill.parquet"
     # (sweep.active.ranker=served: what stage=predict serves gfx90a, its own bundle, as the line says)
     r = run_cli(*common, "sweep.active.ranker=served", f"paths.models={ROOT / 'models'}", f"sweep.output={out}",

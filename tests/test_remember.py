@@ -62,11 +62,17 @@ def _disagreements(within: int, beyond: int) -> list:
     raise AssertionError(f"only {counts} disagreements within / beyond the margin in {BUNDLE.name}")
 
 
-def test_a_bundle_overrides_its_remembered_answer_only_beyond_the_margin():
+@pytest.fixture(scope="module")
+def disagreements() -> list:
+    """``_disagreements(within=3, beyond=3)``, found once for the tests that read it."""
+    return _disagreements(within=3, beyond=3)
+
+
+def test_a_bundle_overrides_its_remembered_answer_only_beyond_the_margin(disagreements):
     """On the problems the shipped bundle remembers where its model picks otherwise: margin inf is the
     lookup (tier training_data), 0 the model alone (tier model), and the default keeps the answer
     exactly where the model's predicted gain is within the noise."""
-    found = _disagreements(within=3, beyond=3)
+    found = disagreements
     always, model_alone, default = (Selector.load(BUNDLE, remember_margin=m) for m in (math.inf, 0.0, None))
     assert default.remember_margin == REMEMBERED_NOISE
     for p, remembered, pick, gain in found:
@@ -78,14 +84,14 @@ def test_a_bundle_overrides_its_remembered_answer_only_beyond_the_margin():
         assert default.rank(p, k=1)[0].kernel == got.kernel
 
 
-def test_the_margin_is_a_config_key_that_reaches_a_shipped_bundle(tmp_path):
+def test_the_margin_is_a_config_key_that_reaches_a_shipped_bundle(tmp_path, disagreements):
     """op.remember_margin on the command line: a remembered problem the model would answer
     otherwise gets the model's pick at 0 and the remembered one at inf; a negative margin is
     refused with one line naming the key (exit 2)."""
     from ckheur.families.driver_line import DIRECTION_FLAG
     from ckheur.families.miopen.problems import to_driver_line
 
-    p, remembered, pick, _ = next(f for f in _disagreements(within=0, beyond=1) if f[3] > 0)
+    p, remembered, pick, _ = next(f for f in disagreements if f[3] > 0)  # the model predicts its pick faster
     line = f"{to_driver_line(p, 'fp16')} -F {DIRECTION_FLAG['bwd_weight']}"
     for margin, want in (("0", f"selected: {pick} (tier: model"),
                          ("inf", f"selected: {remembered} (tier: training_data")):

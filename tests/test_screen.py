@@ -16,7 +16,7 @@ from ckheur.families.problem_base import ProblemError
 from ckheur.learn.bundle import SCREEN_OFFSET, BundleError, load_bundle, write_json
 from ckheur.selection.screening import choose_screen, screen_table
 from ckheur.selection.selector import Selector
-from conftest import ROOT
+from conftest import ROOT, cut_forest
 
 BUNDLE = ROOT / "models" / "miopen_fwd_fp16_gfx942"  # 400 trees, 12 solvers, remembered answers
 TREES, TOP = 60, 2  # a small screen, so that many problems are screened and some answers are forced in
@@ -32,7 +32,11 @@ def _screened(folder, trees=TREES, top=TOP):
 
 @pytest.fixture(scope="module")
 def screened(tmp_path_factory):
-    return _screened(tmp_path_factory.mktemp("screen") / "bundle")
+    """The screened copy, its forest cut to twice the screen's trees (the screen's first trees are the
+    shipped model's; the rest still make the whole model differ from them)."""
+    folder = _screened(tmp_path_factory.mktemp("screen") / "bundle")
+    cut_forest(folder, 2 * TREES)
+    return folder
 
 
 @pytest.fixture(scope="module")
