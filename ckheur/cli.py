@@ -280,7 +280,7 @@ def mode_is_hydras_default(args: list[str]) -> bool:
 @contextlib.contextmanager
 def _mode_without_composing(args: list[str]) -> Iterator[None]:
     """Hydra composes the whole config once only to read ``hydra.mode`` (Hydra.get_mode), then
-    again for the job: a third of a short command's time. Where the mode is Hydra's default,
+    again for the job: about half of a short command's CPU. Where the mode is Hydra's default,
     answer None (unset) as that composition would, and let -m/--multirun decide as Hydra does."""
     from hydra._internal.hydra import Hydra
 
