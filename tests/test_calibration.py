@@ -128,9 +128,11 @@ def test_train_recalibrates_per_fold_on_the_calibration_data_and_can_choose_the_
     assert r.returncode == 2 and "train.screen=true: a model with an analytic prior" in r.stderr
     assert "Traceback" not in r.stderr and not (tmp_path / "screen").exists()
 
-    r = run_cli("stage=import", f"import.path={ck_fwd_csv}", f"paths.data={tmp_path / 'data'}",
-                f"hydra.run.dir={tmp_path / 'ri'}")
-    assert r.returncode == 0, r.stderr
+    from ckheur.config import load_option
+    from ckheur.data.importing import import_file
+
+    import_file(ck_fwd_csv, data_root=tmp_path / "data", op=load_option("op/grouped_conv/fwd"),  # what stage=import does
+                arch=load_option("arch/gfx950"), log=lambda _: None)
     (dataset,) = [p for p in (tmp_path / "data").glob("*/*") if p.is_dir()]
     r = run_cli(*common, f"data.paths=[{dataset}]", "train.sim_calibration=shipped",
                 f"train.output={tmp_path / 'shipped'}", f"hydra.run.dir={tmp_path / 'r2'}")

@@ -17,7 +17,7 @@ from ckheur.metrics import pick_efficiency, selection_report, summarize
 from ckheur.families import get_family
 from ckheur.problems import ConvProblem, load_named_set
 from ckheur.stages import plain
-from conftest import ROOT, run_cli
+from conftest import ROOT, cut_forest, run_cli
 
 SHIPPED = ROOT / "models" / "grouped_conv_fwd_bf16_gfx950"
 ENGINE = get_engine("grouped_conv")
@@ -466,10 +466,9 @@ def test_shipped_model_reproduces_its_cv_metrics(tmp_path, ck_fwd_csv):
 
 
 def test_evaluate_writes_report_and_gate_fails_on_a_worse_model(small_model, tmp_path, ck_fwd_csv):
-    weak = tmp_path / "weak"
-    r = run_cli("stage=train", "op=fwd", f"data.paths=[{ck_fwd_csv}]", "train.calibration_iterations=100", "model.max_trees=1", "train.folds=2",
-                f"train.output={weak}", f"hydra.run.dir={tmp_path / 'tw'}")
-    assert r.returncode == 0, r.stderr
+    weak = tmp_path / "weak"  # the same model cut to its first tree: worse, without a training of its own
+    shutil.copytree(small_model, weak)
+    cut_forest(weak, 1)
     out = tmp_path / "ev"
     r = run_cli("stage=evaluate", "op=fwd", f"evaluate.model_dir={small_model}", f"data.eval_paths=[{ck_fwd_csv}]",
                 f"evaluate.baseline={small_model}", f"hydra.run.dir={out}")

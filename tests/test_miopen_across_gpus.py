@@ -96,7 +96,11 @@ def test_a_gpu_never_measured_is_served_by_the_nearest_bundle_or_the_model_acros
     assert arch_traits({"name": "gfx9xx", "wavefront_size": 64}) == {"matrix_cores": True, "wavefront_size": 64}
     assert traits_apart(load_arch("gfx1030"), load_arch("gfx90a")) == [
         "matrix cores (gfx1030: no matrix cores)", "wave 64 (gfx1030: wave 32)"]
-    _, named = served("arch=gfx908", model_dir=GPUS)
+    j908, named = served("arch=gfx908", model_dir=GPUS)
+    from ckheur.selection.predicting import serving
+
+    got = serving(j908, ROOT / "models")  # ``serving``: what predict, evaluate and export are given (one decision)
+    assert got.nearest == "gfx90a" and got.path.name == "miopen_fwd_fp32_gfx90a"
     assert "MODEL ACROSS GPUS, ranking for MI100 (gfx908, 120 CUs): MI100 (gfx908, 120 CUs) was NEVER MEASURED" \
         in named.label and "unmeasured" not in named.label and named.arch["name"] == "gfx908"
     (j50, s50), (j60, s60) = served("arch=gfx906"), served("arch=gfx906", "arch.num_cus=64")
@@ -141,7 +145,8 @@ def test_evaluate_and_export_serve_a_gpu_without_a_bundle_as_predict_does(gfx906
     """MI60 has no bundle: stage=evaluate scores the model across GPUs as predict serves it, instead
     of "not found"; stage=export writes the C package of that model for MI60 (its descriptors baked
     in, only its table's solvers). A GPU that shares the nearest bundle's matrix cores and wave size
-    (gfx908) is exported that bundle, as predict serves it (``serving``: one decision for both)."""
+    (gfx908) is exported that bundle, as predict serves it (``serving``: one decision for both;
+    checked in the test above, on the gfx908 job it composes)."""
     import json
 
     r = run_cli("stage=evaluate", "op=miopen/fwd", "op.dtype=fp32", "arch=gfx906", "arch.num_cus=64",
@@ -162,12 +167,7 @@ def test_evaluate_and_export_serve_a_gpu_without_a_bundle_as_predict_does(gfx906
     from ckheur.families.miopen.solvers import table_names
 
     assert not any(f'"{name}"' in source for name in set(table_names("fwd", "gfx942")) - set(table_names("fwd", "gfx906")))
-    from ckheur.job import Job
-    from ckheur.selection.predicting import serving
-    from ckheur.stages import compose_config
-
-    served = serving(Job.from_config(compose_config(["op=miopen/fwd", "op.dtype=fp32", "arch=gfx908"])), ROOT / "models")
-    assert served.nearest == "gfx90a" and served.path.name == "miopen_fwd_fp32_gfx90a"
+    # gfx908's ``serving`` (gfx90a's bundle, what export is given): checked in the test above, on its composed job
 
 
 def test_the_shipped_models_across_gpus_name_the_find_dbs_they_were_trained_on():

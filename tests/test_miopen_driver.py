@@ -82,11 +82,11 @@ def test_miopen_driver_output_is_parsed_in_every_direction(fake_driver):
 
 
 def test_tuning_a_network_through_miopen_driver_writes_its_measurements_as_the_user_find_db(fake_driver, tmp_path):
-    """stage=tune backend=miopen_driver with k = 3 over 20 layers, then export format=miopen_find_db:
+    """stage=tune backend=miopen_driver with k = 3 over 10 layers, then export format=miopen_find_db:
     every written entry is the fake driver's measurement (the find-db's time as MIOpenDriver prints
     it, %f, its workspace and algorithm), for exactly the solvers that ran; the tuned pick is the
     file's fastest on at least as many layers as the model's first choice; every driver run counted."""
-    problems = _problems("fwd", "fp16", 20)
+    problems = _problems("fwd", "fp16", 10)
     table = tmp_path / "layers.csv"
     with open(table, "w", newline="") as f:
         w = csv.DictWriter(f, FIELDS)

@@ -129,10 +129,12 @@ def test_shards_partition_a_set():
 
 
 def test_shard_config_applies(compose):
-    full = load_problem_set(plain(compose(["problems=smoke"]).problems), get_family("grouped_conv"))
-    parts = [load_problem_set(plain(compose(["problems=smoke", f"problems.shard.index={i}",
-                                             "problems.shard.count=3"]).problems), get_family("grouped_conv"))
-             for i in range(3)]
+    # One composition carries the shard options; the other shards are that node with another index.
+    node = plain(compose(["problems=smoke", "problems.shard.index=1", "problems.shard.count=3"]).problems)
+    assert (node["shard"]["index"], node["shard"]["count"]) == (1, 3)
+    full = load_problem_set({**node, "shard": {**node["shard"], "index": 0, "count": 1}}, get_family("grouped_conv"))
+    parts = [load_problem_set({**node, "shard": {**node["shard"], "index": i}} if i != 1 else node,
+                              get_family("grouped_conv")) for i in range(3)]
     assert sorted(p.key() for part in parts for p in part) == sorted(p.key() for p in full)
     assert all(parts)
 
