@@ -137,9 +137,10 @@ def test_what_ck_cannot_run_is_refused_with_what_to_train(ck_bundles, tmp_path):
 def test_evaluate_scores_ck_folders_beside_the_model(ck_bundles, ck_fwd_csv, tmp_path):
     """A CK folder scored as a baseline picks what its bundle picks: the same efficiency per problem."""
     bundle, folder = ck_bundles["fwd"]
-    r = run_cli("stage=evaluate", f"data.eval_paths=[{ck_fwd_csv}]", f"evaluate.model_dir={bundle}",
-                f"evaluate.ck_models=[{folder}]", "evaluate.plots=false", f"hydra.run.dir={tmp_path}")
-    assert r.returncode == 0, r.stderr
+    from ckheur.stages import run_overrides
+
+    run_overrides(["stage=evaluate", f"data.eval_paths=[{ck_fwd_csv}]", f"evaluate.model_dir={bundle}",
+                   f"evaluate.ck_models=[{folder}]", "evaluate.plots=false"], tmp_path, quiet=True)  # the stage alone
     m = json.loads((tmp_path / "metrics.json").read_text())
     ck = m["baselines"][f"CK model {folder}"]
     assert ck["n"] == m["problems_evaluated"] == 185 and ck["problems_it_could_not_rank"] == 0
@@ -220,16 +221,16 @@ def test_bagged_bundles_train_warm_start_and_rank(tmp_path):
 
     common = ["stage=train", "op=fwd", f"data.paths=[{REAL}]", "train.folds=2", "train.cluster_cv=false",
               "model.max_trees=20", "model.prior=none", "model.bagging_seeds=3"]
-    r = run_cli(*common, f"train.output={tmp_path / 'b'}", f"hydra.run.dir={tmp_path / 'r1'}")
-    assert r.returncode == 0, r.stderr
+    from ckheur.stages import run_overrides
+
+    run_overrides([*common, f"train.output={tmp_path / 'b'}"], tmp_path / "r1", quiet=True)  # the stage alone
     first = load_bundle(tmp_path / "b")
     cv = first.cv_metrics
     assert first.spec["bagging_seeds"] == 3 and cv["chosen"]["bagging"] == 3
     assert len(cv["candidates"][0]["best_iterations"]) == 2 * 3  # 2 folds x 3 members
     assert first.booster.num_trees() == 3 * cv["chosen"]["trees"]
-    r = run_cli(*common, f"train.warm_start={tmp_path / 'b'}", "train.warm_start_trees=5", "model.bagging_seeds=1",
-                f"train.output={tmp_path / 'w'}", f"hydra.run.dir={tmp_path / 'r2'}")
-    assert r.returncode == 0, r.stderr
+    run_overrides([*common, f"train.warm_start={tmp_path / 'b'}", "train.warm_start_trees=5", "model.bagging_seeds=1",
+                   f"train.output={tmp_path / 'w'}"], tmp_path / "r2", quiet=True)
     warm = load_bundle(tmp_path / "w")
     assert warm.spec["bagging_seeds"] == 3 and warm.booster.num_trees() == first.booster.num_trees() + 3 * 5
     sel = Selector.load(tmp_path / "w")
