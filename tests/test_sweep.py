@@ -25,19 +25,20 @@ def _ds(data: Path, name: str, op: str = "fwd") -> Path:
 
 
 def test_resume_measures_only_what_is_missing(tmp_path):
+    from ckheur.stages import run_overrides
+
+    # The stage alone (compose + run): resuming is the point, not the command line.
     args = ["stage=sweep", "problems=smoke", f"paths.data={tmp_path}/data"]
-    r = run_cli(*args, "problems.shard.count=2", "problems.shard.index=0", f"hydra.run.dir={tmp_path}/a")
-    assert r.returncode == 0, r.stderr
+    run_overrides([*args, "problems.shard.count=2", "problems.shard.index=0"], tmp_path / "a", quiet=True)
     first = len(read_dataset(_ds(tmp_path / "data", "smoke")))
     assert 0 < first < 600
-    r = run_cli(*args, f"hydra.run.dir={tmp_path}/b")
-    s = json.loads((tmp_path / "b" / "sweep_summary.json").read_text())
+    s = run_overrides(args, tmp_path / "b", quiet=True)
+    assert s == json.loads((tmp_path / "b" / "sweep_summary.json").read_text())
     assert s["pairs_skipped_existing"] == first and s["attempts"] == 600 - first
     df = read_dataset(_ds(tmp_path / "data", "smoke"), dedupe=False)
     assert len(df) == 600 and not df.duplicated([*CONV_FIELDS, "kernel"]).any()
     # overwrite keeps the old data aside instead of deleting it
-    r = run_cli(*args, "sweep.overwrite=true", "problems.shard.count=5", f"hydra.run.dir={tmp_path}/c")
-    assert r.returncode == 0, r.stderr
+    run_overrides([*args, "sweep.overwrite=true", "problems.shard.count=5"], tmp_path / "c", quiet=True)
     kept = list((tmp_path / "data" / "grouped_conv_fwd_bf16_gfx950").glob("smoke.parquet.replaced-*"))
     assert len(kept) == 1 and len(read_dataset(kept[0])) == 600
 
