@@ -52,21 +52,26 @@ def ck_bundles(tmp_path_factory):
     """CK-feature bundles of the three directions on the shipped real shapes: forward on their real
     measurements (relative), bwd_data (relative) and bwd_weight (regression_log) on the simulator's
     (backend sim, labeled so), each exported as a CK model folder."""
+    import contextlib
+    import io
+
+    from ckheur.stages import run_overrides
+
     root = tmp_path_factory.mktemp("ck")
     out = {}
     for op, model in (("fwd", []), ("bwd_data", []), ("bwd_weight", ["model.objective=regression_log"])):
         data = [f"data.paths=[{REAL}]"] if op == "fwd" else []
+        # The stages alone (compose + run, no command line): the CLI's own checks are the tests below.
         if op != "fwd":
-            r = run_cli("stage=sweep", f"op={op}", "problems=ck_gfx950_fwd", "op.ndims=[2]", f"paths.data={root / 'data'}",
-                        "sweep.progress=none", f"hydra.run.dir={root / ('s_' + op)}")
-            assert r.returncode == 0, r.stderr
-        r = run_cli("stage=train", f"op={op}", *QUICK, *model, *data, "problems=ck_gfx950_fwd", "op.ndims=[2]",
-                    f"paths.data={root / 'data'}", f"train.output={root / op}", f"hydra.run.dir={root / ('t_' + op)}")
-        assert r.returncode == 0, r.stderr
-        r = run_cli("stage=export", f"op={op}", "export.format=ck", f"export.model_dir={root / op}",
-                    f"export.output={root / ('ck_' + op)}", "export.check_problems=100", f"hydra.run.dir={root / ('e_' + op)}")
-        assert r.returncode == 0, r.stderr
-        assert "the same order as the Python selector on 100/100" in r.stdout
+            run_overrides(["stage=sweep", f"op={op}", "problems=ck_gfx950_fwd", "op.ndims=[2]",
+                           f"paths.data={root / 'data'}", "sweep.progress=none"], root / f"s_{op}", quiet=True)
+        run_overrides(["stage=train", f"op={op}", *QUICK, *model, *data, "problems=ck_gfx950_fwd", "op.ndims=[2]",
+                       f"paths.data={root / 'data'}", f"train.output={root / op}"], root / f"t_{op}", quiet=True)
+        printed = io.StringIO()
+        with contextlib.redirect_stdout(printed):
+            run_overrides(["stage=export", f"op={op}", "export.format=ck", f"export.model_dir={root / op}",
+                           f"export.output={root / ('ck_' + op)}", "export.check_problems=100"], root / f"e_{op}")
+        assert "the same order as the Python selector on 100/100" in printed.getvalue()
         out[op] = (root / op, root / f"ck_{op}")
     return out
 
@@ -109,7 +114,7 @@ def test_what_ck_cannot_run_is_refused_with_what_to_train(ck_bundles, tmp_path):
     r = run_cli("stage=export", "export.format=ck", f"export.output={tmp_path / 'a'}", f"hydra.run.dir={tmp_path / 'r1'}")
     assert r.returncode == 2 and "trained on ckheur's grouped_conv features" in r.stderr
     assert "features.engine=ck" in r.stderr and not (tmp_path / "a").exists()
-    r = run_cli("stage=train", "op=fwd", *QUICK, "model.objective=lambdarank", f"data.paths=[{REAL}]",
+    r = run_cli("stage=train", "op=fwd", *QUICK, "model.objective=lambdarank", "model.max_trees=5", f"data.paths=[{REAL}]",
                 f"train.output={tmp_path / 'rank'}", f"hydra.run.dir={tmp_path / 'r2'}")
     assert r.returncode == 0, r.stderr
     r = run_cli("stage=export", "export.format=ck", f"export.model_dir={tmp_path / 'rank'}",
@@ -132,9 +137,10 @@ def test_what_ck_cannot_run_is_refused_with_what_to_train(ck_bundles, tmp_path):
 def test_evaluate_scores_ck_folders_beside_the_model(ck_bundles, ck_fwd_csv, tmp_path):
     """A CK folder scored as a baseline picks what its bundle picks: the same efficiency per problem."""
     bundle, folder = ck_bundles["fwd"]
-    r = run_cli("stage=evaluate", f"data.eval_paths=[{ck_fwd_csv}]", f"evaluate.model_dir={bundle}",
-                f"evaluate.ck_models=[{folder}]", "evaluate.plots=false", f"hydra.run.dir={tmp_path}")
-    assert r.returncode == 0, r.stderr
+    from ckheur.stages import run_overrides
+
+    run_overrides(["stage=evaluate", f"data.eval_paths=[{ck_fwd_csv}]", f"evaluate.model_dir={bundle}",
+                   f"evaluate.ck_models=[{folder}]", "evaluate.plots=false"], tmp_path, quiet=True)  # the stage alone
     m = json.loads((tmp_path / "metrics.json").read_text())
     ck = m["baselines"][f"CK model {folder}"]
     assert ck["n"] == m["problems_evaluated"] == 185 and ck["problems_it_could_not_rank"] == 0
@@ -215,16 +221,16 @@ def test_bagged_bundles_train_warm_start_and_rank(tmp_path):
 
     common = ["stage=train", "op=fwd", f"data.paths=[{REAL}]", "train.folds=2", "train.cluster_cv=false",
               "model.max_trees=20", "model.prior=none", "model.bagging_seeds=3"]
-    r = run_cli(*common, f"train.output={tmp_path / 'b'}", f"hydra.run.dir={tmp_path / 'r1'}")
-    assert r.returncode == 0, r.stderr
+    from ckheur.stages import run_overrides
+
+    run_overrides([*common, f"train.output={tmp_path / 'b'}"], tmp_path / "r1", quiet=True)  # the stage alone
     first = load_bundle(tmp_path / "b")
     cv = first.cv_metrics
     assert first.spec["bagging_seeds"] == 3 and cv["chosen"]["bagging"] == 3
     assert len(cv["candidates"][0]["best_iterations"]) == 2 * 3  # 2 folds x 3 members
     assert first.booster.num_trees() == 3 * cv["chosen"]["trees"]
-    r = run_cli(*common, f"train.warm_start={tmp_path / 'b'}", "train.warm_start_trees=5", "model.bagging_seeds=1",
-                f"train.output={tmp_path / 'w'}", f"hydra.run.dir={tmp_path / 'r2'}")
-    assert r.returncode == 0, r.stderr
+    run_overrides([*common, f"train.warm_start={tmp_path / 'b'}", "train.warm_start_trees=5", "model.bagging_seeds=1",
+                   f"train.output={tmp_path / 'w'}"], tmp_path / "r2", quiet=True)
     warm = load_bundle(tmp_path / "w")
     assert warm.spec["bagging_seeds"] == 3 and warm.booster.num_trees() == first.booster.num_trees() + 3 * 5
     sel = Selector.load(tmp_path / "w")

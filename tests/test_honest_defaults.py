@@ -7,25 +7,26 @@ import sys
 from pathlib import Path
 
 from ckheur.data.dataset import read_dataset, write_part
-from conftest import ROOT, TINY, run_cli
+from conftest import ROOT, run_cli
+from test_devices import _tiny
 
 
 def _sim_tiny(tmp_path):
-    """A simulated sweep of three small problems; returns (config dir, dataset folder)."""
-    conf = tmp_path / "conf" / "problems"
-    conf.mkdir(parents=True)
-    (conf / "tiny.yaml").write_text(TINY)
-    r = run_cli(f"--config-dir={tmp_path / 'conf'}", "stage=sweep", "problems=tiny", "op.ndims=[2]",
-                f"paths.data={tmp_path}/data", f"hydra.run.dir={tmp_path}/sim")
-    assert r.returncode == 0, r.stderr
-    return tmp_path / "conf", tmp_path / "data" / "grouped_conv_fwd_bf16_gfx950" / "tiny.parquet"
+    """A simulated sweep of three small problems (the stage alone); returns the dataset folder."""
+    from ckheur.stages import run_overrides
+
+    run_overrides(["stage=sweep", *_tiny(), "op.ndims=[2]", f"paths.data={tmp_path}/data"], tmp_path / "sim",
+                  quiet=True)
+    return tmp_path / "data" / "grouped_conv_fwd_bf16_gfx950" / "tiny.parquet"
 
 
-def test_real_sweep_into_simulated_rows_is_refused_in_one_line(tmp_path):
-    confdir, ds = _sim_tiny(tmp_path)
+def test_real_rows_beside_simulated_ones_are_refused_by_sweep_and_train_in_one_line(tmp_path):
+    """A real sweep into simulated rows is refused; so is training on simulated beside measured
+    rows unless asked (one simulated sweep for both)."""
+    ds = _sim_tiny(tmp_path)
     before = len(read_dataset(ds, dedupe=False))
     bench = ROOT / "tests" / "data" / "fake_bench.py"
-    r = run_cli(f"--config-dir={confdir}", "stage=sweep", "problems=tiny", "op.ndims=[2]", "backend=command",
+    r = run_cli("stage=sweep", *_tiny(), "op.ndims=[2]", "backend=command",
                 f"backend.template={sys.executable} -S {bench} {{kernel}} {{N}}", "backend.regex='Elapsed: ([0-9.]+) us'",
                 "backend.time_unit=us", f"paths.data={tmp_path}/data", f"hydra.run.dir={tmp_path}/real")
     assert r.returncode == 2
@@ -35,9 +36,7 @@ def test_real_sweep_into_simulated_rows_is_refused_in_one_line(tmp_path):
     assert len(read_dataset(ds, dedupe=False)) == before  # nothing measured, nothing counted as measured
     # (a sweep of the same origin resumes: tests/test_sweep.py)
 
-
-def test_training_refuses_simulated_beside_measured_rows_unless_asked(tmp_path):
-    _, ds = _sim_tiny(tmp_path)
+    # Training on the simulated rows beside measured ones.
     real = read_dataset(ds)
     real["backend"] = "command"  # rows of other problems, as if a GPU had measured them: a second origin
     real["N"] += 1
@@ -100,14 +99,16 @@ def _check_figure(fig, *words: str) -> None:
 
 
 def test_evaluation_plots_fit_start_at_zero_and_say_what_they_show(tmp_path, monkeypatch):
-    r = run_cli("stage=sweep", "problems=smoke", "problems.shard.count=3", f"paths.data={tmp_path}/data",
-                f"hydra.run.dir={tmp_path}/sweep")  # a third of the smoke set: a few problems, every slice kind
-    assert r.returncode == 0, r.stderr
+    from ckheur.stages import run_overrides
+
+    # The stages alone (compose + run): the plots are the point, not the command line.
+    run_overrides(["stage=sweep", "problems=smoke", "problems.shard.count=3", f"paths.data={tmp_path}/data"],
+                  tmp_path / "sweep", quiet=True)  # a third of the smoke set: a few problems, every slice kind
     figs = _figures(monkeypatch)
-    r = run_cli("stage=evaluate", "evaluate.nearest_gpu=false", f"evaluate.model_dir={ROOT / 'models' / 'grouped_conv_fwd_bf16_gfx950'}",
-                f"data.eval_paths=[{tmp_path}/data/grouped_conv_fwd_bf16_gfx950/smoke.parquet]",
-                f"hydra.run.dir={tmp_path}/eval")
-    assert r.returncode == 0, r.stderr
+    run_overrides(["stage=evaluate", "evaluate.nearest_gpu=false",
+                   f"evaluate.model_dir={ROOT / 'models' / 'grouped_conv_fwd_bf16_gfx950'}",
+                   f"data.eval_paths=[{tmp_path}/data/grouped_conv_fwd_bf16_gfx950/smoke.parquet]"],
+                  tmp_path / "eval", quiet=True)
     assert set(figs) == {"efficiency_cdf.png", "predicted_vs_measured.png", "slices.png"}
     for name, fig in figs.items():
         _check_figure(fig, "grouped_conv/fwd bf16 on gfx950", "SIMULATED data")

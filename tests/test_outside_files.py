@@ -152,20 +152,33 @@ def test_decompression_stops_at_the_cap(tmp_path, suffix):
         read_compressed(path, 3 << 20)
 
 
+def _import_options() -> dict:
+    """The op and arch stage=import passes by default (grouped_conv fwd bf16 on gfx950)."""
+    from ckheur.stages import compose_config, plain
+
+    cfg = compose_config(["stage=import"])
+    return {"op": plain(cfg.op), "arch": plain(cfg.arch)}
+
+
 def test_compressed_find_dbs_and_csvs_are_refused_beyond_the_cap_in_one_line(tmp_path, low_caps):
     """stage=import of a bz2 find-db and of a gzipped CK CSV that expand past the cap: one line
     naming the file and the cap, nothing written; the find-db tier reads through the same cap."""
+    from ckheur.data.importing import import_file
+    from ckheur.errors import UserError
     from ckheur.integrations.miopen.find_db import read_find_db
 
     fdb = _bomb(tmp_path / "gfx942130.HIP.fdb.txt.bz2", 2 << 20, (FWD_LINE + "\n").encode())
     header = b"kernel,problem_idx,N,C,K,G,Hi,Wi,Y,X,stride_h,stride_w,pad_h,pad_w,latency_ms,tflops,non_zero\n"
     csv = _bomb(tmp_path / "sweep.csv.gz", 2 << 20, header)
-    for src in (fdb, csv):
-        r = run_cli("stage=import", f"import.path={src}", f"paths.data={tmp_path / 'data'}",
-                    f"hydra.run.dir={tmp_path / ('r' + src.name)}")
-        errors = [ln for ln in r.stderr.splitlines() if ln.startswith("error:")]
-        assert r.returncode == 2 and "Traceback" not in r.stderr, r.stderr[-2000:]
-        assert len(errors) == 1 and src.name in errors[0] and low_caps in errors[0], r.stderr[-2000:]
+    r = run_cli("stage=import", f"import.path={fdb}", f"paths.data={tmp_path / 'data'}",
+                f"hydra.run.dir={tmp_path / 'r'}")
+    errors = [ln for ln in r.stderr.splitlines() if ln.startswith("error:")]
+    assert r.returncode == 2 and "Traceback" not in r.stderr, r.stderr[-2000:]
+    assert len(errors) == 1 and fdb.name in errors[0] and low_caps in errors[0], r.stderr[-2000:]
+    # The CSV as stage=import imports it (its one-line exit 2 is the command line's for any UserError).
+    with pytest.raises(UserError) as e:
+        import_file(csv, data_root=tmp_path / "data", **_import_options(), log=lambda _: None)
+    assert "\n" not in str(e.value) and csv.name in str(e.value) and low_caps in str(e.value)
     assert not (tmp_path / "data").exists() or not any((tmp_path / "data").rglob("*.parquet"))
     with pytest.raises(ValueError, match=low_caps):
         read_find_db(fdb)
@@ -249,12 +262,11 @@ def test_a_user_find_db_imports_like_a_system_one(tmp_path):
     """stage=import of MIOpen's user find-db (<arch><CUs>.HIP.<version>.ufdb.txt): one dataset per
     direction and dtype, its rows the file's times."""
     from ckheur.data.dataset import read_dataset
+    from ckheur.data.importing import import_file
 
     lines = _lines(200)
     fdb = _fdb(tmp_path, *lines, name=USER_FDB)
-    r = run_cli("stage=import", f"import.path={fdb}", f"paths.data={tmp_path / 'data'}",
-                f"hydra.run.dir={tmp_path / 'r'}")
-    assert r.returncode == 0, r.stderr[-2000:]
+    import_file(fdb, data_root=tmp_path / "data", **_import_options(), log=lambda _: None)  # as stage=import does
     got = read_dataset(tmp_path / "data" / "miopen_fwd_fp16_gfx942" / "gfx942130.parquet")
     assert len(got) and set(got["status"]) == {"ok", "censored"} and (got["host"] == f"import:{USER_FDB}").all()
 

@@ -17,54 +17,39 @@ import pytest
 from ckheur.data.dataset import COLUMNS, DatasetError, read_dataset, write_part
 from ckheur.integrations.ck.tile_engine_csv import read_ck_csv
 from ckheur.problems import CONV_FIELDS
-from conftest import ROOT, TINY, run_cli
+from conftest import ROOT, run_cli
+from test_devices import _tiny
 
 def _ds(data: Path, name: str, op: str = "fwd") -> Path:
     return data / f"grouped_conv_{op}_bf16_gfx950" / f"{name}.parquet"
 
 
-def test_sim_sweep_writes_versioned_dataset(tmp_path):
-    r = run_cli("stage=sweep", "problems=smoke", f"paths.data={tmp_path}/data", f"hydra.run.dir={tmp_path}/run")
-    assert r.returncode == 0, r.stderr
-    df = read_dataset(_ds(tmp_path / "data", "smoke"))
-    assert list(df.columns) == list(COLUMNS)
-    assert len(df) == 600 and (df.status == "ok").all() and (df.backend == "sim").all()
-    assert df.schema_version.unique().tolist() == [3] and (df.workspace_bytes == -1).all()  # sim: no workspace measured
-    assert (df.device_cus == 256).all()  # the measuring device: gfx950's 256 CUs
-    # tflops is derived from the problem's FLOPs and the latency.
-    from ckheur.problems import problem_from_dict
-    row = df.iloc[7]
-    p = problem_from_dict({c: row[c] for c in CONV_FIELDS})
-    assert row.tflops == pytest.approx(p.flops / (row.latency_ms * 1e-3) / 1e12)
-    summary = json.loads((tmp_path / "run" / "sweep_summary.json").read_text())
-    assert summary["by_status"] == {"ok": 600} and summary["attempts"] == 600
-
-
 def test_resume_measures_only_what_is_missing(tmp_path):
+    from ckheur.stages import run_overrides
+
+    # The stage alone (compose + run): resuming is the point, not the command line.
     args = ["stage=sweep", "problems=smoke", f"paths.data={tmp_path}/data"]
-    r = run_cli(*args, "problems.shard.count=2", "problems.shard.index=0", f"hydra.run.dir={tmp_path}/a")
-    assert r.returncode == 0, r.stderr
+    run_overrides([*args, "problems.shard.count=2", "problems.shard.index=0"], tmp_path / "a", quiet=True)
     first = len(read_dataset(_ds(tmp_path / "data", "smoke")))
     assert 0 < first < 600
-    r = run_cli(*args, f"hydra.run.dir={tmp_path}/b")
-    s = json.loads((tmp_path / "b" / "sweep_summary.json").read_text())
+    s = run_overrides(args, tmp_path / "b", quiet=True)
+    assert s == json.loads((tmp_path / "b" / "sweep_summary.json").read_text())
     assert s["pairs_skipped_existing"] == first and s["attempts"] == 600 - first
     df = read_dataset(_ds(tmp_path / "data", "smoke"), dedupe=False)
     assert len(df) == 600 and not df.duplicated([*CONV_FIELDS, "kernel"]).any()
     # overwrite keeps the old data aside instead of deleting it
-    r = run_cli(*args, "sweep.overwrite=true", "problems.shard.count=5", f"hydra.run.dir={tmp_path}/c")
-    assert r.returncode == 0, r.stderr
+    run_overrides([*args, "sweep.overwrite=true", "problems.shard.count=5"], tmp_path / "c", quiet=True)
     kept = list((tmp_path / "data" / "grouped_conv_fwd_bf16_gfx950").glob("smoke.parquet.replaced-*"))
     assert len(kept) == 1 and len(read_dataset(kept[0])) == 600
 
 
-def test_sigkill_loses_at_most_the_batch_in_flight(tmp_path, confdir):
+def test_sigkill_loses_at_most_the_batch_in_flight(tmp_path):
     """A slow command backend is killed mid-sweep; the rerun measures only what is missing."""
     bench = ROOT / "tests" / "data" / "fake_bench.py"
-    args = [f"--config-dir={confdir}", "stage=sweep", "problems=tiny",
+    args = ["stage=sweep", *_tiny(),
             "backend=command", f"backend.template={sys.executable} -S {bench} {{kernel}} {{N}} 0.05",
             "backend.regex='Elapsed: ([0-9.]+) us'", "backend.time_unit=us", "backend.batch_pairs=3",
-            f"paths.data={tmp_path}/data", "op.ndims=[2]"]
+            f"paths.data={tmp_path}/data", "op.ndims=[2]", "kernels.filter=\"tile_k == 128\""]  # 12 kernels
     proc = subprocess.Popen([sys.executable, str(ROOT / "run.py"), *args, f"hydra.run.dir={tmp_path}/a"], cwd=ROOT,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True)
     ds = _ds(tmp_path / "data", "tiny")
@@ -74,30 +59,30 @@ def test_sigkill_loses_at_most_the_batch_in_flight(tmp_path, confdir):
     os.killpg(proc.pid, signal.SIGKILL)
     proc.wait()
     saved = read_dataset(ds, dedupe=False)
-    assert 0 < len(saved) < 90 and len(saved) % 3 == 0  # whole batches only
+    assert 0 < len(saved) < 36 and len(saved) % 3 == 0  # whole batches only
     # A batch killed mid-write leaves at most a temporary file, which readers never take as a part.
     (ds / ".tmp-part-killed.parquet").write_bytes(b"PAR1 half written")
     assert len(read_dataset(ds, dedupe=False)) == len(saved)
     r = run_cli(*args, f"hydra.run.dir={tmp_path}/b")
     assert r.returncode == 0, r.stderr
     s = json.loads((tmp_path / "b" / "sweep_summary.json").read_text())
-    assert s["pairs_skipped_existing"] == len(saved) and s["attempts"] == 90 - len(saved)
+    assert s["pairs_skipped_existing"] == len(saved) and s["attempts"] == 36 - len(saved)
     df = read_dataset(ds)
-    assert len(df) == 90
+    assert len(df) == 36
     # compv4 kernels fail in the fake benchmark: recorded with the reason, never dropped
     failed = df[df.pipeline == "compv4"]
     assert (failed.status == "failed").all() and failed.error.str.contains("launch failed").all()
     assert (df[df.pipeline != "compv4"].status == "ok").all()
 
 
-def test_hip_backend_worker_records_crashes_hangs_and_wrong_results(tmp_path, confdir):
+def test_hip_backend_worker_records_crashes_hangs_and_wrong_results(tmp_path):
     cc = shutil.which("cc") or shutil.which("gcc")
     if not cc:
         pytest.skip("no C compiler to build the test kernel library")
     lib = tmp_path / "libtest.so"
     subprocess.run([cc, "-O2", "-shared", "-fPIC", f"-I{ROOT / 'ckheur' / 'backends'}",
                     str(ROOT / "tests" / "data" / "test_kernels.c"), "-o", str(lib)], check=True)
-    r = run_cli(f"--config-dir={confdir}", "stage=sweep", "problems=tiny", "problems.shard.count=3",
+    r = run_cli("stage=sweep", *_tiny(), "problems.shard.count=3",
                 "backend=hip", "backend.memory=host", f"backend.library={lib}", "backend.timeout_s=2",
                 "backend.repeat=5", "backend.warmup=1", "op.ndims=[2]",
                 "kernels.filter=\"pipeline == 'compv3' and tile_k == 64\"",
@@ -112,14 +97,31 @@ def test_hip_backend_worker_records_crashes_hangs_and_wrong_results(tmp_path, co
         assert st(tile).status == "ok" and st(tile).latency_ms > 0 and st(tile)["repeat"] == 5
 
 
-def test_ck_csv_import_equals_source_rows(tmp_path, ck_fwd_csv):
+def _import(tmp_path, path, *extra, run="run"):
+    return run_cli("stage=import", f"import.path={path}", "arch=gfx950", f"paths.data={tmp_path}/data",
+                   f"hydra.run.dir={tmp_path}/{run}", *extra)
+
+
+def _one_error(r, *needles):
+    """Exit 2, one error line naming what is wrong, no traceback."""
+    assert r.returncode == 2, (r.returncode, r.stdout[-500:], r.stderr[-2000:])
+    assert "Traceback" not in r.stderr
+    for n in needles:
+        assert n in r.stderr, (n, r.stderr)
+
+
+def test_ck_csv_import_equals_source_rows_and_is_idempotent_by_content(tmp_path, ck_fwd_csv):
+    """The import holds one row per (problem, kernel) pair of the source, the median of its repeats.
+    Latencies edited in place (same name, same row count) are never kept stale: the import is
+    refused with a message, and import.overwrite=true brings the new numbers (old kept aside)."""
     import pandas as pd
 
+    csv = tmp_path / "sweep.csv"
+    shutil.copyfile(ck_fwd_csv, csv)
     src = pd.read_csv(ck_fwd_csv)
-    r = run_cli("stage=import", f"import.path={ck_fwd_csv}", "arch=gfx950", f"paths.data={tmp_path}/data",
-                f"hydra.run.dir={tmp_path}/run")
+    r = _import(tmp_path, csv)
     assert r.returncode == 0, r.stderr
-    ds = _ds(tmp_path / "data", ck_fwd_csv.stem)
+    ds = _ds(tmp_path / "data", "sweep")
     df = read_dataset(ds, dedupe=False)
     # The file measures 3 shapes twice (lines 962-1021 and 2982-3041): one row per pair, the median
     # of its repeats, their range as the spread; the message names the lines.
@@ -137,42 +139,15 @@ def test_ck_csv_import_equals_source_rows(tmp_path, ck_fwd_csv):
     assert once.sum() == 3640 and (np.abs(df.tflops[once] / first.tflops[once] - 1) < 1e-9).all()
     for c in ("N", "C", "K", "Hi", "Wi", "Y", "X", "stride_h", "pad_w"):
         assert (df[c].to_numpy() == first[c].to_numpy()).all()
-    # Importing again adds nothing.
-    r = run_cli("stage=import", f"import.path={ck_fwd_csv}", f"paths.data={tmp_path}/data", f"hydra.run.dir={tmp_path}/r2")
-    assert r.returncode == 0 and len(read_dataset(ds, dedupe=False)) == 3700
-
-
-def _import(tmp_path, path, *extra, run="run"):
-    return run_cli("stage=import", f"import.path={path}", "arch=gfx950", f"paths.data={tmp_path}/data",
-                   f"hydra.run.dir={tmp_path}/{run}", *extra)
-
-
-def _one_error(r, *needles):
-    """Exit 2, one error line naming what is wrong, no traceback."""
-    assert r.returncode == 2, (r.returncode, r.stdout[-500:], r.stderr[-2000:])
-    assert "Traceback" not in r.stderr
-    for n in needles:
-        assert n in r.stderr, (n, r.stderr)
-
-
-def test_ck_csv_import_is_idempotent_by_content(tmp_path, ck_fwd_csv):
-    """Latencies edited in place (same name, same row count) are never kept stale: the import is
-    refused with a message, and import.overwrite=true brings the new numbers (old kept aside)."""
-    import pandas as pd
-
-    csv = tmp_path / "sweep.csv"
-    src = pd.read_csv(ck_fwd_csv)
-    src.to_csv(csv, index=False)
-    r = _import(tmp_path, csv)
-    assert r.returncode == 0, r.stderr
     # Defaults applied to missing columns are said, one line each.
     for col in ("dilation_h", "dilation_w", "Di", "Z", "stride_d", "pad_d", "dilation_d"):
         assert f"has no column {col}: every row takes {col}=" in r.stdout
-    ds = _ds(tmp_path / "data", "sweep")
-    before = read_dataset(ds, dedupe=False)
-    assert len(before) == 3700 and np.allclose(np.sort(before.latency_ms), np.sort(read_ck_csv(ck_fwd_csv).latency_ms))
+    before = df
+    assert np.allclose(np.sort(before.latency_ms), np.sort(read_ck_csv(ck_fwd_csv).latency_ms))
+    # Importing again adds nothing.
     r = _import(tmp_path, csv, run="r1")
     assert r.returncode == 0 and "already holds this file" in r.stdout
+    assert len(read_dataset(ds, dedupe=False)) == 3700
     edited = src.copy()
     edited["latency_ms"] *= 2
     edited.to_csv(csv, index=False)
@@ -301,11 +276,8 @@ def test_current_ck_csv_form_with_3d_columns(tmp_path):
 
 
 def test_replay_serves_real_data_and_marks_missing(tmp_path, ck_fwd_csv):
-    conf = tmp_path / "conf" / "problems"
-    conf.mkdir(parents=True)
-    (conf / "real.yaml").write_text(TINY.replace("name: tiny", "name: real").split("sources:")[0]
-                                    + f"sources:\n  - {{kind: csv, path: {ck_fwd_csv}}}\n")
-    r = run_cli(f"--config-dir={tmp_path / 'conf'}", "stage=sweep", "problems=real", "backend=replay",
+    r = run_cli("stage=sweep", "problems.name=real", f"problems.sources=[{{kind:csv,path:{ck_fwd_csv}}}]",
+                "backend=replay",
                 f"backend.paths=[{ck_fwd_csv}]", "op.ndims=[2]", f"paths.data={tmp_path}/data",
                 f"hydra.run.dir={tmp_path}/run")
     assert r.returncode == 0, r.stderr
@@ -356,15 +328,31 @@ def test_sim_calibration_on_real_data(ck_fwd_csv):
     assert r["mean_eff_sim_pick"] > r["best_fixed_kernel_eff"] + 0.05
 
 
-def test_two_shard_multirun_with_joblib_merges(tmp_path):
+def test_sim_sweep_writes_versioned_dataset_and_two_shard_joblib_multirun_merges_to_it(tmp_path):
+    """One unsharded sim sweep writes a versioned dataset; the same sweep as a two-shard joblib
+    multirun merges into the same rows and numbers (same seed, any sharding)."""
+    r = run_cli("stage=sweep", "problems=smoke", f"paths.data={tmp_path}/full", f"hydra.run.dir={tmp_path}/one")
+    assert r.returncode == 0, r.stderr
+    full = read_dataset(_ds(tmp_path / "full", "smoke"))
+    df = full
+    assert list(df.columns) == list(COLUMNS)
+    assert len(df) == 600 and (df.status == "ok").all() and (df.backend == "sim").all()
+    assert df.schema_version.unique().tolist() == [3] and (df.workspace_bytes == -1).all()  # sim: no workspace measured
+    assert (df.device_cus == 256).all()  # the measuring device: gfx950's 256 CUs
+    # tflops is derived from the problem's FLOPs and the latency.
+    from ckheur.problems import problem_from_dict
+    row = df.iloc[7]
+    p = problem_from_dict({c: row[c] for c in CONV_FIELDS})
+    assert row.tflops == pytest.approx(p.flops / (row.latency_ms * 1e-3) / 1e12)
+    summary = json.loads((tmp_path / "one" / "sweep_summary.json").read_text())
+    assert summary["by_status"] == {"ok": 600} and summary["attempts"] == 600
+
     pytest.importorskip("hydra_plugins.hydra_joblib_launcher", reason='needs pip install "ckheur[cluster]"')
     r = run_cli("-m", "hydra/launcher=joblib", "hydra.launcher.n_jobs=2", "stage=sweep", "problems=smoke",
                 "problems.shard.count=2", "problems.shard.index=0,1", f"paths.data={tmp_path}/data",
                 f"hydra.sweep.dir={tmp_path}/multi")
     assert r.returncode == 0, r.stderr
     merged = read_dataset(_ds(tmp_path / "data", "smoke"))
-    r = run_cli("stage=sweep", "problems=smoke", f"paths.data={tmp_path}/full", f"hydra.run.dir={tmp_path}/one")
-    full = read_dataset(_ds(tmp_path / "full", "smoke"))
     key = [*CONV_FIELDS, "kernel"]
     assert len(merged) == len(full) == 600
     a = merged.sort_values(key).reset_index(drop=True)
