@@ -44,7 +44,7 @@ def session_caches(tmp_path_factory):
 
 
 # A small problem set of three convolutions (a padded 3x3, a grouped 1x1, a strided 3x3) as a
-# problems config: the sweep tests' (test_sweep: 90 pairs on gfx950 2D), through ``confdir``.
+# problems config: the sweep tests' (``tiny_overrides``), and a user's config folder's (``confdir``).
 TINY = """defaults:
   - /schema/problems@_here_: problems
   - _self_
@@ -56,6 +56,17 @@ sources:
       - {N: 2, C: 16, K: 8, G: 2, Hi: 4, Wi: 6, Y: 1, X: 1}
       - {N: 1, C: 8, K: 16, Hi: 6, Wi: 6, Y: 3, X: 3, stride_h: 2, stride_w: 2}
 """
+
+
+def tiny_overrides() -> tuple[str, str]:
+    """``TINY`` as command-line overrides (problems.name, problems.sources): the same set without
+    --config-dir, whose extra Hydra composition every run would pay (``confdir`` is for the tests
+    of a user's own config folder)."""
+    import yaml
+
+    problems = yaml.safe_load(TINY)["sources"][0]["problems"]
+    inline = ",".join("{" + ",".join(f"{k}:{v}" for k, v in p.items()) + "}" for p in problems)
+    return "problems.name=tiny", f"problems.sources=[{{kind:inline,problems:[{inline}]}}]"
 
 
 @pytest.fixture

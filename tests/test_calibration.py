@@ -131,8 +131,8 @@ def test_train_recalibrates_per_fold_on_the_calibration_data_and_can_choose_the_
     from ckheur.config import load_option
     from ckheur.data.importing import import_file
 
-    import_file(ck_fwd_csv, data_root=tmp_path / "data", op=load_option("op/grouped_conv/fwd"),  # what stage=import does
-                arch=load_option("arch/gfx950"), log=lambda _: None)
+    import_file(ck_fwd_csv, data_root=tmp_path / "data", op=load_option("op/grouped_conv/fwd"),
+                arch=load_option("arch/gfx950"), log=lambda _: None)  # what stage=import does
     (dataset,) = [p for p in (tmp_path / "data").glob("*/*") if p.is_dir()]
     r = run_cli(*common, f"data.paths=[{dataset}]", "train.sim_calibration=shipped",
                 f"train.output={tmp_path / 'shipped'}", f"hydra.run.dir={tmp_path / 'r2'}")

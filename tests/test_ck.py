@@ -114,8 +114,8 @@ def test_what_ck_cannot_run_is_refused_with_what_to_train(ck_bundles, tmp_path):
     r = run_cli("stage=export", "export.format=ck", f"export.output={tmp_path / 'a'}", f"hydra.run.dir={tmp_path / 'r1'}")
     assert r.returncode == 2 and "trained on ckheur's grouped_conv features" in r.stderr
     assert "features.engine=ck" in r.stderr and not (tmp_path / "a").exists()
-    r = run_cli("stage=train", "op=fwd", *QUICK, "model.objective=lambdarank", "model.max_trees=5", f"data.paths=[{REAL}]",
-                f"train.output={tmp_path / 'rank'}", f"hydra.run.dir={tmp_path / 'r2'}")
+    r = run_cli("stage=train", "op=fwd", *QUICK, "model.objective=lambdarank", "model.max_trees=5",
+                f"data.paths=[{REAL}]", f"train.output={tmp_path / 'rank'}", f"hydra.run.dir={tmp_path / 'r2'}")
     assert r.returncode == 0, r.stderr
     r = run_cli("stage=export", "export.format=ck", f"export.model_dir={tmp_path / 'rank'}",
                 f"export.output={tmp_path / 'b'}", f"hydra.run.dir={tmp_path / 'r3'}")

@@ -57,6 +57,14 @@ def test_multirun_over_ops(tmp_path):
     assert r.stdout.count("Kernel pool: 40 legal") == 2 and r.stdout.count("Kernel pool: 60 legal") == 1
 
 
+def test_a_problem_set_in_the_users_own_config_folder(tmp_path, confdir):
+    """--config-dir adds a user's config folder: its problems/tiny.yaml (on the packaged schema) is
+    a problem set like the shipped ones (and the run mode is Hydra's own reading there)."""
+    r = run_cli(f"--config-dir={confdir}", "problems=tiny", "list.count_only=true", f"hydra.run.dir={tmp_path / 'r'}")
+    assert r.returncode == 0, r.stderr
+    assert "Problem set tiny: 3 problems (2d: 3)" in r.stdout
+
+
 def test_hydra_mode_is_read_without_composing_where_nothing_can_set_it_and_multiruns_nested_ops(tmp_path):
     """cli.main skips Hydra's composition that only reads hydra.mode unless an argument can set it:
     no packaged config sets it, Hydra's own reading agrees, and hydra.mode=MULTIRUN still multiruns

@@ -12,23 +12,13 @@ from collections import Counter
 
 import pytest
 
-from conftest import TINY, run_cli
+from conftest import run_cli, tiny_overrides
 
 MI250X, MI210 = "MI250X (gfx90a, 110 CUs)", "MI210 (gfx90a, 104 CUs)"  # gfx90a's own device, its devices entry
 
 
-def _tiny() -> tuple[str, str]:
-    """conftest's tiny problem set as overrides (problems.name, problems.sources): no --config-dir,
-    whose extra Hydra composition every run would pay."""
-    import yaml
-
-    problems = yaml.safe_load(TINY)["sources"][0]["problems"]
-    inline = ",".join("{" + ",".join(f"{k}:{v}" for k, v in p.items()) + "}" for p in problems)
-    return "problems.name=tiny", f"problems.sources=[{{kind:inline,problems:[{inline}]}}]"
-
-
 def _sweep(tmp_path, *device, run="r"):
-    r = run_cli("stage=sweep", *_tiny(), "arch=gfx90a", *device,
+    r = run_cli("stage=sweep", *tiny_overrides(), "arch=gfx90a", *device,
                 f"paths.data={tmp_path / 'data'}", f"hydra.run.dir={tmp_path / run}")
     assert r.returncode == 0, r.stderr
     return json.loads((tmp_path / run / "sweep_summary.json").read_text())

@@ -7,15 +7,14 @@ import sys
 from pathlib import Path
 
 from ckheur.data.dataset import read_dataset, write_part
-from conftest import ROOT, run_cli
-from test_devices import _tiny
+from conftest import ROOT, run_cli, tiny_overrides
 
 
 def _sim_tiny(tmp_path):
     """A simulated sweep of three small problems (the stage alone); returns the dataset folder."""
     from ckheur.stages import run_overrides
 
-    run_overrides(["stage=sweep", *_tiny(), "op.ndims=[2]", f"paths.data={tmp_path}/data"], tmp_path / "sim",
+    run_overrides(["stage=sweep", *tiny_overrides(), "op.ndims=[2]", f"paths.data={tmp_path}/data"], tmp_path / "sim",
                   quiet=True)
     return tmp_path / "data" / "grouped_conv_fwd_bf16_gfx950" / "tiny.parquet"
 
@@ -26,7 +25,7 @@ def test_real_rows_beside_simulated_ones_are_refused_by_sweep_and_train_in_one_l
     ds = _sim_tiny(tmp_path)
     before = len(read_dataset(ds, dedupe=False))
     bench = ROOT / "tests" / "data" / "fake_bench.py"
-    r = run_cli("stage=sweep", *_tiny(), "op.ndims=[2]", "backend=command",
+    r = run_cli("stage=sweep", *tiny_overrides(), "op.ndims=[2]", "backend=command",
                 f"backend.template={sys.executable} -S {bench} {{kernel}} {{N}}", "backend.regex='Elapsed: ([0-9.]+) us'",
                 "backend.time_unit=us", f"paths.data={tmp_path}/data", f"hydra.run.dir={tmp_path}/real")
     assert r.returncode == 2

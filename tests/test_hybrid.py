@@ -158,8 +158,8 @@ WRITER = textwrap.dedent("""
     def write(db, start, stop):
         sel = Selector.load("{model}", tuning_db=db, create_tuning_db=True)
         m = measure_function({{"name": "replay", "paths": ["{real}"], "batch_pairs": 100}},
-                             {{"family": "grouped_conv", "direction": "fwd", "dtype": "bf16"}}, load_option("arch/gfx950"),
-                             sel.kernels)
+                             {{"family": "grouped_conv", "direction": "fwd", "dtype": "bf16"}},
+                             load_option("arch/gfx950"), sel.kernels)
         for p in dedupe(read_csv("{csv}", get_family("grouped_conv")))[start:stop]:
             sel.select(p, measure=m, k=2)
 

@@ -17,8 +17,7 @@ import pytest
 from ckheur.data.dataset import COLUMNS, DatasetError, read_dataset, write_part
 from ckheur.integrations.ck.tile_engine_csv import read_ck_csv
 from ckheur.problems import CONV_FIELDS
-from conftest import ROOT, run_cli
-from test_devices import _tiny
+from conftest import ROOT, run_cli, tiny_overrides
 
 def _ds(data: Path, name: str, op: str = "fwd") -> Path:
     return data / f"grouped_conv_{op}_bf16_gfx950" / f"{name}.parquet"
@@ -46,7 +45,7 @@ def test_resume_measures_only_what_is_missing(tmp_path):
 def test_sigkill_loses_at_most_the_batch_in_flight(tmp_path):
     """A slow command backend is killed mid-sweep; the rerun measures only what is missing."""
     bench = ROOT / "tests" / "data" / "fake_bench.py"
-    args = ["stage=sweep", *_tiny(),
+    args = ["stage=sweep", *tiny_overrides(),
             "backend=command", f"backend.template={sys.executable} -S {bench} {{kernel}} {{N}} 0.05",
             "backend.regex='Elapsed: ([0-9.]+) us'", "backend.time_unit=us", "backend.batch_pairs=3",
             f"paths.data={tmp_path}/data", "op.ndims=[2]", "kernels.filter=\"tile_k == 128\""]  # 12 kernels
@@ -82,7 +81,7 @@ def test_hip_backend_worker_records_crashes_hangs_and_wrong_results(tmp_path):
     lib = tmp_path / "libtest.so"
     subprocess.run([cc, "-O2", "-shared", "-fPIC", f"-I{ROOT / 'ckheur' / 'backends'}",
                     str(ROOT / "tests" / "data" / "test_kernels.c"), "-o", str(lib)], check=True)
-    r = run_cli("stage=sweep", *_tiny(), "problems.shard.count=3",
+    r = run_cli("stage=sweep", *tiny_overrides(), "problems.shard.count=3",
                 "backend=hip", "backend.memory=host", f"backend.library={lib}", "backend.timeout_s=2",
                 "backend.repeat=5", "backend.warmup=1", "op.ndims=[2]",
                 "kernels.filter=\"pipeline == 'compv3' and tile_k == 64\"",
