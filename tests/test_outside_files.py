@@ -153,11 +153,11 @@ def test_decompression_stops_at_the_cap(tmp_path, suffix):
 
 
 def _import_options() -> dict:
-    """The op and arch stage=import passes by default (grouped_conv fwd bf16 on gfx950)."""
-    from ckheur.stages import compose_config, plain
+    """The op and arch stage=import passes by default (grouped_conv fwd bf16 on gfx950), as the
+    other import tests give them."""
+    from ckheur.config import load_option
 
-    cfg = compose_config(["stage=import"])
-    return {"op": plain(cfg.op), "arch": plain(cfg.arch)}
+    return {"op": load_option("op/grouped_conv/fwd"), "arch": load_option("arch/gfx950")}
 
 
 def test_compressed_find_dbs_and_csvs_are_refused_beyond_the_cap_in_one_line(tmp_path, low_caps):
