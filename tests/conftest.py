@@ -119,6 +119,16 @@ def miopen_slices(tmp_path_factory) -> Path:
     return data
 
 
+def import_as_stage(path: Path, data_root: Path, **kw) -> dict:
+    """What stage=import does with ``path`` and its default op and arch (grouped_conv fwd bf16 on
+    gfx950): ``import_file``, without the command line (for tests whose point is not the CLI)."""
+    from ckheur.config import load_option
+    from ckheur.data.importing import import_file
+
+    return import_file(path, data_root=data_root, op=load_option("op/grouped_conv/fwd"),
+                       arch=load_option("arch/gfx950"), log=lambda _: None, **kw)
+
+
 def cut_forest(folder: Path, trees: int) -> None:
     """Rewrite the ranking model of a bundle folder (a test's copy) as its first ``trees`` trees, for
     tests whose behaviour does not depend on the forest's size (reading, checking and exporting whole

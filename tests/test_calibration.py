@@ -108,7 +108,7 @@ def test_train_recalibrates_per_fold_on_the_calibration_data_and_can_choose_the_
     honest, choosable) or, with train.sim_calibration=shipped, marked leaky and never chosen."""
     import json
 
-    from conftest import run_cli
+    from conftest import import_as_stage, run_cli
 
     common = ["stage=train", "op=fwd", "arch=gfx950", "model.max_trees=40", "train.folds=3", "train.cluster_cv=false",
               "train.seeds=1", "train.compare=[relative]", "train.calibration_iterations=30"]
@@ -128,11 +128,7 @@ def test_train_recalibrates_per_fold_on_the_calibration_data_and_can_choose_the_
     assert r.returncode == 2 and "train.screen=true: a model with an analytic prior" in r.stderr
     assert "Traceback" not in r.stderr and not (tmp_path / "screen").exists()
 
-    from ckheur.config import load_option
-    from ckheur.data.importing import import_file
-
-    import_file(ck_fwd_csv, data_root=tmp_path / "data", op=load_option("op/grouped_conv/fwd"),
-                arch=load_option("arch/gfx950"), log=lambda _: None)  # what stage=import does
+    import_as_stage(ck_fwd_csv, tmp_path / "data")
     (dataset,) = [p for p in (tmp_path / "data").glob("*/*") if p.is_dir()]
     r = run_cli(*common, f"data.paths=[{dataset}]", "train.sim_calibration=shipped",
                 f"train.output={tmp_path / 'shipped'}", f"hydra.run.dir={tmp_path / 'r2'}")

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import ROOT, run_cli
+from conftest import ROOT, import_as_stage, run_cli
 
 MI300X = ROOT / "tests" / "data" / "miopen_fdb" / "gfx942130.HIP.fdb.txt.bz2"
 FWD_KEY = "256-56-56-3x3-256-56-56-32-1x1-1x1-1x1-0-NCHW-FP16-F_g32"
@@ -152,18 +152,9 @@ def test_decompression_stops_at_the_cap(tmp_path, suffix):
         read_compressed(path, 3 << 20)
 
 
-def _import_options() -> dict:
-    """The op and arch stage=import passes by default (grouped_conv fwd bf16 on gfx950), as the
-    other import tests give them."""
-    from ckheur.config import load_option
-
-    return {"op": load_option("op/grouped_conv/fwd"), "arch": load_option("arch/gfx950")}
-
-
 def test_compressed_find_dbs_and_csvs_are_refused_beyond_the_cap_in_one_line(tmp_path, low_caps):
     """stage=import of a bz2 find-db and of a gzipped CK CSV that expand past the cap: one line
     naming the file and the cap, nothing written; the find-db tier reads through the same cap."""
-    from ckheur.data.importing import import_file
     from ckheur.errors import UserError
     from ckheur.integrations.miopen.find_db import read_find_db
 
@@ -177,7 +168,7 @@ def test_compressed_find_dbs_and_csvs_are_refused_beyond_the_cap_in_one_line(tmp
     assert len(errors) == 1 and fdb.name in errors[0] and low_caps in errors[0], r.stderr[-2000:]
     # The CSV as stage=import imports it (its one-line exit 2 is the command line's for any UserError).
     with pytest.raises(UserError) as e:
-        import_file(csv, data_root=tmp_path / "data", **_import_options(), log=lambda _: None)
+        import_as_stage(csv, tmp_path / "data")
     assert "\n" not in str(e.value) and csv.name in str(e.value) and low_caps in str(e.value)
     assert not (tmp_path / "data").exists() or not any((tmp_path / "data").rglob("*.parquet"))
     with pytest.raises(ValueError, match=low_caps):
@@ -262,11 +253,10 @@ def test_a_user_find_db_imports_like_a_system_one(tmp_path):
     """stage=import of MIOpen's user find-db (<arch><CUs>.HIP.<version>.ufdb.txt): one dataset per
     direction and dtype, its rows the file's times."""
     from ckheur.data.dataset import read_dataset
-    from ckheur.data.importing import import_file
 
     lines = _lines(200)
     fdb = _fdb(tmp_path, *lines, name=USER_FDB)
-    import_file(fdb, data_root=tmp_path / "data", **_import_options(), log=lambda _: None)  # as stage=import does
+    import_as_stage(fdb, tmp_path / "data")
     got = read_dataset(tmp_path / "data" / "miopen_fwd_fp16_gfx942" / "gfx942130.parquet")
     assert len(got) and set(got["status"]) == {"ok", "censored"} and (got["host"] == f"import:{USER_FDB}").all()
 

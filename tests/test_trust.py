@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import ROOT, run_cli
+from conftest import ROOT, import_as_stage, run_cli
 
 MI300X = ROOT / "tests" / "data" / "miopen_fdb" / "gfx942130.HIP.fdb.txt.bz2"
 FWD_LINE = ("256-56-56-3x3-256-56-56-32-1x1-1x1-1x1-0-NCHW-FP16-F_g32=ConvBinWinogradRxSf2x3:0.22021,0,"
@@ -37,15 +37,6 @@ def import_fdb(tmp_path, path, *extra, run="r"):
                    f"hydra.run.dir={tmp_path / run}", *extra)
 
 
-def import_through_function(tmp_path, path, **kw) -> dict:
-    """What stage=import does with a find-db (``import_file``), without the command line."""
-    from ckheur.config import load_option
-    from ckheur.data.importing import import_file
-
-    return import_file(path, data_root=tmp_path / "data", op=load_option("op/grouped_conv/fwd"),
-                       arch=load_option("arch/gfx950"), log=lambda _: None, **kw)
-
-
 def tree(folder: Path) -> list[str]:
     """Every file and folder below ``folder``, relative, sorted."""
     return sorted(str(p.relative_to(folder)) for p in folder.rglob("*")) if folder.exists() else []
@@ -60,7 +51,7 @@ def test_find_db_import_is_all_or_nothing(tmp_path):
 
     src = tmp_path / "gfx942130.HIP.fdb.txt"
     src.write_text(FWD_LINE + "\n" + BWD_LINE + "\n")
-    import_through_function(tmp_path, src)
+    import_as_stage(src, tmp_path / "data")
     data = tmp_path / "data"
     fwd, bwd = data / "miopen_fwd_fp16_gfx942" / "gfx942130.parquet", data / "miopen_bwd_data_fp16_gfx942" / "gfx942130.parquet"
     assert fwd.is_dir() and bwd.is_dir()
@@ -76,17 +67,17 @@ def test_find_db_import_is_all_or_nothing(tmp_path):
     other.parent.mkdir()
     other.write_text(FWD_LINE.replace("-32-1x1-1x1", "-16-1x1-1x1") + "\n")
     with pytest.raises(UserError):  # same name: refused
-        import_through_function(tmp_path, other, dataset="gfx942130")
+        import_as_stage(other, tmp_path / "data", dataset="gfx942130")
     other2 = tmp_path / "other" / "extra.HIP.fdb.txt"
     other2.write_text(FWD_LINE.replace("-32-1x1-1x1", "-16-1x1-1x1") + "\n")
-    import_through_function(tmp_path, other2, dataset="gfx942130", find_db_arch="gfx942")
+    import_as_stage(other2, tmp_path / "data", dataset="gfx942130", find_db_arch="gfx942")
     # Overwrite: the old file's bwd_data dataset goes aside entirely (the new file has none), fwd is
     # rebuilt with the other file's part and the new one; twice within the same second.
     from ckheur.data.dataset import read_dataset
 
     for time in ("0.5", "0.6"):  # two versions, replaced within the same second
         src.write_text(FWD_LINE + "\n" + wrw.replace(":0.5,", f":{time},") + "\n")
-        import_through_function(tmp_path, src, overwrite=True)
+        import_as_stage(src, tmp_path / "data", overwrite=True)
         assert not bwd.exists() and (data / "miopen_bwd_weight_fp16_gfx942" / "gfx942130.parquet").is_dir()
         df = read_dataset(fwd)
         assert sorted(set(df.N)) == [16, 32]  # the other file's problem (N=16) and this file's (N=32)
@@ -104,7 +95,7 @@ def test_import_failure_midway_leaves_nothing(tmp_path, monkeypatch):
 
     src = tmp_path / "gfx942130.HIP.fdb.txt"
     src.write_text(FWD_LINE + "\n" + BWD_LINE + "\n")
-    import_through_function(tmp_path, src)
+    import_as_stage(src, tmp_path / "data")
     data = tmp_path / "data"
     before = tree(data)
     src.write_text(FWD_LINE.replace("0.22021", "0.2") + "\n" + BWD_LINE + "\n")
@@ -146,7 +137,7 @@ def test_find_db_bad_lines_are_refused_with_the_line(tmp_path, case, needles):
         from ckheur.errors import UserError
 
         with pytest.raises(UserError) as e:
-            import_through_function(tmp_path, src)
+            import_as_stage(src, tmp_path / "data")
         assert all(n in str(e.value) for n in needles) and "\n" not in str(e.value), str(e.value)
     assert tree(tmp_path / "data") == []
 
