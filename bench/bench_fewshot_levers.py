@@ -35,6 +35,16 @@ Per cell (direction, dtype, held-out device), side by side on the same problems:
   ranker**: later rounds ranked by a model of the sweep's rows so far alone (closer to the product's
   ensemble, which also learns from the measured rows only; it picks problems by its acquisition, not
   at random, and averages 5 bootstrap models of 100 trees);
+- **device weights** (``devweights``): after the current sweep, each of the five training devices'
+  own model (bench_logo's "nearest device's own model": trained on that device's rows alone,
+  ranking the solvers both tables have) picks a solver for each swept problem among its timed
+  solvers; its score q_d is the mean efficiency of those picks (the fastest timed listed solver
+  over the pick's time; a censored pick, or none, reads 0; problems with no listed time left out).
+  The current recipe is then retrained with each device's rows weighted
+  w_d = exp((q_d - max q) / 0.05), rescaled to mean 1 over the five's rows (the sweep's rows stay
+  x20): the devices whose own choices fit the new GPU's measurements count more. The rule was fixed
+  before any result. **device weights, sweep-only rounds** (``devweights-rounds-own``): the same
+  retrain on the sweep of ``rounds, sweep-only ranker`` (its rows score the devices);
 - **ceiling**: the device's own model on a random 80% of its problems (bench_logo's), also with at
   most 2,000 trees and with 3 seeds averaged.
 
@@ -51,6 +61,7 @@ bench_logo's own set, to check that it reproduces bench_logo's figure.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import os
 import sys
@@ -84,11 +95,16 @@ SERVED_NEAR = "served ranker, nearest + sweep: the nearest CDNA device's rows + 
 NEAR = "current ranker, nearest + sweep: the nearest CDNA device's rows + the sweep's x20, retrained"
 ROUNDS = "rounds: 25% then 12.5% per round, each later round ranked by five + the sweep so far x20, retrained"
 ROUNDS_OWN = "rounds, sweep-only ranker: later rounds ranked by a model of the sweep's rows so far alone"
+DEV_WEIGHTS = ("device weights: five (each device's rows weighted by how well its own model picks among the sweep's "
+               "timed solvers) + the sweep's rows x20, retrained")
+DEV_WEIGHTS_ROUNDS = "device weights on the sweep of rounds, sweep-only ranker"
+DEV_TEMPERATURE = 0.05  # w_d = exp((q_d - max q) / DEV_TEMPERATURE), fixed before any result
 EVERY = (*ROWS[:-1], CURRENT_SEED, CURRENT_MORE, ENSEMBLE, LISTED, ANSWERED, PAIRWISE, BAGGED, SERVED, SERVED_NEAR,
-         NEAR, ROUNDS, ROUNDS_OWN, CEILING, CEILING_MORE, CEILING_BAGGED)
+         NEAR, ROUNDS, ROUNDS_OWN, DEV_WEIGHTS, DEV_WEIGHTS_ROUNDS, CEILING, CEILING_MORE, CEILING_BAGGED)
 KEYS = dict(zip(("current", "prior-all", "prior-new", "prior-new-lr", "full", "full-prior", "seed", "more", "ensemble",
                  "listed", "answered", "pairwise", "bagged", "served", "served-near", "near", "rounds", "rounds-own",
-                 "ceiling", "ceiling-more", "ceiling-bagged"), EVERY, strict=True))
+                 "devweights", "devweights-rounds-own", "ceiling", "ceiling-more", "ceiling-bagged"), EVERY,
+                strict=True))
 # where each round of stage=sweep's active strategy ends, in shares of the budget (RoundOptions' defaults:
 # first_round 0.25, then round_size 0.125: 7 rounds)
 ROUND_ENDS = tuple(0.25 + 0.125 * i for i in range(6))
@@ -142,6 +158,7 @@ def one_op(data: Path, direction: str, dtype: str, helds: list, max_problems: in
     t0 = time.perf_counter()
     model, cfgs, tables, union_list, hw, trained = device_tables(data, direction, dtype, max_problems, seed, threads)
     kinds = {d: with_hw(tb, cfgs[d], dtype, union_list, kinds=True) for d, tb in tables.items()}
+    own_models: dict = {}  # each device's own model (its rows alone), fitted once per direction and dtype
     out = {}
     for held in helds:
         tb, mine = tables[held], hw[held]
@@ -201,8 +218,6 @@ def one_op(data: Path, direction: str, dtype: str, helds: list, max_problems: in
             # the sweep's problems marked partly measured: pairs of their timed solvers, not "the best
             # timed is the best" (the naive target); early stopping as fit_on's. Only the answered ones: a
             # problem whose timed solvers all read censored has no best, and its pairs' targets would be NaN
-            import dataclasses
-
             from sklearn.model_selection import GroupShuffleSplit
 
             from ckheur.learn.training import fit
@@ -244,6 +259,33 @@ def one_op(data: Path, direction: str, dtype: str, helds: list, max_problems: in
 
         fits[ROUNDS] = lambda: in_rounds(ROUNDS)
         fits[ROUNDS_OWN] = lambda: in_rounds(ROUNDS_OWN)
+        device_weights: dict = {}
+
+        def weighted(name, swept_rows):  # the current recipe, each training device's rows weighted by its score
+            q = {}
+            for d in others:  # its own model's picks among the sweep's timed solvers (as bench_logo's nearest)
+                if d not in own_models:
+                    own_models[d] = fit_on(trained[d], None, model, seed)[0]
+                theirs = {k.name for k in tables[d].kernels}
+                known = np.array([k.name in theirs for k in tb.kernels])
+                s = np.where(kept[swept_rows] & known[tb.kid[swept_rows]],
+                             predict_rows(own_models[d], mine, swept_rows), -np.inf)
+                q[d] = report(tb, swept_rows, s)["efficiency"]
+            w = {d: float(np.exp((q[d] - max(q.values())) / DEV_TEMPERATURE)) for d in others}
+            n = {d: len(trained[d].pid) for d in others}
+            scale = sum(n.values()) / sum(w[d] * n[d] for d in others)  # mean 1 over the five's rows
+            w = {d: w[d] * scale for d in others}
+            device_weights[name] = {d: [round(q[d], 4), round(w[d], 4)] for d in others}
+            base = [dataclasses.replace(trained[d], weight=np.full(n[d], w[d])) for d in others]
+            return one(swept_rows, base=base)
+
+        fits[DEV_WEIGHTS] = lambda: weighted(DEV_WEIGHTS, swept)
+
+        def weighted_rounds():
+            booster(ROUNDS_OWN)  # its sweep
+            return weighted(DEV_WEIGHTS_ROUNDS, rounds_swept[ROUNDS_OWN])
+
+        fits[DEV_WEIGHTS_ROUNDS] = weighted_rounds
         for name in rows_wanted:
             if name in fits:
                 add(name, booster(name))
@@ -277,6 +319,7 @@ def one_op(data: Path, direction: str, dtype: str, helds: list, max_problems: in
                         "served_by": None if served is None else served[0], "found_best": found_best(tb, swept),
                         "served_found_best": found_best(tb, s_swept),
                         **{f"found_best {k}": found_best(tb, r) for k, r in rounds_swept.items()},
+                        **({"device_weights (q, w)": device_weights} if device_weights else {}),
                         "trees": trees}
         out[f"{direction} {dtype} {held}"] = res
         line = "; ".join(f"{n.split(':')[0]}: {100 * r['top1']:.1f} / {100 * r['efficiency']:.2f} / "
