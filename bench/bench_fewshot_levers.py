@@ -150,8 +150,8 @@ def served_sweep(tb, held: str, cfgs: dict, direction: str, dtype: str, kept: np
 
 
 def one_op(data: Path, direction: str, dtype: str, helds: list, max_problems: int, seed: int, threads: int,
-           rows_wanted: tuple = EVERY, budget: float = 0.05) -> dict:
-    """The levers on each held-out device of one direction and dtype."""
+           rows_wanted: tuple = EVERY, budget: float = 0.05, on_cell=None) -> dict:
+    """The levers on each held-out device of one direction and dtype (``on_cell(cell, rows)`` after each)."""
     from ckheur.learn.training import concat_tables
     from ckheur.threads import lightgbm as lgb
 
@@ -322,6 +322,8 @@ def one_op(data: Path, direction: str, dtype: str, helds: list, max_problems: in
                         **({"device_weights (q, w)": device_weights} if device_weights else {}),
                         "trees": trees}
         out[f"{direction} {dtype} {held}"] = res
+        if on_cell is not None:
+            on_cell(f"{direction} {dtype} {held}", res)
         line = "; ".join(f"{n.split(':')[0]}: {100 * r['top1']:.1f} / {100 * r['efficiency']:.2f} / "
                          f"{100 * r['not_listed']:.2f}" for n, r in res.items() if n != "_meta")
         print(f"{direction} {dtype} {held} ({time.perf_counter() - t0:.0f} s) {res['_meta']}: {line}", flush=True)
@@ -377,7 +379,7 @@ def main() -> None:
     ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--rows", nargs="+", default=None, choices=list(KEYS), help="only these rows (default every row)")
-    ap.add_argument("--out", default=None, help="write the results as JSON (kept after each direction and dtype)")
+    ap.add_argument("--out", default=None, help="write the results as JSON (kept after each cell)")
     ap.add_argument("--table", nargs="+", default=None, help="print the tables of these JSON results, run nothing")
     args = ap.parse_args()
     wanted = EVERY if args.rows is None else tuple(KEYS[r] for r in args.rows)
@@ -386,12 +388,16 @@ def main() -> None:
         for f in args.table:  # rows of the same cell from several runs side by side (each row is one fit)
             for cell, rows in json.loads(Path(f).read_text()).items():
                 results.setdefault(cell, {}).update(rows)
+
+    def keep(cell: str, rows: dict) -> None:
+        results[cell] = rows
+        if args.out:  # after each cell: a run stopped early keeps the cells it finished
+            Path(args.out).write_text(json.dumps(results, indent=1, default=float))
+
     for spec in args.cells:
         direction, dtype, helds = spec.split(":")
-        results.update(one_op(Path(args.data), direction, dtype, helds.split("+"), args.max_problems, args.seed,
-                              args.threads, wanted))
-        if args.out:
-            Path(args.out).write_text(json.dumps(results, indent=1, default=float))
+        one_op(Path(args.data), direction, dtype, helds.split("+"), args.max_problems, args.seed, args.threads, wanted,
+               on_cell=keep)
     for line in tables_md(results):
         print(line)
 
