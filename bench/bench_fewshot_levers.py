@@ -356,17 +356,20 @@ def tables_md(results: dict) -> list[str]:
                                                        if n in r and CURRENT in r else "" for r in results.values())
                              + " |")
     lines += ["", "| row | cells | mean top-1 | mean efficiency | mean unlisted | efficiency minus current: mean, "
-              "spread (sd), better in | top-1 minus current: mean, spread (sd), better in |",
-              "| --- | --- | --- | --- | --- | --- | --- |"]
+              "spread (sd), better in | top-1 minus current: mean, spread (sd), better in | gap to the ceiling "
+              "(efficiency / top-1, the cells with both) |", "| --- | --- | --- | --- | --- | --- | --- | --- |"]
     for n in names:
         cells_n = [r for r in results.values() if n in r and CURRENT in r]
+        both = [r for r in cells_n if CEILING in r]
+        gap = lambda k: 100 * np.mean([r[CEILING][k] - r[n][k] for r in both])  # noqa: E731
         e = np.array([r[n]["efficiency"] - r[CURRENT]["efficiency"] for r in cells_n]) * 100
         t = np.array([r[n]["top1"] - r[CURRENT]["top1"] for r in cells_n]) * 100
         mean = lambda k: 100 * np.mean([r[n][k] for r in cells_n])  # noqa: E731
         lines.append(f"| {n} | {len(cells_n)} | {mean('top1'):.1f} | {mean('efficiency'):.2f} | "
                      f"{mean('not_listed'):.2f} | "
                      f"{e.mean():+.2f}, {e.std(ddof=1) if len(e) > 1 else 0:.2f}, {(e > 0).sum()} of {len(e)} | "
-                     f"{t.mean():+.2f}, {t.std(ddof=1) if len(t) > 1 else 0:.2f}, {(t > 0).sum()} of {len(t)} |")
+                     f"{t.mean():+.2f}, {t.std(ddof=1) if len(t) > 1 else 0:.2f}, {(t > 0).sum()} of {len(t)} | "
+                     + (f"{gap('efficiency'):.2f} / {gap('top1'):.2f} ({len(both)}) |" if both else " |"))
     return lines
 
 
