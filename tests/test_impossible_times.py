@@ -92,3 +92,26 @@ def test_rows_whose_fields_are_no_problem_are_not_usable():
                           "pad_w": [1, 1], "dilation_d": [1, 1], "dilation_h": [1, 1], "dilation_w": [1, 1]})
     flops = problem_flops(frame)
     assert flops[0] == 2 * 1 * 8 * 8 * 8 * 8 * 3 * 3 and np.isnan(flops[1])
+
+
+def test_a_measured_winograd_time_gets_the_imports_allowance():
+    """A sweep's Winograd time beyond the dense peak (fewer multiplications than the FLOPs counted) is
+    kept, as an import keeps it (MI60's find-db lists such times); a direct solver's is refused."""
+    from ckheur.backends import Results
+    from ckheur.config import load_option
+    from ckheur.data.dataset import PEAK_MARGIN, arch_peaks, refuse_impossible
+    from ckheur.families.miopen.problems import problem_from_dict
+    from ckheur.job import Job
+
+    op, arch = load_option("op/miopen/fwd"), load_option("arch/gfx906")
+    op["dtype"] = "fp16"
+    job = Job(op, arch)
+    p = problem_from_dict({"N": 8, "C": 64, "K": 64, "Hi": 14, "Wi": 14, "Y": 3, "X": 3, "pad_h": 1, "pad_w": 1})
+    wino = next(k for k in job.pool.kernels if k.algorithm == "winograd")
+    direct = next(k for k in job.pool.kernels if k.algorithm not in ("winograd", "fft"))
+    ms = p.flops / (1.5 * PEAK_MARGIN * arch_peaks(arch)["fp16"] * 1e12) * 1e3  # 1.5 times the margin
+    res = Results()
+    res.add(ms, workspace_bytes=0)
+    res.add(ms, workspace_bytes=0)
+    assert refuse_impossible([(p, wino), (p, direct)], res, "fp16", arch) == 1
+    assert list(res.status) == ["ok", "failed"] and "not a real measurement" in res.error[1]

@@ -426,7 +426,10 @@ def refuse_impossible(pairs: Sequence[tuple[Any, Any]], results: Any, dtype: str
     ran = [i for i, s in enumerate(results.status) if s in USABLE]
     if not ran:
         return 0
-    why = time_refusals([results.latency_ms[i] for i in ran], [pairs[i][0].flops for i in ran], dtype, arch)
+    # Winograd and FFT do fewer multiplications than the FLOPs counted: the imports' allowance for them
+    fewer = [str(getattr(pairs[i][1], "algorithm", "")).lower() in ("winograd", "fft") for i in ran]
+    why = time_refusals([results.latency_ms[i] for i in ran], [pairs[i][0].flops for i in ran], dtype, arch,
+                        fewer_multiplies=fewer)
     for i, reason in zip(ran, why):
         if reason:
             results.status[i], results.error[i] = "failed", reason
