@@ -96,6 +96,7 @@ def main() -> None:
     ap.add_argument("--work", required=True, help="scratch folder (datasets, bundles, run folders)")
     ap.add_argument("--max-problems", type=int, default=1500)
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--budget", type=float, default=0.05, help="sweep.budget (a share of the runnable pairs)")
     ap.add_argument("--out")
     ap.add_argument("--figures-only", action="store_true", help="only the figures of an earlier run in --work")
     a = ap.parse_args()
@@ -132,7 +133,7 @@ def main() -> None:
                              f"data.paths=[{five}]"]),
         ("sweep", ["stage=sweep", "backend=replay", f"backend.paths=[{files['train']}]", "problems=miopen_log",
                    "problems.name=bringup", "problems.sources.0.kind=dataset",
-                   f"problems.sources.0.path={files['train']}", "sweep.strategy=random", "sweep.budget=0.05",
+                   f"problems.sources.0.path={files['train']}", "sweep.strategy=random", f"sweep.budget={a.budget}",
                    f"sweep.active.ranker={work / 'zero'}"]),
         ("train bring-up", ["stage=train", "features.hardware=true", f"train.output={work / 'bringup'}",
                             f"data.paths=[{five},{swept}]"]),
