@@ -13,8 +13,13 @@ and the other 80%. Then the commands a user runs, each timed:
 4. ``stage=evaluate`` of both bundles on the 20% (the open protocol: ``censored.all.open``, the
    function bench_unseen's ``report`` calls).
 
+Then both bundles' picks are scored again (:func:`figures`, which reproduces stage=evaluate's open
+figures) on the 20% and on bench_fewshot_levers' scored problems (the 20% its sweep did not
+measure), among every solver of the device's table (as stage=evaluate) and among those its file
+lists at least once (bench_logo's protocol).
+
     LOGO_DATA=<bench_logo.py's --data> python bench/bench_product_bringup.py --cell fwd:fp16:MI60 \
-        --work /tmp/scratch/MI60 [--max-problems 1500] [--out MI60.json]
+        --work /tmp/scratch/MI60 [--max-problems 1500] [--budget 0.05] [--out MI60.json] [--figures-only]
 """
 
 from __future__ import annotations
@@ -143,7 +148,7 @@ def main() -> None:
                                f"data.eval_paths=[{files['test']}]"]),
     ]
     out["commands"] = {}
-    for i, (what, args) in enumerate(steps):
+    for what, args in steps:
         run_dir = work / "runs" / what.replace(" ", "_")
         cmd = [sys.executable, "run.py", *args, *common, f"hydra.run.dir={run_dir}"]
         out["commands"][what] = " ".join(cmd[1:])
