@@ -94,12 +94,14 @@ def test_rows_whose_fields_are_no_problem_are_not_usable():
     assert flops[0] == 2 * 1 * 8 * 8 * 8 * 8 * 3 * 3 and np.isnan(flops[1])
 
 
-def test_a_measured_winograd_time_gets_the_imports_allowance():
+def test_a_measured_winograd_time_gets_the_imports_allowance(tmp_path):
     """A sweep's Winograd time beyond the dense peak (fewer multiplications than the FLOPs counted) is
-    kept, as an import keeps it (MI60's find-db lists such times); a direct solver's is refused."""
+    kept, as an import keeps it (MI60's find-db lists such times), when it is measured and on every
+    read (``usable``: its TFLOPS too); a direct solver's is refused."""
     from ckheur.backends import Results
     from ckheur.config import load_option
-    from ckheur.data.dataset import PEAK_MARGIN, arch_peaks, refuse_impossible
+    from ckheur.data.dataset import PEAK_MARGIN, arch_peaks, read_dataset, refuse_impossible, usable
+    from ckheur.data.tuning_db import TuningDB
     from ckheur.families.miopen.problems import problem_from_dict
     from ckheur.job import Job
 
@@ -115,3 +117,8 @@ def test_a_measured_winograd_time_gets_the_imports_allowance():
     res.add(ms, workspace_bytes=0)
     assert refuse_impossible([(p, wino), (p, direct)], res, "fp16", arch) == 1
     assert list(res.status) == ["ok", "failed"] and "not a real measurement" in res.error[1]
+    db = TuningDB.open(tmp_path / "db", job.op, "gfx906", create=True)
+    db.record(p, [wino, direct], res)
+    rows = read_dataset(tmp_path / "db")
+    assert list(usable(rows)) == [name == wino.name for name in rows.kernel]
+    assert TuningDB.open(tmp_path / "db", job.op, "gfx906").best(p.key())[0] == wino.name

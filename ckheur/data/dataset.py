@@ -74,13 +74,14 @@ def usable(df: Any, exclude_suspect: bool = False) -> Any:
     tflops = df["tflops"].to_numpy(dtype=float)
     ok = df["status"].isin(statuses).to_numpy() & (tflops > 0) & np.isfinite(tflops)
     if len(df) and {"arch", "dtype"} <= set(df.columns):
+        fewer_all = fewer_multiplies(df["algorithm"]) if "algorithm" in df.columns else np.zeros(len(df), bool)
         for (arch, dtype), rows in df.groupby(["arch", "dtype"], observed=True, sort=False).indices.items():
             limit = float(arch_peaks(str(arch)).get(str(dtype), np.inf)) * PEAK_MARGIN
-            ok[rows] &= tflops[rows] <= limit
+            # the time rule's allowance for Winograd and FFT holds for the TFLOPS recorded too
+            ok[rows] &= tflops[rows] <= np.where(fewer_all[rows], limit * FEWER_MULTIPLIES_FACTOR, limit)
             rows = rows[ok[rows]]  # the time rule, on the rows that pass so far
             if "latency_ms" in df.columns and len(rows):
-                fewer = np.isin(df["algorithm"].to_numpy()[rows].astype(str), FEWER_MULTIPLY_ALGORITHMS) \
-                    if "algorithm" in df.columns else None
+                fewer = fewer_all[rows]
                 flops = problem_flops(df, rows)
                 why = time_refusals(df["latency_ms"].to_numpy(dtype=float)[rows], np.nan_to_num(flops, nan=0.0),
                                     str(dtype), str(arch), fewer)
@@ -90,6 +91,13 @@ def usable(df: Any, exclude_suspect: bool = False) -> Any:
 
 # MIOpen's algorithms that do fewer multiplications than the FLOPs counted (time_refusals' allowance).
 FEWER_MULTIPLY_ALGORITHMS = ("winograd", "fft")
+
+
+def fewer_multiplies(algorithms: Any) -> Any:
+    """Mask of the algorithm names (a kernel's ``algorithm``) that get time_refusals' allowance."""
+    import numpy as np
+
+    return np.isin(np.char.lower(np.asarray(algorithms, dtype=str)), FEWER_MULTIPLY_ALGORITHMS)
 
 
 def problem_flops(df: Any, rows: Any = None) -> Any:
@@ -427,7 +435,7 @@ def refuse_impossible(pairs: Sequence[tuple[Any, Any]], results: Any, dtype: str
     if not ran:
         return 0
     # Winograd and FFT do fewer multiplications than the FLOPs counted: the imports' allowance for them
-    fewer = [str(getattr(pairs[i][1], "algorithm", "")).lower() in ("winograd", "fft") for i in ran]
+    fewer = fewer_multiplies([str(getattr(pairs[i][1], "algorithm", "")) for i in ran])
     why = time_refusals([results.latency_ms[i] for i in ran], [pairs[i][0].flops for i in ran], dtype, arch,
                         fewer_multiplies=fewer)
     for i, reason in zip(ran, why):

@@ -397,10 +397,10 @@ def _parse_find_db(path: Path, arch: str | None, data: bytes | None = None) -> F
     pos = pd.Series(np.arange(len(problems)), index=problems.index)
     e["problem"] = pos.loc[e["line"].to_numpy()].to_numpy()
     if arch is not None:  # the imports' peak rule; like a zero time, such an entry is no measurement
-        from ckheur.data.dataset import time_refusals
+        from ckheur.data.dataset import fewer_multiplies, time_refusals
 
         p = e["problem"].to_numpy()
-        fewer = e["algo"].isin(["Winograd", "FFT"]).to_numpy()
+        fewer = fewer_multiplies(e["algo"].to_numpy())
         why = time_refusals(e["time_ms"].to_numpy(), _flops(problems)[p], problems["dtype"].to_numpy()[p], arch,
                             fewer_multiplies=fewer)
         fast = np.flatnonzero([bool(w) for w in why])
