@@ -52,8 +52,10 @@ def training_keys(model_dir: Path, family: Any, remembered: Iterable[tuple] = ()
     for path in training_datasets(model_dir, candidates):
         df = read_dataset(path, columns=[*fields, "arch"])
         mine = df[df.arch == arch] if arch is not None else df
-        keys.update(problem_keys(mine[fields].drop_duplicates()))
-        sources.append(f"training dataset {path}" + (f" ({arch} rows)" if arch is not None else ""))
+        found = problem_keys(mine[fields].drop_duplicates())
+        keys.update(found)
+        # across GPUs only the evaluated GPU's rows count: say how many problems that leaves of each file
+        sources.append(f"training dataset {path}" + (f" ({len(found)} problems of {arch})" if arch is not None else ""))
     return keys, sources
 
 
