@@ -13,6 +13,7 @@ plugin, registered through Hydra's plugin API, that serves only ckheur's own con
 from __future__ import annotations
 
 import contextlib
+import copy
 from typing import Any, Iterator
 
 import yaml
@@ -47,6 +48,11 @@ def _loader() -> type | None:
 
 
 _LOADER = _loader()
+# Files read before in this process (each composition reads about ten, again in every one: a
+# multirun's jobs, a library composing many times): (package, file, text) -> [its parsed object,
+# its config made at the second read or None]. A copy of a config is about half the cost of making
+# one; the first read pays nothing more. A file whose text changed is another entry.
+_READ: dict[tuple, list] = {}
 
 
 class PackagedConfigSource(ImportlibResourcesConfigSource):
@@ -59,12 +65,20 @@ class PackagedConfigSource(ImportlibResourcesConfigSource):
     def _read_config(self, res: Any) -> ConfigResult:
         try:
             text = res.read_text(encoding="utf-8")
-            obj = yaml.load(text, Loader=_LOADER)
+            seen = _READ.get((self.path, str(res), text))
+            obj = yaml.load(text, Loader=_LOADER) if seen is None else seen[0]
         except (yaml.YAMLError, UnicodeDecodeError, OSError):
             obj = None
         if not isinstance(obj, (dict, list)):  # an error, an empty file or a scalar: read the usual way
             return super()._read_config(res)
-        return ConfigResult(config=OmegaConf.create(obj), path=f"{self.scheme()}://{self.path}",
+        if seen is None:
+            config = OmegaConf.create(obj)
+            _READ[(self.path, str(res), text)] = [obj, None]
+        else:  # read before in this process: a copy of one made once (Hydra may change what it gets)
+            if seen[1] is None:
+                seen[1] = OmegaConf.create(obj)
+            config = copy.deepcopy(seen[1])
+        return ConfigResult(config=config, path=f"{self.scheme()}://{self.path}",
                             provider=self.provider, header=ConfigSource._get_header_dict(text[:512]))
 
 
