@@ -210,3 +210,24 @@ def test_train_guards_a_subset_of_the_calibration_data(tmp_path, ck_fwd_csv):
     assert r.returncode == 0, r.stderr
     got = re.search(r"calibrated on this data \((\d+) of its (\d+) problems\)", r.stdout)
     assert got and got.group(1) == got.group(2) and int(got.group(1)) >= 70, r.stdout
+
+
+def test_simulator_parameters_are_read_once_per_file_content(tmp_path):
+    """load_params keeps what it read (a selector, an export and a job each ask): each caller gets its
+    own copy, equal to OmegaConf's reading of the file; a changed file is read anew."""
+    from omegaconf import OmegaConf
+
+    from ckheur.config import CONF_DIR
+
+    shipped = CONF_DIR / "backend" / "sim.yaml"
+    expected = OmegaConf.to_container(OmegaConf.load(shipped)["params"], resolve=True)
+    first = load_params()
+    assert first == expected
+    first["pipelines"]["compv3"]["mfma_eff"] = -1.0  # a caller's change stays its own
+    assert load_params() == expected
+    copy = tmp_path / "sim.yaml"
+    copy.write_text(shipped.read_text())
+    assert load_params(copy) == expected
+    copy.write_text(shipped.read_text().replace("launch_us:", "launch_us: 123.0 #", 1))
+    assert load_params(copy) == {**expected, "launch_us": 123.0}
+    assert load_params() == expected
