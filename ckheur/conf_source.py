@@ -55,6 +55,18 @@ _LOADER = _loader()
 _READ: dict[tuple, list] = {}
 
 
+def parsed(text: str) -> Any:
+    """YAML ``text`` read with OmegaConf's rules on libyaml's parser: what OmegaConf's own reader
+    makes of it before it builds a config; None where that parser refuses it or there is no libyaml
+    (then read it the usual way, so that every error is OmegaConf's own)."""
+    if _LOADER is None:
+        return None
+    try:
+        return yaml.load(text, Loader=_LOADER)
+    except yaml.YAMLError:
+        return None
+
+
 class PackagedConfigSource(ImportlibResourcesConfigSource):
     """``pkg://ckheur.conf`` read with libyaml's parser (see the module's docstring)."""
 
