@@ -108,18 +108,30 @@ def _parsed_option(path: str, mtime_ns: int, size: int) -> dict:
     solver tables are read for every problem, and parsing their YAML is most of that. Parsed by
     libyaml with OmegaConf's rules (conf_source.parsed: the three solver tables ~0.2 s, not ~0.5 s), else
     by OmegaConf's own reader."""
-    from ckheur.conf_source import parsed
-
-    try:
-        obj = parsed(Path(path).read_text(encoding="utf-8"))
-    except UnicodeDecodeError:  # OmegaConf's reader says so
-        obj = None
+    obj = _parsed_yaml(path)
     if isinstance(obj, dict) and _plain(obj):  # what OmegaConf's config of it gives back, as it is
         node = obj
     else:
-        node = OmegaConf.to_container(OmegaConf.create(obj) if isinstance(obj, dict) else OmegaConf.load(path))
+        node = OmegaConf.to_container(read_config(path))
     node.pop("defaults", None)
     return node
+
+
+def _parsed_yaml(path: str | Path) -> Any:
+    """A YAML file read with libyaml on OmegaConf's rules (conf_source.parsed); None where it cannot."""
+    from ckheur.conf_source import parsed
+
+    try:
+        return parsed(Path(path).read_text(encoding="utf-8"))
+    except UnicodeDecodeError:  # OmegaConf's reader says so
+        return None
+
+
+def read_config(path: str | Path) -> Any:
+    """``OmegaConf.load(path)``, the file parsed by libyaml where it can (the same config, several
+    times faster); what it cannot read is OmegaConf's own to read and report."""
+    obj = _parsed_yaml(path)
+    return OmegaConf.create(obj) if isinstance(obj, (dict, list)) else OmegaConf.load(path)
 
 
 def _plain(obj: Any) -> bool:

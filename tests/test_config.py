@@ -171,25 +171,30 @@ def test_packaged_yaml_reads_as_omegaconf_reads_it(tmp_path):
             assert repr(OmegaConf.to_container(a.config)) == repr(OmegaConf.to_container(b.config)), path
             with open_dict(a.config):
                 a.config["_changed_by_its_reader"] = 1  # never seen by the next read
-    # load_yaml (config options, MIOpen's solver tables) reads them with that parser too: as OmegaConf does
-    from ckheur.config import _parsed_option, load_yaml
+    # load_yaml (config options, MIOpen's solver tables) and read_config (problem sets) read them with
+    # that parser too: as OmegaConf does
+    from ckheur.config import _parsed_option, load_yaml, read_config
     from ckheur.families.miopen.solvers import TABLES_DIR
 
     _parsed_option.cache_clear()
     for path in [*files, *sorted(TABLES_DIR.glob("*.yaml"))]:
-        expected = OmegaConf.to_container(OmegaConf.load(path))
+        loaded, fast_loaded = OmegaConf.load(path), read_config(path)
+        assert OmegaConf.to_yaml(fast_loaded) == OmegaConf.to_yaml(loaded), path
+        expected = OmegaConf.to_container(loaded)
+        assert repr(OmegaConf.to_container(fast_loaded)) == repr(expected), path
         expected.pop("defaults", None)
         assert repr(load_yaml(path)) == repr(expected), path
-    for i, text in enumerate(("a: ${b}\nb: [1, x]\n", "a: ${b\n", "1: x\n")):  # OmegaConf parses ${ and takes more keys
+    for i, text in enumerate(("a: ${b}\nb: [1, x]\n", "a: ${b\n", "1: x\n", "a: [1, 2\n")):  # ${ parsed, more keys
         odd = tmp_path / f"odd{i}.yaml"
         odd.write_text(text)
         got = []
-        for read in (load_yaml, lambda f: OmegaConf.to_container(OmegaConf.load(f))):
+        for read in (load_yaml, lambda f: OmegaConf.to_container(read_config(f)),
+                     lambda f: OmegaConf.to_container(OmegaConf.load(f))):
             try:
                 got.append(repr(read(odd)))
             except Exception as e:  # noqa: BLE001 (the very error, whatever it is)
                 got.append(f"{type(e).__name__}: {e}")
-        assert got[0] == got[1], text
+        assert got[0] == got[1] == got[2], text
     again = tmp_path / "again.yaml"  # a file that changes between reads is read anew
     for value in (1, 2):
         again.write_text(f"a: {value}\n")
