@@ -295,6 +295,45 @@ def _mode_without_composing(args: list[str]) -> Iterator[None]:
         Hydra.get_mode = composed  # type: ignore[method-assign]
 
 
+# How many checked job compositions a multirun keeps for its launcher (each holds a whole config).
+KEPT_JOBS = 64
+
+
+@contextlib.contextmanager
+def _jobs_composed_once() -> Iterator[None]:
+    """Hydra's sweeper composes every job of a batch to check it (Sweeper.validate_batch_is_legal)
+    and drops the result; Hydra's basic launcher, in this process, then composes each job again from
+    the same master config and overrides. Here the launcher gets the checked composition (the first
+    KEPT_JOBS of a batch; the others are composed again), with the master config's resolver cache
+    copied into it anew, as load_sweep_config's last step does. Other launchers compose in their own
+    processes: nothing is kept for them."""
+    from hydra._internal.config_loader_impl import ConfigLoaderImpl
+    from hydra.plugins.sweeper import Sweeper
+    from omegaconf import OmegaConf
+
+    compose = ConfigLoaderImpl.load_sweep_config
+    checking = Sweeper.validate_batch_is_legal.__code__
+    kept: dict[tuple, DictConfig] = {}
+
+    def load_sweep_config(self: Any, master_config: DictConfig, sweep_overrides: list[str]) -> DictConfig:
+        key = (id(self), id(master_config), tuple(sweep_overrides))
+        if key in kept and sys._getframe(1).f_code is not checking:
+            job = kept.pop(key)
+            OmegaConf.copy_cache(from_config=master_config, to_config=job)
+            return job
+        job = compose(self, master_config, sweep_overrides)
+        if (sys._getframe(1).f_code is checking and len(kept) < KEPT_JOBS and str(OmegaConf.select(
+                master_config, "hydra.launcher._target_", default="")).endswith(".BasicLauncher")):
+            kept[key] = job  # the checker only composes (it reads nothing of the result)
+        return job
+
+    ConfigLoaderImpl.load_sweep_config = load_sweep_config  # type: ignore[method-assign]
+    try:
+        yield
+    finally:
+        ConfigLoaderImpl.load_sweep_config = compose  # type: ignore[method-assign]
+
+
 # One line per stage for --help (tests check it names every stage of ckheur.stages.STAGES).
 STAGE_HELP = {
     "list": "the legal kernel pool and a problem set, with counts",
@@ -392,6 +431,8 @@ def main() -> None:
     from hydra.errors import HydraException
     from omegaconf.errors import OmegaConfBaseException
 
+    from ckheur.conf_source import store_shared
+
     text = _help_or_version(sys.argv[1:])
     if text is not None:
         print(text)
@@ -402,7 +443,7 @@ def main() -> None:
         raise SystemExit(2)
     sys.argv[1:] = quote_free_text(sys.argv[1:])
     try:
-        with _hydra_raises(), _mode_without_composing(sys.argv[1:]):
+        with _hydra_raises(), _mode_without_composing(sys.argv[1:]), store_shared(), _jobs_composed_once():
             _hydra_main()
     except (HydraException, OmegaConfBaseException) as e:
         print(f"error: {config_error_line(e)}", file=sys.stderr)

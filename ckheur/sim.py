@@ -39,13 +39,27 @@ CASCADE_THRESHOLD = 512
 CASCADE_TOP = 256
 
 
+# Parameters read before in this process, by (file, its text): a selector, an export and a job
+# each read them, and OmegaConf's YAML reader takes ~7 ms; a changed file is read anew.
+_PARAMS: dict[tuple, dict] = {}
+
+
 def load_params(path: str | Path | None = None) -> dict[str, Any]:
     """Simulator parameters from conf/backend/sim.yaml (the ``params`` node)."""
+    import copy
+    import io
+
     from omegaconf import OmegaConf
 
     from ckheur.config import CONF_DIR
 
-    return OmegaConf.to_container(OmegaConf.load(path or CONF_DIR / "backend" / "sim.yaml")["params"], resolve=True)
+    path = Path(path or CONF_DIR / "backend" / "sim.yaml")
+    text = path.read_text()
+    key = (str(path.resolve()), text)
+    if key not in _PARAMS:
+        _PARAMS.clear()  # one file's parameters are kept: the one every caller reads
+        _PARAMS[key] = OmegaConf.to_container(OmegaConf.load(io.StringIO(text))["params"], resolve=True)
+    return copy.deepcopy(_PARAMS[key])
 
 
 def _stable_hash(text: str) -> int:

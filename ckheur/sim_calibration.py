@@ -71,32 +71,59 @@ def _ranks(a: np.ndarray, ok: np.ndarray) -> np.ndarray:
     keyed = np.where(ok, a, np.inf)
     order = np.argsort(keyed, axis=1, kind="stable")
     ranks = np.empty_like(order, dtype=np.float64)
-    np.put_along_axis(ranks, order, np.broadcast_to(np.arange(a.shape[1], dtype=np.float64), a.shape), axis=1)
+    ranks[np.arange(a.shape[0])[:, None], order] = np.arange(a.shape[1], dtype=np.float64)
     return ranks
+
+
+@dataclass(frozen=True)
+class _Measured:
+    """What ``fit_report`` reads of the measurements alone, computed once per calibration (a search
+    scores thousands of parameter sets against the same measurements)."""
+
+    measured: np.ndarray  # problems with at least one measurement
+    real: np.ndarray  # their measured TFLOPS
+    ok: np.ndarray  # which of those are measured
+    best: np.ndarray  # each problem's fastest
+    rows: np.ndarray  # problems with at least 3 measurements (a Spearman each)
+    mean: np.ndarray  # their mean rank
+    db: np.ndarray  # their measured ranks less the mean (0 where not measured)
+    db2: np.ndarray  # per row, the sum of db squared
+    best_fixed: float
+    shape: tuple
+
+
+def _measured(data: CalibrationData) -> _Measured:
+    ok = ~np.isnan(data.real)
+    measured = ok.any(axis=1)  # a problem with no measurement has nothing to rank
+    real, ok = data.real[measured], ok[measured]
+    best = np.nanmax(real, axis=1)
+    rows = ok.sum(axis=1) >= 3
+    rb = _ranks(real[rows], ok[rows])
+    n = ok[rows].sum(axis=1)
+    mean = (n - 1) / 2  # ranks 0..n-1 of the measured entries
+    db = np.where(ok[rows], rb - mean[:, None], 0.0)
+    rel = np.where(ok, real / best[:, None], 0.0)
+    fixed = rel.sum(axis=0) / np.maximum(ok.sum(axis=0), 1)
+    return _Measured(measured, real, ok, best, rows, mean, db, (db * db).sum(axis=1), float(fixed.max()), real.shape)
+
+
+def _report(sim: np.ndarray, m: _Measured) -> dict:
+    """``fit_report`` of the simulated TFLOPS ``sim`` [problems x kernels] against ``m``."""
+    sim, real, ok = sim[m.measured], m.real, m.ok
+    pick = np.where(ok, sim, -np.inf).argmax(axis=1)
+    effs = real[np.arange(len(real)), pick] / m.best
+    ra = _ranks(sim[m.rows], ok[m.rows])
+    da = np.where(ok[m.rows], ra - m.mean[:, None], 0.0)
+    rhos = (da * m.db).sum(axis=1) / np.sqrt((da * da).sum(axis=1) * m.db2)
+    return {"median_spearman": float(np.median(rhos)) if len(rhos) else float("nan"),
+            "mean_eff_sim_pick": float(np.mean(effs)), "p10_eff_sim_pick": float(np.percentile(effs, 10)),
+            "best_fixed_kernel_eff": m.best_fixed, "problems": int(m.shape[0]), "kernels": int(m.shape[1])}
 
 
 def fit_report(params: Mapping[str, Any], data: CalibrationData) -> dict:
     """How well the simulator ranks the measured kernels: median per-problem Spearman, and the
     mean / P10 efficiency of picking the simulator's best measured kernel."""
-    sim = predicted_tflops(data.prob, data.kern, data.arch, params, data.direction)
-    ok = ~np.isnan(data.real)
-    measured = ok.any(axis=1)  # a problem with no measurement has nothing to rank
-    sim, real, ok = sim[measured], data.real[measured], ok[measured]
-    best = np.nanmax(real, axis=1)
-    pick = np.where(ok, sim, -np.inf).argmax(axis=1)
-    effs = real[np.arange(len(real)), pick] / best
-    rows = ok.sum(axis=1) >= 3
-    ra, rb = _ranks(sim[rows], ok[rows]), _ranks(real[rows], ok[rows])
-    n = ok[rows].sum(axis=1)
-    mean = (n - 1) / 2  # ranks 0..n-1 of the measured entries
-    da, db = np.where(ok[rows], ra - mean[:, None], 0.0), np.where(ok[rows], rb - mean[:, None], 0.0)
-    rhos = (da * db).sum(axis=1) / np.sqrt((da * da).sum(axis=1) * (db * db).sum(axis=1))
-    rel = np.where(ok, real / best[:, None], 0.0)
-    fixed = rel.sum(axis=0) / np.maximum(ok.sum(axis=0), 1)
-    return {"median_spearman": float(np.median(rhos)) if len(rhos) else float("nan"),
-            "mean_eff_sim_pick": float(np.mean(effs)), "p10_eff_sim_pick": float(np.percentile(effs, 10)),
-            "best_fixed_kernel_eff": float(fixed.max()), "problems": int(real.shape[0]),
-            "kernels": int(real.shape[1])}
+    return _report(predicted_tflops(data.prob, data.kern, data.arch, params, data.direction), _measured(data))
 
 
 def fit_score(report: Mapping[str, float]) -> float:
@@ -135,13 +162,26 @@ def _tie_pipelines(params: dict) -> dict:
     return params
 
 
+def _copied(v: Any) -> Any:
+    """A deep copy of parameters (nested dicts of numbers) without copy.deepcopy's per-object
+    bookkeeping (a search copies them once per step)."""
+    if type(v) is dict:
+        return {k: _copied(x) for k, x in v.items()}
+    return v if type(v) in (int, float, str, bool, type(None)) else copy.deepcopy(v)
+
+
 def calibrate(params: Mapping[str, Any], data: CalibrationData, iterations: int, seed: int = 0) -> tuple[dict, dict]:
     """Random local search from ``params``: (best parameters, their fit report)."""
     rng = random.Random(seed)
+    measured = _measured(data)
+
+    def report(p: Mapping[str, Any]) -> dict:
+        return _report(predicted_tflops(data.prob, data.kern, data.arch, p, data.direction), measured)
+
     best = copy.deepcopy(dict(params))
-    best_r = fit_report(best, data)
+    best_r = report(best)
     for i in range(iterations):
-        cand = copy.deepcopy(best)
+        cand = _copied(best)
         scale = 0.5 if i < iterations // 2 else 0.15
         for path, lo, hi, lg in rng.sample(SPACE, rng.randint(1, 3)):
             v = _get(cand, path)
@@ -150,7 +190,7 @@ def calibrate(params: Mapping[str, Any], data: CalibrationData, iterations: int,
             else:
                 v = v + rng.gauss(0, scale * (hi - lo) / 3)
             _set(cand, path, float(min(hi, max(lo, v))))
-        r = fit_report(cand, data)
+        r = report(cand)
         if fit_score(r) > fit_score(best_r):
             best, best_r = cand, r
     return _tie_pipelines(best), best_r

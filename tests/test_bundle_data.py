@@ -219,3 +219,34 @@ def test_generated_c_embeds_no_bundle_text(tmp_path):
     (folder / "feature_spec.json").write_text(json.dumps(spec))
     with pytest.raises(BundleError, match=r"feature_spec.json: arch must be an object whose name is letters"):
         load_bundle(folder)
+
+
+def test_a_spec_field_that_passed_once_is_checked_again_when_it_changes(tmp_path):
+    """load_bundle checks each key of a spec's arch and op_config against its schema once per value
+    in a process (bundles of a family share their solver tables): after the shipped MIOpen bundle
+    passed, a copy whose solver registry or arch holds a value of the wrong type is refused, with
+    the message of OmegaConf's merge of the whole object."""
+    from omegaconf import OmegaConf
+
+    from ckheur.config import ArchSchema
+    from ckheur.families.miopen.schema import MIOpenOpSchema
+    from ckheur.learn.bundle import BundleError, load_bundle
+
+    load_bundle(MIOPEN)
+    folder = Path(shutil.copytree(MIOPEN, tmp_path / "bundle"))
+    for field, schema, path, bad in (("op_config", MIOpenOpSchema, ("registry", 3, "id"), "three"),
+                                     ("arch", ArchSchema, ("num_cus",), "many")):
+        spec = json.loads((MIOPEN / "feature_spec.json").read_text())
+        node = spec[field]
+        for step in path[:-1]:
+            node = node[step]
+        node[path[-1]] = bad
+        (folder / "feature_spec.json").write_text(json.dumps(spec))
+        with pytest.raises(Exception) as whole:  # what OmegaConf says of the whole object
+            OmegaConf.merge(OmegaConf.structured(schema), spec[field])
+        expected = f"{field}.{whole.value.full_key}: {str(whole.value).splitlines()[0]}"
+        with pytest.raises(BundleError) as e:
+            load_bundle(folder)
+        assert str(e.value) == f"{folder / 'feature_spec.json'}: {expected}"
+    (folder / "feature_spec.json").write_text((MIOPEN / "feature_spec.json").read_text())
+    assert load_bundle(folder).spec == load_bundle(MIOPEN).spec  # the copy as shipped loads again

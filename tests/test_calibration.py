@@ -75,6 +75,41 @@ def test_calibration_from_the_neutral_start_improves_and_is_deterministic(real_t
     assert a["pipelines"]["compv5"] == a["pipelines"]["compv3"] and a["pipelines"]["comp_async"] == a["pipelines"]["compv4"]
 
 
+def _digest(params: dict) -> str:
+    import hashlib
+    import json
+
+    return hashlib.sha256(json.dumps(params, sort_keys=True).encode()).hexdigest()
+
+
+def test_calibration_finds_what_it_found_before_its_search_was_sped_up(real_table):
+    """calibrate scores its candidates on measurements it reads once (ckheur.sim_calibration._measured):
+    its result, on the whole real data and on a copy with gaps (a problem with two measured
+    kernels, one with none), is bit for bit what a673a71's calibrate returned (recorded then)."""
+    tb, engine, arch = real_table
+    data = table_calibration_data(tb, engine, arch, "fwd")
+    start = neutral_params(load_params())
+    a, ra = calibrate(start, data, 150, seed=3)
+    assert _digest(a) == "a0f2dd1998f66a1ecbbcde3813bd5d1f53f13614ec82259936e0651ed55b309c"
+    assert ra == {"median_spearman": 0.7969924812030075, "mean_eff_sim_pick": 0.881112931380743,
+                  "p10_eff_sim_pick": 0.7119891383367466, "best_fixed_kernel_eff": 0.818242240446577,
+                  "problems": 185, "kernels": 20}
+    real = data.real.copy()
+    real[::3, ::2] = np.nan  # gaps in every third problem
+    real[1, 2:] = np.nan  # a problem with two measured kernels: no Spearman
+    real[4, :] = np.nan  # a problem with none: not counted
+    gapped = dataclasses.replace(data, real=real)
+    b, rb = calibrate(start, gapped, 150, seed=5)
+    assert _digest(b) == "90c44d4aca01fb58821086a3f2bb51cc31e2291d98e0a6e0c1e09d3db6d6c8c0"
+    assert rb == {"median_spearman": 0.7696969696969697, "mean_eff_sim_pick": 0.9154591144661871,
+                  "p10_eff_sim_pick": 0.7592230593446794, "best_fixed_kernel_eff": 0.8154790109037824,
+                  "problems": 184, "kernels": 20}
+    assert fit_report(load_params(), gapped) == {
+        "median_spearman": 0.7473684210526316, "mean_eff_sim_pick": 0.9122793808779224,
+        "p10_eff_sim_pick": 0.7594028857891844, "best_fixed_kernel_eff": 0.8154790109037824,
+        "problems": 184, "kernels": 20}
+
+
 def test_fold_calibration_never_sees_the_held_out_problems(real_table):
     """A fold's simulator features and prior depend on its training problems only: changing the
     held-out problems' measurements changes nothing; changing a training problem's does."""
@@ -175,3 +210,24 @@ def test_train_guards_a_subset_of_the_calibration_data(tmp_path, ck_fwd_csv):
     assert r.returncode == 0, r.stderr
     got = re.search(r"calibrated on this data \((\d+) of its (\d+) problems\)", r.stdout)
     assert got and got.group(1) == got.group(2) and int(got.group(1)) >= 70, r.stdout
+
+
+def test_simulator_parameters_are_read_once_per_file_content(tmp_path):
+    """load_params keeps what it read (a selector, an export and a job each ask): each caller gets its
+    own copy, equal to OmegaConf's reading of the file; a changed file is read anew."""
+    from omegaconf import OmegaConf
+
+    from ckheur.config import CONF_DIR
+
+    shipped = CONF_DIR / "backend" / "sim.yaml"
+    expected = OmegaConf.to_container(OmegaConf.load(shipped)["params"], resolve=True)
+    first = load_params()
+    assert first == expected
+    first["pipelines"]["compv3"]["mfma_eff"] = -1.0  # a caller's change stays its own
+    assert load_params() == expected
+    copy = tmp_path / "sim.yaml"
+    copy.write_text(shipped.read_text())
+    assert load_params(copy) == expected
+    copy.write_text(shipped.read_text().replace("launch_us:", "launch_us: 123.0 #", 1))
+    assert load_params(copy) == {**expected, "launch_us": 123.0}
+    assert load_params() == expected

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import csv
+import re
 
 from conftest import ROOT, run_cli
 
@@ -48,13 +49,43 @@ def test_typo_fails_at_composition(tmp_path):
     assert "Key 'num_cu' not in 'ArchSchema'" in r.stderr
 
 
-def test_multirun_over_ops(tmp_path):
-    r = run_cli("-m", "op=fwd,bwd_data,bwd_weight", "problems=smoke", "list.count_only=true",
-                f"hydra.sweep.dir={tmp_path}")
-    assert r.returncode == 0, r.stderr
-    jobs = sorted(p.name for p in tmp_path.iterdir() if p.is_dir())
-    assert jobs == ["0", "1", "2"]
-    assert r.stdout.count("Kernel pool: 40 legal") == 2 and r.stdout.count("Kernel pool: 60 legal") == 1
+def test_multirun_over_ops_composes_each_job_once_as_hydra_does_twice(tmp_path, monkeypatch):
+    """A multirun over the ops; each job composed once (Hydra's sweeper checks every job by composing
+    it, then its launcher composed it again: ckheur.cli hands the checked composition to the launcher),
+    reading the ConfigStore in place (conf_source.store_shared): every job's config, Hydra's config and
+    overrides written, and the printed output, are what Hydra's own twice-composing run gives."""
+    import contextlib
+    import copy
+
+    from hydra._internal.config_loader_impl import ConfigLoaderImpl
+    from hydra.core.config_store import ConfigStore
+
+    from ckheur import cli, conf_source
+
+    compositions = []
+    compose = ConfigLoaderImpl.load_configuration
+    monkeypatch.setattr(ConfigLoaderImpl, "load_configuration",
+                        lambda self, *a, **kw: compositions.append(1) or compose(self, *a, **kw))
+    runs = {}
+    for name in ("once", "hydra"):
+        if name == "hydra":  # Hydra's own composition, without ckheur's shortcuts
+            monkeypatch.setattr(cli, "_jobs_composed_once", contextlib.nullcontext)
+            monkeypatch.setattr(conf_source, "store_shared", contextlib.nullcontext)
+        compositions.clear()
+        folder = tmp_path / name
+        r = run_cli("-m", "op=fwd,bwd_data,bwd_weight", "problems=smoke", "list.count_only=true",
+                    f"hydra.sweep.dir={folder}")
+        assert r.returncode == 0, r.stderr
+        assert sorted(p.name for p in folder.iterdir() if p.is_dir()) == ["0", "1", "2"]
+        assert r.stdout.count("Kernel pool: 40 legal") == 2 and r.stdout.count("Kernel pool: 60 legal") == 1
+        assert len(compositions) == {"once": 1 + 3, "hydra": 1 + 2 * 3}[name]  # the master config, then the jobs
+        printed = re.sub(r"^\[[-0-9 :,]+\]", "", r.stdout, flags=re.M)  # Hydra's log lines' times
+        runs[name] = [printed.replace(str(folder), "<sweep>")] + [
+            (folder / job / ".hydra" / f).read_text().replace(str(folder), "<sweep>")
+            for job in ("0", "1", "2") for f in ("config.yaml", "hydra.yaml", "overrides.yaml")]
+    assert runs["once"] == runs["hydra"]
+    assert "__deepcopy__" not in vars(ConfigStore)  # store_shared ended with the command
+    assert copy.deepcopy(ConfigStore.instance()) is not ConfigStore.instance()
 
 
 def test_a_problem_set_in_the_users_own_config_folder(tmp_path, confdir):

@@ -149,20 +149,56 @@ def test_gpu_without_ck_tile_kernels_serves_miopen_ops_and_refuses_ck_ops(tmp_pa
 
 def test_packaged_yaml_reads_as_omegaconf_reads_it(tmp_path):
     """Hydra reads the packaged configs with libyaml's parser (ckheur/conf_source.py): every shipped
-    file gives the very config (values, types, header) OmegaConf's own reader gives; a file that
-    parser or OmegaConf refuses fails with OmegaConf's own error."""
+    file gives the very config (values, types, header) OmegaConf's own reader gives, when read the
+    first time and again (a process's later reads copy a config made once: conf_source._READ; each
+    read gets its own); a file that parser or OmegaConf refuses fails with OmegaConf's own error."""
     from hydra._internal.core_plugins.importlib_resources_config_source import ImportlibResourcesConfigSource
+    from omegaconf import open_dict
 
+    from ckheur import conf_source
     from ckheur.conf_source import PackagedConfigSource
 
     fast, usual = PackagedConfigSource("main", "ckheur-yaml://ckheur.conf"), \
         ImportlibResourcesConfigSource("main", "pkg://ckheur.conf")
     files = sorted(CONF_DIR.rglob("*.yaml"))
     assert len(files) > 50
+    conf_source._READ.clear()
     for path in files:
-        a, b = fast._read_config(path), usual._read_config(path)
-        assert OmegaConf.to_yaml(a.config) == OmegaConf.to_yaml(b.config) and a.header == b.header, path
-        assert repr(OmegaConf.to_container(a.config)) == repr(OmegaConf.to_container(b.config)), path
+        b = usual._read_config(path)
+        for _ in range(3):  # read, parsed again; read again, a copy
+            a = fast._read_config(path)
+            assert OmegaConf.to_yaml(a.config) == OmegaConf.to_yaml(b.config) and a.header == b.header, path
+            assert repr(OmegaConf.to_container(a.config)) == repr(OmegaConf.to_container(b.config)), path
+            with open_dict(a.config):
+                a.config["_changed_by_its_reader"] = 1  # never seen by the next read
+    # load_yaml (config options, MIOpen's solver tables) and read_config (problem sets) read them with
+    # that parser too: as OmegaConf does
+    from ckheur.config import _parsed_option, load_yaml, read_config
+    from ckheur.families.miopen.solvers import TABLES_DIR
+
+    _parsed_option.cache_clear()
+    for path in [*files, *sorted(TABLES_DIR.glob("*.yaml"))]:
+        loaded, fast_loaded = OmegaConf.load(path), read_config(path)
+        assert OmegaConf.to_yaml(fast_loaded) == OmegaConf.to_yaml(loaded), path
+        expected = OmegaConf.to_container(loaded)
+        assert repr(OmegaConf.to_container(fast_loaded)) == repr(expected), path
+        expected.pop("defaults", None)
+        assert repr(load_yaml(path)) == repr(expected), path
+    for i, text in enumerate(("a: ${b}\nb: [1, x]\n", "a: ${b\n", "1: x\n", "a: [1, 2\n")):  # ${ parsed, more keys
+        odd = tmp_path / f"odd{i}.yaml"
+        odd.write_text(text)
+        got = []
+        for read in (load_yaml, lambda f: OmegaConf.to_container(read_config(f)),
+                     lambda f: OmegaConf.to_container(OmegaConf.load(f))):
+            try:
+                got.append(repr(read(odd)))
+            except Exception as e:  # noqa: BLE001 (the very error, whatever it is)
+                got.append(f"{type(e).__name__}: {e}")
+        assert got[0] == got[1] == got[2], text
+    again = tmp_path / "again.yaml"  # a file that changes between reads is read anew
+    for value in (1, 2):
+        again.write_text(f"a: {value}\n")
+        assert OmegaConf.to_container(fast._read_config(again).config) == {"a": value}
     for i, text in enumerate(("name: a\nname: b\n", "a: [1, 2\n", "a: {b: 1\n", "- 1\n- [2\n", "plain text\n", "")):
         bad = tmp_path / f"{i}.yaml"
         bad.write_text(text)

@@ -28,12 +28,12 @@ def set_node(name: str) -> Any:
     """The validated config node of a shipped set (same schema as composition)."""
     from omegaconf import OmegaConf
 
-    from ckheur.config import ProblemSetSchema
+    from ckheur.config import ProblemSetSchema, read_config
 
     path = CONF_DIR / "problems" / f"{name}.yaml"
     if not path.exists():
         raise ProblemError(f"problem set {name!r} not found; shipped sets: {', '.join(shipped_sets())}")
-    raw = OmegaConf.load(path)
+    raw = read_config(path)
     raw.pop("defaults", None)
     return OmegaConf.merge(OmegaConf.structured(ProblemSetSchema), raw)
 
