@@ -71,8 +71,8 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from bench_logo import (BUNDLED, DEVICES, TARGET_WEIGHT, device_tables, nearest, problem_ranks, rows_of,  # noqa: E402
-                        sweep_rows, with_hw)
+from bench_logo import (BUNDLED, DEVICES, TARGET_WEIGHT, ceiling_split, device_tables, nearest,  # noqa: E402
+                        problem_ranks, rows_of, sweep_rows, with_hw)
 from bench_miopen_fdb import ROOT  # noqa: E402
 from bench_unseen import bundle_scores, fit_on, predict_rows, ranked_rows, report  # noqa: E402
 
@@ -182,7 +182,7 @@ def one_op(data: Path, direction: str, dtype: str, helds: list, max_problems: in
         served = served_sweep(tb, held, cfgs, direction, dtype, kept) if {SERVED, SERVED_NEAR, NEAR} & {
             *rows_wanted} else None
         s_swept = swept[:0] if served is None else sweep_rows(tb, kept, served[1], budget, seed)
-        test = np.random.default_rng(seed + 7).random(len(tb.problems)) < 0.2
+        test = ceiling_split(len(tb.problems), seed)
         measured = np.zeros(len(tb.problems), dtype=bool)
         measured[tb.pid[swept]] = True
         logo_set = np.flatnonzero(test[tb.pid] & ~measured[tb.pid])  # bench_logo's scored rows

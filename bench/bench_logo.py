@@ -89,24 +89,38 @@ def device_config(device: str) -> dict:
     return cfg
 
 
-def load_device(data: Path, device: str, direction: str, dtype: str, max_problems: int, seed: int):
-    """A device's table of one direction and dtype, at most ``max_problems`` problems drawn at random."""
+def device_rows(data: Path, device: str, direction: str, dtype: str, max_problems: int, seed: int):
+    """A device's dataset rows of one direction and dtype, of at most ``max_problems`` problems drawn
+    at random, and how many problems its file has."""
     from ckheur.data.dataset import read_dataset
-    from ckheur.families.engines import get_engine
     from ckheur.families.miopen.problems import FIELDS
-    from ckheur.kernels import enumerate_pool
-    from ckheur.learn.training import build_table
-    from ckheur.stages import compose_config, plain
 
     arch, _, name = DEVICES[device]
-    cfg = compose_config([f"op=miopen/{direction}", f"arch={arch}", f"op.dtype={dtype}"])
-    op, arch_cfg = plain(cfg.op), device_config(device)
     df = read_dataset(data / f"miopen_{direction}_{dtype}_{arch}" / f"{name}.parquet")
     group = df.groupby(list(FIELDS), sort=True, observed=True, dropna=False).ngroup().to_numpy()
     total = int(group.max()) + 1
     if total > max_problems:
         keep = np.random.default_rng(seed).choice(total, size=max_problems, replace=False)
         df = df[np.isin(group, keep)]
+    return df, total
+
+
+def ceiling_split(problems: int, seed: int) -> np.ndarray:
+    """The ceiling's test problems (a random 20%): the mask every leave-one-GPU-out bench scores on."""
+    return np.random.default_rng(seed + 7).random(problems) < 0.2
+
+
+def load_device(data: Path, device: str, direction: str, dtype: str, max_problems: int, seed: int):
+    """A device's table of one direction and dtype, at most ``max_problems`` problems drawn at random."""
+    from ckheur.families.engines import get_engine
+    from ckheur.kernels import enumerate_pool
+    from ckheur.learn.training import build_table
+    from ckheur.stages import compose_config, plain
+
+    arch = DEVICES[device][0]
+    cfg = compose_config([f"op=miopen/{direction}", f"arch={arch}", f"op.dtype={dtype}"])
+    op, arch_cfg = plain(cfg.op), device_config(device)
+    df, total = device_rows(data, device, direction, dtype, max_problems, seed)
     tb = build_table(df, op, arch_cfg, enumerate_pool(op, arch_cfg).kernels, get_engine("miopen"), None)
     flops = np.array([p.flops for p in tb.problems], dtype=float)[tb.pid]
     tb.flops_over_tflops = np.where(tb.tflops > 0, flops / np.maximum(tb.tflops, 1e-30) * 1e-9, np.nan)
@@ -319,7 +333,7 @@ def one_op(args: tuple) -> dict:
             tunanet_rows(tb, arch, direction, dtype, tunanet,
                          lambda name, scores, on: add("its own TunaNet (MIOpen's, its domain)", scores, on))
         # the ceiling: the device's own model on 80% of its problems, scored on the other 20%
-        test = np.random.default_rng(seed + 7).random(len(tb.problems)) < 0.2
+        test = ceiling_split(len(tb.problems), seed)
         te = np.flatnonzero(test[tb.pid])
         ceiling, _ = fit_on(mine, np.flatnonzero(~test[tb.pid] & tb.listed[tb.kid]), model, seed)
         add("ceiling: its own model, random split (20%)", predict_rows(ceiling, mine, te), te)

@@ -24,8 +24,8 @@ import os, sys, time, json, dataclasses
 from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import numpy as np
-from bench_logo import (DEVICES, BUNDLED, TARGET_WEIGHT, device_config, load_device, with_hw, rows_of, nearest,
-                        sweep_rows)
+from bench_logo import (DEVICES, BUNDLED, TARGET_WEIGHT, ceiling_split, device_config, load_device, with_hw, rows_of,
+                        nearest, sweep_rows)
 from bench_unseen import RECIPE, fit_on, predict_rows, report, ranked_rows, bundle_scores
 from ckheur.learn.training import concat_tables
 from ckheur.families.miopen.solvers import kind_of, KIND_FEATURES
@@ -145,7 +145,7 @@ def main() -> None:
                 if a in zs and b in zs:
                     add(f'zero ens {a}+{b}', (zs[a][0] + zs[b][0])[rows] / 2)
         # few-shot variants: few:<feature variant>:<weight>[:ft]
-        test = np.random.default_rng(seed + 7).random(len(tb.problems)) < 0.2
+        test = ceiling_split(len(tb.problems), seed)
         for v in variants:
             if not v.startswith('few'):
                 continue

@@ -35,7 +35,7 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from bench_logo import DEVICES, load_device, sweep_rows  # noqa: E402
+from bench_logo import DEVICES, ceiling_split, device_rows, load_device, sweep_rows  # noqa: E402
 from bench_unseen import ranked_rows  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -43,17 +43,9 @@ ROOT = Path(__file__).resolve().parents[1]
 
 def subsample(data: Path, device: str, direction: str, dtype: str, max_problems: int, seed: int):
     """The device's rows of load_device's draw (the same problems), and the ceiling's test problems' keys."""
-    from ckheur.data.dataset import read_dataset
-    from ckheur.families.miopen.problems import FIELDS
-
-    arch, _, name = DEVICES[device]
-    df = read_dataset(data / f"miopen_{direction}_{dtype}_{arch}" / f"{name}.parquet")
-    group = df.groupby(list(FIELDS), sort=True, observed=True, dropna=False).ngroup().to_numpy()
-    if int(group.max()) + 1 > max_problems:
-        keep = np.random.default_rng(seed).choice(int(group.max()) + 1, size=max_problems, replace=False)
-        df = df[np.isin(group, keep)]
+    df, _ = device_rows(data, device, direction, dtype, max_problems, seed)
     tb = load_device(data, device, direction, dtype, max_problems, seed)
-    test = np.random.default_rng(seed + 7).random(len(tb.problems)) < 0.2  # bench_logo's ceiling split
+    test = ceiling_split(len(tb.problems), seed)
     keys = {tb.problems[i].key() for i in np.flatnonzero(test)}
     # bench_fewshot_levers scores its rows on the test problems its sweep did not measure; which problems
     # that sweep measures does not depend on the ranker's scores (only which solvers), so zeros give them
@@ -76,7 +68,8 @@ def figures(bundle: Path, overrides: list, frame, listed: set | None) -> dict:
     from ckheur.selection.predicting import across_gpus_selector
     from ckheur.stages import compose_config
 
-    sel = across_gpus_selector(Job.from_config(compose_config(overrides)), bundle, served=False, cascade_threshold=10**9)
+    sel = across_gpus_selector(Job.from_config(compose_config(overrides)), bundle, served=False,
+                               cascade_threshold=10**9)
     top1 = eff = unlisted = n = 0
     for key, g in frame.groupby(list(FIELDS), sort=False, observed=True, dropna=False):
         ok = usable(g)  # the times stage=evaluate and bench_logo's tables score against
@@ -178,10 +171,11 @@ def report(out: dict, work: Path, direction: str, dtype: str, held: str, a) -> N
     import pandas as pd
 
     from ckheur.data.dataset import read_dataset, usable
+    from ckheur.families.miopen.problems import FIELDS
 
     arch, cus, name = DEVICES[held]
     sw = read_dataset(work / "data" / f"miopen_{direction}_{dtype}_{arch}" / "bringup.parquet")
-    out["swept"] = {"pairs": len(sw), "problems": int(sw.groupby(["N", "C", "K", "Hi", "Wi", "Y", "X", "layout"]).ngroups),
+    out["swept"] = {"pairs": len(sw), "problems": int(sw.groupby(list(FIELDS), observed=True, dropna=False).ngroups),
                     **{k: int(v) for k, v in sw.status.value_counts().items()}}
     test = read_dataset(work / "held" / f"{name}_test20.parquet")
     whole = pd.concat([test, read_dataset(work / "held" / f"{name}_rest80.parquet")])
@@ -199,7 +193,8 @@ def report(out: dict, work: Path, direction: str, dtype: str, held: str, a) -> N
                 r = figures(work / m, overrides, frame, among)
                 out[f"{m}, {where}, {proto}"] = r
                 print(f"{a.cell} {m}, {where}, among the {proto} solvers: {100 * r['top1']:.1f} / "
-                      f"{100 * r['efficiency']:.2f} / {100 * r['not_listed']:.2f} on {r['problems']} problems", flush=True)
+                      f"{100 * r['efficiency']:.2f} / {100 * r['not_listed']:.2f} on {r['problems']} problems",
+                      flush=True)
     print(f"{a.cell} swept: {out['swept']}")
     if a.out:
         Path(a.out).write_text(json.dumps(out, indent=1))
