@@ -271,9 +271,53 @@ def device_tables(data: Path, direction: str, dtype: str, max_problems: int, see
     return model, cfgs, tables, union_list, hw, trained
 
 
+def zero_only(data, direction: str, dtype: str, max_problems: int, seed: int, threads: int) -> dict:
+    """``--zero-only``: the rows a GPU never measured gets (the model across the other five, today's
+    fallback, as served, the best single solver) for every held-out device of one direction and
+    dtype, in bench_logo's protocol (``held_out``: the candidates are the solvers the held-out file
+    lists at least once) and in the product's (``held_out_product``: every solver of its arch's
+    table that MIOpen's rules keep, as ``stage=predict`` and ``stage=evaluate`` rank them; a GPU
+    never measured has no file to say which solvers its MIOpen runs)."""
+    from bench_unseen import bundle_scores
+
+    from ckheur.learn.training import concat_tables
+
+    t0 = time.perf_counter()
+    model, cfgs, tables, _, hw, trained = device_tables(data, direction, dtype, max_problems, seed, threads)
+    out = {"direction": direction, "dtype": dtype, "problems": {d: len(t.problems) for d, t in tables.items()},
+           "total_problems": {d: t.total_problems for d, t in tables.items()}, "held_out": {}, "held_out_product": {}}
+    for held in DEVICES:
+        tb, mine = tables[held], hw[held]
+        others = [d for d in DEVICES if d != held]
+        rows = np.arange(len(tb.pid))
+        kept = ranked_rows(tb, tb.op, rows)
+        zero, _ = fit_on(concat_tables([trained[d] for d in others]), None, model, seed)
+        single = best_single([tables[d] for d in others])
+        scored = [(ZERO, np.where(kept, predict_rows(zero, mine, rows), -np.inf), {}),
+                  ("best single solver of the five", np.array([1.0 if tb.kernels[k].name == single else 0.0
+                                                               for k in tb.kid]), {"solver": single})]
+        fallback = nearest(held, [d for d in others if DEVICES[d][0] in BUNDLED], cfgs, dtype)
+        bundle = ROOT / "models" / f"miopen_{direction}_{dtype}_{DEVICES[fallback][0]}"
+        if bundle.is_dir():
+            scored.append((FALLBACK, bundle_scores(bundle, tb)[0], {"bundle": fallback}))
+        for key, among in (("held_out", tb.listed[tb.kid]), ("held_out_product", np.ones(len(rows), dtype=bool))):
+            res = {name: {**report(tb, rows, np.where(among, scores, -np.inf)), **extra}
+                   for name, scores, extra in scored}
+            if as_served(res, held, cfgs) is not None:
+                res[AS_SERVED] = as_served(res, held, cfgs)
+            out[key][held] = res
+        print(f"{direction} {dtype} {held} ({time.perf_counter() - t0:.0f} s): " + "; ".join(
+            f"{n}: {100 * r['efficiency']:.2f} (bench) / {100 * out['held_out_product'][held][n]['efficiency']:.2f} "
+            f"(product)" for n, r in out["held_out"][held].items()), flush=True)
+    out["seconds"] = round(time.perf_counter() - t0, 1)
+    return out
+
+
 def one_op(args: tuple) -> dict:
     """Every held-out device of one direction and dtype."""
-    data, direction, dtype, max_problems, seed, budgets, threads, tunanet = args
+    data, direction, dtype, max_problems, seed, budgets, threads, tunanet, only_zero = args
+    if only_zero:  # --zero-only: the zero-shot rows in both protocols, nothing else
+        return zero_only(data, direction, dtype, max_problems, seed, threads)
 
     t0 = time.perf_counter()
     model, cfgs, tables, union_list, hw, trained = device_tables(data, direction, dtype, max_problems, seed, threads)
@@ -437,6 +481,17 @@ def summary(results: list) -> list[str]:
     return out
 
 
+def print_tables(results: list) -> None:
+    """The tables and summary of a run (and of its product-protocol rows, ``--zero-only``)."""
+    for line in [*table_md(results), *summary(results)]:
+        print(line)
+    product = [{**r, "held_out": r["held_out_product"]} for r in results if "held_out_product" in r]
+    if product:
+        print("\nThe same rows in the product's protocol (every solver of the arch's table MIOpen's rules keep):")
+        for line in [*table_md(product), *summary(product)]:
+            print(line)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--data", default="/tmp/ckheur_logo_data", help="datasets (the six files imported once)")
@@ -449,6 +504,8 @@ def main() -> None:
     ap.add_argument("--jobs", type=int, default=1, help="directions x dtypes in parallel processes")
     ap.add_argument("--threads", type=int, default=2, help="LightGBM threads per process")
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--zero-only", action="store_true", help="only the rows a GPU never measured gets, in bench_logo's "
+                    "protocol and in the product's (every solver of the arch's table as candidates)")
     ap.add_argument("--out", default=None, help="write the results as JSON")
     ap.add_argument("--from-json", default=None, help="print the tables and summary of an earlier run's --out file "
                     "(rows this version derives from that run's, as AS_SERVED, added), training nothing")
@@ -462,8 +519,7 @@ def main() -> None:
                     res[AS_SERVED] = as_served(res, held, cfgs)
         print(f"leave-one-GPU-out over {len(DEVICES)} devices, from {args.from_json} ({len(results)} direction x dtype "
               "cells); nothing trained")
-        for line in [*table_md(results), *summary(results)]:
-            print(line)
+        print_tables(results)
         return
     data = Path(args.data)
     todo = [Path(args.fdb) / f"{name}.HIP.fdb.txt.bz2" for arch, _, name in DEVICES.values()
@@ -472,7 +528,7 @@ def main() -> None:
         with ProcessPoolExecutor(max_workers=max(1, min(args.jobs, len(todo)))) as ex:
             for r in ex.map(import_file, todo, [data] * len(todo)):
                 print(f"imported {r['file']} in {r['wall_s']} s", flush=True)
-    jobs = [(str(data), d, t, args.max_problems, args.seed, args.budgets, args.threads, args.tunanet)
+    jobs = [(str(data), d, t, args.max_problems, args.seed, args.budgets, args.threads, args.tunanet, args.zero_only)
             for d in args.directions for t in args.dtypes]
     t0 = time.perf_counter()
     results = []
@@ -483,8 +539,7 @@ def main() -> None:
                 Path(args.out).write_text(json.dumps(results, indent=1, default=float))
     print(f"\nleave-one-GPU-out over {len(DEVICES)} devices, at most {args.max_problems} problems per device, "
           f"direction and dtype (drawn at random, seed {args.seed}); {time.perf_counter() - t0:.0f} s")
-    for line in [*table_md(results), *summary(results)]:
-        print(line)
+    print_tables(results)
 
 
 if __name__ == "__main__":
