@@ -47,6 +47,8 @@ solvers the training devices (and the sweep) list for problems of the same kind.
     python bench/bench_logo.py [--data DIR] [--directions fwd bwd_data bwd_weight] [--dtypes fp32 fp16]
                                [--max-problems 1500] [--jobs 6] [--out logo.json]
     python bench/bench_logo.py --from-json logo.json   # the tables and summary of an earlier run, no training
+    python bench/bench_logo.py --zero-only --out zero.json   # only the zero-shot rows, in bench_logo's protocol
+                                                             # and in the product's (every solver of the arch's table)
 """
 
 from __future__ import annotations
