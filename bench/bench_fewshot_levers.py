@@ -71,10 +71,10 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from bench_logo import (BUNDLED, DEVICES, TARGET_WEIGHT, ceiling_split, device_tables, nearest,  # noqa: E402
-                        problem_ranks, rows_of, sweep_rows, with_hw)
+from bench_logo import (BUNDLED, DEVICES, TARGET_WEIGHT, ceiling_split, device_tables, held_out,  # noqa: E402
+                        nearest, problem_ranks, rows_of, sweep_rows, with_hw)
 from bench_miopen_fdb import ROOT  # noqa: E402
-from bench_unseen import bundle_scores, fit_on, predict_rows, ranked_rows, report  # noqa: E402
+from bench_unseen import bundle_scores, fit_on, predict_rows, report  # noqa: E402
 
 CURRENT = "current: five + the sweep's rows x20, retrained"
 CEILING = "ceiling: its own model, random split"
@@ -161,10 +161,7 @@ def one_op(data: Path, direction: str, dtype: str, helds: list, max_problems: in
     own_models: dict = {}  # each device's own model (its rows alone), fitted once per direction and dtype
     out = {}
     for held in helds:
-        tb, mine = tables[held], hw[held]
-        others = [d for d in DEVICES if d != held]
-        rows = np.arange(len(tb.pid))
-        kept = ranked_rows(tb, tb.op, rows)
+        tb, mine, others, rows, kept = held_out(tables, hw, held)
         # the zero-shot (adopted) ranker, as bench_logo builds it
         zero, _ = fit_on(concat_tables([trained[d] for d in others]), None, model, seed)
         z_id = np.where(kept, predict_rows(zero, mine, rows), -np.inf)

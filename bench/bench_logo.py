@@ -273,6 +273,14 @@ def device_tables(data: Path, direction: str, dtype: str, max_problems: int, see
     return model, cfgs, tables, union_list, hw, trained
 
 
+def held_out(tables: dict, hw: dict, held: str) -> tuple:
+    """A held-out device's table, its rows with descriptors, the other five devices, its row indices
+    and the rows MIOpen's rules keep (the candidates every row of the benches ranks)."""
+    tb = tables[held]
+    rows = np.arange(len(tb.pid))
+    return tb, hw[held], [d for d in DEVICES if d != held], rows, ranked_rows(tb, tb.op, rows)
+
+
 def zero_only(data, direction: str, dtype: str, max_problems: int, seed: int, threads: int) -> dict:
     """``--zero-only``: the rows a GPU never measured gets (the model across the other five, today's
     fallback, as served, the best single solver) for every held-out device of one direction and
@@ -289,10 +297,7 @@ def zero_only(data, direction: str, dtype: str, max_problems: int, seed: int, th
     out = {"direction": direction, "dtype": dtype, "problems": {d: len(t.problems) for d, t in tables.items()},
            "total_problems": {d: t.total_problems for d, t in tables.items()}, "held_out": {}, "held_out_product": {}}
     for held in DEVICES:
-        tb, mine = tables[held], hw[held]
-        others = [d for d in DEVICES if d != held]
-        rows = np.arange(len(tb.pid))
-        kept = ranked_rows(tb, tb.op, rows)
+        tb, mine, others, rows, kept = held_out(tables, hw, held)
         zero, _ = fit_on(concat_tables([trained[d] for d in others]), None, model, seed)
         single = best_single([tables[d] for d in others])
         scored = [(ZERO, np.where(kept, predict_rows(zero, mine, rows), -np.inf), {}),
@@ -330,10 +335,7 @@ def one_op(args: tuple) -> dict:
            "total_problems": {d: t.total_problems for d, t in tables.items()}, "held_out": {}}
     print(f"{direction} {dtype}: tables and own models in {time.perf_counter() - t0:.0f} s", flush=True)
     for held in DEVICES:
-        tb, mine = tables[held], hw[held]
-        others = [d for d in DEVICES if d != held]
-        rows = np.arange(len(tb.pid))
-        kept = ranked_rows(tb, tb.op, rows)
+        tb, mine, others, rows, kept = held_out(tables, hw, held)
         res: dict = {}
 
         def add(name, scores, on=rows, **extra):
