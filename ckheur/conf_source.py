@@ -16,55 +16,23 @@ import contextlib
 import copy
 from typing import Any, Iterator
 
-import yaml
 from hydra._internal.core_plugins.importlib_resources_config_source import ImportlibResourcesConfigSource
 from hydra.core.config_search_path import ConfigSearchPath
 from hydra.plugins.config_source import ConfigResult, ConfigSource
 from hydra.plugins.search_path_plugin import SearchPathPlugin
 from omegaconf import OmegaConf
 
+from ckheur.yaml_rules import parsed_yaml, yaml_loader
+
 PACKAGE = "pkg://ckheur.conf"
 SCHEME = "ckheur-yaml"
 
 
-def _loader() -> type | None:
-    """OmegaConf's YAML loader rules on libyaml's parser; None without libyaml."""
-    if not getattr(yaml, "__with_libyaml__", False):
-        return None
-    from omegaconf._utils import get_yaml_loader
-
-    rules = get_yaml_loader()
-
-    class Loader(yaml.CSafeLoader):  # type: ignore[misc,name-defined]
-        yaml_implicit_resolvers = rules.yaml_implicit_resolvers  # OmegaConf's floats, no timestamps
-
-        def construct_mapping(self, node: Any, deep: bool = False) -> Any:
-            keys = [k.value for k, _ in node.value if k.tag == yaml.resolver.BaseResolver.DEFAULT_SCALAR_TAG]
-            if len(keys) != len(set(keys)):  # OmegaConf refuses a key given twice: read again, it says which
-                raise yaml.constructor.ConstructorError(None, None, "a key given twice", node.start_mark)
-            return super().construct_mapping(node, deep=deep)
-
-    return Loader
-
-
-_LOADER = _loader()
 # Files read before in this process (each composition reads about ten, again in every one: a
 # multirun's jobs, a library composing many times): (package, file, text) -> [its parsed object,
 # its config made at the second read or None]. A copy of a config is about half the cost of making
 # one; the first read pays nothing more. A file whose text changed is another entry.
 _READ: dict[tuple, list] = {}
-
-
-def parsed(text: str) -> Any:
-    """YAML ``text`` read with OmegaConf's rules on libyaml's parser: what OmegaConf's own reader
-    makes of it before it builds a config; None where that parser refuses it or there is no libyaml
-    (then read it the usual way, so that every error is OmegaConf's own)."""
-    if _LOADER is None:
-        return None
-    try:
-        return yaml.load(text, Loader=_LOADER)
-    except yaml.YAMLError:
-        return None
 
 
 class PackagedConfigSource(ImportlibResourcesConfigSource):
@@ -78,8 +46,8 @@ class PackagedConfigSource(ImportlibResourcesConfigSource):
         try:
             text = res.read_text(encoding="utf-8")
             seen = _READ.get((self.path, str(res), text))
-            obj = yaml.load(text, Loader=_LOADER) if seen is None else seen[0]
-        except (yaml.YAMLError, UnicodeDecodeError, OSError):
+            obj = parsed_yaml(text) if seen is None else seen[0]
+        except (UnicodeDecodeError, OSError):
             obj = None
         if not isinstance(obj, (dict, list)):  # an error, an empty file or a scalar: read the usual way
             return super()._read_config(res)
@@ -107,7 +75,7 @@ def register() -> None:
     """Register the config source with Hydra (idempotent; nothing without libyaml)."""
     from hydra.core.plugins import Plugins
 
-    if _LOADER is not None:
+    if yaml_loader() is not None:
         plugins = Plugins.instance()
         plugins.register(PackagedConfigSource)
         plugins.register(PackagedConfigSearchPath)

@@ -106,7 +106,7 @@ def load_yaml(path: str | Path) -> dict:
 def _parsed_option(path: str, mtime_ns: int, size: int) -> dict:
     """A YAML file parsed once per version (its path, modification time and size): the MIOpen
     solver tables are read for every problem, and parsing their YAML is most of that. Parsed by
-    libyaml with OmegaConf's rules (conf_source.parsed: the three solver tables ~0.2 s, not ~0.5 s), else
+    libyaml with OmegaConf's rules (``parsed_yaml``: the three solver tables ~0.2 s, not ~0.5 s), else
     by OmegaConf's own reader."""
     obj = _parsed_yaml(path)
     if isinstance(obj, dict) and _plain(obj):  # what OmegaConf's config of it gives back, as it is
@@ -118,11 +118,11 @@ def _parsed_option(path: str, mtime_ns: int, size: int) -> dict:
 
 
 def _parsed_yaml(path: str | Path) -> Any:
-    """A YAML file read with libyaml on OmegaConf's rules (conf_source.parsed); None where it cannot."""
-    from ckheur.conf_source import parsed
+    """A YAML file read with libyaml on OmegaConf's rules (``parsed_yaml``); None where it cannot."""
+    from ckheur.yaml_rules import parsed_yaml
 
     try:
-        return parsed(Path(path).read_text(encoding="utf-8"))
+        return parsed_yaml(Path(path).read_text(encoding="utf-8"))
     except UnicodeDecodeError:  # OmegaConf's reader says so
         return None
 

@@ -10,8 +10,8 @@ PACKAGE = Path(__file__).resolve().parents[1] / "ckheur"
 
 # Lowest first. A module may import modules of its own layer or of lower ones.
 LAYERS = [
-    ("ckheur.version", "ckheur.errors", "ckheur.threads", "ckheur.display", "ckheur.metrics", "ckheur.config",
-     "ckheur.conf_source",
+    ("ckheur.version", "ckheur.errors", "ckheur.threads", "ckheur.display", "ckheur.metrics", "ckheur.yaml_rules",
+     "ckheur.config", "ckheur.conf_source",
      "ckheur.measurements", "ckheur.files", "ckheur.parts", "ckheur.csv_table", "ckheur.progress",
      "ckheur.formats"),
     ("ckheur.families.grouped_conv.schema", "ckheur.families.gemm.schema", "ckheur.families.miopen.schema"),
@@ -168,3 +168,20 @@ def test_every_package_ships_in_the_wheel():
     listed = set(tomllib.loads((PACKAGE.parent / "pyproject.toml").read_text())["tool"]["setuptools"]["packages"])
     found = {".".join(p.parent.relative_to(PACKAGE.parent).parts) for p in PACKAGE.rglob("__init__.py")}
     assert found <= listed, sorted(found - listed)
+
+
+def test_a_miopen_selector_ranks_without_importing_hydra():
+    """Serving is the library below the stages: loading a shipped MIOpen bundle (its solver tables
+    read with ckheur.yaml_rules) and ranking a problem never imports Hydra, whose import alone
+    costs a serving process ~0.3 s."""
+    import subprocess
+    import sys
+
+    code = ("import sys; from ckheur import Selector; "
+            "s = Selector.load('models/miopen_fwd_fp32_gfx942'); "
+            "s.rank('conv -n 32 -c 256 -H 56 -W 56 -k 256 -y 3 -x 3 -p 1 -q 1', k=3); "
+            "print(sorted(m for m in sys.modules if m.split('.')[0] == 'hydra'))")
+    r = subprocess.run([sys.executable, "-c", code], cwd=PACKAGE.parent, capture_output=True, text=True,
+                       timeout=300)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.strip().splitlines()[-1] == "[]"

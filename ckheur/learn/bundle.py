@@ -234,14 +234,9 @@ def _read_answers(path: Path, fields: list, kernels: list, family: Any = None) -
                        getattr(family, "name", None))
     except OSError:
         data = None  # reported as the reading below reports it
-    if key in _ANSWERS:
-        return dict(_ANSWERS[key])
-    answers = _checked_answers(path, fields, names, family, data)
-    if key is not None:
-        if len(_ANSWERS) >= _ANSWERS_MAX:
-            _ANSWERS.pop(next(iter(_ANSWERS)))
-        _ANSWERS[key] = answers
-    return dict(answers)
+    if key is None:
+        return _checked_answers(path, fields, names, family, data)
+    return dict(_kept(_ANSWERS, _ANSWERS_MAX, key, lambda: _checked_answers(path, fields, names, family, data)))
 
 
 def _checked_answers(path: Path, fields: list, names: set, family: Any, data: bytes | None) -> dict:
@@ -338,26 +333,31 @@ def screen_of(spec: Mapping[str, Any]) -> tuple[int, int] | None:
 # Content checks that passed in this process, by what was checked (a digest of it): loading a bundle
 # again (Selector.load(compiled=True) reads it twice, a process serving many problems reloads it)
 # does not repeat them. A check depends only on the content, so a changed file is checked again.
-_PASSED: dict[tuple, None] = {}
+_PASSED: dict[tuple, Any] = {}
 _PASSED_MAX = 256
 
 
 def _checked_once(kind: str, content: str | None, extra: Any, check: Any) -> Any:
-    """``check()`` unless it passed for this content (and ``extra``) before in this process; its
-    result then, None when it was cached. A check that raises is not recorded; content None
-    (what could not be put in words): always checked."""
+    """``check()`` unless it passed for this content (and ``extra``) before in this process (its
+    result kept). A check that raises is not recorded; content None (what could not be put in
+    words): always checked."""
     import hashlib
 
     if content is None:
         return check()
     key = (kind, hashlib.sha256(content.encode("utf-8", "surrogatepass")).digest(), extra)
-    if key in _PASSED:
-        return None
-    got = check()
-    if len(_PASSED) >= _PASSED_MAX:
-        _PASSED.pop(next(iter(_PASSED)))
-    _PASSED[key] = None
-    return got
+    return _kept(_PASSED, _PASSED_MAX, key, check)
+
+
+def _kept(cache: dict, limit: int, key: tuple, compute: Any) -> Any:
+    """``compute()``'s result, kept in ``cache`` by ``key`` (at most ``limit`` entries, the oldest
+    dropped first); one that raises is not kept."""
+    if key not in cache:
+        value = compute()
+        if len(cache) >= limit:
+            cache.pop(next(iter(cache)))
+        cache[key] = value
+    return cache[key]
 
 
 def _read_json(path: Path) -> Any:
