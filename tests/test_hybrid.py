@@ -338,6 +338,19 @@ def test_partly_measured_problems_are_detected_and_naive_claims_a_false_oracle()
     assert w[0] == 1.0
 
 
+def test_a_problem_with_no_usable_time_labels_zero_for_both_objectives():
+    import warnings
+
+    from ckheur.learn.training import labels
+
+    # problem 0: every timed kernel censored (0 TFLOPS); problem 1: two real times
+    tflops, pid = np.array([0.0, 0.0, 40.0, 20.0]), np.array([0, 0, 1, 1])
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # no 0/0 on the censored problem
+        assert labels("relative", tflops, pid).tolist() == [0.0, 0.0, 1.0, 0.5]
+        assert labels("lambdarank", tflops, pid, rank_power=1.0).tolist() == [0, 0, 30, 15]
+
+
 def test_mixed_objective_gradient_matches_its_loss():
     from ckheur.learn.training import _mixed_loss
 

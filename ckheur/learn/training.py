@@ -259,7 +259,8 @@ def labels(objective: str, tflops: np.ndarray, pid: np.ndarray, rank_power: floa
         return np.log1p(tflops)
     best = np.zeros(pid.max() + 1)
     np.maximum.at(best, pid, tflops)
-    rel = tflops / best[pid]
+    # A problem with no usable time (every row censored) labels 0, as LightGBM reads a NaN label.
+    rel = np.divide(tflops, best[pid], out=np.zeros(len(tflops)), where=best[pid] > 0)
     if objective == "relative":
         return rel
     if objective == "lambdarank":
