@@ -69,6 +69,11 @@ def test_predict_leaves_no_empty_run_folder_and_names_a_gemm_as_one(tmp_path):
                 f"hydra.sweep.dir={tmp_path / 'unused'}", cwd=tmp_path / "mine")
     assert r.returncode == 0 and "no run folder is kept" in r.stdout, r.stderr
     assert [p.name for p in (tmp_path / "mine").rglob("*")] == ["outputs"]
+    # A command that fails before writing anything leaves no run folder either.
+    r = run_cli("stage=predict", "op=gemm", "problem.M=64", "problem.N=64", f"hydra.sweep.dir={tmp_path / 'unused'}",
+                cwd=tmp_path / "mine")
+    assert r.returncode == 2 and "missing required field(s) K" in r.stderr, r.stderr
+    assert [p.name for p in (tmp_path / "mine").rglob("*")] == ["outputs"]
 
 
 def _figures(monkeypatch) -> dict:

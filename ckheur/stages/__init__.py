@@ -45,14 +45,16 @@ def run_stage(cfg: DictConfig, output_dir: str | Path, choices: dict[str, Any] |
         raise SystemExit(f"error: stage={name!r} unknown; allowed: {', '.join(STAGES)}")
     module = importlib.import_module(STAGES[name])
     ctx = Context(output_dir=Path(output_dir), choices=dict(choices or {}))
+    before = folder_files(ctx.output_dir) if ctx.output_dir.is_dir() else {}
+    # A run folder the stage wrote nothing into is removed (with Hydra's record), whether it ended or failed.
+    unused = lambda: remove_empty_to is not None and not before and ctx.output_dir.is_dir() \
+        and not folder_files(ctx.output_dir) and _remove_empty(ctx.output_dir, remove_empty_to)  # noqa: E731
     try:
         check_names(cfg)
         check_numbers(cfg)
         make_folder(ctx.output_dir, "run folder")
-        before = folder_files(ctx.output_dir)
         result = module.run(cfg, ctx)
-        if remove_empty_to is not None and not before and not folder_files(ctx.output_dir) \
-                and _remove_empty(ctx.output_dir, remove_empty_to):
+        if unused():
             print("outputs: none (this stage wrote no files, so no run folder is kept)")
         else:
             print(outputs_line(ctx.output_dir, before))
@@ -61,6 +63,7 @@ def run_stage(cfg: DictConfig, output_dir: str | Path, choices: dict[str, Any] |
         message = str(e) if isinstance(e, UserError) else \
             f"{e.filename or ''}{': ' if e.filename else ''}{e.strerror or e}"
         print(f"error: {message}", file=sys.stderr)
+        unused()
         raise _exit(2, message) from None
     except KeyboardInterrupt:
         print("interrupted: what was saved stays saved", file=sys.stderr)
