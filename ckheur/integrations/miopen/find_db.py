@@ -576,13 +576,14 @@ def solver_names(path: str | Path) -> list[str]:
 
     path = Path(path)
     kinds = ", ".join(f"*{s}[.bz2]" for s in SOLVER_FILES)
+    takes = (f"op.available takes a list of solver names, or a path to MIOpen's files that name them ({kinds}, or "
+             "a folder of them such as /opt/rocm/share/miopen/db)")
     if not os.path.exists(path):
-        raise FindDbError(f"op.available={path}: no such file or folder; give a list of solver names or MIOpen's "
-                          f"files that name them ({kinds}, or a folder of them such as /opt/rocm/share/miopen/db)")
+        raise FindDbError(f"op.available={path}: no such file or folder; {takes}")
     files = sorted(f for f in path.iterdir() if f.is_file() and _solver_file(f.name)) if path.is_dir() else [path]
     if not files or not _solver_file(files[0].name):
         raise FindDbError(f"op.available={path}: {'holds no' if path.is_dir() else 'not a'} MIOpen find-db or text "
-                          f"perf-db ({kinds}); give a list of solver names or such a file or folder")
+                          f"perf-db; {takes}")
     names: set = set()
     for f in files:
         if ".fdb.txt" in f.name or ".ufdb.txt" in f.name:
@@ -592,8 +593,8 @@ def solver_names(path: str | Path) -> list[str]:
             text = _text(f)
             names |= {m for m in _PERF_ENTRY.findall(text) if not m.startswith("miopenConvolution")}
     if not names:
-        raise FindDbError(f"op.available={path}: names no solver (no entry of {len(files)} MIOpen file"
-                          f"{'s' if len(files) > 1 else ''}); give a list of solver names or a file that lists some")
+        raise FindDbError(f"op.available={path}: names no solver (no entry in {len(files)} MIOpen file"
+                          f"{'s' if len(files) > 1 else ''}); {takes}")
     return sorted(names)
 
 
