@@ -51,6 +51,13 @@ def test_the_names_in_miopen_files_and_the_pool_they_keep(tmp_path):
     job = Job.from_config(compose_config([*MI60_JOB, f"op.available={MI60}"]))
     assert [k.name for k in job.pool.kernels] == [n for n in table if n in names]
     assert "ConvMlirIgemmFwd" in table and job.op["available"] == sorted(set(names) & set(table))
+    from ckheur.selection.selector import as_problem
+    from ckheur.sweeping import plan_sweep
+
+    problem = as_problem(PROBLEM.split("=", 1)[1], job.family, "fwd", "fp32")
+    plan = plan_sweep(job, [problem], tmp_path / "sweep", backend={"name": "replay"})
+    timed = [k.name for k, ok in zip(plan.groups["all"], plan.masks[problem.key()]) if ok]
+    assert timed and set(timed) <= set(names)  # a sweep never times a solver the MIOpen given lacks
 
 
 @pytest.mark.skipif(not GPUS.is_dir(), reason="no shipped model across GPUs")
