@@ -150,7 +150,7 @@ def table_names(direction: str, arch: str) -> list[str]:
 
 def candidates(op: Mapping[str, Any], arch: Mapping[str, Any]) -> tuple[list, list]:
     """The op's solver table for the arch, its solvers the user's MIOpen ships (``op.available``)."""
-    table, dropped = available_table(op, arch)
+    table, _ = available_table(op, arch)
     return [Solver(name=s["name"], direction=op["direction"], solver_id=int(s["id"]), algorithm=s["algorithm"],
                    implementation=s["implementation"], workspace=bool(s["workspace"])) for s in table], []
 
