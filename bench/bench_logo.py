@@ -47,8 +47,9 @@ solvers the training devices (and the sweep) list for problems of the same kind.
     python bench/bench_logo.py [--data DIR] [--directions fwd bwd_data bwd_weight] [--dtypes fp32 fp16]
                                [--max-problems 1500] [--jobs 6] [--out logo.json]
     python bench/bench_logo.py --from-json logo.json   # the tables and summary of an earlier run, no training
-    python bench/bench_logo.py --zero-only --out zero.json   # only the zero-shot rows, in bench_logo's protocol
-                                                             # and in the product's (every solver of the arch's table)
+    python bench/bench_logo.py --zero-only --out zero.json   # only the zero-shot rows, in bench_logo's protocol,
+                                                             # the product's (every solver of the arch's table) and
+                                                             # the product's with op.available (the GPU's find-db)
 """
 
 from __future__ import annotations
@@ -281,21 +282,27 @@ def held_out(tables: dict, hw: dict, held: str) -> tuple:
     return tb, hw[held], [d for d in DEVICES if d != held], rows, ranked_rows(tb, tb.op, rows)
 
 
-def zero_only(data, direction: str, dtype: str, max_problems: int, seed: int, threads: int) -> dict:
+def zero_only(data, direction: str, dtype: str, max_problems: int, seed: int, threads: int,
+              fdb: str = str(SHARED)) -> dict:
     """``--zero-only``: the rows a GPU never measured gets (the model across the other five, today's
     fallback, as served, the best single solver) for every held-out device of one direction and
     dtype, in bench_logo's protocol (``held_out``: the candidates are the solvers the held-out file
     lists at least once) and in the product's (``held_out_product``: every solver of its arch's
     table that MIOpen's rules keep, as ``stage=predict`` and ``stage=evaluate`` rank them; a GPU
-    never measured has no file to say which solvers its MIOpen runs)."""
+    never measured has no file to say which solvers its MIOpen runs), and in the product's with
+    ``op.available`` given the held-out GPU's own find-db (``held_out_available``: of those, the
+    solvers that file names, as ``ckheur.families.miopen.solvers.available_of`` reads it: what a
+    user who knows their MIOpen gets)."""
     from bench_unseen import bundle_scores
 
+    from ckheur.families.miopen.solvers import available_of
     from ckheur.learn.training import concat_tables
 
     t0 = time.perf_counter()
     model, cfgs, tables, _, hw, trained = device_tables(data, direction, dtype, max_problems, seed, threads)
     out = {"direction": direction, "dtype": dtype, "problems": {d: len(t.problems) for d, t in tables.items()},
-           "total_problems": {d: t.total_problems for d, t in tables.items()}, "held_out": {}, "held_out_product": {}}
+           "total_problems": {d: t.total_problems for d, t in tables.items()}, "held_out": {}, "held_out_product": {},
+           "held_out_available": {}, "available_dropped": {}}
     for held in DEVICES:
         tb, mine, others, rows, kept = held_out(tables, hw, held)
         zero, _ = fit_on(concat_tables([trained[d] for d in others]), None, model, seed)
@@ -307,7 +314,11 @@ def zero_only(data, direction: str, dtype: str, max_problems: int, seed: int, th
         bundle = ROOT / "models" / f"miopen_{direction}_{dtype}_{DEVICES[fallback][0]}"
         if bundle.is_dir():
             scored.append((FALLBACK, bundle_scores(bundle, tb)[0], {"bundle": fallback}))
-        for key, among in (("held_out", tb.listed[tb.kid]), ("held_out_product", np.ones(len(rows), dtype=bool))):
+        shipped = available_of({"direction": direction, "available": str(Path(fdb) / f"{DEVICES[held][2]}.HIP.fdb.txt.bz2")})
+        out["available_dropped"][held] = sorted(k.name for k in tb.kernels if k.name not in shipped)
+        available = np.array([tb.kernels[k].name in shipped for k in tb.kid])
+        for key, among in (("held_out", tb.listed[tb.kid]), ("held_out_product", np.ones(len(rows), dtype=bool)),
+                           ("held_out_available", available)):
             res = {name: {**report(tb, rows, np.where(among, scores, -np.inf)), **extra}
                    for name, scores, extra in scored}
             if as_served(res, held, cfgs) is not None:
@@ -315,16 +326,17 @@ def zero_only(data, direction: str, dtype: str, max_problems: int, seed: int, th
             out[key][held] = res
         print(f"{direction} {dtype} {held} ({time.perf_counter() - t0:.0f} s): " + "; ".join(
             f"{n}: {100 * r['efficiency']:.2f} (bench) / {100 * out['held_out_product'][held][n]['efficiency']:.2f} "
-            f"(product)" for n, r in out["held_out"][held].items()), flush=True)
+            f"(product) / {100 * out['held_out_available'][held][n]['efficiency']:.2f} (product, op.available)"
+            for n, r in out["held_out"][held].items()), flush=True)
     out["seconds"] = round(time.perf_counter() - t0, 1)
     return out
 
 
 def one_op(args: tuple) -> dict:
     """Every held-out device of one direction and dtype."""
-    data, direction, dtype, max_problems, seed, budgets, threads, tunanet, only_zero = args
-    if only_zero:  # --zero-only: the zero-shot rows in both protocols, nothing else
-        return zero_only(data, direction, dtype, max_problems, seed, threads)
+    data, direction, dtype, max_problems, seed, budgets, threads, tunanet, only_zero, fdb = args
+    if only_zero:  # --zero-only: the zero-shot rows in the three protocols, nothing else
+        return zero_only(data, direction, dtype, max_problems, seed, threads, fdb)
 
     t0 = time.perf_counter()
     model, cfgs, tables, union_list, hw, trained = device_tables(data, direction, dtype, max_problems, seed, threads)
@@ -494,6 +506,12 @@ def print_tables(results: list) -> None:
         print("\nThe same rows in the product's protocol (every solver of the arch's table MIOpen's rules keep):")
         for line in [*table_md(product), *summary(product)]:
             print(line)
+    available = [{**r, "held_out": r["held_out_available"]} for r in results if "held_out_available" in r]
+    if available:
+        print("\nThe same rows in the product's protocol with op.available set to the held-out GPU's own find-db "
+              "(the table's solvers its file names):")
+        for line in [*table_md(available), *summary(available)]:
+            print(line)
 
 
 def main() -> None:
@@ -532,8 +550,8 @@ def main() -> None:
         with ProcessPoolExecutor(max_workers=max(1, min(args.jobs, len(todo)))) as ex:
             for r in ex.map(import_file, todo, [data] * len(todo)):
                 print(f"imported {r['file']} in {r['wall_s']} s", flush=True)
-    jobs = [(str(data), d, t, args.max_problems, args.seed, args.budgets, args.threads, args.tunanet, args.zero_only)
-            for d in args.directions for t in args.dtypes]
+    jobs = [(str(data), d, t, args.max_problems, args.seed, args.budgets, args.threads, args.tunanet, args.zero_only,
+             args.fdb) for d in args.directions for t in args.dtypes]
     t0 = time.perf_counter()
     results = []
     with ProcessPoolExecutor(max_workers=max(1, args.jobs)) as ex:

@@ -28,6 +28,8 @@ EXACT_TIERS = {"find_db": "ckheur.integrations.miopen.find_db:serve_find_db"}
 # Every listed kernel's time for one problem, where a file lists several (stage=predict's explain):
 # (path, problem, direction, dtype, arch) -> {kernel: time ms} or None.
 LISTINGS = {"find_db": "ckheur.integrations.miopen.find_db:find_db_listing"}
+# The solver names a tool's files list, by family (``op.available`` given as a path): (path) -> sorted names.
+SOLVER_NAMES = {"miopen": "ckheur.integrations.miopen.find_db:solver_names"}
 # Companion models some feature engines ask for: (table, booster, model, seed) -> booster.
 COMPANIONS = {"ck_companion": "ckheur.integrations.ck.model_folder:ck_companion"}
 

@@ -31,7 +31,9 @@ class Job:
         """The job of a composed ckheur config (its op, arch and kernels.filter)."""
         from ckheur.config import plain, resolve_device
 
-        return cls(plain(cfg.op), resolve_device(plain(cfg.arch)), cfg.kernels.filter)
+        op = plain(cfg.op)
+        resolved = getattr(get_family(op["family"]).kernels, "resolved_op", None)  # MIOpen: op.available's names
+        return cls(resolved(op) if resolved is not None else op, resolve_device(plain(cfg.arch)), cfg.kernels.filter)
 
     @property
     def direction(self) -> str:

@@ -100,7 +100,8 @@ def test_every_format_registry_entry_resolves():
     from ckheur import formats
 
     refs = [ref for _, ref in formats.IMPORTERS]
-    for table in (formats.READERS, formats.ENGINES, formats.EXACT_TIERS, formats.LISTINGS, formats.COMPANIONS):
+    for table in (formats.READERS, formats.ENGINES, formats.EXACT_TIERS, formats.LISTINGS, formats.COMPANIONS,
+                  formats.SOLVER_NAMES):
         refs += list(table.values())
     assert len(refs) >= 7
     for ref in refs:

@@ -72,12 +72,12 @@ def problems_to_check(selector: Any, count: int, seed: int) -> list:
 def export_c_package(model_dir: str | Path, output: str | Path, *, name: str | None = None, overwrite: bool = False,
                      build: bool = True, check_problems: int = 1000, seed: int = 0,
                      log: Callable[[str], None] = print, applicability: str | None = None,
-                     listed: Mapping[str, Any] | None = None) -> dict:
+                     listed: Mapping[str, Any] | None = None, available: Any = None) -> dict:
     """Write the bundle's C99 package into ``output``; with a C compiler (and ``build``), build
     ckheur_select in a private folder, check it against the Python selector on ``check_problems``
     seeded random problems and copy it into the package. An ExportError when C disagrees.
-    ``applicability`` and ``listed`` replace the bundle's (MIOpen: which solvers are ranked), in
-    the package and the Python selector it is checked against alike."""
+    ``applicability``, ``listed`` and ``available`` replace the bundle's (MIOpen: which solvers are
+    ranked), in the package and the Python selector it is checked against alike."""
     from ckheur.files import private_folder, write_file
     from ckheur.c_export.compiled import build as build_package
     from ckheur.c_export.compiled import compile_command, find_compiler, op_settings
@@ -86,7 +86,7 @@ def export_c_package(model_dir: str | Path, output: str | Path, *, name: str | N
 
     model_dir, out = Path(model_dir), Path(output)
     t0 = time.perf_counter()
-    op = op_settings(applicability, listed)
+    op = op_settings(applicability, listed, available=available)
     res = export_bundle(model_dir, out, name, overwrite=overwrite, **op)
     t_export = time.perf_counter() - t0
     log(f"export: {model_dir} -> {out}/ ({res.num_kernels} kernels, {res.num_trees} trees, "

@@ -218,7 +218,8 @@ class CompiledModel:
         return idx[:n].copy(), score[:n].copy(), tflops[:n].copy()
 
 
-def op_settings(applicability: Any = None, listed: Mapping[str, Any] | None = None, screen: bool = True) -> dict:
+def op_settings(applicability: Any = None, listed: Mapping[str, Any] | None = None, screen: bool = True,
+                available: Any = None) -> dict:
     """The op settings given in place of the bundle's, as plain values (config nodes and enums
     too), and ``screen=False`` where the bundle's screen is not used: what the build receives and
     the cache key hashes."""
@@ -228,19 +229,22 @@ def op_settings(applicability: Any = None, listed: Mapping[str, Any] | None = No
     if listed is not None:
         out["listed"] = {str(k): v if isinstance(v, (str, bytes)) or not hasattr(v, "__iter__") else [str(x) for x in v]
                          for k, v in listed.items()}
+    if available is not None:  # (MIOpen: op.available, names or a path: the export reads a path once)
+        out["available"] = str(available) if isinstance(available, (str, Path)) else sorted(map(str, available))
     return out
 
 
 def load_compiled(model_dir: str | Path, cc: str | None = None, *, applicability: str | None = None,
-                  listed: Mapping[str, Any] | None = None, screen: bool = True) -> CompiledModel | None:
+                  listed: Mapping[str, Any] | None = None, screen: bool = True,
+                  available: Any = None) -> CompiledModel | None:
     """The bundle's compiled selector, exported and built on first use; None (with a warning) when
     there is no C compiler or the build fails, so callers fall back to the Python path.
     ``applicability`` and ``listed`` replace the bundle's ``op.applicability`` / ``op.listed``
-    (MIOpen: which solvers are ranked per problem), and ``screen=False`` disables the bundle's screen,
-    as ``Selector.load`` takes them."""
+    (MIOpen: which solvers are ranked per problem), ``available`` the bundle's ``op.available`` (the
+    solvers compiled), and ``screen=False`` disables the bundle's screen, as ``Selector.load`` takes them."""
     from ckheur.learn.bundle import resolve_model_dir
 
-    op = op_settings(applicability, listed, screen)
+    op = op_settings(applicability, listed, screen, available)
     model_dir = resolve_model_dir(model_dir)
     cc = cc or find_compiler()
     if cc is None:

@@ -355,7 +355,7 @@ def _field_min(family: Any, f: str) -> int:
 def export_bundle(model_dir: str | Path, output: str | Path, name: str | None = None,
                   sim_params: Mapping[str, Any] | None = None, overwrite: bool = False,
                   applicability: str | None = None, listed: Mapping[str, Any] | None = None,
-                  screen: bool = True) -> ExportResult:
+                  screen: bool = True, available: Any = None) -> ExportResult:
     """Write the C package of a model bundle into ``output``: a new or empty folder, or one holding
     an earlier export of the same model and name (anything else is refused unless ``overwrite``).
     ``applicability`` and ``listed`` replace the bundle's ``op.applicability`` / ``op.listed``, as
@@ -384,9 +384,18 @@ def export_bundle(model_dir: str | Path, output: str | Path, name: str | None = 
         op_cfg["applicability"] = applicability
     if listed is not None:
         op_cfg["listed"] = dict(listed)
-    kernels = b.kernels
+    if available is not None:
+        op_cfg["available"] = available
+    kernels, answers = b.kernels, b.answers or {}
     if not kernels:
         raise ExportError(f"{b.path}: the bundle has no kernels")
+    shipped = getattr(family.kernels, "available_of", lambda op: None)({**op_cfg, "direction": direction})
+    if shipped is not None:  # MIOpen's op.available: only the solvers the user's MIOpen ships, as Python ranks
+        kernels = [k for k in kernels if k.name in shipped]
+        if not kernels:
+            raise ExportError(f"{b.path}: op.available keeps none of its {len(b.kernels)} solvers")
+        answers = {key: name for key, name in answers.items() if name in shipped}
+        op_cfg["available"] = sorted(shipped)
     kernel_dtypes = {getattr(k, "dtype", dtype) for k in kernels}  # solvers serve the op's dtype
     if kernel_dtypes != {dtype}:
         raise ExportError(f"{b.path}: kernels of dtypes {sorted(kernel_dtypes)}, model dtype {dtype}")
@@ -488,7 +497,7 @@ def export_bundle(model_dir: str | Path, output: str | Path, name: str | None = 
         "CKH_MIN_CONTIGUOUS": int(op_cfg.get("min_contiguous_elems", 2)),
         "CKH_E_FIELD": -100, "CKH_E_FIELD_LARGE": -200, "CKH_KMASK_T": kmask_type,
         "CKH_MASK_T": "uint32_t" if max_leaves <= 32 else "uint64_t",
-        "CKH_ANSWERS": len(b.answers or {}), "CKH_KEY_FIELDS": len(fields),
+        "CKH_ANSWERS": len(answers), "CKH_KEY_FIELDS": len(fields),
         # a remembered answer stays first unless the model's pick beats it by the bundle's margin
         "CKH_REMEMBER_LOG": int(remember_log), "CKH_REMEMBER_BAR": _hex(remember_bar),
         # the screen: the first trees score every candidate, the whole model the best CKH_SCREEN_TOP
@@ -529,8 +538,8 @@ def export_bundle(model_dir: str | Path, output: str | Path, name: str | None = 
                    "static float ckh_kernel_feature(int k, int slot) { return ckh_kfeat[k][slot]; }\n")
     tables += support_tables
     tables += "".join(sims.values())
-    if b.answers:
-        tables += _answers_c(b.answers, kernels, fields, cf.enums)
+    if answers:
+        tables += _answers_c(answers, kernels, fields, cf.enums)
     tables += _forest_c("main", forest, classes, slot, kernel_values, use_kmask, kmask_type)
     if companion:
         tables += _forest_c("tflops", companion, classes, slot, kernel_values, use_kmask, kmask_type)
@@ -547,7 +556,7 @@ def export_bundle(model_dir: str | Path, output: str | Path, name: str | None = 
             "trees": forest.ntree, "companion_trees": companion.ntree if companion else 0,
             "cascade": cascade, "screen": list(screened) if screened else None,
             "analytic_features": analytic is not None, "prior": prior is not None,
-            "remembered_problems": len(b.answers or {}), "ranked": ranked,
+            "remembered_problems": len(answers), "ranked": ranked,
             "fields": fields, "direction_field": "direction" in dict(cf.ctype._fields_),
             "example": family.problems.generate(0, 1)[0].to_dict(),
             "defaults": {f: family.problems.DEFAULTS.get(f) for f in fields}}

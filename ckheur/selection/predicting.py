@@ -236,10 +236,12 @@ def nearest_bundle(job: Job, models: str | Path) -> tuple[Path, str] | None:
 
 
 def applicability_of(op: Any) -> dict:
-    """The job's ``op.applicability`` (and ``op.listed``) and ``op.remember_margin`` as Selector.load
-    options when set, so the command line reaches a bundle trained without them; {} keeps the bundle's own."""
+    """The job's ``op.applicability`` (and ``op.listed``), ``op.available`` and ``op.remember_margin`` as
+    Selector.load options when set, so the command line reaches a bundle trained without them; {} keeps the bundle's own."""
     mode = op.get("applicability")
     out = {} if mode is None else {"applicability": str(mode), "listed": op.get("listed") or None}
+    if op.get("available") is not None:  # MIOpen: the solvers the user's MIOpen ships
+        out["available"] = op["available"]
     if op.get("remember_margin") is not None:
         out["remember_margin"] = op["remember_margin"]
     return out

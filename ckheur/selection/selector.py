@@ -192,6 +192,15 @@ class Selector:
         check_op = getattr(self.family.kernels, "check_op", None)  # what the family's ranking options must hold
         if check_op is not None:
             check_op(self.op)
+        available = getattr(self.family.kernels, "available_of", None)  # MIOpen: the solvers the user's MIOpen ships
+        shipped = available(self.op) if available is not None else None
+        if shipped is not None:
+            kept = [k for k in kernels if k.name in shipped]
+            if not kept:
+                raise ProblemError(f"op.available keeps none of the {len(kernels)} kernels of this model "
+                                   f"({', '.join(k.name for k in kernels[:3])} ...)")
+            kernels = kept
+            self.op["available"] = sorted(shipped)  # names, as the C export takes them
         self.arch, self.direction, self.dtype, self.engine = dict(arch), direction, dtype, engine
         self.booster, self.tflops_booster, self.objective = booster, tflops_booster, objective
         # One query's rows, scored through LightGBM's C API without the wrapper's per-call work.
@@ -245,7 +254,7 @@ class Selector:
              applicability: str | None = None, listed: Mapping[str, Any] | None = None,
              exact: Sequence[ExactTier] = (), remember_margin: float | None = None,
              kernels: Sequence[str] | None = None, screen: bool = True,
-             arch: Mapping[str, Any] | None = None) -> "Selector":
+             arch: Mapping[str, Any] | None = None, available: Any = None) -> "Selector":
         """A selector from a model bundle folder (verified on load).
 
         ``compiled=True`` ranks through the model exported as C (built with the system compiler
@@ -265,7 +274,9 @@ class Selector:
         kernels of these names (a bundle serving another GPU: the solvers that run there).
         ``screen=False``: the whole model scores every candidate, where the bundle has a screen.
         ``arch``: the device ranked for, in place of the bundle's (a model across GPUs fills its
-        hardware descriptors; ``ckheur.config.resolve_device``)."""
+        hardware descriptors; ``ckheur.config.resolve_device``). ``available`` (MIOpen): the solvers
+        the user's MIOpen ships, names or a path to its files (``op.available``): only those are
+        ranked, served from a remembered answer or an exact tier, and compiled."""
         from ckheur.learn.bundle import BundleError, load_bundle, spec_engine
         from ckheur.sim import load_params
 
@@ -276,6 +287,8 @@ class Selector:
             op["applicability"] = applicability
         if listed is not None:
             op["listed"] = dict(listed)
+        if available is not None:
+            op["available"] = available
         ranked = b.kernels
         if kernels is not None:
             names = set(kernels)
@@ -298,7 +311,8 @@ class Selector:
         if sel.screen is not None:
             sel.label += (f" [screen: its first {sel.screen[0]} of {b.booster.num_trees()} trees rank every "
                           f"candidate, all of them the best {sel.screen[1]}]")
-        sel.answers = dict(b.answers or {})
+        names = {k.name for k in sel._all_kernels}  # (op.available: remembered answers of the solvers ranked only)
+        sel.answers = {key: name for key, name in (b.answers or {}).items() if name in names}
         sel.trained_devices = list(spec.get("trained_devices") or spec.get("trained_archs") or [])
         sel.across_gpus = bool(spec.get("across_gpus"))
         sel.remember_margin = margin_of({"remember_margin": remember_margin} if remember_margin is not None else op)
@@ -320,8 +334,9 @@ class Selector:
                               f"{sel.cascade_threshold}/{sel.cascade_top}: ranking with the Python path", stacklevel=2)
                 return sel
             # the C package ranks the solvers op.applicability keeps, as given here or the bundle's
-            sel.compiled = load_compiled(b.path, applicability=applicability, listed=listed, screen=screen)
-            if sel.compiled is not None and sel.compiled.info.get("kernel_names") != [k.name for k in b.kernels]:
+            sel.compiled = load_compiled(b.path, applicability=applicability, listed=listed, screen=screen,
+                                         available=sel.op.get("available") if available is not None else None)
+            if sel.compiled is not None and sel.compiled.info.get("kernel_names") != [k.name for k in sel._all_kernels]:
                 # its indices point into the kernels loaded here: a bundle changed between the two reads
                 warnings.warn(f"the compiled selector of {b.path} ranks other kernels than the bundle loaded: "
                               "ranking with the Python path", stacklevel=2)

@@ -9,12 +9,22 @@ from typing import Any
 from ckheur.stages import StageError, plain
 
 
+def note_available(job: Any) -> None:
+    """Print what ``op.available`` (MIOpen: the solvers the user's MIOpen ships) keeps of the job's
+    table and which it drops; nothing when it is not set."""
+    note = getattr(job.family.kernels, "available_note", None)
+    line = note(job.op, job.arch) if note is not None else ""
+    if line:
+        print(line)
+
+
 def selector_from_cfg(cfg: Any, job: Any, model_dir: str | None = None, tuning_db: str | None = None,
                       find_db: str | None = None) -> tuple[Any, str]:
     """The job's selector and its label (``ckheur.selection.predicting.selector_for``): ``model_dir``,
     else predict.model_dir, else the bundle under paths.models / paths.sim_models, else analytic."""
     from ckheur.selection.predicting import selector_for
 
+    note_available(job)
     return selector_for(job, models=cfg.paths.models, sim_models=cfg.paths.sim_models,
                         model_dir=model_dir or cfg.predict.model_dir, tuning_db=tuning_db,
                         find_db=find_db)
@@ -111,6 +121,7 @@ def plan_from_cfg(cfg: Any) -> Any:
     from ckheur.sweeping import plan_sweep
 
     job, st = Job.from_config(cfg), cfg.sweep
+    note_available(job)
     problems = load_problem_set(plain(cfg.problems), job.family, job.direction, job.dtype)
     out = folder_or_url(st.output) if st.output else dataset_dir(cfg.paths.data, job.op, job.arch_name,
                                                                    cfg.problems.name)

@@ -71,8 +71,10 @@ def run(cfg: Any, ctx: Context) -> dict:
     from ckheur.selection.predicting import (across_gpus_selector, applicability_of, nearest_bundle,
                                              served_without_bundle)
     from ckheur.selection.selector import Selector
+    from ckheur.stages.common import note_available
 
     job, ev = Job.from_config(cfg), cfg.evaluate
+    note_available(job)
     top_k = check_options(list(ev.top_k), float(ev.tie_tolerance))
     if ev.tunanet:  # checked and read before any data is swept or read
         from ckheur.integrations.miopen.tunanet import load_tunanet

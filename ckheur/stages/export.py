@@ -20,6 +20,9 @@ def run(cfg: Any, ctx: Context) -> dict:
         return _user_find_db(cfg, job)
     if str(opts.format) == "dataset":
         return _dataset(cfg, job)
+    from ckheur.stages.common import note_available
+
+    note_available(job)
     model_dir = bundle_dir(job, models=cfg.paths.models, sim_models=cfg.paths.sim_models,
                            explicit=opts.model_dir)
     served = (serving(job, cfg.paths.models) if not opts.model_dir and not model_dir.is_dir()
@@ -51,8 +54,8 @@ def _export(cfg: Any, job: Any, model_dir: Path) -> dict:
         out = Path(opts.output or Path("exports") / "ck" / folder_name(job.op, job.arch_name))
         return export_ck_folder(model_dir, out, job.arch, overwrite=bool(opts.overwrite),
                                 check_problems=int(opts.check_problems), seed=int(opts.seed))
-    # op.applicability (and op.listed) on the command line reach a bundle trained without them, as in stage=predict
-    op = {k: v for k, v in applicability_of(job.op).items() if k in ("applicability", "listed")}
+    # op.applicability (op.listed, op.available) on the command line reach a bundle trained without them, as in stage=predict
+    op = {k: v for k, v in applicability_of(job.op).items() if k in ("applicability", "listed", "available")}
     return export_c_package(model_dir, Path(opts.output or Path("exports") / job.model_name), name=opts.name,
                             overwrite=bool(opts.overwrite), build=bool(opts.build),
                             check_problems=int(opts.check_problems), seed=int(opts.seed), **op)

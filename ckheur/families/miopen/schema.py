@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Dict, List, Optional
+from typing import Any, Dict, List, Optional
 
 from omegaconf import MISSING
 
@@ -44,5 +44,9 @@ class MIOpenOpSchema:
     # by more than this fraction; null: the bundle's, else the measured noise (ckheur.learn.bundle.REMEMBERED_NOISE);
     # 0: the model decides; inf: always the remembered answer
     remember_margin: Optional[float] = None
+    # The solvers the user's MIOpen ships: a list of solver names, or a path to MIOpen's files that
+    # name them (a find-db, a text perf-db, or a folder of them such as /opt/rocm/share/miopen/db);
+    # only the table's solvers among them are ranked, swept and exported. null: every solver of the table
+    available: Any = None
     default_problems: str = MISSING
     model_name: str = MISSING

@@ -5,6 +5,7 @@ module: algorithm, implementation kind, whether it needs a workspace; ``op.solve
 
 from __future__ import annotations
 
+import functools
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, Mapping, Sequence
@@ -148,9 +149,103 @@ def table_names(direction: str, arch: str) -> list[str]:
 
 
 def candidates(op: Mapping[str, Any], arch: Mapping[str, Any]) -> tuple[list, list]:
-    """The op's solver table for the arch."""
+    """The op's solver table for the arch, its solvers the user's MIOpen ships (``op.available``)."""
+    table, _ = available_table(op, arch)
     return [Solver(name=s["name"], direction=op["direction"], solver_id=int(s["id"]), algorithm=s["algorithm"],
-                   implementation=s["implementation"], workspace=bool(s["workspace"])) for s in _table(op, arch)], []
+                   implementation=s["implementation"], workspace=bool(s["workspace"])) for s in table], []
+
+
+AVAILABLE_HELP = ("a list of solver names, or a path to MIOpen's files that name them (a find-db "
+                  "<arch><CUs>.HIP.fdb.txt[.bz2], a text perf-db *.db.txt, or a folder of them such as "
+                  "/opt/rocm/share/miopen/db); null: every solver of the table")
+
+
+def available_of(op: Mapping[str, Any]) -> frozenset | None:
+    """The solvers the user's MIOpen ships (``op.available``: names, or a path read through
+    ``ckheur.formats.SOLVER_NAMES``), or None (every solver). A KernelError names the field and
+    what it takes: a name that is no solver of the direction's tables, a path naming none."""
+    given = op.get("available")
+    if given is None:
+        return None
+    direction = op["direction"]
+    known = set(_registry_names(direction)).union(*_declared_names(direction).values(),
+                                                    *({str(x["name"]) for x in t or []}
+                                                      for t in (op.get("solvers") or {}).values()))
+    if isinstance(given, (str, Path)):  # MIOpen's files: every direction's solvers; this direction's kept
+        names = known.intersection(_names_in_files(str(given)))
+        if not names:
+            raise KernelError(f"op.available={given}: names no {direction} solver of ckheur's tables; it takes "
+                              f"{AVAILABLE_HELP}")
+        return frozenset(names)
+    if isinstance(given, (bytes, Mapping)) or not hasattr(given, "__iter__"):
+        raise KernelError(f"op.available={str(given)[:80]!r}: {AVAILABLE_HELP}")
+    names = [str(n) for n in given]
+    unknown = sorted({n for n in names if n not in known})
+    if unknown:
+        shown = ", ".join(unknown[:5]) + (f" and {len(unknown) - 5} more" if len(unknown) > 5 else "")
+        raise KernelError(f"op.available: {shown} {'is' if len(unknown) == 1 else 'are'} no {direction} solver of "
+                          f"ckheur's tables (ckheur/families/miopen/solver_tables/{direction}.yaml; stage=list "
+                          f"op=miopen/{direction} arch=<gfx> prints an arch's); op.available takes {AVAILABLE_HELP}")
+    if not names:
+        raise KernelError(f"op.available=[]: names no solver; it takes {AVAILABLE_HELP}")
+    return frozenset(names)
+
+
+def _registry_names(direction: str) -> tuple[str, ...]:
+    return tuple(str(s["name"]) for s in solver_tables(direction).get("registry") or [])
+
+
+@functools.lru_cache(maxsize=8)
+def _read_names(path: str, mtime_ns: int, size: int) -> tuple[str, ...]:
+    """The solver names MIOpen's files at ``path`` list, read once per version of them."""
+    from ckheur.formats import SOLVER_NAMES, resolve
+
+    return tuple(resolve(SOLVER_NAMES["miopen"])(path))
+
+
+def _names_in_files(path: str) -> tuple[str, ...]:
+    """:func:`_read_names` of a path (its own time and size key the cache; a folder's, its newest file's)."""
+    import os
+
+    try:
+        st = os.stat(path)
+        stamps = [st] + ([os.stat(e.path) for e in os.scandir(path) if e.is_file()] if os.path.isdir(path) else [])
+    except OSError:
+        stamps = []
+    return _read_names(os.path.realpath(path), max((s.st_mtime_ns for s in stamps), default=0),
+                       sum(s.st_size for s in stamps))
+
+
+def available_table(op: Mapping[str, Any], arch: Mapping[str, Any]) -> tuple[list, list[str]]:
+    """The arch's table (:func:`_table`) cut to ``op.available``, and the names it drops; a
+    KernelError when none is left."""
+    table = _table(op, arch)
+    avail = available_of(op)
+    if avail is None:
+        return table, []
+    kept = [s for s in table if s["name"] in avail]
+    if not kept:
+        raise KernelError(f"op.available keeps none of the {len(table)} solvers of the {arch['name']} "
+                          f"{op['direction']} table; it takes {AVAILABLE_HELP}")
+    return kept, [str(s["name"]) for s in table if s["name"] not in avail]
+
+
+def available_note(op: Mapping[str, Any], arch: Mapping[str, Any]) -> str:
+    """What ``op.available`` keeps of the arch's table, in words ('' when it is not set)."""
+    if op.get("available") is None:
+        return ""
+    table, dropped = available_table(op, arch)
+    if not dropped:
+        return f"op.available: every one of the {len(table)} solvers of the {arch['name']} {op['direction']} table"
+    shown = ", ".join(dropped[:8]) + (f" and {len(dropped) - 8} more" if len(dropped) > 8 else "")
+    return (f"op.available: ranks {len(table)} of the {len(table) + len(dropped)} solvers of the {arch['name']} "
+            f"{op['direction']} table; not in the MIOpen given: {shown}")
+
+
+def resolved_op(op: Mapping[str, Any]) -> dict:
+    """The op with ``op.available`` as the sorted names it gives (a path read once, here), checked."""
+    avail = available_of(op)
+    return dict(op) if avail is None else {**op, "available": sorted(avail)}
 
 
 def rejections(kernels: Sequence[Solver], op: Mapping[str, Any], arch: Mapping[str, Any]) -> list[list[str]]:
@@ -820,10 +915,12 @@ def _ranked(mode: str, op: Mapping[str, Any], kernels: Sequence[Any]) -> str:
     listed = sum(1 for k in kernels if (op.get("listed") or {}).get(k.name))
     rules = "the solvers MIOpen's IsApplicable rules (those ckheur carries) do not reject"
     kinds = f"listed for the problem's kind in op.listed ({listed} of {len(kernels)} solvers are listed for some kind)"
-    return {"none": "every solver of the table (op.applicability=none)",
-            "rules": f"{rules} (op.applicability=rules)",
-            "listed": f"the solvers {kinds} (op.applicability=listed)",
-            "both": f"{rules}, of those the ones {kinds} (op.applicability=both)"}[mode]
+    words = {"none": "every solver of the table (op.applicability=none)",
+             "rules": f"{rules} (op.applicability=rules)",
+             "listed": f"the solvers {kinds} (op.applicability=listed)",
+             "both": f"{rules}, of those the ones {kinds} (op.applicability=both)"}[mode]
+    return words + (f"; the table holds only the {len(kernels)} solvers op.available names (those the user's "
+                    "MIOpen ships)" if op.get("available") is not None else "")
 
 
 def check_known(kernels: Sequence[Any], direction: str, arch: str | Sequence[str]) -> None:

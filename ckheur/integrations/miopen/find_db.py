@@ -559,6 +559,50 @@ def learn_listed(fdb: FindDb, direction: str) -> dict[str, list[str]]:
     return listed_kinds(rows)
 
 
+# MIOpen's files that name the solvers a release ran (``op.available`` given as a path): find-dbs
+# (system ``<arch><CUs>.HIP.fdb.txt``, user ``.ufdb.txt``) and text perf-dbs (``.db.txt``, user
+# ``.udb.txt``: ``KEY=Solver:tuning parameters;...``), each plain or compressed.
+SOLVER_FILES = (".fdb.txt", ".ufdb.txt", ".db.txt", ".udb.txt")
+_PERF_ENTRY = re.compile(r"(?:^|[=;])(" + SOLVER_NAME + r"):", re.MULTILINE)
+
+
+def solver_names(path: str | Path) -> list[str]:
+    """Every solver name MIOpen's files at ``path`` list (a find-db or a text perf-db, plain or
+    compressed, or a folder of them such as a ROCm install's ``share/miopen/db``), sorted: the
+    solvers that MIOpen release ships. A find-db is read by :func:`read_find_db` (its older names
+    also as today's, ``OLDER_NAMES``). A FindDbError names ``op.available`` when there is no such
+    file or it names no solver."""
+    import os
+
+    path = Path(path)
+    kinds = ", ".join(f"*{s}[.bz2]" for s in SOLVER_FILES)
+    takes = (f"op.available takes a list of solver names, or a path to MIOpen's files that name them ({kinds}, or "
+             "a folder of them such as /opt/rocm/share/miopen/db)")
+    if not os.path.exists(path):
+        raise FindDbError(f"op.available={path}: no such file or folder; {takes}")
+    files = sorted(f for f in path.iterdir() if f.is_file() and _solver_file(f.name)) if path.is_dir() else [path]
+    if not files or not _solver_file(files[0].name):
+        raise FindDbError(f"op.available={path}: {'holds no' if path.is_dir() else 'not a'} MIOpen find-db or text "
+                          f"perf-db; {takes}")
+    names: set = set()
+    for f in files:
+        if ".fdb.txt" in f.name or ".ufdb.txt" in f.name:
+            listed = set(read_find_db(f).entries["solver"].astype(str))
+            names |= listed | {OLDER_NAMES[n] for n in listed if n in OLDER_NAMES}
+        else:
+            text = _text(f)
+            names |= {m for m in _PERF_ENTRY.findall(text) if not m.startswith("miopenConvolution")}
+    if not names:
+        raise FindDbError(f"op.available={path}: names no solver (no entry in {len(files)} MIOpen file"
+                          f"{'s' if len(files) > 1 else ''}); {takes}")
+    return sorted(names)
+
+
+def _solver_file(name: str) -> bool:
+    """Whether a file name is one of SOLVER_FILES' kinds, plain or compressed."""
+    return any(name.endswith(s) or f"{s}." in name for s in SOLVER_FILES)
+
+
 def cus_of(path: str | Path, arch: str, *, user: bool = False) -> int:
     """The CU count a find-db's file name gives, after checking that it names ``arch`` (with
     ``user``: a user find-db, plain text); FindDbError saying how MIOpen names them otherwise."""
