@@ -122,3 +122,7 @@ def test_a_measured_winograd_time_gets_the_imports_allowance(tmp_path):
     rows = read_dataset(tmp_path / "db")
     assert list(usable(rows)) == [name == wino.name for name in rows.kernel]
     assert TuningDB.open(tmp_path / "db", job.op, "gfx906").best(p.key())[0] == wino.name
+    from ckheur.evaluation.scoring import COLUMNS, group_by_problem
+
+    read = read_dataset(tmp_path / "db", columns=[*COLUMNS, *job.family.problems.FIELDS])  # what stage=evaluate reads
+    assert list(np.isfinite(group_by_problem(read, job.family).tflops)) == [name == wino.name for name in read.kernel]

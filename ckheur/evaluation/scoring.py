@@ -20,8 +20,9 @@ import numpy as np
 from ckheur.errors import UserError
 from ckheur.job import Job
 
-# The dataset columns evaluation reads (besides the family's problem fields).
-COLUMNS = ("op", "direction", "dtype", "arch", "backend", "kernel", "status", "tflops", "timestamp")
+# The dataset columns evaluation reads (besides the family's problem fields); ``algorithm``: usable's
+# allowance for Winograd and FFT (without it, their real times beyond the dense peak read as no measurement).
+COLUMNS = ("op", "direction", "dtype", "arch", "backend", "kernel", "algorithm", "status", "tflops", "timestamp")
 
 
 @dataclass
