@@ -52,7 +52,8 @@ def test_typo_fails_at_composition(tmp_path):
 def test_multirun_over_ops_composes_each_job_once_as_hydra_does_twice(tmp_path, monkeypatch):
     """A multirun over the ops; each job composed once (Hydra's sweeper checks every job by composing
     it, then its launcher composed it again: ckheur.cli hands the checked composition to the launcher),
-    reading the ConfigStore in place (conf_source.store_shared): every job's config, Hydra's config and
+    reading the ConfigStore in place (conf_source.store_shared), building Hydra's map of known choices only
+    for an interpolated default (conf_source.choices_map_when_interpolated): every job's config, Hydra's config and
     overrides written, and the printed output, are what Hydra's own twice-composing run gives."""
     import contextlib
     import copy
@@ -71,6 +72,7 @@ def test_multirun_over_ops_composes_each_job_once_as_hydra_does_twice(tmp_path, 
         if name == "hydra":  # Hydra's own composition, without ckheur's shortcuts
             monkeypatch.setattr(cli, "_jobs_composed_once", contextlib.nullcontext)
             monkeypatch.setattr(conf_source, "store_shared", contextlib.nullcontext)
+            monkeypatch.setattr(conf_source, "choices_map_when_interpolated", contextlib.nullcontext)
         compositions.clear()
         folder = tmp_path / name
         r = run_cli("-m", "op=fwd,bwd_data,bwd_weight", "problems=smoke", "list.count_only=true",
@@ -86,6 +88,41 @@ def test_multirun_over_ops_composes_each_job_once_as_hydra_does_twice(tmp_path, 
     assert runs["once"] == runs["hydra"]
     assert "__deepcopy__" not in vars(ConfigStore)  # store_shared ended with the command
     assert copy.deepcopy(ConfigStore.instance()) is not ConfigStore.instance()
+
+
+def test_the_choices_map_is_built_only_for_an_interpolated_default(tmp_path, monkeypatch, compose):
+    """Hydra builds its map of the choices known so far for every defaults list; ckheur builds it only
+    for a list with an interpolated default (conf_source.choices_map_when_interpolated): never for the
+    packaged config, and a config with one (``- pair: ${a}_${b}``) composes as Hydra composes it."""
+    import contextlib
+
+    from hydra import compose as hydra_compose, initialize_config_dir
+    from hydra._internal import defaults_list
+    from hydra.core.global_hydra import GlobalHydra
+    from omegaconf import OmegaConf
+
+    from ckheur import conf_source
+
+    built = []
+    build = defaults_list._create_interpolation_map
+    monkeypatch.setattr(defaults_list, "_create_interpolation_map", lambda *a: built.append(1) or build(*a))
+    compose(["stage=train", "op=bwd_data"])
+    assert built == []  # no packaged defaults list is interpolated
+    for group, option, text in (("a", "x", "va: 1"), ("b", "y", "vb: 2"), ("pair", "x_y", "both: 3")):
+        (tmp_path / group).mkdir()
+        (tmp_path / group / f"{option}.yaml").write_text(text + "\n")
+    (tmp_path / "top.yaml").write_text("defaults:\n  - a: x\n  - b: y\n  - pair: ${a}_${b}\n  - _self_\n")
+    composed = {}
+    for name in ("ckheur", "hydra"):
+        shortcut = conf_source.choices_map_when_interpolated() if name == "ckheur" else contextlib.nullcontext()
+        built.clear()
+        with initialize_config_dir(str(tmp_path), version_base="1.3"), shortcut:
+            composed[name] = OmegaConf.to_yaml(hydra_compose("top", return_hydra_config=True))
+        GlobalHydra.instance().clear()
+        assert built and (name == "hydra" or len(built) == 1), name  # ckheur: for top.yaml's list alone
+    assert composed["ckheur"] == composed["hydra"]
+    assert "both: 3" in composed["ckheur"] and "pair: x_y" in composed["ckheur"]
+    assert defaults_list._create_interpolation_map.__name__ == "<lambda>"  # restored when the composition ended
 
 
 def test_a_problem_set_in_the_users_own_config_folder(tmp_path, confdir):
