@@ -53,27 +53,35 @@ def test_multirun_over_ops_composes_each_job_once_as_hydra_does_twice(tmp_path, 
     """A multirun over the ops; each job composed once (Hydra's sweeper checks every job by composing
     it, then its launcher composed it again: ckheur.cli hands the checked composition to the launcher),
     reading the ConfigStore in place (conf_source.store_shared), building Hydra's map of known choices only
-    for an interpolated default (conf_source.choices_map_when_interpolated): every job's config, Hydra's config and
+    for an interpolated default (conf_source.choices_map_when_interpolated), writing the records with libyaml
+    (cli._records_written_by_libyaml): every job's config, Hydra's config and
     overrides written, and the printed output, are what Hydra's own twice-composing run gives."""
     import contextlib
     import copy
 
     from hydra._internal.config_loader_impl import ConfigLoaderImpl
+    from hydra.core import utils as hydra_utils
     from hydra.core.config_store import ConfigStore
 
     from ckheur import cli, conf_source
+    from ckheur.cli import HYDRA_FILES
 
-    compositions = []
+    compositions, hydra_wrote = [], []
     compose = ConfigLoaderImpl.load_configuration
     monkeypatch.setattr(ConfigLoaderImpl, "load_configuration",
                         lambda self, *a, **kw: compositions.append(1) or compose(self, *a, **kw))
+    save = hydra_utils._save_config
+    monkeypatch.setattr(hydra_utils, "_save_config", lambda cfg, name, folder: hydra_wrote.append(name) or
+                        save(cfg, name, folder))
     runs = {}
     for name in ("once", "hydra"):
         if name == "hydra":  # Hydra's own composition, without ckheur's shortcuts
             monkeypatch.setattr(cli, "_jobs_composed_once", contextlib.nullcontext)
             monkeypatch.setattr(conf_source, "store_shared", contextlib.nullcontext)
             monkeypatch.setattr(conf_source, "choices_map_when_interpolated", contextlib.nullcontext)
+            monkeypatch.setattr(cli, "_records_written_by_libyaml", contextlib.nullcontext)
         compositions.clear()
+        hydra_wrote.clear()
         folder = tmp_path / name
         r = run_cli("-m", "op=fwd,bwd_data,bwd_weight", "problems=smoke", "list.count_only=true",
                     f"hydra.sweep.dir={folder}")
@@ -81,6 +89,8 @@ def test_multirun_over_ops_composes_each_job_once_as_hydra_does_twice(tmp_path, 
         assert sorted(p.name for p in folder.iterdir() if p.is_dir()) == ["0", "1", "2"]
         assert r.stdout.count("Kernel pool: 40 legal") == 2 and r.stdout.count("Kernel pool: 60 legal") == 1
         assert len(compositions) == {"once": 1 + 3, "hydra": 1 + 2 * 3}[name]  # the master config, then the jobs
+        # with libyaml: every record but hydra.yaml (Hydra's help texts have newlines: Hydra writes those)
+        assert sorted(hydra_wrote) == {"once": ["hydra.yaml"] * 3, "hydra": sorted(HYDRA_FILES * 3)}[name]
         printed = re.sub(r"^\[[-0-9 :,]+\]", "", r.stdout, flags=re.M)  # Hydra's log lines' times
         runs[name] = [printed.replace(str(folder), "<sweep>")] + [
             (folder / job / ".hydra" / f).read_text().replace(str(folder), "<sweep>")
