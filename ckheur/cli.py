@@ -457,8 +457,17 @@ def _help_or_version(args: list[str]) -> str | None:
     return None
 
 
+def console() -> None:
+    """Console script ``ckheur`` (same as ``python run.py``): ``main`` in a process of its own, which
+    imports LightGBM without its scikit-learn interface (ckheur.threads.core_lightgbm_only)."""
+    from ckheur.threads import core_lightgbm_only
+
+    core_lightgbm_only()
+    main()
+
+
 def main() -> None:
-    """Console script ``ckheur`` (same as ``python run.py``)."""
+    """The command line ``ckheur ...`` in this process (``console`` runs it as the console script)."""
     from hydra.errors import HydraException
     from omegaconf.errors import OmegaConfBaseException
 
