@@ -136,8 +136,8 @@ def test_a_command_process_imports_lightgbm_without_its_scikit_learn_interface(t
             "runpy.run_path('run.py', run_name='__main__'); "
             "print('sklearn imported:', 'sklearn' in sys.modules, 'lightgbm imported:', 'lightgbm' in sys.modules); "
             "import sklearn.model_selection; " + train)
-    r = subprocess.run([sys.executable, "-c", code, problem, str(tmp_path)], cwd=PACKAGE, capture_output=True, text=True,
-                       timeout=600)
+    r = subprocess.run([sys.executable, "-c", code, problem, str(tmp_path)], cwd=PACKAGE, capture_output=True,
+                       text=True, timeout=600)
     assert r.returncode == 0, r.stderr
     assert "sklearn imported: False lightgbm imported: True" in r.stdout
     here = run_cli("stage=predict", problem, f"hydra.run.dir={tmp_path}")  # the same command in this process
