@@ -138,3 +138,40 @@ def _holds_interpolation(value: Any) -> bool:
     if isinstance(value, (list, tuple)):
         return any(_holds_interpolation(v) for v in value)
     return False
+
+
+# Values that copy.deepcopy gives back as they are (its _deepcopy_atomic types).
+_ATOMIC = (type(None), int, float, bool, complex, bytes, str, type)
+
+
+@contextlib.contextmanager
+def metadata_copied_directly() -> Iterator[None]:
+    """Deep copies of configs copy each node's metadata field by field, as copy.deepcopy does.
+
+    Composing a job deep-copies configs many times (each read of a packaged file, each schema, each
+    config placed under its package; Hydra's run copies the job's config again), and every node
+    carries an OmegaConf Metadata whose generic deep copy (reduce, state dict, reconstruct) is about
+    a fifth of copying the node. While this runs, Metadata copies itself: the same fields, each
+    deep-copied with the same memo (atomic values, which deepcopy returns as they are, taken
+    directly); afterwards, as before."""
+    import copy
+
+    from omegaconf.base import Metadata
+
+    if "__deepcopy__" in vars(Metadata):  # already inside (nested calls)
+        yield
+        return
+
+    def deepcopy(self: Any, memo: dict) -> Any:
+        res = object.__new__(type(self))
+        memo[id(self)] = res
+        fields = res.__dict__
+        for key, value in self.__dict__.items():
+            fields[key] = value if type(value) in _ATOMIC else copy.deepcopy(value, memo)
+        return res
+
+    Metadata.__deepcopy__ = deepcopy  # type: ignore[attr-defined]
+    try:
+        yield
+    finally:
+        del Metadata.__deepcopy__  # type: ignore[attr-defined]

@@ -53,7 +53,8 @@ def test_multirun_over_ops_composes_each_job_once_as_hydra_does_twice(tmp_path, 
     """A multirun over the ops; each job composed once (Hydra's sweeper checks every job by composing
     it, then its launcher composed it again: ckheur.cli hands the checked composition to the launcher),
     reading the ConfigStore in place (conf_source.store_shared), building Hydra's map of known choices only
-    for an interpolated default (conf_source.choices_map_when_interpolated), writing the records with libyaml
+    for an interpolated default (conf_source.choices_map_when_interpolated), copying nodes' metadata directly
+    (conf_source.metadata_copied_directly), writing the records with libyaml
     (cli._records_written_by_libyaml): every job's config, Hydra's config and
     overrides written, and the printed output, are what Hydra's own twice-composing run gives."""
     import contextlib
@@ -79,6 +80,7 @@ def test_multirun_over_ops_composes_each_job_once_as_hydra_does_twice(tmp_path, 
             monkeypatch.setattr(cli, "_jobs_composed_once", contextlib.nullcontext)
             monkeypatch.setattr(conf_source, "store_shared", contextlib.nullcontext)
             monkeypatch.setattr(conf_source, "choices_map_when_interpolated", contextlib.nullcontext)
+            monkeypatch.setattr(conf_source, "metadata_copied_directly", contextlib.nullcontext)
             monkeypatch.setattr(cli, "_records_written_by_libyaml", contextlib.nullcontext)
         compositions.clear()
         hydra_wrote.clear()
@@ -133,6 +135,49 @@ def test_the_choices_map_is_built_only_for_an_interpolated_default(tmp_path, mon
     assert composed["ckheur"] == composed["hydra"]
     assert "both: 3" in composed["ckheur"] and "pair: x_y" in composed["ckheur"]
     assert defaults_list._create_interpolation_map.__name__ == "<lambda>"  # restored when the composition ended
+
+
+def test_config_copies_copy_metadata_directly_and_alike(compose, monkeypatch):
+    """While ckheur composes, a config node's metadata is deep-copied field by field
+    (conf_source.metadata_copied_directly), never through copy's generic reconstruction: a composed
+    job config copied so equals its generic copy node for node (values, metadata, flags, parents
+    within the copy) and changes to either copy reach neither the other nor the original."""
+    import copy
+
+    from omegaconf import DictConfig, ListConfig, OmegaConf
+    from omegaconf.base import Metadata
+
+    from ckheur import conf_source
+
+    compose(["stage=list"])  # the schemas registered (made once per process, outside compositions)
+    generic = []
+    reconstruct = copy._reconstruct
+    monkeypatch.setattr(copy, "_reconstruct", lambda x, memo, *a, **kw: generic.append(isinstance(x, Metadata))
+                        or reconstruct(x, memo, *a, **kw))
+    cfg = compose(["stage=train", "op=miopen/fwd", "arch=gfx90a"])
+    assert generic and not any(generic)  # the composition copied nodes; no metadata the generic way
+    expected = copy.deepcopy(cfg)
+    assert any(generic)  # outside a composition: the generic way
+    with conf_source.metadata_copied_directly():
+        got = copy.deepcopy(cfg)
+    assert "__deepcopy__" not in vars(Metadata)
+
+    def nodes(c, root, path=""):
+        yield path, c
+        for k in range(len(c)) if isinstance(c, ListConfig) else c.keys():
+            child = c._get_node(k)
+            assert child._get_parent() is c and child._get_root() is root, path
+            yield from nodes(child, root, f"{path}.{k}") if isinstance(child, (DictConfig, ListConfig)) \
+                else [(f"{path}.{k}", child)]
+
+    pairs = list(zip(nodes(got, got), nodes(expected, expected), strict=True))
+    assert len(pairs) > 500
+    for (p, a), (q, b) in pairs:
+        assert p == q and type(a) is type(b) and a is not b and a._metadata is not b._metadata, p
+        assert vars(a._metadata) == vars(b._metadata) and a._metadata.flags is not b._metadata.flags, p
+    assert OmegaConf.to_yaml(got) == OmegaConf.to_yaml(expected) == OmegaConf.to_yaml(cfg)
+    OmegaConf.set_readonly(got.op, True)
+    assert not OmegaConf.is_readonly(cfg.op) and not OmegaConf.is_readonly(expected.op)
 
 
 def test_a_problem_set_in_the_users_own_config_folder(tmp_path, confdir):
