@@ -471,7 +471,7 @@ def main() -> None:
     from hydra.errors import HydraException
     from omegaconf.errors import OmegaConfBaseException
 
-    from ckheur.conf_source import choices_map_when_interpolated, metadata_copied_directly, store_shared
+    from ckheur.conf_source import choices_map_when_interpolated, nodes_copied_directly, store_shared
 
     text = _help_or_version(sys.argv[1:])
     if text is not None:
@@ -484,7 +484,7 @@ def main() -> None:
     sys.argv[1:] = quote_free_text(sys.argv[1:])
     try:
         with _hydra_raises(), _mode_without_composing(sys.argv[1:]), store_shared(), choices_map_when_interpolated(), \
-                metadata_copied_directly(), _jobs_composed_once(), _records_written_by_libyaml():
+                nodes_copied_directly(), _jobs_composed_once(), _records_written_by_libyaml():
             _hydra_main()
     except (HydraException, OmegaConfBaseException) as e:
         print(f"error: {config_error_line(e)}", file=sys.stderr)

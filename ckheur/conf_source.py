@@ -145,24 +145,28 @@ _ATOMIC = (type(None), int, float, bool, complex, bytes, str, type)
 
 
 @contextlib.contextmanager
-def metadata_copied_directly() -> Iterator[None]:
-    """Deep copies of configs copy each node's metadata field by field, as copy.deepcopy does.
+def nodes_copied_directly() -> Iterator[None]:
+    """Deep copies of configs copy each node's metadata field by field, and make a value node's copy
+    without running its constructor, as deep copies of them otherwise do.
 
     Composing a job deep-copies configs many times (each read of a packaged file, each schema, each
-    config placed under its package; Hydra's run copies the job's config again), and every node
-    carries an OmegaConf Metadata whose generic deep copy (reduce, state dict, reconstruct) is about
-    a fifth of copying the node. While this runs, Metadata copies itself: the same fields, each
-    deep-copied with the same memo (atomic values, which deepcopy returns as they are, taken
-    directly); afterwards, as before."""
+    config placed under its package; Hydra's run copies the job's config again). OmegaConf copies a
+    value node by constructing an empty one (new metadata, a validated None) and then setting its
+    metadata, value and parent; each node's Metadata goes through copy's generic reduce and
+    reconstruct. Together about a third of copying a config. While this runs, Metadata copies
+    itself (the same fields, each deep-copied with the same memo; atomic values, which deepcopy
+    returns as they are, taken directly) and the plain value nodes are made with the attributes
+    that construction leaves (no flags cached), then set as OmegaConf sets them; afterwards, as before."""
     import copy
 
+    from omegaconf import nodes
     from omegaconf.base import Metadata
 
     if "__deepcopy__" in vars(Metadata):  # already inside (nested calls)
         yield
         return
 
-    def deepcopy(self: Any, memo: dict) -> Any:
+    def copy_metadata(self: Any, memo: dict) -> Any:
         res = object.__new__(type(self))
         memo[id(self)] = res
         fields = res.__dict__
@@ -170,8 +174,23 @@ def metadata_copied_directly() -> Iterator[None]:
             fields[key] = value if type(value) in _ATOMIC else copy.deepcopy(value, memo)
         return res
 
-    Metadata.__deepcopy__ = deepcopy  # type: ignore[attr-defined]
+    def copy_value_node(self: Any, memo: dict) -> Any:
+        res = object.__new__(type(self))
+        res.__dict__.update(_metadata=None, _parent=None, _flags_cache=None)  # what construction leaves
+        self._deepcopy_impl(res, memo)
+        return res
+
+    # the value nodes whose own copy is "construct an empty one, then _deepcopy_impl" (EnumNode's
+    # construction takes its enum: it is left as it is)
+    plain = [nodes.AnyNode, nodes.StringNode, nodes.PathNode, nodes.IntegerNode, nodes.BytesNode, nodes.FloatNode,
+             nodes.BooleanNode]
+    own = {cls: vars(cls)["__deepcopy__"] for cls in plain}
+    Metadata.__deepcopy__ = copy_metadata  # type: ignore[attr-defined]
+    for cls in plain:
+        cls.__deepcopy__ = copy_value_node  # type: ignore[method-assign]
     try:
         yield
     finally:
         del Metadata.__deepcopy__  # type: ignore[attr-defined]
+        for cls, method in own.items():
+            cls.__deepcopy__ = method  # type: ignore[method-assign]

@@ -54,7 +54,7 @@ def test_multirun_over_ops_composes_each_job_once_as_hydra_does_twice(tmp_path, 
     it, then its launcher composed it again: ckheur.cli hands the checked composition to the launcher),
     reading the ConfigStore in place (conf_source.store_shared), building Hydra's map of known choices only
     for an interpolated default (conf_source.choices_map_when_interpolated), copying nodes' metadata directly
-    (conf_source.metadata_copied_directly), writing the records with libyaml
+    (conf_source.nodes_copied_directly), writing the records with libyaml
     (cli._records_written_by_libyaml): every job's config, Hydra's config and
     overrides written, and the printed output, are what Hydra's own twice-composing run gives."""
     import contextlib
@@ -80,7 +80,7 @@ def test_multirun_over_ops_composes_each_job_once_as_hydra_does_twice(tmp_path, 
             monkeypatch.setattr(cli, "_jobs_composed_once", contextlib.nullcontext)
             monkeypatch.setattr(conf_source, "store_shared", contextlib.nullcontext)
             monkeypatch.setattr(conf_source, "choices_map_when_interpolated", contextlib.nullcontext)
-            monkeypatch.setattr(conf_source, "metadata_copied_directly", contextlib.nullcontext)
+            monkeypatch.setattr(conf_source, "nodes_copied_directly", contextlib.nullcontext)
             monkeypatch.setattr(cli, "_records_written_by_libyaml", contextlib.nullcontext)
         compositions.clear()
         hydra_wrote.clear()
@@ -137,29 +137,36 @@ def test_the_choices_map_is_built_only_for_an_interpolated_default(tmp_path, mon
     assert defaults_list._create_interpolation_map.__name__ == "<lambda>"  # restored when the composition ended
 
 
-def test_config_copies_copy_metadata_directly_and_alike(compose, monkeypatch):
-    """While ckheur composes, a config node's metadata is deep-copied field by field
-    (conf_source.metadata_copied_directly), never through copy's generic reconstruction: a composed
-    job config copied so equals its generic copy node for node (values, metadata, flags, parents
-    within the copy) and changes to either copy reach neither the other nor the original."""
+def test_config_copies_copy_nodes_directly_and_alike(compose, monkeypatch):
+    """While ckheur composes, a config node's metadata is deep-copied field by field and a value
+    node's copy is made without constructing an empty one (conf_source.nodes_copied_directly): a
+    composed job config copied so equals its copy made OmegaConf's way node for node (attributes,
+    values, metadata, parents within the copy) and changes to either copy reach neither the other
+    nor the original."""
     import copy
 
     from omegaconf import DictConfig, ListConfig, OmegaConf
     from omegaconf.base import Metadata
+    from omegaconf.nodes import EnumNode, ValueNode
 
     from ckheur import conf_source
 
     compose(["stage=list"])  # the schemas registered (made once per process, outside compositions)
-    generic = []
-    reconstruct = copy._reconstruct
+    generic, built = [], []
+    reconstruct, construct = copy._reconstruct, ValueNode.__init__
     monkeypatch.setattr(copy, "_reconstruct", lambda x, memo, *a, **kw: generic.append(isinstance(x, Metadata))
                         or reconstruct(x, memo, *a, **kw))
+    monkeypatch.setattr(ValueNode, "__init__", lambda self, *a, **kw: built.append(type(self)) or
+                        construct(self, *a, **kw))
     cfg = compose(["stage=train", "op=miopen/fwd", "arch=gfx90a"])
     assert generic and not any(generic)  # the composition copied nodes; no metadata the generic way
+    built.clear()
     expected = copy.deepcopy(cfg)
-    assert any(generic)  # outside a composition: the generic way
-    with conf_source.metadata_copied_directly():
+    assert any(generic) and len(built) > 500  # outside a composition: OmegaConf's way
+    built.clear()
+    with conf_source.nodes_copied_directly():
         got = copy.deepcopy(cfg)
+    assert set(built) == {EnumNode}  # only the enum nodes are constructed
     assert "__deepcopy__" not in vars(Metadata)
 
     def nodes(c, root, path=""):
@@ -175,6 +182,9 @@ def test_config_copies_copy_metadata_directly_and_alike(compose, monkeypatch):
     for (p, a), (q, b) in pairs:
         assert p == q and type(a) is type(b) and a is not b and a._metadata is not b._metadata, p
         assert vars(a._metadata) == vars(b._metadata) and a._metadata.flags is not b._metadata.flags, p
+        assert list(vars(a)) == list(vars(b)) and a._flags_cache == b._flags_cache, p
+        if isinstance(a, ValueNode):
+            assert a._val is b._val or a._val == b._val, p
     assert OmegaConf.to_yaml(got) == OmegaConf.to_yaml(expected) == OmegaConf.to_yaml(cfg)
     OmegaConf.set_readonly(got.op, True)
     assert not OmegaConf.is_readonly(cfg.op) and not OmegaConf.is_readonly(expected.op)

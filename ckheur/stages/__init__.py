@@ -190,14 +190,14 @@ def compose_config(overrides: list[str] | tuple[str, ...] = ()) -> DictConfig:
     from hydra import compose, initialize_config_module
     from hydra.core.global_hydra import GlobalHydra
 
-    from ckheur.conf_source import choices_map_when_interpolated, metadata_copied_directly, store_shared
+    from ckheur.conf_source import choices_map_when_interpolated, nodes_copied_directly, store_shared
     from ckheur.config import quote_free_text, register_configs
     from ckheur.families import op_schemas
 
     register_configs({"op": op_schemas()})
     GlobalHydra.instance().clear()
     with (initialize_config_module("ckheur.conf", version_base="1.3"), store_shared(),
-          choices_map_when_interpolated(), metadata_copied_directly()):
+          choices_map_when_interpolated(), nodes_copied_directly()):
         return compose(config_name="config", overrides=quote_free_text(list(overrides)))
 
 
