@@ -1,3 +1,3 @@
-from ckheur.cli import main
+from ckheur.cli import console
 
-main()
+console()

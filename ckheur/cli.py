@@ -334,6 +334,37 @@ def _jobs_composed_once() -> Iterator[None]:
         ConfigLoaderImpl.load_sweep_config = compose  # type: ignore[method-assign]
 
 
+@contextlib.contextmanager
+def _records_written_by_libyaml() -> Iterator[None]:
+    """Hydra writes each run's record (.hydra/config.yaml, hydra.yaml, overrides.yaml) with
+    OmegaConf.to_yaml, on PyYAML's pure-Python emitter: about a tenth of a short command. Here a
+    record that libyaml's emitter writes alike (ckheur.yaml_rules.config_yaml) is written by it, any
+    other as Hydra writes it; the files are made as Hydra makes them."""
+    from hydra.core import utils as hydra_utils
+
+    from ckheur.yaml_rules import config_yaml
+
+    save = hydra_utils._save_config
+    if getattr(save, "__wrapped__", None) is not None:  # already inside (nested calls)
+        yield
+        return
+
+    def save_config(cfg: Any, filename: str, output_dir: Path) -> None:
+        text = config_yaml(cfg)
+        if text is None:
+            return save(cfg, filename, output_dir)
+        output_dir.mkdir(parents=True, exist_ok=True)
+        with open(str(output_dir / filename), "w", encoding="utf-8") as file:
+            file.write(text)
+
+    save_config.__wrapped__ = save  # type: ignore[attr-defined]
+    hydra_utils._save_config = save_config
+    try:
+        yield
+    finally:
+        hydra_utils._save_config = save
+
+
 # One line per stage for --help (tests check it names every stage of ckheur.stages.STAGES).
 STAGE_HELP = {
     "list": "the legal kernel pool and a problem set, with counts",
@@ -426,12 +457,21 @@ def _help_or_version(args: list[str]) -> str | None:
     return None
 
 
+def console() -> None:
+    """Console script ``ckheur`` (same as ``python run.py``): ``main`` in a process of its own, which
+    imports LightGBM without its scikit-learn interface (ckheur.threads.core_lightgbm_only)."""
+    from ckheur.threads import core_lightgbm_only
+
+    core_lightgbm_only()
+    main()
+
+
 def main() -> None:
-    """Console script ``ckheur`` (same as ``python run.py``)."""
+    """The command line ``ckheur ...`` in this process (``console`` runs it as the console script)."""
     from hydra.errors import HydraException
     from omegaconf.errors import OmegaConfBaseException
 
-    from ckheur.conf_source import store_shared
+    from ckheur.conf_source import choices_map_when_interpolated, nodes_copied_directly, store_shared
 
     text = _help_or_version(sys.argv[1:])
     if text is not None:
@@ -443,7 +483,8 @@ def main() -> None:
         raise SystemExit(2)
     sys.argv[1:] = quote_free_text(sys.argv[1:])
     try:
-        with _hydra_raises(), _mode_without_composing(sys.argv[1:]), store_shared(), _jobs_composed_once():
+        with _hydra_raises(), _mode_without_composing(sys.argv[1:]), store_shared(), choices_map_when_interpolated(), \
+                nodes_copied_directly(), _jobs_composed_once(), _records_written_by_libyaml():
             _hydra_main()
     except (HydraException, OmegaConfBaseException) as e:
         print(f"error: {config_error_line(e)}", file=sys.stderr)

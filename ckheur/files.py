@@ -27,6 +27,7 @@ import re
 import shutil
 import stat
 import tempfile
+import threading
 import time
 import uuid
 from pathlib import Path
@@ -494,18 +495,44 @@ def read_compressed(path: str | Path, limit_bytes: int | None = None) -> bytes:
     with open_regular(path) as raw:
         if path.suffix not in (".gz", ".bz2", ".xz"):
             return raw.read()
-        return _decompressed(raw, path, limit_bytes)
+        if os.fstat(raw.fileno()).st_size > KEPT_COMPRESSED_BYTES:  # a large file: streamed, not kept
+            return _decompressed(raw, path, limit_bytes)
+        return decompress(raw.read(), path, limit_bytes)
+
+
+# Contents decompressed in this process, by the compressed bytes' suffix and digest (a bundle's model
+# is decompressed at every load of it: xz was most of reading one): the same bytes decompress to the
+# same content. Kept for compressed files up to KEPT_COMPRESSED_BYTES, the last KEPT_BYTES in all.
+KEPT_COMPRESSED_BYTES = 16 << 20
+KEPT_BYTES = 128 << 20
+_DECOMPRESSED: dict[tuple[str, bytes], bytes] = {}
+_DECOMPRESSED_LOCK = threading.Lock()
 
 
 def decompress(data: bytes, path: str | Path, limit_bytes: int | None = None) -> bytes:
     """A file's bytes ``data`` (already read) decompressed by ``path``'s suffix, as
     ``read_compressed`` reads the file: the same cap, the same errors."""
+    import hashlib
     import io
 
     path = Path(path)
     if path.suffix not in (".gz", ".bz2", ".xz"):
         return data
-    return _decompressed(io.BytesIO(data), path, limit_bytes)
+    if len(data) > KEPT_COMPRESSED_BYTES:
+        return _decompressed(io.BytesIO(data), path, limit_bytes)
+    key = (path.suffix, hashlib.sha256(data).digest())
+    with _DECOMPRESSED_LOCK:
+        content = _DECOMPRESSED.get(key)
+    if content is None:
+        content = _decompressed(io.BytesIO(data), path, limit_bytes)
+    elif len(content) > (DATA_LIMIT_BYTES if limit_bytes is None else limit_bytes):
+        _decompressed(io.BytesIO(data), path, limit_bytes)  # past this cap: refused, as the first read would be
+    with _DECOMPRESSED_LOCK:
+        _DECOMPRESSED.pop(key, None)
+        _DECOMPRESSED[key] = content  # the most recent last
+        while sum(map(len, _DECOMPRESSED.values())) > KEPT_BYTES and len(_DECOMPRESSED) > 1:
+            del _DECOMPRESSED[next(iter(_DECOMPRESSED))]
+    return content
 
 
 def _decompressed(raw: IO[bytes], path: Path, limit_bytes: int | None) -> bytes:

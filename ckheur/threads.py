@@ -83,9 +83,33 @@ def quiet_openmp() -> None:
     os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 
 
+# Set by a process that is one ckheur command (core_lightgbm_only): LightGBM is imported there
+# without its scikit-learn interface.
+_CORE_ONLY: list[bool] = [False]
+
+
+def core_lightgbm_only() -> None:
+    """This process is one ckheur command (the console script, ``python run.py``): it uses LightGBM's
+    core (train, Dataset, Booster) and never its scikit-learn interface (LGBMRanker, ...), so LightGBM
+    is imported without it. Importing scikit-learn (and the scipy.stats it imports) was about half of
+    a short predict's CPU; a stage that uses scikit-learn itself still imports it."""
+    _CORE_ONLY[0] = True
+
+
 def lightgbm() -> Any:
-    """The lightgbm module, imported after :func:`quiet_openmp`."""
+    """The lightgbm module, imported after :func:`quiet_openmp` (without its scikit-learn interface
+    in a process that asked for it: :func:`core_lightgbm_only`)."""
+    import sys
+
     quiet_openmp()
+    if _CORE_ONLY[0] and "lightgbm" not in sys.modules and "sklearn" not in sys.modules:
+        sys.modules["sklearn"] = None  # type: ignore[assignment]  # its import fails: LightGBM goes without
+        try:
+            import lightgbm as lgb
+        finally:
+            if "sklearn" in sys.modules and sys.modules["sklearn"] is None:
+                del sys.modules["sklearn"]  # importable again, by whatever needs it
+        return lgb
     import lightgbm as lgb
 
     return lgb

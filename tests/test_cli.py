@@ -52,26 +52,38 @@ def test_typo_fails_at_composition(tmp_path):
 def test_multirun_over_ops_composes_each_job_once_as_hydra_does_twice(tmp_path, monkeypatch):
     """A multirun over the ops; each job composed once (Hydra's sweeper checks every job by composing
     it, then its launcher composed it again: ckheur.cli hands the checked composition to the launcher),
-    reading the ConfigStore in place (conf_source.store_shared): every job's config, Hydra's config and
+    reading the ConfigStore in place (conf_source.store_shared), building Hydra's map of known choices only
+    for an interpolated default (conf_source.choices_map_when_interpolated), copying nodes' metadata directly
+    (conf_source.nodes_copied_directly), writing the records with libyaml
+    (cli._records_written_by_libyaml): every job's config, Hydra's config and
     overrides written, and the printed output, are what Hydra's own twice-composing run gives."""
     import contextlib
     import copy
 
     from hydra._internal.config_loader_impl import ConfigLoaderImpl
+    from hydra.core import utils as hydra_utils
     from hydra.core.config_store import ConfigStore
 
     from ckheur import cli, conf_source
+    from ckheur.cli import HYDRA_FILES
 
-    compositions = []
+    compositions, hydra_wrote = [], []
     compose = ConfigLoaderImpl.load_configuration
     monkeypatch.setattr(ConfigLoaderImpl, "load_configuration",
                         lambda self, *a, **kw: compositions.append(1) or compose(self, *a, **kw))
+    save = hydra_utils._save_config
+    monkeypatch.setattr(hydra_utils, "_save_config", lambda cfg, name, folder: hydra_wrote.append(name) or
+                        save(cfg, name, folder))
     runs = {}
     for name in ("once", "hydra"):
         if name == "hydra":  # Hydra's own composition, without ckheur's shortcuts
             monkeypatch.setattr(cli, "_jobs_composed_once", contextlib.nullcontext)
             monkeypatch.setattr(conf_source, "store_shared", contextlib.nullcontext)
+            monkeypatch.setattr(conf_source, "choices_map_when_interpolated", contextlib.nullcontext)
+            monkeypatch.setattr(conf_source, "nodes_copied_directly", contextlib.nullcontext)
+            monkeypatch.setattr(cli, "_records_written_by_libyaml", contextlib.nullcontext)
         compositions.clear()
+        hydra_wrote.clear()
         folder = tmp_path / name
         r = run_cli("-m", "op=fwd,bwd_data,bwd_weight", "problems=smoke", "list.count_only=true",
                     f"hydra.sweep.dir={folder}")
@@ -79,6 +91,8 @@ def test_multirun_over_ops_composes_each_job_once_as_hydra_does_twice(tmp_path, 
         assert sorted(p.name for p in folder.iterdir() if p.is_dir()) == ["0", "1", "2"]
         assert r.stdout.count("Kernel pool: 40 legal") == 2 and r.stdout.count("Kernel pool: 60 legal") == 1
         assert len(compositions) == {"once": 1 + 3, "hydra": 1 + 2 * 3}[name]  # the master config, then the jobs
+        # with libyaml: every record but hydra.yaml (Hydra's help texts have newlines: Hydra writes those)
+        assert sorted(hydra_wrote) == {"once": ["hydra.yaml"] * 3, "hydra": sorted(HYDRA_FILES * 3)}[name]
         printed = re.sub(r"^\[[-0-9 :,]+\]", "", r.stdout, flags=re.M)  # Hydra's log lines' times
         runs[name] = [printed.replace(str(folder), "<sweep>")] + [
             (folder / job / ".hydra" / f).read_text().replace(str(folder), "<sweep>")
@@ -86,6 +100,94 @@ def test_multirun_over_ops_composes_each_job_once_as_hydra_does_twice(tmp_path, 
     assert runs["once"] == runs["hydra"]
     assert "__deepcopy__" not in vars(ConfigStore)  # store_shared ended with the command
     assert copy.deepcopy(ConfigStore.instance()) is not ConfigStore.instance()
+
+
+def test_the_choices_map_is_built_only_for_an_interpolated_default(tmp_path, monkeypatch, compose):
+    """Hydra builds its map of the choices known so far for every defaults list; ckheur builds it only
+    for a list with an interpolated default (conf_source.choices_map_when_interpolated): never for the
+    packaged config, and a config with one (``- pair: ${a}_${b}``) composes as Hydra composes it."""
+    import contextlib
+
+    from hydra import compose as hydra_compose, initialize_config_dir
+    from hydra._internal import defaults_list
+    from hydra.core.global_hydra import GlobalHydra
+    from omegaconf import OmegaConf
+
+    from ckheur import conf_source
+
+    built = []
+    build = defaults_list._create_interpolation_map
+    monkeypatch.setattr(defaults_list, "_create_interpolation_map", lambda *a: built.append(1) or build(*a))
+    compose(["stage=train", "op=bwd_data"])
+    assert built == []  # no packaged defaults list is interpolated
+    for group, option, text in (("a", "x", "va: 1"), ("b", "y", "vb: 2"), ("pair", "x_y", "both: 3")):
+        (tmp_path / group).mkdir()
+        (tmp_path / group / f"{option}.yaml").write_text(text + "\n")
+    (tmp_path / "top.yaml").write_text("defaults:\n  - a: x\n  - b: y\n  - pair: ${a}_${b}\n  - _self_\n")
+    composed = {}
+    for name in ("ckheur", "hydra"):
+        shortcut = conf_source.choices_map_when_interpolated() if name == "ckheur" else contextlib.nullcontext()
+        built.clear()
+        with initialize_config_dir(str(tmp_path), version_base="1.3"), shortcut:
+            composed[name] = OmegaConf.to_yaml(hydra_compose("top", return_hydra_config=True))
+        GlobalHydra.instance().clear()
+        assert built and (name == "hydra" or len(built) == 1), name  # ckheur: for top.yaml's list alone
+    assert composed["ckheur"] == composed["hydra"]
+    assert "both: 3" in composed["ckheur"] and "pair: x_y" in composed["ckheur"]
+    assert defaults_list._create_interpolation_map.__name__ == "<lambda>"  # restored when the composition ended
+
+
+def test_config_copies_copy_nodes_directly_and_alike(compose, monkeypatch):
+    """While ckheur composes, a config node's metadata is deep-copied field by field and a value
+    node's copy is made without constructing an empty one (conf_source.nodes_copied_directly): a
+    composed job config copied so equals its copy made OmegaConf's way node for node (attributes,
+    values, metadata, parents within the copy) and changes to either copy reach neither the other
+    nor the original."""
+    import copy
+
+    from omegaconf import DictConfig, ListConfig, OmegaConf
+    from omegaconf.base import Metadata
+    from omegaconf.nodes import EnumNode, ValueNode
+
+    from ckheur import conf_source
+
+    compose(["stage=list"])  # the schemas registered (made once per process, outside compositions)
+    generic, built = [], []
+    reconstruct, construct = copy._reconstruct, ValueNode.__init__
+    monkeypatch.setattr(copy, "_reconstruct", lambda x, memo, *a, **kw: generic.append(isinstance(x, Metadata))
+                        or reconstruct(x, memo, *a, **kw))
+    monkeypatch.setattr(ValueNode, "__init__", lambda self, *a, **kw: built.append(type(self)) or
+                        construct(self, *a, **kw))
+    cfg = compose(["stage=train", "op=miopen/fwd", "arch=gfx90a"])
+    assert generic and not any(generic)  # the composition copied nodes; no metadata the generic way
+    built.clear()
+    expected = copy.deepcopy(cfg)
+    assert any(generic) and len(built) > 500  # outside a composition: OmegaConf's way
+    built.clear()
+    with conf_source.nodes_copied_directly():
+        got = copy.deepcopy(cfg)
+    assert set(built) == {EnumNode}  # only the enum nodes are constructed
+    assert "__deepcopy__" not in vars(Metadata)
+
+    def nodes(c, root, path=""):
+        yield path, c
+        for k in range(len(c)) if isinstance(c, ListConfig) else c.keys():
+            child = c._get_node(k)
+            assert child._get_parent() is c and child._get_root() is root, path
+            yield from nodes(child, root, f"{path}.{k}") if isinstance(child, (DictConfig, ListConfig)) \
+                else [(f"{path}.{k}", child)]
+
+    pairs = list(zip(nodes(got, got), nodes(expected, expected), strict=True))
+    assert len(pairs) > 500
+    for (p, a), (q, b) in pairs:
+        assert p == q and type(a) is type(b) and a is not b and a._metadata is not b._metadata, p
+        assert vars(a._metadata) == vars(b._metadata) and a._metadata.flags is not b._metadata.flags, p
+        assert list(vars(a)) == list(vars(b)) and a._flags_cache == b._flags_cache, p
+        if isinstance(a, ValueNode):
+            assert a._val is b._val or a._val == b._val, p
+    assert OmegaConf.to_yaml(got) == OmegaConf.to_yaml(expected) == OmegaConf.to_yaml(cfg)
+    OmegaConf.set_readonly(got.op, True)
+    assert not OmegaConf.is_readonly(cfg.op) and not OmegaConf.is_readonly(expected.op)
 
 
 def test_a_problem_set_in_the_users_own_config_folder(tmp_path, confdir):

@@ -84,6 +84,32 @@ def test_mandatory_value_missing_is_reported(tmp_path):
     assert r.returncode != 0 and "import.path" in r.stderr
 
 
+def test_missing_values_are_found_as_omegaconf_finds_them(compose, monkeypatch, tmp_path):
+    """run_stage finds the missing values (???) with stages.missing_keys, not OmegaConf's walk that
+    reads every value: the same keys (in lists, through interpolations) and the same errors."""
+    from conftest import run_cli
+
+    from ckheur.stages import missing_keys
+
+    docs = [compose(["stage=list"]), compose(["op=miopen/bwd_data", "arch=gfx90a", "arch.product=???"]),
+            OmegaConf.create({"a": "???", "b": {"c": "???", "d": [1, "???", {"e": "???"}, None]}, "f": "${b}",
+                              "h": None, "i": {"j": 1, "l": []}, "k": "${i.j}", "m": "x${i.j}", "n": "${i}"}),
+            OmegaConf.create({"a": "???", "g": "${a}"}), OmegaConf.create({"g": "${nowhere}"}),
+            OmegaConf.create({"g": "${oc.env:CKHEUR_UNSET_FOR_TEST}"}), OmegaConf.create([["???"], "${0}"])]
+    for doc in docs:
+        results = []
+        for find in (missing_keys, OmegaConf.missing_keys):
+            try:
+                results.append(find(doc))
+            except Exception as e:  # noqa: BLE001 (the same error, whatever it is)
+                results.append((type(e), str(e)))
+        assert results[0] == results[1], results
+    assert missing_keys(docs[1]) == {"arch.product"} and missing_keys(docs[2]) == {"a", "b.c", "b.d[1]", "b.d[2].e"}
+    monkeypatch.setattr(OmegaConf, "missing_keys", lambda cfg: 1 / 0)  # the command line never walks it
+    r = run_cli("stage=list", "arch.product=???", "list.count_only=true", f"hydra.run.dir={tmp_path}")
+    assert r.returncode != 0 and "mandatory config values are missing: arch.product" in r.stderr
+
+
 def test_alias_equals_nested_option(compose):
     """An alias composes to the whole config of the option it names (not only its op node)."""
     assert set(ALIASES) < set(OPS) and set(ALIASES.values()) < set(OPS)
@@ -157,6 +183,7 @@ def test_packaged_yaml_reads_as_omegaconf_reads_it(tmp_path):
 
     from ckheur import conf_source
     from ckheur.conf_source import PackagedConfigSource
+    from ckheur.yaml_rules import config_yaml
 
     fast, usual = PackagedConfigSource("main", "ckheur-yaml://ckheur.conf"), \
         ImportlibResourcesConfigSource("main", "pkg://ckheur.conf")
@@ -168,6 +195,7 @@ def test_packaged_yaml_reads_as_omegaconf_reads_it(tmp_path):
         for _ in range(3):  # read, parsed again; read again, a copy
             a = fast._read_config(path)
             assert OmegaConf.to_yaml(a.config) == OmegaConf.to_yaml(b.config) and a.header == b.header, path
+            assert config_yaml(a.config) in (None, OmegaConf.to_yaml(a.config)), path  # as Hydra writes it
             assert repr(OmegaConf.to_container(a.config)) == repr(OmegaConf.to_container(b.config)), path
             with open_dict(a.config):
                 a.config["_changed_by_its_reader"] = 1  # never seen by the next read
@@ -209,6 +237,32 @@ def test_packaged_yaml_reads_as_omegaconf_reads_it(tmp_path):
             except Exception as e:  # noqa: BLE001 (the very error, whatever it is)
                 got.append(f"{type(e).__name__}: {e}")
         assert got[0] == got[1], text
+
+
+def test_run_records_are_written_by_libyaml_as_omegaconf_writes_them(compose):
+    """Each run's .hydra/config.yaml is written by libyaml's emitter (yaml_rules.config_yaml) when its
+    text is OmegaConf.to_yaml's (PyYAML's pure-Python emitter): the job configs of a CK and a MIOpen op are, and
+    on fuzzed documents it is that text or None (then Hydra writes it), never another text."""
+    import random
+
+    from ckheur.yaml_rules import config_yaml
+
+    for op in ("grouped_conv/fwd", "miopen/bwd_weight"):
+        cfg = compose(["stage=train", f"op={op}"])
+        assert config_yaml(cfg) == OmegaConf.to_yaml(cfg), op  # the fast path is taken, and writes the same
+    rng = random.Random(0)
+    parts = [*"ab :#-'\"\\{}[],&*!|>%@`?~=/.", "  ", "null", "true", "1.5", "0x1f", "1e3", "${a.b}", "???",
+             "yes", "~", "x" * 30, "\t", "\n", "\r", "é", "中", "\x85", "\u2028", "\ufeff", "\x07"]
+    written = 0
+    for _ in range(300):
+        s = "".join(rng.choice(parts) for _ in range(rng.choice((0, 3, 10, 40))))
+        key = s[:rng.choice((1, 99, 150))] or "k"
+        doc = OmegaConf.create({"k": s, "l": [s, {"x": {"y": s}}, 1.5e20, float("inf"), -3, None, True, []],
+                                key: {}, "n": {key: s}})
+        text = config_yaml(doc)
+        assert text in (None, OmegaConf.to_yaml(doc)), repr(s)
+        written += text is not None
+    assert 50 < written < 300  # both ways were taken
 
 
 def test_hydra_reads_the_packaged_configs_through_that_source():

@@ -152,6 +152,30 @@ def test_decompression_stops_at_the_cap(tmp_path, suffix):
         read_compressed(path, 3 << 20)
 
 
+def test_a_compressed_file_is_decompressed_once_per_content(tmp_path, monkeypatch):
+    """Reading the same compressed bytes again (a bundle's model at every load) gives the content
+    decompressed the first time, refused past a lower cap as a first read is; other bytes under the
+    same name are decompressed anew; a file over KEPT_COMPRESSED_BYTES is streamed every time."""
+    import lzma
+
+    from ckheur import files
+
+    decompressed = []
+    real = files._decompressed
+    monkeypatch.setattr(files, "_decompressed", lambda raw, path, cap: decompressed.append(path.name) or
+                        real(raw, path, cap))
+    path = tmp_path / "model.txt.xz"
+    text = b"tree\n" * 100_000
+    path.write_bytes(lzma.compress(text))
+    assert files.read_compressed(path) == files.read_compressed(path) == text and decompressed == ["model.txt.xz"]
+    with pytest.raises(files.TooLargeError, match=r"model.txt.xz: decompresses to more than 1,000 bytes"):
+        files.read_compressed(path, 1000)
+    path.write_bytes(lzma.compress(text + b"end\n"))
+    assert files.read_compressed(path) == text + b"end\n" and len(decompressed) == 3
+    monkeypatch.setattr(files, "KEPT_COMPRESSED_BYTES", 100)
+    assert files.read_compressed(path) == files.read_compressed(path) and len(decompressed) == 5
+
+
 def test_compressed_find_dbs_and_csvs_are_refused_beyond_the_cap_in_one_line(tmp_path, low_caps):
     """stage=import of a bz2 find-db and of a gzipped CK CSV that expand past the cap: one line
     naming the file and the cap, nothing written; the find-db tier reads through the same cap."""

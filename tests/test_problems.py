@@ -173,6 +173,39 @@ def test_holdout_is_disjoint_from_every_training_set():
             assert not holdout & {p.key() for p in load_named_set(name, get_family("grouped_conv"))}, name
 
 
+def test_a_set_is_drawn_and_validated_once_per_process_and_file_text(tmp_path, monkeypatch):
+    """Loading a shipped set again (every stage loads one; holdout draws the six training sets to
+    exclude them) neither draws nor validates anything again: the same problems as drawn afresh,
+    each caller its own list; a set file whose text changed is read and validated anew."""
+    import shutil
+
+    from ckheur import problems
+    from ckheur.families.grouped_conv import problems as conv
+    from ckheur.problems import sources
+
+    conv_family = get_family("grouped_conv")
+    first = load_named_set("holdout", conv_family)
+    drawn, validated = [], []
+    monkeypatch.setattr(conv, "generate", lambda *a: drawn.append(a) or generate(*a))
+    node = problems.set_node
+    monkeypatch.setattr(problems, "set_node", lambda name: validated.append(name) or node(name))
+    again = load_named_set("holdout", conv_family)
+    assert drawn == validated == [] and again == first and again is not first
+    again.clear()
+    assert load_named_set("holdout", conv_family) == first  # a caller's list is its own
+    sources._GENERATED.clear()
+    problems._SET_NODES.clear()
+    assert load_named_set("holdout", conv_family) == first  # drawn and validated afresh: the same problems
+    # its two conv sources and the six conv training sets drawn; those and gemm_train validated
+    assert len(drawn) == 2 + 6 and len(validated) == 1 + 7
+    conf = tmp_path / "conf"
+    shutil.copytree(problems.CONF_DIR / "problems", conf / "problems")
+    monkeypatch.setattr(problems, "CONF_DIR", conf)
+    (conf / "problems" / "smoke.yaml").write_text("defaults:\n  - /schema/problems@_here_: problems\n  - _self_\n"
+                                                   "name: smoke\nsources:\n  - {kind: generate, seed: 5, count: 3}\n")
+    assert load_named_set("smoke", conv_family) == generate(5, 3)
+
+
 def test_nets_set_has_real_layers_at_three_batches():
     probs = load_named_set("nets", get_family("grouped_conv"))
     assert {p.N for p in probs} == {1, 8, 32}

@@ -113,3 +113,38 @@ def test_one_thread_predictor_equals_booster_predict():
         fast = threads.one_thread_predictor(booster)
         for rows in (X[:1], X[:20], X.astype(np.float64), X[::2], np.repeat(X, 200, axis=0)):
             assert np.array_equal(fast(rows), booster.predict(rows, num_threads=1))
+
+
+def test_a_command_process_imports_lightgbm_without_its_scikit_learn_interface(tmp_path):
+    """``python run.py`` (the console script) imports LightGBM without scikit-learn (and the scipy.stats
+    it imports: about half of a short predict's CPU): the shipped model's predict prints what it
+    prints in this process; scikit-learn stays importable for a stage that needs it (found, not
+    refused), and LightGBM's core trains and predicts as it does here."""
+    import subprocess
+    import sys
+
+    import numpy as np
+
+    from conftest import run_cli
+
+    problem = "problem=convbfp16 -n 16 -c 256 -H 28 -W 28 -k 128 -y 3 -x 3 -p 1 -q 1"
+    train = ("import numpy as np; from ckheur.threads import lightgbm; rng = np.random.default_rng(0); "
+             "X, y = rng.random((200, 4)), rng.random(200); lgb = lightgbm(); "
+             "b = lgb.train({'verbose': -1, 'num_threads': 1, 'num_leaves': 4}, lgb.Dataset(X, y), 5); "
+             "print(repr(b.predict(X[:5]).tolist()))")
+    code = ("import runpy, sys; sys.argv = ['run.py', 'stage=predict', sys.argv[1], 'hydra.run.dir=' + sys.argv[2]]; "
+            "runpy.run_path('run.py', run_name='__main__'); "
+            "print('sklearn imported:', 'sklearn' in sys.modules, 'lightgbm imported:', 'lightgbm' in sys.modules); "
+            "import importlib.util; assert importlib.util.find_spec('sklearn'); " + train)
+    r = subprocess.run([sys.executable, "-c", code, problem, str(tmp_path)], cwd=PACKAGE, capture_output=True,
+                       text=True, timeout=600)
+    assert r.returncode == 0, r.stderr
+    assert "sklearn imported: False lightgbm imported: True" in r.stdout
+    here = run_cli("stage=predict", problem, f"hydra.run.dir={tmp_path}")  # the same command in this process
+    assert here.returncode == 0 and r.stdout.startswith(here.stdout), (r.stdout, here.stdout)
+    rng = np.random.default_rng(0)
+    X, y = rng.random((200, 4)), rng.random(200)
+    lgb = threads.lightgbm()
+    assert "LGBMRanker" in dir(lgb) and lgb.compat.SKLEARN_INSTALLED  # this process: the whole module
+    b = lgb.train({"verbose": -1, "num_threads": 1, "num_leaves": 4}, lgb.Dataset(X, y), 5)
+    assert r.stdout.rstrip().splitlines()[-1] == repr(b.predict(X[:5]).tolist())

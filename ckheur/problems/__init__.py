@@ -43,7 +43,29 @@ def load_named_set(name: str, family: Family, _stack: tuple[str, ...] = (),
     """All problems of a family in a shipped set (no sharding)."""
     if name in _stack:
         raise ProblemError(f"problem set {name!r} includes itself via {' -> '.join(_stack)}")
-    return _build(plain(set_node(name)), family, _stack + (name,), apply_shard=False, op=(direction, dtype))
+    return _build(_plain_set_node(name), family, _stack + (name,), apply_shard=False, op=(direction, dtype))
+
+
+# The plain validated node of each shipped set read in this process, by name and file text (a set
+# excluding the training sets, holdout, reads seven of them each time it is loaded): a changed file
+# is validated anew. Each caller gets its own copy.
+_SET_NODES: dict[tuple[str, str], dict] = {}
+
+
+def _plain_set_node(name: str) -> dict:
+    """``plain(set_node(name))``, validated once per version of the set's file."""
+    import copy
+
+    path = CONF_DIR / "problems" / f"{name}.yaml"
+    try:
+        key = (name, path.read_text())
+    except (OSError, UnicodeDecodeError):  # set_node says what is wrong
+        return plain(set_node(name))
+    if key not in _SET_NODES:
+        if len(_SET_NODES) >= 64:
+            _SET_NODES.clear()
+        _SET_NODES[key] = plain(set_node(name))
+    return copy.deepcopy(_SET_NODES[key])
 
 
 def load_problem_set(node: Mapping[str, Any], family: Family, direction: str | None = None,

@@ -137,8 +137,8 @@ def load_source(src: Mapping[str, Any], load_set: Callable[[str], list], family:
             except ProblemError as e:
                 raise ProblemError(f"inline problem #{i}: {e}") from None
     elif kind == "generate":
-        probs = mod.generate(int(src.get("seed", 0)), int(src.get("count", 0)), int(src.get("ndim", 2)),
-                             src.get("shapes") or None, float(src.get("max_gflop", 20000.0)))
+        probs = generated(mod, int(src.get("seed", 0)), int(src.get("count", 0)), int(src.get("ndim", 2)),
+                          src.get("shapes") or None, float(src.get("max_gflop", 20000.0)))
     elif kind == "csv":
         probs = read_csv(_source_path(src, kind), family)
     elif kind == "dataset":
@@ -153,6 +153,28 @@ def load_source(src: Mapping[str, Any], load_set: Callable[[str], list], family:
         allowed = ["inline", "generate", "csv", "dataset", "set", *NETWORK_KINDS, *mod.SOURCES]
         raise ProblemError(f"problem source kind={kind!r} not available for {family.name}; allowed: {', '.join(allowed)}")
     return _with_batches(probs, list(src.get("batch") or []), mod)
+
+
+# Problems a family's seeded generator drew in this process, by its arguments (the shipped sets are
+# drawn again by every stage that loads one, and holdout draws every training set to exclude them).
+# Problems are frozen: callers share them, each in a list of its own.
+_GENERATED: dict[tuple, tuple] = {}
+
+
+def generated(mod: Any, seed: int, count: int, ndim: int, shapes: Mapping[str, Any] | None,
+              max_gflop: float) -> list:
+    """``mod.generate(seed, count, ndim, shapes, max_gflop)``, drawn once per process and arguments."""
+    try:
+        key = (mod.__name__, seed, count, ndim, None if shapes is None else tuple(
+            (k, v) for k, v in dict(shapes).items()), max_gflop)
+        hash(key)
+    except (TypeError, ValueError):  # arguments the generator refuses: it says why
+        return mod.generate(seed, count, ndim, shapes, max_gflop)
+    if key not in _GENERATED:
+        if len(_GENERATED) >= 64:
+            _GENERATED.clear()
+        _GENERATED[key] = tuple(mod.generate(seed, count, ndim, shapes, max_gflop))
+    return list(_GENERATED[key])
 
 
 def _network_source(src: Mapping[str, Any], mod: Any, family: Family, direction: str | None, dtype: str | None) -> list:
