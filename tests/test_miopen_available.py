@@ -74,7 +74,7 @@ def test_available_restricts_predict_and_evaluate(tmp_path):
 
     mine = run_cli("stage=predict", *MI60_JOB, PROBLEM, "predict.k=40", f"op.available={MI60}")
     assert mine.returncode == 0, mine.stderr
-    assert "op.available: ranks 20 of the 29 solvers of the gfx906 fwd table; not in the MIOpen given: " \
+    assert "op.available: keeps 20 of the 29 solvers of the gfx906 fwd table; not in the MIOpen given: " \
            "ConvMlirIgemmFwd," in mine.stdout
     assert "ConvMlirIgemmFwd " not in mine.stdout and "ConvBinWinogradRxSf2x3g1 " in mine.stdout
 
@@ -85,7 +85,7 @@ def test_available_restricts_predict_and_evaluate(tmp_path):
     r = run_cli("stage=evaluate", *MI60_JOB, "evaluate.plots=false", "evaluate.nearest_gpu=false",
                 f"data.eval_paths=[{data}]", f"op.available=[{','.join(FEW)}]", f"hydra.run.dir={tmp_path / 'e'}")
     assert r.returncode == 0, r.stderr
-    assert "op.available: ranks 7 of the 29 solvers of the gfx906 fwd table" in r.stdout
+    assert "op.available: keeps 7 of the 29 solvers of the gfx906 fwd table" in r.stdout
     scored = pd.read_csv(tmp_path / "e" / "per_problem.csv")
     # (without the option, the served model picks ConvHipImplicitGemmV4R1Fwd for most of these problems)
     assert set(scored["pick"].dropna()) <= set(FEW) and set(scored["oracle"].dropna()) - set(FEW)

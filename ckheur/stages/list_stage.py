@@ -10,6 +10,7 @@ from ckheur.display import format_table
 from ckheur.job import Job
 from ckheur.problems import load_problem_set
 from ckheur.stages import Context, plain
+from ckheur.stages.common import note_available
 
 
 def _by_group(items: Any) -> str:
@@ -20,6 +21,7 @@ def _by_group(items: Any) -> str:
 def run(cfg: Any, ctx: Context) -> dict:
     """Print pool and problems; write kernels.csv and problems.csv to the run's output dir."""
     job, st = Job.from_config(cfg), cfg.list
+    note_available(job)
     op, arch, family, pool = job.op, job.arch, job.family, job.pool
     problems = load_problem_set(plain(cfg.problems), family, job.direction, job.dtype)
     op_choice = ctx.choices.get("op", op["direction"])

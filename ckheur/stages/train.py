@@ -71,7 +71,10 @@ def run(cfg: Any, ctx: Context) -> dict:
     from ckheur.job import Job
     from ckheur.learn.trainer import check_remember, train_bundle
 
+    from ckheur.stages.common import note_available
+
     job = Job.from_config(cfg)
+    note_available(job)
     check_remember(job, bool(cfg.train.remember))  # before any data is read
     if cfg.train.screen and str(cfg.model.prior) == "analytic":
         raise StageError("train.screen=true: a model with an analytic prior (model.prior=analytic) needs every tree "

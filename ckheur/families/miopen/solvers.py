@@ -238,7 +238,7 @@ def available_note(op: Mapping[str, Any], arch: Mapping[str, Any]) -> str:
     if not dropped:
         return f"op.available: every one of the {len(table)} solvers of the {arch['name']} {op['direction']} table"
     shown = ", ".join(dropped[:8]) + (f" and {len(dropped) - 8} more" if len(dropped) > 8 else "")
-    return (f"op.available: ranks {len(table)} of the {len(table) + len(dropped)} solvers of the {arch['name']} "
+    return (f"op.available: keeps {len(table)} of the {len(table) + len(dropped)} solvers of the {arch['name']} "
             f"{op['direction']} table; not in the MIOpen given: {shown}")
 
 
