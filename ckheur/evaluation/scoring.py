@@ -20,9 +20,11 @@ import numpy as np
 from ckheur.errors import UserError
 from ckheur.job import Job
 
-# The dataset columns evaluation reads (besides the family's problem fields); ``algorithm``: usable's
-# allowance for Winograd and FFT (without it, their real times beyond the dense peak read as no measurement).
-COLUMNS = ("op", "direction", "dtype", "arch", "backend", "kernel", "algorithm", "status", "tflops", "timestamp")
+# The dataset columns evaluation reads (besides the family's problem fields): what ``usable`` needs to
+# hold every row to the rule training's reads do, ``algorithm`` (the allowance for Winograd and FFT)
+# and ``latency_ms`` (the time rule: a stored TFLOPS that looks plausible beside an impossible time).
+COLUMNS = ("op", "direction", "dtype", "arch", "backend", "kernel", "algorithm", "status", "tflops", "latency_ms",
+           "timestamp")
 
 
 @dataclass
