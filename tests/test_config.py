@@ -84,32 +84,6 @@ def test_mandatory_value_missing_is_reported(tmp_path):
     assert r.returncode != 0 and "import.path" in r.stderr
 
 
-def test_missing_values_are_found_as_omegaconf_finds_them(compose, monkeypatch, tmp_path):
-    """run_stage finds the missing values (???) with stages.missing_keys, not OmegaConf's walk that
-    reads every value: the same keys (in lists, through interpolations) and the same errors."""
-    from conftest import run_cli
-
-    from ckheur.stages import missing_keys
-
-    docs = [compose(["stage=list"]), compose(["op=miopen/bwd_data", "arch=gfx90a", "arch.product=???"]),
-            OmegaConf.create({"a": "???", "b": {"c": "???", "d": [1, "???", {"e": "???"}, None]}, "f": "${b}",
-                              "h": None, "i": {"j": 1, "l": []}, "k": "${i.j}", "m": "x${i.j}", "n": "${i}"}),
-            OmegaConf.create({"a": "???", "g": "${a}"}), OmegaConf.create({"g": "${nowhere}"}),
-            OmegaConf.create({"g": "${oc.env:CKHEUR_UNSET_FOR_TEST}"}), OmegaConf.create([["???"], "${0}"])]
-    for doc in docs:
-        results = []
-        for find in (missing_keys, OmegaConf.missing_keys):
-            try:
-                results.append(find(doc))
-            except Exception as e:  # noqa: BLE001 (the same error, whatever it is)
-                results.append((type(e), str(e)))
-        assert results[0] == results[1], results
-    assert missing_keys(docs[1]) == {"arch.product"} and missing_keys(docs[2]) == {"a", "b.c", "b.d[1]", "b.d[2].e"}
-    monkeypatch.setattr(OmegaConf, "missing_keys", lambda cfg: 1 / 0)  # the command line never walks it
-    r = run_cli("stage=list", "arch.product=???", "list.count_only=true", f"hydra.run.dir={tmp_path}")
-    assert r.returncode != 0 and "mandatory config values are missing: arch.product" in r.stderr
-
-
 def test_alias_equals_nested_option(compose):
     """An alias composes to the whole config of the option it names (not only its op node)."""
     assert set(ALIASES) < set(OPS) and set(ALIASES.values()) < set(OPS)

@@ -37,7 +37,7 @@ def run_stage(cfg: DictConfig, output_dir: str | Path, choices: dict[str, Any] |
     """Validate the composed config and run its stage; user errors exit with a clear message.
     ``remove_empty_to``: a run folder the stage wrote nothing into is removed (with Hydra's record),
     and the folders above it that this leaves empty, up to this one (the topmost the run created)."""
-    missing = sorted(missing_keys(cfg))
+    missing = sorted(OmegaConf.missing_keys(cfg))
     if missing:
         raise SystemExit(f"error: mandatory config values are missing: {', '.join(missing)}")
     name = cfg.stage.name
@@ -141,35 +141,6 @@ def check_numbers(cfg: DictConfig) -> None:
                             f"allowed only in {', '.join(INFINITE_OK)})")
 
     walk(OmegaConf.to_container(cfg, resolve=False), "")
-
-
-def missing_keys(cfg: DictConfig) -> set[str]:
-    """``OmegaConf.missing_keys(cfg)``: the same keys, the same errors; OmegaConf's walk reads every
-    value through the config (~30 ms of a short command), this one only interpolations and whatever
-    is not a plain container or value (those as OmegaConf does)."""
-    from omegaconf import ListConfig
-    from omegaconf.nodes import ValueNode
-
-    found: set[str] = set()
-
-    def gather(node: Any) -> None:
-        for key in range(len(node)) if isinstance(node, ListConfig) else node:
-            try:
-                child = node._get_child(key)
-            except Exception:  # noqa: BLE001 (OmegaConf's reading below says what it says)
-                child = None
-            if isinstance(child, (DictConfig, ListConfig)) and not (
-                    child._is_none() or child._is_missing() or child._is_interpolation()):
-                gather(child)  # what OmegaConf's node[key] gives for it: the container itself
-            elif isinstance(child, ValueNode) and not (child._is_interpolation() or child._is_missing()):
-                continue  # a value: no config, not missing
-            elif OmegaConf.is_missing(node, key):
-                found.add(node._get_full_key(key))
-            elif OmegaConf.is_config(node[key]):
-                gather(node[key])
-
-    gather(cfg)
-    return found
 
 
 def check_names(cfg: DictConfig) -> None:
