@@ -16,7 +16,7 @@ import sys
 import textwrap
 import uuid
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any, Callable, Iterator
 
 import hydra
 from hydra.experimental.callback import Callback
@@ -277,30 +277,24 @@ def mode_is_hydras_default(args: list[str]) -> bool:
     return not any(a.startswith(MODE_SETTERS) for a in args)
 
 
-@contextlib.contextmanager
-def _mode_without_composing(args: list[str]) -> Iterator[None]:
+def _mode_without_composing(args: list[str]) -> contextlib.AbstractContextManager:
     """Hydra composes the whole config once only to read ``hydra.mode`` (Hydra.get_mode), then
     again for the job: about half of a short command's CPU. Where the mode is Hydra's default,
     answer None (unset) as that composition would, and let -m/--multirun decide as Hydra does."""
     from hydra._internal.hydra import Hydra
 
+    from ckheur.conf_source import replaced
+
     if not mode_is_hydras_default(args):
-        yield
-        return
-    composed = Hydra.get_mode
-    Hydra.get_mode = lambda self, config_name, overrides: None  # type: ignore[method-assign]
-    try:
-        yield
-    finally:
-        Hydra.get_mode = composed  # type: ignore[method-assign]
+        return contextlib.nullcontext()
+    return replaced(Hydra, "get_mode", lambda composed: lambda self, config_name, overrides: None)
 
 
 # How many checked job compositions a multirun keeps for its launcher (each holds a whole config).
 KEPT_JOBS = 64
 
 
-@contextlib.contextmanager
-def _jobs_composed_once() -> Iterator[None]:
+def _jobs_composed_once() -> contextlib.AbstractContextManager:
     """Hydra's sweeper composes every job of a batch to check it (Sweeper.validate_batch_is_legal)
     and drops the result; Hydra's basic launcher, in this process, then composes each job again from
     the same master config and overrides. Here the launcher gets the checked composition (the first
@@ -311,58 +305,50 @@ def _jobs_composed_once() -> Iterator[None]:
     from hydra.plugins.sweeper import Sweeper
     from omegaconf import OmegaConf
 
-    compose = ConfigLoaderImpl.load_sweep_config
+    from ckheur.conf_source import replaced
+
     checking = Sweeper.validate_batch_is_legal.__code__
-    kept: dict[tuple, DictConfig] = {}
 
-    def load_sweep_config(self: Any, master_config: DictConfig, sweep_overrides: list[str]) -> DictConfig:
-        key = (id(self), id(master_config), tuple(sweep_overrides))
-        if key in kept and sys._getframe(1).f_code is not checking:
-            job = kept.pop(key)
-            OmegaConf.copy_cache(from_config=master_config, to_config=job)
+    def checked_once(compose: Callable) -> Callable:
+        kept: dict[tuple, DictConfig] = {}
+
+        def load_sweep_config(self: Any, master_config: DictConfig, sweep_overrides: list[str]) -> DictConfig:
+            key = (id(self), id(master_config), tuple(sweep_overrides))
+            if key in kept and sys._getframe(1).f_code is not checking:
+                job = kept.pop(key)
+                OmegaConf.copy_cache(from_config=master_config, to_config=job)
+                return job
+            job = compose(self, master_config, sweep_overrides)
+            if (sys._getframe(1).f_code is checking and len(kept) < KEPT_JOBS and str(OmegaConf.select(
+                    master_config, "hydra.launcher._target_", default="")).endswith(".BasicLauncher")):
+                kept[key] = job  # the checker only composes (it reads nothing of the result)
             return job
-        job = compose(self, master_config, sweep_overrides)
-        if (sys._getframe(1).f_code is checking and len(kept) < KEPT_JOBS and str(OmegaConf.select(
-                master_config, "hydra.launcher._target_", default="")).endswith(".BasicLauncher")):
-            kept[key] = job  # the checker only composes (it reads nothing of the result)
-        return job
+        return load_sweep_config
 
-    ConfigLoaderImpl.load_sweep_config = load_sweep_config  # type: ignore[method-assign]
-    try:
-        yield
-    finally:
-        ConfigLoaderImpl.load_sweep_config = compose  # type: ignore[method-assign]
+    return replaced(ConfigLoaderImpl, "load_sweep_config", checked_once)
 
 
-@contextlib.contextmanager
-def _records_written_by_libyaml() -> Iterator[None]:
+def _records_written_by_libyaml() -> contextlib.AbstractContextManager:
     """Hydra writes each run's record (.hydra/config.yaml, hydra.yaml, overrides.yaml) with
     OmegaConf.to_yaml, on PyYAML's pure-Python emitter: about a tenth of a short command. Here a
     record that libyaml's emitter writes alike (ckheur.yaml_rules.config_yaml) is written by it, any
     other as Hydra writes it; the files are made as Hydra makes them."""
     from hydra.core import utils as hydra_utils
 
+    from ckheur.conf_source import replaced
     from ckheur.yaml_rules import config_yaml
 
-    save = hydra_utils._save_config
-    if getattr(save, "__wrapped__", None) is not None:  # already inside (nested calls)
-        yield
-        return
+    def libyaml_first(save: Callable) -> Callable:
+        def save_config(cfg: Any, filename: str, output_dir: Path) -> None:
+            text = config_yaml(cfg)
+            if text is None:
+                return save(cfg, filename, output_dir)
+            output_dir.mkdir(parents=True, exist_ok=True)
+            with open(str(output_dir / filename), "w", encoding="utf-8") as file:
+                file.write(text)
+        return save_config
 
-    def save_config(cfg: Any, filename: str, output_dir: Path) -> None:
-        text = config_yaml(cfg)
-        if text is None:
-            return save(cfg, filename, output_dir)
-        output_dir.mkdir(parents=True, exist_ok=True)
-        with open(str(output_dir / filename), "w", encoding="utf-8") as file:
-            file.write(text)
-
-    save_config.__wrapped__ = save  # type: ignore[attr-defined]
-    hydra_utils._save_config = save_config
-    try:
-        yield
-    finally:
-        hydra_utils._save_config = save
+    return replaced(hydra_utils, "_save_config", libyaml_first)
 
 
 # One line per stage for --help (tests check it names every stage of ckheur.stages.STAGES).

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import contextlib
 import copy
-from typing import Any, Iterator
+from typing import Any, Callable, Iterator
 
 from hydra._internal.core_plugins.importlib_resources_config_source import ImportlibResourcesConfigSource
 from hydra.core.config_search_path import ConfigSearchPath
@@ -103,7 +103,23 @@ def store_shared() -> Iterator[None]:
 
 
 @contextlib.contextmanager
-def choices_map_when_interpolated() -> Iterator[None]:
+def replaced(owner: Any, name: str, make: Callable[[Any], Any]) -> Iterator[None]:
+    """``owner.name`` (a function of Hydra's) is ``make(original)`` while this runs, then the
+    original again; inside another such call (it is a replacement already), as it is."""
+    original = getattr(owner, name)
+    if getattr(original, "_ckheur_replaces", None) is not None:
+        yield
+        return
+    replacement = make(original)
+    replacement._ckheur_replaces = original
+    setattr(owner, name, replacement)
+    try:
+        yield
+    finally:
+        setattr(owner, name, original)
+
+
+def choices_map_when_interpolated() -> contextlib.AbstractContextManager:
     """Hydra builds the map of the choices known so far (a config) for every config with a defaults
     list, to resolve interpolated defaults (``- db: ${op}``), whether or not one of its defaults is
     interpolated: ~15% of a composition, and none of the packaged configs' defaults is. While this
@@ -111,22 +127,14 @@ def choices_map_when_interpolated() -> Iterator[None]:
     interpolation needs it: OmegaConf's test); Hydra reads the map only to resolve those."""
     from hydra._internal import defaults_list as hydra_defaults
 
-    build = hydra_defaults._create_interpolation_map
-    if getattr(build, "__wrapped__", None) is not None:  # already inside (nested calls)
-        yield
-        return
+    def when_interpolated(build: Callable) -> Callable:
+        def create_map(overrides: Any, defaults: list, self_added: bool) -> Any:
+            if any(_holds_interpolation(vars(d)) for d in defaults):
+                return build(overrides, defaults, self_added)
+            return None  # no default of this list is interpolated: Hydra never reads the map
+        return create_map
 
-    def when_interpolated(overrides: Any, defaults: list, self_added: bool) -> Any:
-        if any(_holds_interpolation(vars(d)) for d in defaults):
-            return build(overrides, defaults, self_added)
-        return None  # no default of this list is interpolated: Hydra never reads the map
-
-    when_interpolated.__wrapped__ = build  # type: ignore[attr-defined]
-    hydra_defaults._create_interpolation_map = when_interpolated
-    try:
-        yield
-    finally:
-        hydra_defaults._create_interpolation_map = build
+    return replaced(hydra_defaults, "_create_interpolation_map", when_interpolated)
 
 
 def _holds_interpolation(value: Any) -> bool:
