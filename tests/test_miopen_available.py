@@ -89,6 +89,14 @@ def test_available_restricts_predict_and_evaluate(tmp_path):
     scored = pd.read_csv(tmp_path / "e" / "per_problem.csv")
     # (without the option, the served model picks ConvHipImplicitGemmV4R1Fwd for most of these problems)
     assert set(scored["pick"].dropna()) <= set(FEW) and set(scored["oracle"].dropna()) - set(FEW)
+    # Trained with it: the bundle learns those solvers only and keeps the list, so it ranks them alone.
+    r = run_cli("stage=train", *MI60_JOB, f"data.paths=[{data}]", f"op.available=[{','.join(FEW)}]",
+                f"train.output={tmp_path / 'm'}", "train.folds=2", "train.seeds=1", "train.cluster_cv=false",
+                f"hydra.run.dir={tmp_path / 't'}")
+    assert r.returncode == 0 and "op.available: keeps 7 of the 29 solvers" in r.stdout, r.stderr
+    learned = {k["name"] for k in json.loads((tmp_path / "m" / "kernels.json").read_text())}
+    assert learned and learned <= set(FEW)
+    assert json.loads((tmp_path / "m" / "feature_spec.json").read_text())["op_config"]["available"] == sorted(FEW)
 
     for value, says in (("[ConvNoSuchSolver,GemmFwdRest]", "op.available: ConvNoSuchSolver is no fwd solver"),
                         (str(tmp_path / "none.fdb.txt"), "no such file or folder")):
