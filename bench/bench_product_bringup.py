@@ -43,6 +43,8 @@ ROOT = Path(__file__).resolve().parents[1]
 
 def subsample(data: Path, device: str, direction: str, dtype: str, max_problems: int, seed: int):
     """The device's rows of load_device's draw (the same problems), and the ceiling's test problems' keys."""
+    from ckheur.families.miopen.problems import FIELDS
+
     df, _ = device_rows(data, device, direction, dtype, max_problems, seed)
     tb = load_device(data, device, direction, dtype, max_problems, seed)
     test = ceiling_split(len(tb.problems), seed)
