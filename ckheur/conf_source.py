@@ -165,8 +165,6 @@ def nodes_copied_directly() -> Iterator[None]:
     itself (the same fields, each deep-copied with the same memo; atomic values, which deepcopy
     returns as they are, taken directly) and the plain value nodes are made with the attributes
     that construction leaves (no flags cached), then set as OmegaConf sets them; afterwards, as before."""
-    import copy
-
     from omegaconf import nodes
     from omegaconf.base import Metadata
 

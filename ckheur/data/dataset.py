@@ -62,6 +62,12 @@ def ran_ok(status: str, latency_ms: float) -> bool:
     return status in USABLE and latency_ms > 0
 
 
+# The columns usable reads: a read of a subset of a dataset's columns that keeps these is held to
+# the same rule as a whole read (without algorithm, Winograd and FFT lose their allowance; without
+# latency_ms, the time rule is skipped).
+USABLE_COLUMNS = ("arch", "dtype", "status", "tflops", "algorithm", "latency_ms")
+
+
 def usable(df: Any, exclude_suspect: bool = False) -> Any:
     """Mask of rows that are measurements to learn from, score against, serve and export: a usable
     status, positive TFLOPS not beyond what the arch's peak allows, and a time that passes

@@ -17,14 +17,13 @@ from typing import Any, Callable, Mapping, Sequence
 
 import numpy as np
 
+from ckheur.data.dataset import USABLE_COLUMNS
 from ckheur.errors import UserError
 from ckheur.job import Job
 
-# The dataset columns evaluation reads (besides the family's problem fields): what ``usable`` needs to
-# hold every row to the rule training's reads do, ``algorithm`` (the allowance for Winograd and FFT)
-# and ``latency_ms`` (the time rule: a stored TFLOPS that looks plausible beside an impossible time).
-COLUMNS = ("op", "direction", "dtype", "arch", "backend", "kernel", "algorithm", "status", "tflops", "latency_ms",
-           "timestamp")
+# The dataset columns evaluation reads (besides the family's problem fields), with every one ``usable``
+# reads, so that evaluation holds its rows to the rule training's whole reads do.
+COLUMNS = ("op", "direction", "backend", "kernel", "timestamp", *USABLE_COLUMNS)
 
 
 @dataclass

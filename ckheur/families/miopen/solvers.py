@@ -204,7 +204,8 @@ def _read_names(path: str, mtime_ns: int, size: int) -> tuple[str, ...]:
 
 
 def _names_in_files(path: str) -> tuple[str, ...]:
-    """:func:`_read_names` of a path (its own time and size key the cache; a folder's, its newest file's)."""
+    """:func:`_read_names` of a path, keyed by its newest modification time and total size (a folder's
+    with its files': a file added, changed or removed is read anew)."""
     import os
 
     try:
