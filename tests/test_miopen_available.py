@@ -25,8 +25,9 @@ FEW = ["ConvAsm1x1U", "ConvBinWinogradRxSf2x3g1", "ConvBinWinogradRxSf2x3", "Con
 
 
 def test_the_names_in_miopen_files_and_the_pool_they_keep(tmp_path):
-    """A find-db path gives every solver its file lists (MI60's: no MLIR solver); a folder, every file's; a text perf-db, its entries' solvers. The job's pool, which
-    sweeps time, is the table's solvers among them, and without the option the whole table."""
+    """A find-db path gives every solver its file lists (MI60's: no MLIR solver); a folder, every
+    file's; a text or SQLite perf-db, its entries' solvers. The job's pool, which sweeps time, is
+    the table's solvers among them, and without the option the whole table."""
     from ckheur.families.miopen.solvers import table_names
     from ckheur.integrations.miopen.find_db import read_find_db, solver_names
     from ckheur.job import Job
@@ -44,6 +45,32 @@ def test_the_names_in_miopen_files_and_the_pool_they_keep(tmp_path):
     perf.write_text("64-56-56-3x3-64-56-56-32-1x1-1x1-1x1-0-NCHW-FP32-F=ConvBinWinogradRxSf2x3g1:1;"
                     "ConvOclDirectFwd:8,8,4,1,1,1\n")
     assert solver_names(perf) == ["ConvBinWinogradRxSf2x3g1", "ConvOclDirectFwd"]
+    # an older release's SQLite perf-db (MIOpen's perf_db table; rows made up for the test), plain and
+    # compressed; a .db that is no SQLite file, or no perf-db, is refused naming the field
+    import bz2
+    import sqlite3
+
+    from ckheur.errors import UserError
+
+    binary = tmp_path / "gfx906_64.db"
+    with sqlite3.connect(binary) as con:
+        con.execute("CREATE TABLE perf_db (id INTEGER PRIMARY KEY, solver TEXT, config INTEGER, params TEXT)")
+        con.executemany("INSERT INTO perf_db (solver, config, params) VALUES (?, ?, ?)",
+                        [("ConvAsm1x1U", 1, "1,16,1,64,2,1,1,2"), ("ConvAsm1x1U", 2, "1,8,1,64,2,1,1,2"),
+                         ("ConvHipImplicitGemmV4R1Fwd", 1, "64,64,16,16,4,4")])
+    con.close()
+    assert solver_names(binary) == ["ConvAsm1x1U", "ConvHipImplicitGemmV4R1Fwd"]
+    if hasattr(sqlite3.Connection, "deserialize"):  # Python 3.11 reads a compressed one from memory
+        (tmp_path / "gfx906_64.db.bz2").write_bytes(bz2.compress(binary.read_bytes()))
+        assert solver_names(tmp_path / "gfx906_64.db.bz2") == ["ConvAsm1x1U", "ConvHipImplicitGemmV4R1Fwd"]
+    (tmp_path / "text.db").write_text("not a database\n")
+    with sqlite3.connect(tmp_path / "other.udb") as con:
+        con.execute("CREATE TABLE config (id INTEGER)")
+    con.close()
+    for bad, says in (("text.db", "is no SQLite database"), ("other.udb", "is no MIOpen perf-db")):
+        with pytest.raises(UserError, match="op.available") as e:
+            solver_names(tmp_path / bad)
+        assert says in str(e.value)
 
     table = table_names("fwd", "gfx906")
     whole = Job.from_config(compose_config(list(MI60_JOB)))
@@ -107,8 +134,8 @@ def test_available_restricts_predict_and_evaluate(tmp_path):
     (tmp_path / "empty" / "notes.txt").write_text("no MIOpen file here\n")
     op, gfx906 = {"family": "miopen", "direction": "fwd", "dtype": "fp32"}, {"name": "gfx906"}
     for value, says in ((["GemmBwdRest"], "op.available: GemmBwdRest is no fwd solver"),
-                        (str(tmp_path / "empty"), "holds no MIOpen find-db or text perf-db"),
-                        (str(SLICES / "README.md"), "not a MIOpen find-db or text perf-db"),
+                        (str(tmp_path / "empty"), "holds no MIOpen find-db or perf-db"),
+                        (str(SLICES / "README.md"), "not a MIOpen find-db or perf-db"),
                         (["ConvHipImplicitGemmFwdXdlops"], "op.available keeps none of the 29 solvers of the gfx906")):
         with pytest.raises(UserError) as e:
             available_table({**op, "available": value}, gfx906)

@@ -156,7 +156,7 @@ def candidates(op: Mapping[str, Any], arch: Mapping[str, Any]) -> tuple[list, li
 
 
 AVAILABLE_HELP = ("a list of solver names, or a path to MIOpen's files that name them (a find-db "
-                  "<arch><CUs>.HIP.fdb.txt[.bz2], a text perf-db *.db.txt, or a folder of them such as "
+                  "<arch><CUs>.HIP.fdb.txt[.bz2], a perf-db *.db.txt or *.db, or a folder of them such as "
                   "/opt/rocm/share/miopen/db); null: every solver of the table")
 
 

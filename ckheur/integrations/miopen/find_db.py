@@ -560,14 +560,16 @@ def learn_listed(fdb: FindDb, direction: str) -> dict[str, list[str]]:
 
 
 # MIOpen's files that name the solvers a release ran (``op.available`` given as a path): find-dbs
-# (system ``<arch><CUs>.HIP.fdb.txt``, user ``.ufdb.txt``) and text perf-dbs (``.db.txt``, user
-# ``.udb.txt``: ``KEY=Solver:tuning parameters;...``), each plain or compressed.
-SOLVER_FILES = (".fdb.txt", ".ufdb.txt", ".db.txt", ".udb.txt")
+# (system ``<arch><CUs>.HIP.fdb.txt``, user ``.ufdb.txt``), text perf-dbs (``.db.txt``, user
+# ``.udb.txt``: ``KEY=Solver:tuning parameters;...``) and SQLite perf-dbs (``.db``, user ``.udb``:
+# older ROCm releases; a ``perf_db`` table with a ``solver`` column), each plain or compressed.
+SOLVER_FILES = (".fdb.txt", ".ufdb.txt", ".db.txt", ".udb.txt", ".db", ".udb")
 _PERF_ENTRY = re.compile(r"(?:^|[=;])(" + SOLVER_NAME + r"):", re.MULTILINE)
+SQLITE_MAGIC = b"SQLite format 3\x00"  # the first 16 bytes of every SQLite database file
 
 
 def solver_names(path: str | Path) -> list[str]:
-    """Every solver name MIOpen's files at ``path`` list (a find-db or a text perf-db, plain or
+    """Every solver name MIOpen's files at ``path`` list (a find-db, a text or SQLite perf-db, plain or
     compressed, or a folder of them such as a ROCm install's ``share/miopen/db``), sorted: the
     solvers that MIOpen release ships. A find-db is read by :func:`read_find_db` (its older names
     also as today's, ``OLDER_NAMES``). A FindDbError names ``op.available`` when there is no such
@@ -582,20 +584,56 @@ def solver_names(path: str | Path) -> list[str]:
         raise FindDbError(f"op.available={path}: no such file or folder; {takes}")
     files = sorted(f for f in path.iterdir() if f.is_file() and _solver_file(f.name)) if path.is_dir() else [path]
     if not files or not _solver_file(files[0].name):
-        raise FindDbError(f"op.available={path}: {'holds no' if path.is_dir() else 'not a'} MIOpen find-db or text "
+        raise FindDbError(f"op.available={path}: {'holds no' if path.is_dir() else 'not a'} MIOpen find-db or "
                           f"perf-db; {takes}")
     names: set = set()
     for f in files:
         if ".fdb.txt" in f.name or ".ufdb.txt" in f.name:
             listed = set(read_find_db(f).entries["solver"].astype(str))
             names |= listed | {OLDER_NAMES[n] for n in listed if n in OLDER_NAMES}
-        else:
+        elif ".db.txt" in f.name or ".udb.txt" in f.name:
             text = _text(f)
             names |= {m for m in _PERF_ENTRY.findall(text) if not m.startswith("miopenConvolution")}
+        else:
+            names |= _sqlite_solvers(f)
     if not names:
         raise FindDbError(f"op.available={path}: names no solver (no entry in {len(files)} MIOpen file"
                           f"{'s' if len(files) > 1 else ''}); {takes}")
     return sorted(names)
+
+
+def _sqlite_solvers(path: Path) -> set[str]:
+    """The solver names of a SQLite perf-db's ``perf_db`` table, read only: a plain file through
+    SQLite's read-only URI, a compressed one decompressed into memory (Python 3.11's deserialize).
+    A FindDbError names a file that is not one."""
+    import sqlite3
+
+    from ckheur.files import open_regular, read_compressed
+
+    plain = path.suffix not in (".gz", ".bz2", ".xz")
+    try:
+        if plain:
+            with open_regular(path) as f:
+                data = f.read(len(SQLITE_MAGIC))
+        else:
+            data = read_compressed(path)
+    except (OSError, EOFError) as e:
+        raise FindDbError(f"op.available: {path} cannot be read ({str(e).splitlines()[0][:200]})") from None
+    if not data.startswith(SQLITE_MAGIC):
+        raise FindDbError(f"op.available: {path} is no SQLite database (MIOpen's binary perf-dbs *.db and *.udb are)")
+    if not plain and not hasattr(sqlite3.Connection, "deserialize"):  # Python 3.10
+        raise FindDbError(f"op.available: {path}: reading a compressed SQLite perf-db needs Python 3.11; "
+                          "decompress it first")
+    con = sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True) if plain else sqlite3.connect(":memory:")
+    try:
+        if not plain:
+            con.deserialize(data)
+        return {str(r[0]) for r in con.execute("SELECT DISTINCT solver FROM perf_db")}
+    except sqlite3.DatabaseError as e:
+        raise FindDbError(f"op.available: {path} is no MIOpen perf-db (a perf_db table with a solver column): "
+                          f"{e}") from None
+    finally:
+        con.close()
 
 
 def _solver_file(name: str) -> bool:
