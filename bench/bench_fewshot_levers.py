@@ -34,7 +34,11 @@ Per cell (direction, dtype, held-out device), side by side on the same problems:
   (five + those x20); the final model is the current recipe on the whole sweep. **rounds, sweep-only
   ranker**: later rounds ranked by a model of the sweep's rows so far alone (closer to the product's
   ensemble, which also learns from the measured rows only; it picks problems by its acquisition, not
-  at random, and averages 5 bootstrap models of 100 trees);
+  at random, and averages 5 bootstrap models of 100 trees); three variations of it:
+  ``rounds-own-narrow`` (2 ranked solvers + 1 at random per problem, ``sweep.active.top=2``: the
+  same pairs over more problems, swept first so that no row is scored on them),
+  ``rounds-own-ranked`` (as many solvers per problem, all from the ranking) and
+  ``rounds-own-bagged`` (its final model 3 seeds averaged);
 - **device weights** (``devweights``): after the current sweep, each of the five training devices'
   own model (bench_logo's "nearest device's own model": trained on that device's rows alone,
   ranking the solvers both tables have) picks a solver for each swept problem among its timed
@@ -63,6 +67,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import json
+import math
 import os
 import sys
 import time
@@ -95,15 +100,22 @@ SERVED_NEAR = "served ranker, nearest + sweep: the nearest CDNA device's rows + 
 NEAR = "current ranker, nearest + sweep: the nearest CDNA device's rows + the sweep's x20, retrained"
 ROUNDS = "rounds: 25% then 12.5% per round, each later round ranked by five + the sweep so far x20, retrained"
 ROUNDS_OWN = "rounds, sweep-only ranker: later rounds ranked by a model of the sweep's rows so far alone"
+NARROW_TOP = 2  # rounds-own-narrow: sweep.active.top=2 (explore: half of it, rounded up: 1)
+ROUNDS_NARROW = ("rounds, sweep-only ranker, 2 best + 1 at random per problem (sweep.active.top=2): the same pairs "
+                 "over more problems")
+ROUNDS_RANKED = ("rounds, sweep-only ranker, as many solvers per problem, all from the ranking (none at random): "
+                 "floor(sqrt(n)) + half that")
+ROUNDS_BAGGED = "rounds, sweep-only ranker, its final model 3 seeds averaged (model.bagging_seeds=3)"
 DEV_WEIGHTS = ("device weights: five (each device's rows weighted by how well its own model picks among the sweep's "
                "timed solvers) + the sweep's rows x20, retrained")
 DEV_WEIGHTS_ROUNDS = "device weights on the sweep of rounds, sweep-only ranker"
 DEV_TEMPERATURE = 0.05  # w_d = exp((q_d - max q) / DEV_TEMPERATURE), fixed before any result
 EVERY = (*ROWS[:-1], CURRENT_SEED, CURRENT_MORE, ENSEMBLE, LISTED, ANSWERED, PAIRWISE, BAGGED, SERVED, SERVED_NEAR,
-         NEAR, ROUNDS, ROUNDS_OWN, DEV_WEIGHTS, DEV_WEIGHTS_ROUNDS, CEILING, CEILING_MORE, CEILING_BAGGED)
+         NEAR, ROUNDS, ROUNDS_OWN, ROUNDS_NARROW, ROUNDS_RANKED, ROUNDS_BAGGED, DEV_WEIGHTS, DEV_WEIGHTS_ROUNDS, CEILING, CEILING_MORE, CEILING_BAGGED)
 KEYS = dict(zip(("current", "prior-all", "prior-new", "prior-new-lr", "full", "full-prior", "seed", "more", "ensemble",
                  "listed", "answered", "pairwise", "bagged", "served", "served-near", "near", "rounds", "rounds-own",
-                 "devweights", "devweights-rounds-own", "ceiling", "ceiling-more", "ceiling-bagged"), EVERY,
+                 "rounds-own-narrow", "rounds-own-ranked", "rounds-own-bagged", "devweights", "devweights-rounds-own",
+                 "ceiling", "ceiling-more", "ceiling-bagged"), EVERY,
                 strict=True))
 # where each round of stage=sweep's active strategy ends, in shares of the budget (RoundOptions' defaults:
 # first_round 0.25, then round_size 0.125: 7 rounds)
@@ -179,14 +191,33 @@ def one_op(data: Path, direction: str, dtype: str, helds: list, max_problems: in
         served = served_sweep(tb, held, cfgs, direction, dtype, kept) if {SERVED, SERVED_NEAR, NEAR} & {
             *rows_wanted} else None
         s_swept = swept[:0] if served is None else sweep_rows(tb, kept, served[1], budget, seed)
+        rounds_swept: dict = {}
+
+        def sweep_in_rounds(name, top=None, explore=0.5):  # the current sweep's budget and problem order, in rounds
+            def rerank(so_far):
+                m = one(so_far) if name == ROUNDS else fit_on(rows_of(mine, so_far), None, model, seed)[0]
+                return np.where(kept, predict_rows(m, mine, rows), -np.inf)
+
+            rounds_swept[name] = sweep_rows(tb, kept, z, budget, seed, explore, rounds=ROUND_ENDS, rerank=rerank,
+                                            top=top)
+            return rounds_swept[name]
+
+        five = [trained[d] for d in others]
+        one = lambda swept_rows, m=model, s=seed, init=None, base=five: fit_on(  # noqa: E731
+            concat_tables([*base, rows_of(mine, swept_rows, TARGET_WEIGHT)]), None, m, s, init_model=init)[0]
+        # the narrow sweep covers more problems than the others: swept first, so that no row is scored on them
+        narrow = sweep_in_rounds(ROUNDS_NARROW, NARROW_TOP) if ROUNDS_NARROW in rows_wanted else swept[:0]
+        ranked_only = sweep_in_rounds(ROUNDS_RANKED, lambda n: math.isqrt(n) + math.ceil(math.isqrt(n) / 2), 0.0) \
+            if ROUNDS_RANKED in rows_wanted else swept[:0]
         test = ceiling_split(len(tb.problems), seed)
         measured = np.zeros(len(tb.problems), dtype=bool)
         measured[tb.pid[swept]] = True
         logo_set = np.flatnonzero(test[tb.pid] & ~measured[tb.pid])  # bench_logo's scored rows
         measured[tb.pid[whole]] = True
         measured[tb.pid[s_swept]] = True  # the same problems as the ranked sweep's (same draw, same counts)
+        measured[tb.pid[narrow]] = True
+        measured[tb.pid[ranked_only]] = True
         scored = np.flatnonzero(test[tb.pid] & ~measured[tb.pid])  # no sweep here measured them
-        five = [trained[d] for d in others]
         res: dict = {}
         trees: dict = {}  # each row's tree count, in the JSON
 
@@ -196,8 +227,6 @@ def one_op(data: Path, direction: str, dtype: str, helds: list, max_problems: in
             s = s if rank_all else np.where(kept[on], s, -np.inf)
             res[name] = report(tb, on, np.where(tb.listed[tb.kid[on]], s, -np.inf))
 
-        one = lambda swept_rows, m=model, s=seed, init=None, base=five: fit_on(  # noqa: E731
-            concat_tables([*base, rows_of(mine, swept_rows, TARGET_WEIGHT)]), None, m, s, init_model=init)[0]
         own = lambda swept_rows, m=model: fit_on(  # noqa: E731
             rows_of(mine, swept_rows), None, m, seed, init_model=prior)[0]
         more = {**model, "max_trees": 2000}
@@ -242,20 +271,21 @@ def one_op(data: Path, direction: str, dtype: str, helds: list, max_problems: in
                 boosters[name] = fits[name]()
             return boosters[name]
 
-        rounds_swept: dict = {}
-
         def in_rounds(name):  # the same problems and pairs as the current sweep, spent in rounds
-            def rerank(so_far):
-                m = one(so_far) if name == ROUNDS else fit_on(rows_of(mine, so_far), None, model, seed)[0]
-                return np.where(kept, predict_rows(m, mine, rows), -np.inf)
-
-            r = sweep_rows(tb, kept, z, budget, seed, rounds=ROUND_ENDS, rerank=rerank)
+            r = sweep_in_rounds(name)
             assert np.array_equal(np.unique(tb.pid[r]), np.unique(tb.pid[swept])) and len(r) == len(swept)
-            rounds_swept[name] = r
             return one(r)
 
         fits[ROUNDS] = lambda: in_rounds(ROUNDS)
         fits[ROUNDS_OWN] = lambda: in_rounds(ROUNDS_OWN)
+        fits[ROUNDS_NARROW] = lambda: one(narrow)
+        fits[ROUNDS_RANKED] = lambda: one(ranked_only)
+
+        def bagged_rounds():
+            booster(ROUNDS_OWN)  # its sweep
+            return one(rounds_swept[ROUNDS_OWN], {**model, "bagging_seeds": 3})
+
+        fits[ROUNDS_BAGGED] = bagged_rounds
         device_weights: dict = {}
 
         def weighted(name, swept_rows):  # the current recipe, each training device's rows weighted by its score
@@ -315,6 +345,7 @@ def one_op(data: Path, direction: str, dtype: str, helds: list, max_problems: in
                         "served_pairs": int(len(s_swept)), "served_problems": int(len(np.unique(tb.pid[s_swept]))),
                         "served_by": None if served is None else served[0], "found_best": found_best(tb, swept),
                         "served_found_best": found_best(tb, s_swept),
+                        "narrow_pairs": int(len(narrow)), "narrow_problems": int(len(np.unique(tb.pid[narrow]))),
                         **{f"found_best {k}": found_best(tb, r) for k, r in rounds_swept.items()},
                         **({"device_weights (q, w)": device_weights} if device_weights else {}),
                         "trees": trees}

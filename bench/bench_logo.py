@@ -210,11 +210,11 @@ def best_single(tables: list) -> str:
 
 
 def sweep_rows(tb, kept: np.ndarray, scores: np.ndarray, budget: float, seed: int, explore: float = 0.5,
-               rounds: tuple = (), rerank=None) -> np.ndarray:
+               rounds: tuple = (), rerank=None, top=None) -> np.ndarray:
     """Rows a ``sweep.active.ranker`` sweep times within ``budget`` of the table's pairs: problems in a
-    random order, each on the ranker's floor(sqrt(n)) best solvers and ``explore`` times that drawn
-    from the rest. With ``rounds`` (cumulative shares of the budget, ascending) and ``rerank``, the
-    sweep is spent in rounds: once a round's share is timed, ``rerank(rows timed so far)`` gives the
+    random order, each on the ranker's floor(sqrt(n)) best solvers (``top``: that many, as
+    ``sweep.active.top``, or ``top(n)``) and ``explore`` times that drawn from the rest. With ``rounds``
+    (cumulative shares of the budget, ascending) and ``rerank``, the sweep is spent in rounds: once a round's share is timed, ``rerank(rows timed so far)`` gives the
     scores the next problems are ranked by (the same problems and counts: only the solvers differ)."""
     rng = np.random.default_rng(seed)
     limit = max(1, int(budget * len(tb.pid)))
@@ -228,11 +228,11 @@ def sweep_rows(tb, kept: np.ndarray, scores: np.ndarray, budget: float, seed: in
             scores = rerank(np.sort(np.array(out, dtype=np.int64)))
         rows = by_problem[p]
         rows = rows[kept[rows]] if kept[rows].any() else rows
-        top = max(1, math.isqrt(len(rows)))
+        top_n = max(1, math.isqrt(len(rows))) if top is None else min(top(len(rows)) if callable(top) else top, len(rows))
         order = rows[np.argsort(-scores[rows], kind="stable")]
-        rest = order[top:]
-        drawn = min(len(rest), math.ceil(top * explore))
-        out.extend([*order[:top], *(rng.choice(rest, size=drawn, replace=False) if drawn else rest[:0])])
+        rest = order[top_n:]
+        drawn = min(len(rest), math.ceil(top_n * explore))
+        out.extend([*order[:top_n], *(rng.choice(rest, size=drawn, replace=False) if drawn else rest[:0])])
         if len(out) >= limit:
             break
     return np.sort(np.array(out, dtype=np.int64))
