@@ -37,8 +37,10 @@ Per cell (direction, dtype, held-out device), side by side on the same problems:
   at random, and averages 5 bootstrap models of 100 trees); three variations of it:
   ``rounds-own-narrow`` (2 ranked solvers + 1 at random per problem, ``sweep.active.top=2``: the
   same pairs over more problems, swept first so that no row is scored on them),
-  ``rounds-own-ranked`` (as many solvers per problem, all from the ranking) and
-  ``rounds-own-bagged`` (its final model 3 seeds averaged);
+  ``rounds-own-ranked`` (as many solvers per problem, all from the ranking),
+  ``rounds-own-bagged`` (its final model 3 seeds averaged) and ``rounds-own-flag`` (its final model
+  given a "target" column: 1 on the held-out device's rows, in training and scoring, 0 on the
+  five's, so that one split can set the new device apart);
 - **device weights** (``devweights``): after the current sweep, each of the five training devices'
   own model (bench_logo's "nearest device's own model": trained on that device's rows alone,
   ranking the solvers both tables have) picks a solver for each swept problem among its timed
@@ -106,15 +108,17 @@ ROUNDS_NARROW = ("rounds, sweep-only ranker, 2 best + 1 at random per problem (s
 ROUNDS_RANKED = ("rounds, sweep-only ranker, as many solvers per problem, all from the ranking (none at random): "
                  "floor(sqrt(n)) + half that")
 ROUNDS_BAGGED = "rounds, sweep-only ranker, its final model 3 seeds averaged (model.bagging_seeds=3)"
+ROUNDS_FLAG = "rounds, sweep-only ranker, its final model with a target column (1 on the held-out device's rows, 0 else)"
 DEV_WEIGHTS = ("device weights: five (each device's rows weighted by how well its own model picks among the sweep's "
                "timed solvers) + the sweep's rows x20, retrained")
 DEV_WEIGHTS_ROUNDS = "device weights on the sweep of rounds, sweep-only ranker"
 DEV_TEMPERATURE = 0.05  # w_d = exp((q_d - max q) / DEV_TEMPERATURE), fixed before any result
 EVERY = (*ROWS[:-1], CURRENT_SEED, CURRENT_MORE, ENSEMBLE, LISTED, ANSWERED, PAIRWISE, BAGGED, SERVED, SERVED_NEAR,
-         NEAR, ROUNDS, ROUNDS_OWN, ROUNDS_NARROW, ROUNDS_RANKED, ROUNDS_BAGGED, DEV_WEIGHTS, DEV_WEIGHTS_ROUNDS, CEILING, CEILING_MORE, CEILING_BAGGED)
+         NEAR, ROUNDS, ROUNDS_OWN, ROUNDS_NARROW, ROUNDS_RANKED, ROUNDS_BAGGED, ROUNDS_FLAG, DEV_WEIGHTS, DEV_WEIGHTS_ROUNDS, CEILING, CEILING_MORE, CEILING_BAGGED)
 KEYS = dict(zip(("current", "prior-all", "prior-new", "prior-new-lr", "full", "full-prior", "seed", "more", "ensemble",
                  "listed", "answered", "pairwise", "bagged", "served", "served-near", "near", "rounds", "rounds-own",
-                 "rounds-own-narrow", "rounds-own-ranked", "rounds-own-bagged", "devweights", "devweights-rounds-own",
+                 "rounds-own-narrow", "rounds-own-ranked", "rounds-own-bagged", "rounds-own-flag", "devweights",
+                 "devweights-rounds-own",
                  "ceiling", "ceiling-more", "ceiling-bagged"), EVERY,
                 strict=True))
 # where each round of stage=sweep's active strategy ends, in shares of the budget (RoundOptions' defaults:
@@ -221,9 +225,9 @@ def one_op(data: Path, direction: str, dtype: str, helds: list, max_problems: in
         res: dict = {}
         trees: dict = {}  # each row's tree count, in the JSON
 
-        def add(name, booster, on=scored, rank_all=False):
+        def add(name, booster, on=scored, rank_all=False, table=mine):
             trees[name] = int(booster.best_iteration or booster.current_iteration())
-            s = predict_rows(booster, mine, on)
+            s = predict_rows(booster, table, on)
             s = s if rank_all else np.where(kept[on], s, -np.inf)
             res[name] = report(tb, on, np.where(tb.listed[tb.kid[on]], s, -np.inf))
 
@@ -271,10 +275,14 @@ def one_op(data: Path, direction: str, dtype: str, helds: list, max_problems: in
                 boosters[name] = fits[name]()
             return boosters[name]
 
-        def in_rounds(name):  # the same problems and pairs as the current sweep, spent in rounds
-            r = sweep_in_rounds(name)
-            assert np.array_equal(np.unique(tb.pid[r]), np.unique(tb.pid[swept])) and len(r) == len(swept)
-            return one(r)
+        def rounds_of(name):  # the same problems and pairs as the current sweep, spent in rounds (swept once)
+            if name not in rounds_swept:
+                r = sweep_in_rounds(name)
+                assert np.array_equal(np.unique(tb.pid[r]), np.unique(tb.pid[swept])) and len(r) == len(swept)
+            return rounds_swept[name]
+
+        def in_rounds(name):
+            return one(rounds_of(name))
 
         fits[ROUNDS] = lambda: in_rounds(ROUNDS)
         fits[ROUNDS_OWN] = lambda: in_rounds(ROUNDS_OWN)
@@ -282,10 +290,20 @@ def one_op(data: Path, direction: str, dtype: str, helds: list, max_problems: in
         fits[ROUNDS_RANKED] = lambda: one(ranked_only)
 
         def bagged_rounds():
-            booster(ROUNDS_OWN)  # its sweep
-            return one(rounds_swept[ROUNDS_OWN], {**model, "bagging_seeds": 3})
+            return one(rounds_of(ROUNDS_OWN), {**model, "bagging_seeds": 3})
 
         fits[ROUNDS_BAGGED] = bagged_rounds
+
+        def flagged(t, value):  # a table with the target column appended
+            return dataclasses.replace(t, X=np.hstack([t.X, np.full((len(t.X), 1), value, dtype=t.X.dtype)]),
+                                       feature_names=[*t.feature_names, "target"])
+
+        def flag_rounds():
+            return fit_on(concat_tables([*(flagged(t, 0.0) for t in five),
+                                         flagged(rows_of(mine, rounds_of(ROUNDS_OWN), TARGET_WEIGHT), 1.0)]),
+                          None, model, seed)[0]
+
+        fits[ROUNDS_FLAG] = flag_rounds
         device_weights: dict = {}
 
         def weighted(name, swept_rows):  # the current recipe, each training device's rows weighted by its score
@@ -309,12 +327,13 @@ def one_op(data: Path, direction: str, dtype: str, helds: list, max_problems: in
         fits[DEV_WEIGHTS] = lambda: weighted(DEV_WEIGHTS, swept)
 
         def weighted_rounds():
-            booster(ROUNDS_OWN)  # its sweep
-            return weighted(DEV_WEIGHTS_ROUNDS, rounds_swept[ROUNDS_OWN])
+            return weighted(DEV_WEIGHTS_ROUNDS, rounds_of(ROUNDS_OWN))
 
         fits[DEV_WEIGHTS_ROUNDS] = weighted_rounds
         for name in rows_wanted:
-            if name in fits:
+            if name == ROUNDS_FLAG:
+                add(name, booster(name), table=flagged(mine, 1.0))
+            elif name in fits:
                 add(name, booster(name))
             if name == CURRENT:
                 add("current, bench_logo's problems", booster(name), logo_set)
