@@ -459,12 +459,14 @@ def summary(results: list) -> list[str]:
     f = FALLBACK
     rows = [(r, d, res) for r in results for d, res in r["held_out"].items()]
     mean = lambda name, key: 100 * np.mean([res[name][key] for _, _, res in rows if name in res])  # noqa: E731
-    out = ["\n| selector | cells | mean top-1 | mean efficiency | mean unlisted picks |", "| --- | --- | --- | --- | --- |"]
+    out = ["\n| selector | cells | mean top-1 | mean efficiency | mean unlisted picks | of which a slot lost |",
+           "| --- | --- | --- | --- | --- | --- |"]
     names = list(dict.fromkeys(n for _, _, res in rows for n in res))
     for n in names:
         cells = sum(1 for _, _, res in rows if n in res)
+        lost = [res[n]["slot_lost"] for _, _, res in rows if n in res and "slot_lost" in res[n]]  # runs after it
         out.append(f"| {n} | {cells} | {mean(n, 'top1'):.1f} | {mean(n, 'efficiency'):.2f} | "
-                   f"{mean(n, 'not_listed'):.2f} |")
+                   f"{mean(n, 'not_listed'):.2f} | {f'{100 * np.mean(lost):.2f}' if lost else ''} |")
     single = "best single solver of the five"
     for z in (ZERO, ADOPTED, AS_SERVED):
         wins = [(res[z]["efficiency"] - res[f]["efficiency"]) for _, _, res in rows if f in res and z in res]
