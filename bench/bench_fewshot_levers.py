@@ -108,18 +108,19 @@ ROUNDS_NARROW = ("rounds, sweep-only ranker, 2 best + 1 at random per problem (s
 ROUNDS_RANKED = ("rounds, sweep-only ranker, as many solvers per problem, all from the ranking (none at random): "
                  "floor(sqrt(n)) + half that")
 ROUNDS_BAGGED = "rounds, sweep-only ranker, its final model 3 seeds averaged (model.bagging_seeds=3)"
-ROUNDS_FLAG = "rounds, sweep-only ranker, its final model with a target column (1 on the held-out device's rows, 0 else)"
+ROUNDS_FLAG = ("rounds, sweep-only ranker, its final model with a target column (1 on the held-out device's rows, "
+               "0 else)")
 DEV_WEIGHTS = ("device weights: five (each device's rows weighted by how well its own model picks among the sweep's "
                "timed solvers) + the sweep's rows x20, retrained")
 DEV_WEIGHTS_ROUNDS = "device weights on the sweep of rounds, sweep-only ranker"
 DEV_TEMPERATURE = 0.05  # w_d = exp((q_d - max q) / DEV_TEMPERATURE), fixed before any result
 EVERY = (*ROWS[:-1], CURRENT_SEED, CURRENT_MORE, ENSEMBLE, LISTED, ANSWERED, PAIRWISE, BAGGED, SERVED, SERVED_NEAR,
-         NEAR, ROUNDS, ROUNDS_OWN, ROUNDS_NARROW, ROUNDS_RANKED, ROUNDS_BAGGED, ROUNDS_FLAG, DEV_WEIGHTS, DEV_WEIGHTS_ROUNDS, CEILING, CEILING_MORE, CEILING_BAGGED)
+         NEAR, ROUNDS, ROUNDS_OWN, ROUNDS_NARROW, ROUNDS_RANKED, ROUNDS_BAGGED, ROUNDS_FLAG, DEV_WEIGHTS,
+         DEV_WEIGHTS_ROUNDS, CEILING, CEILING_MORE, CEILING_BAGGED)
 KEYS = dict(zip(("current", "prior-all", "prior-new", "prior-new-lr", "full", "full-prior", "seed", "more", "ensemble",
                  "listed", "answered", "pairwise", "bagged", "served", "served-near", "near", "rounds", "rounds-own",
                  "rounds-own-narrow", "rounds-own-ranked", "rounds-own-bagged", "rounds-own-flag", "devweights",
-                 "devweights-rounds-own",
-                 "ceiling", "ceiling-more", "ceiling-bagged"), EVERY,
+                 "devweights-rounds-own", "ceiling", "ceiling-more", "ceiling-bagged"), EVERY,
                 strict=True))
 # where each round of stage=sweep's active strategy ends, in shares of the budget (RoundOptions' defaults:
 # first_round 0.25, then round_size 0.125: 7 rounds)

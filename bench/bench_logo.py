@@ -213,9 +213,10 @@ def sweep_rows(tb, kept: np.ndarray, scores: np.ndarray, budget: float, seed: in
                rounds: tuple = (), rerank=None, top=None) -> np.ndarray:
     """Rows a ``sweep.active.ranker`` sweep times within ``budget`` of the table's pairs: problems in a
     random order, each on the ranker's floor(sqrt(n)) best solvers (``top``: that many, as
-    ``sweep.active.top``, or ``top(n)``) and ``explore`` times that drawn from the rest. With ``rounds``
-    (cumulative shares of the budget, ascending) and ``rerank``, the sweep is spent in rounds: once a round's share is timed, ``rerank(rows timed so far)`` gives the
-    scores the next problems are ranked by (the same problems and counts: only the solvers differ)."""
+    ``sweep.active.top``, or ``top(n)``) and ``explore`` times that drawn from the rest. With
+    ``rounds`` (cumulative shares of the budget, ascending) and ``rerank``, the sweep is spent in
+    rounds: once a round's share is timed, ``rerank(rows timed so far)`` gives the scores the next
+    problems are ranked by (the same problems and counts: only the solvers differ)."""
     rng = np.random.default_rng(seed)
     limit = max(1, int(budget * len(tb.pid)))
     by_problem = np.split(np.arange(len(tb.pid)), np.flatnonzero(np.diff(tb.pid)) + 1)
@@ -228,7 +229,8 @@ def sweep_rows(tb, kept: np.ndarray, scores: np.ndarray, budget: float, seed: in
             scores = rerank(np.sort(np.array(out, dtype=np.int64)))
         rows = by_problem[p]
         rows = rows[kept[rows]] if kept[rows].any() else rows
-        top_n = max(1, math.isqrt(len(rows))) if top is None else min(top(len(rows)) if callable(top) else top, len(rows))
+        top_n = max(1, math.isqrt(len(rows))) if top is None else top(len(rows)) if callable(top) else top
+        top_n = min(top_n, len(rows))
         order = rows[np.argsort(-scores[rows], kind="stable")]
         rest = order[top_n:]
         drawn = min(len(rest), math.ceil(top_n * explore))
