@@ -24,7 +24,7 @@ import os, sys, time, json, dataclasses
 from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import numpy as np
-from bench_logo import (DEVICES, BUNDLED, TARGET_WEIGHT, ceiling_split, device_config, load_device, with_hw, rows_of,
+from bench_logo import (DEVICES, BUNDLED, ceiling_split, device_config, load_device, with_hw, rows_of,
                         nearest, sweep_rows)
 from bench_unseen import RECIPE, fit_on, predict_rows, report, ranked_rows, bundle_scores
 from ckheur.learn.training import concat_tables
@@ -75,7 +75,6 @@ def main() -> None:
         sp = np.sort(np.random.default_rng(seed + 3).choice(P, size=min(P, score_cap), replace=False))
         rows = np.flatnonzero(np.isin(tb.pid, sp))
         kept = ranked_rows(tb, tb.op, rows)
-        lst = tb.listed[tb.kid[rows]]
         res = {}
         def add(name, scores, r=rows, k=None):
             k = kept if k is None else k
