@@ -45,7 +45,7 @@ class MIOpenOpSchema:
     # 0: the model decides; inf: always the remembered answer
     remember_margin: Optional[float] = None
     # The solvers the user's MIOpen ships: a list of solver names, or a path to MIOpen's files that
-    # name them (a find-db, a text perf-db, or a folder of them such as /opt/rocm/share/miopen/db);
+    # name them (a find-db, a text or SQLite perf-db, or a folder of them such as /opt/rocm/share/miopen/db);
     # only the table's solvers among them are ranked, swept and exported. null: every solver of the table
     available: Any = None
     default_problems: str = MISSING
