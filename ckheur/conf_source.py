@@ -81,8 +81,7 @@ def register() -> None:
         plugins.register(PackagedConfigSearchPath)
 
 
-@contextlib.contextmanager
-def store_shared() -> Iterator[None]:
+def store_shared() -> contextlib.AbstractContextManager:
     """Compositions read Hydra's ConfigStore in place instead of a deep copy of it.
 
     Every composition makes a CachingConfigRepository, which deep-copies its sources so that it can
@@ -92,31 +91,33 @@ def store_shared() -> Iterator[None]:
     this runs, a deep copy of the store is the store itself; afterwards, as before."""
     from hydra.core.config_store import ConfigStore
 
-    if "__deepcopy__" in vars(ConfigStore):  # already inside (nested calls)
-        yield
-        return
-    ConfigStore.__deepcopy__ = lambda self, memo: self  # type: ignore[attr-defined]
-    try:
-        yield
-    finally:
-        del ConfigStore.__deepcopy__  # type: ignore[attr-defined]
+    return replaced(ConfigStore, "__deepcopy__", lambda _: lambda self, memo: self)
+
+
+_ABSENT = object()  # an attribute the owner does not define itself
 
 
 @contextlib.contextmanager
 def replaced(owner: Any, name: str, make: Callable[[Any], Any]) -> Iterator[None]:
-    """``owner.name`` (a function of Hydra's) is ``make(original)`` while this runs, then the
-    original again; inside another such call (it is a replacement already), as it is."""
-    original = getattr(owner, name)
-    if getattr(original, "_ckheur_replaces", None) is not None:
+    """``owner.name`` (a function of Hydra's or OmegaConf's, or a method a class lacks) is
+    ``make(current)`` while this runs (``current``: the attribute it reads now, None where it has
+    none), then what the owner itself had again (removed where it had none); inside another such
+    call (it is a replacement already), as it is."""
+    current = getattr(owner, name, None)
+    if getattr(current, "_ckheur_replaces", False):
         yield
         return
-    replacement = make(original)
-    replacement._ckheur_replaces = original
+    own = vars(owner).get(name, _ABSENT)
+    replacement = make(current)
+    replacement._ckheur_replaces = True
     setattr(owner, name, replacement)
     try:
         yield
     finally:
-        setattr(owner, name, original)
+        if own is _ABSENT:
+            delattr(owner, name)
+        else:
+            setattr(owner, name, own)
 
 
 def choices_map_when_interpolated() -> contextlib.AbstractContextManager:
@@ -168,10 +169,6 @@ def nodes_copied_directly() -> Iterator[None]:
     from omegaconf import nodes
     from omegaconf.base import Metadata
 
-    if "__deepcopy__" in vars(Metadata):  # already inside (nested calls)
-        yield
-        return
-
     def copy_metadata(self: Any, memo: dict) -> Any:
         res = object.__new__(type(self))
         memo[id(self)] = res
@@ -190,13 +187,7 @@ def nodes_copied_directly() -> Iterator[None]:
     # construction takes its enum: it is left as it is)
     plain = [nodes.AnyNode, nodes.StringNode, nodes.PathNode, nodes.IntegerNode, nodes.BytesNode, nodes.FloatNode,
              nodes.BooleanNode]
-    own = {cls: vars(cls)["__deepcopy__"] for cls in plain}
-    Metadata.__deepcopy__ = copy_metadata  # type: ignore[attr-defined]
-    for cls in plain:
-        cls.__deepcopy__ = copy_value_node  # type: ignore[method-assign]
-    try:
+    with contextlib.ExitStack() as stack:
+        for owner, method in ((Metadata, copy_metadata), *((cls, copy_value_node) for cls in plain)):
+            stack.enter_context(replaced(owner, "__deepcopy__", lambda _, method=method: method))
         yield
-    finally:
-        del Metadata.__deepcopy__  # type: ignore[attr-defined]
-        for cls, method in own.items():
-            cls.__deepcopy__ = method  # type: ignore[method-assign]
