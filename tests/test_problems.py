@@ -193,8 +193,8 @@ def test_a_set_is_drawn_and_validated_once_per_process_and_file_text(tmp_path, m
     assert drawn == validated == [] and again == first and again is not first
     again.clear()
     assert load_named_set("holdout", conv_family) == first  # a caller's list is its own
-    sources._GENERATED.clear()
-    problems._SET_NODES.clear()
+    sources._drawn.cache_clear()
+    problems._validated_set.cache_clear()
     assert load_named_set("holdout", conv_family) == first  # drawn and validated afresh: the same problems
     # its two conv sources and the six conv training sets drawn; those and gemm_train validated
     assert len(drawn) == 2 + 6 and len(validated) == 1 + 7

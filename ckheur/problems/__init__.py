@@ -6,6 +6,8 @@ A problem set's sources each name an operator family (default grouped_conv), so 
 
 from __future__ import annotations
 
+import functools
+
 from typing import Any, Mapping
 
 from ckheur.families.grouped_conv.problems import CONV_FIELDS, DIRECTIONS, ConvProblem, ProblemError, from_driver_line, problem_from_dict
@@ -46,26 +48,23 @@ def load_named_set(name: str, family: Family, _stack: tuple[str, ...] = (),
     return _build(_plain_set_node(name), family, _stack + (name,), apply_shard=False, op=(direction, dtype))
 
 
-# The plain validated node of each shipped set read in this process, by name and file text (a set
-# excluding the training sets, holdout, reads seven of them each time it is loaded): a changed file
-# is validated anew. Each caller gets its own copy.
-_SET_NODES: dict[tuple[str, str], dict] = {}
-
-
 def _plain_set_node(name: str) -> dict:
-    """``plain(set_node(name))``, validated once per version of the set's file."""
+    """``plain(set_node(name))``, validated once per version of the set's file (a set excluding the
+    training sets, holdout, reads seven of them each time it is loaded); each caller gets its own copy."""
     import copy
 
     path = CONF_DIR / "problems" / f"{name}.yaml"
     try:
-        key = (name, path.read_text())
+        text = path.read_text()
     except (OSError, UnicodeDecodeError):  # set_node says what is wrong
         return plain(set_node(name))
-    if key not in _SET_NODES:
-        if len(_SET_NODES) >= 64:
-            _SET_NODES.clear()
-        _SET_NODES[key] = plain(set_node(name))
-    return copy.deepcopy(_SET_NODES[key])
+    return copy.deepcopy(_validated_set(name, text))
+
+
+@functools.lru_cache(maxsize=64)
+def _validated_set(name: str, text: str) -> dict:
+    """The plain validated node of a shipped set, by name and file text: a changed file is validated anew."""
+    return plain(set_node(name))
 
 
 def load_problem_set(node: Mapping[str, Any], family: Family, direction: str | None = None,

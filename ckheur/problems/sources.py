@@ -4,6 +4,8 @@ exclusion and sharding. Each source names its operator family (default grouped_c
 
 from __future__ import annotations
 
+import functools
+
 import hashlib
 import numbers
 from pathlib import Path
@@ -155,26 +157,21 @@ def load_source(src: Mapping[str, Any], load_set: Callable[[str], list], family:
     return _with_batches(probs, list(src.get("batch") or []), mod)
 
 
-# Problems a family's seeded generator drew in this process, by its arguments (the shipped sets are
-# drawn again by every stage that loads one, and holdout draws every training set to exclude them).
-# Problems are frozen: callers share them, each in a list of its own.
-_GENERATED: dict[tuple, tuple] = {}
-
-
 def generated(mod: Any, seed: int, count: int, ndim: int, shapes: Mapping[str, Any] | None,
               max_gflop: float) -> list:
-    """``mod.generate(seed, count, ndim, shapes, max_gflop)``, drawn once per process and arguments."""
+    """``mod.generate(seed, count, ndim, shapes, max_gflop)``, drawn once per process and arguments
+    (the shipped sets are drawn again by every stage that loads one, and holdout draws every
+    training set to exclude them). Problems are frozen: callers share them, each in a list of its own."""
     try:
-        key = (mod.__name__, seed, count, ndim, None if shapes is None else tuple(
-            (k, v) for k, v in dict(shapes).items()), max_gflop)
-        hash(key)
-    except (TypeError, ValueError):  # arguments the generator refuses: it says why
+        items = None if shapes is None else tuple(dict(shapes).items())
+        return list(_drawn(mod, seed, count, ndim, items, max_gflop))
+    except (TypeError, ValueError):  # arguments the generator refuses, or unhashable: it says why
         return mod.generate(seed, count, ndim, shapes, max_gflop)
-    if key not in _GENERATED:
-        if len(_GENERATED) >= 64:
-            _GENERATED.clear()
-        _GENERATED[key] = tuple(mod.generate(seed, count, ndim, shapes, max_gflop))
-    return list(_GENERATED[key])
+
+
+@functools.lru_cache(maxsize=64)
+def _drawn(mod: Any, seed: int, count: int, ndim: int, shapes: tuple | None, max_gflop: float) -> tuple:
+    return tuple(mod.generate(seed, count, ndim, None if shapes is None else dict(shapes), max_gflop))
 
 
 def _network_source(src: Mapping[str, Any], mod: Any, family: Family, direction: str | None, dtype: str | None) -> list:

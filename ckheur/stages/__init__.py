@@ -46,9 +46,13 @@ def run_stage(cfg: DictConfig, output_dir: str | Path, choices: dict[str, Any] |
     module = importlib.import_module(STAGES[name])
     ctx = Context(output_dir=Path(output_dir), choices=dict(choices or {}))
     before = folder_files(ctx.output_dir) if ctx.output_dir.is_dir() else {}
-    # A run folder the stage wrote nothing into is removed (with Hydra's record), whether it ended or failed.
-    unused = lambda: remove_empty_to is not None and not before and ctx.output_dir.is_dir() \
-        and not folder_files(ctx.output_dir) and _remove_empty(ctx.output_dir, remove_empty_to)  # noqa: E731
+
+    def unused() -> bool:
+        """Remove the run folder (with Hydra's record) if the stage wrote nothing into it, whether it
+        ended or failed; whether it was removed."""
+        return remove_empty_to is not None and not before and ctx.output_dir.is_dir() \
+            and not folder_files(ctx.output_dir) and _remove_empty(ctx.output_dir, remove_empty_to)
+
     try:
         check_names(cfg)
         check_numbers(cfg)
