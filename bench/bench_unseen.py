@@ -102,19 +102,17 @@ def report(tb, rows: np.ndarray, scores: np.ndarray) -> dict:
     the share of problems whose unlisted pick lost its algorithm's slot (``slot_lost``: the file
     lists another solver of the pick's algorithm for the problem; MIOpen's older find-db entries
     keep one solver per algorithm, so such a pick would run, at an unknown time)."""
-    from ckheur.metrics import censored_choice_report
+    from ckheur.metrics import best_first, censored_choice_report
 
     time_ms = np.where(tb.tflops[rows] > 0, tb.flops_over_tflops[rows], np.nan)
     o = censored_choice_report(tb.pid[rows], scores, time_ms)["open"]
-    # the open pick as censored_choice_report takes it: per problem, the first row by score
+    order, start = best_first(tb.pid[rows], scores)  # the open picks, as censored_choice_report takes them
     pid, algo = tb.pid[rows], np.array([k.algorithm for k in tb.kernels])[tb.kid[rows]]
-    order = np.lexsort((-np.asarray(scores, dtype=float), pid))
-    start = order[np.r_[True, pid[order][1:] != pid[order][:-1]]]
     listed = np.isfinite(time_ms)
     slots = set(zip(pid[listed].tolist(), algo[listed].tolist()))
     has = {int(p) for p in pid[listed]}
     lost = [not listed[r] and np.isfinite(scores[r]) and (int(pid[r]), algo[r]) in slots
-            for r in start if int(pid[r]) in has]
+            for r in order[start] if int(pid[r]) in has]
     return {"problems": o["problems"], "top1": o["top1"], "efficiency": o["efficiency"]["mean"],
             "not_listed": o["picks_outside_listed"], "slot_lost": float(np.mean(lost)) if lost else float("nan")}
 

@@ -78,12 +78,18 @@ def selection_report(problem_ids: np.ndarray, scores: np.ndarray, measured: np.n
 def per_problem_efficiency(problem_ids: np.ndarray, scores: np.ndarray, tflops: np.ndarray) -> np.ndarray:
     """Each problem's pick (its best score) as a fraction of its fastest measured candidate, in
     problem-id order; a pick that did not run or is censored (TFLOPS NaN or 0) counts 0."""
-    pid = np.asarray(problem_ids)
-    order = np.lexsort((-np.asarray(scores, dtype=float), pid))
-    pid, tf = pid[order], np.nan_to_num(np.asarray(tflops, dtype=float)[order], nan=0.0)
-    start = np.flatnonzero(np.r_[True, pid[1:] != pid[:-1]])
+    order, start = best_first(problem_ids, scores)
+    tf = np.nan_to_num(np.asarray(tflops, dtype=float)[order], nan=0.0)
     best = np.maximum.reduceat(tf, start)
     return np.where(best > 0, tf[start] / np.where(best > 0, best, 1.0), 0.0)
+
+
+def best_first(problem_ids: np.ndarray, scores: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The rows in problem-id order, each problem's by score, best first (ties in row order), and
+    where each problem starts in that order: ``order[start]`` are the picks."""
+    pid = np.asarray(problem_ids)
+    order = np.lexsort((-np.asarray(scores, dtype=float), pid))
+    return order, np.flatnonzero(np.r_[True, pid[order][1:] != pid[order][:-1]])
 
 
 def censored_choice_report(problem_ids: np.ndarray, scores: np.ndarray, time_ms: np.ndarray,
@@ -99,12 +105,9 @@ def censored_choice_report(problem_ids: np.ndarray, scores: np.ndarray, time_ms:
     (sum of best times over sum of picked times, listed picks). A score of -inf marks a row the
     selector does not rank (a solver it does not know): it counts for the fastest listed time but is
     never picked, in either protocol."""
-    pid = np.asarray(problem_ids)
     scores = np.asarray(scores, dtype=float)
-    order = np.lexsort((-scores, pid))  # per problem, best score first (stable)
-    pid, t, ranked = pid[order], np.asarray(time_ms, dtype=float)[order], np.isfinite(scores[order])
-    first = np.r_[True, pid[1:] != pid[:-1]]
-    start = np.flatnonzero(first)
+    order, start = best_first(problem_ids, scores)
+    t, ranked = np.asarray(time_ms, dtype=float)[order], np.isfinite(scores[order])
     listed = np.isfinite(t)
     best = np.fmin.reduceat(np.where(listed, t, np.inf), start)
     has = np.isfinite(best)
