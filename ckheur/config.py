@@ -52,14 +52,45 @@ def resolve_device(arch: Mapping[str, Any], num_cus: int | None = None) -> dict:
     """The arch config of one device: the arch's own figures, or those of its ``devices`` entry
     whose num_cus is ``num_cus`` (default the config's num_cus, so ``arch.num_cus=64`` on gfx906
     is MI60), without the devices list. A CU count no entry names keeps the arch's figures with
-    that count."""
+    that count, and the arch's name for its product (a 61-CU gfx906 is no MI50). UserError names a
+    figure that is not positive."""
     out = {k: v for k, v in arch.items() if k != "devices"}
     cus = int(out["num_cus"] if num_cus is None else num_cus)
     for dev in arch.get("devices") or []:
         if int(dev.get("num_cus", -1)) == cus:
             out.update({k: v for k, v in dict(dev).items()})
     out["num_cus"] = cus
+    if cus not in _named_counts(arch):
+        out["product"] = out["name"]
+    _check_figures(out)
     return out
+
+
+def _named_counts(arch: Mapping[str, Any]) -> set[int]:
+    """The CU counts an arch's config names a product for: its own and its ``devices`` entries'. For
+    a shipped arch, its file's (an ``arch.num_cus=`` override replaces the config's own count)."""
+    base = load_arch(str(arch["name"])) if str(arch["name"]) in known_archs() else arch
+    return {int(base["num_cus"]), *(int(d.get("num_cus", -1)) for d in base.get("devices") or [])}
+
+
+# The figures a device's config must give as positive numbers (descriptors take their logarithms,
+# the simulator divides by them); l3_bytes may be 0.
+POSITIVE_FIGURES = ("num_cus", "simds_per_cu", "shader_engines", "max_clock_mhz", "max_waves_per_cu", "wavefront_size",
+                    "lds_bytes", "l1_bytes", "l2_bytes", "num_xcds", "hbm_bandwidth_gbps")
+
+
+def _check_figures(arch: Mapping[str, Any]) -> None:
+    """UserError naming the first figure of a device's config that is not a positive number."""
+    from ckheur.errors import UserError
+
+    figures = [(k, arch[k], False) for k in POSITIVE_FIGURES if k in arch]
+    figures += [(f"peak_tflops.{k}", v, False) for k, v in dict(arch.get("peak_tflops") or {}).items()]
+    figures += [("l3_bytes", arch["l3_bytes"], True)] if "l3_bytes" in arch else []
+    for key, value, zero in figures:
+        number = isinstance(value, (int, float)) and not isinstance(value, bool)
+        if not number or value < 0 or (value == 0 and not zero):
+            raise UserError(f"arch.{key}={value}: must be a {'non-negative' if zero else 'positive'} number "
+                            f"(arch {arch.get('name')})")
 
 
 def find_db_device(arch: Mapping[str, Any], cus: int) -> dict | None:

@@ -90,6 +90,27 @@ def test_a_job_reads_its_own_device_or_says_which_stands_in(tmp_path):
         one_device(df, _device(100))
 
 
+def test_a_cu_count_its_arch_names_no_product_for_is_not_that_product_and_figures_are_checked():
+    """arch.num_cus of a count the arch's config names no device for keeps the arch's figures but not
+    its product's name (a 100-CU gfx90a is no MI250X); the named ones keep theirs. A figure that is
+    not positive is refused at once, naming it (exit 2 from the command line), never a log2 warning."""
+    from ckheur.errors import UserError
+    from ckheur.families.hardware import device_label
+
+    assert [device_label(_job(*d).arch) for d in ((), ("arch.num_cus=104",), ("arch.num_cus=100",))] == \
+        [MI250X, MI210, "gfx90a (100 CUs)"]
+    assert _job("arch.num_cus=100").arch["max_clock_mhz"] == _device()["max_clock_mhz"]
+    for bad, said in (("arch.num_cus=0", "arch.num_cus=0: must be a positive number"),
+                      ("arch.peak_tflops.fp16=-1", "arch.peak_tflops.fp16=-1.0: must be a positive number"),
+                      ("arch.l3_bytes=-1", "arch.l3_bytes=-1: must be a non-negative number")):
+        with pytest.raises(UserError, match=re.escape(said)):
+            _job(bad)
+    r = run_cli("stage=predict", "op=miopen/fwd", "arch=gfx906", "arch.num_cus=-3",
+                "problem=conv -n 8 -c 64 -H 56 -W 56 -k 64 -y 3 -x 3 -p 1 -q 1")
+    assert r.returncode == 2 and "arch.num_cus=-3: must be a positive number" in r.stderr
+    assert "Traceback" not in r.stderr and "RuntimeWarning" not in r.stderr
+
+
 def test_a_tuning_db_of_one_device_is_refused_for_another(tmp_path):
     """stage=tune of MI210 into MI250X's tune.db folder: exit 2 naming tune.db and both devices,
     nothing measured or written; MI250X's own tune resumes it; stage=predict of MI210 never serves it."""

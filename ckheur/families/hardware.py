@@ -49,6 +49,8 @@ def device_key(arch: Mapping[str, Any]) -> tuple:
 def device_label(arch: Mapping[str, Any]) -> str:
     """How messages name a device: ``MI60 (gfx906, 64 CUs)``."""
     product = str(arch.get("product") or arch["name"]).split(" (")[0]
+    if product == arch["name"]:  # a device its arch's config names no product for
+        return f"{product} ({arch['num_cus']} CUs)"
     return f"{product} ({arch['name']}, {arch['num_cus']} CUs)"
 
 
