@@ -157,6 +157,12 @@ def test_evaluate_and_export_serve_a_gpu_without_a_bundle_as_predict_does(gfx906
     assert "MI60 (gfx906, 64 CUs)'s data was among its training data" in r.stdout and "not found" not in r.stdout + r.stderr
     metrics = json.loads(next((tmp_path / "e").rglob("metrics.json")).read_text())
     assert metrics["model_dir"].endswith("miopen_fwd_fp32_gpus")
+    # without data.eval_paths: no simulator times MIOpen's solvers, so the default set is not swept
+    # through backend=sim (it has no MIOpen problems); the error says what to give instead
+    r = run_cli("stage=evaluate", "op=miopen/fwd", "arch=gfx908", f"paths.data={tmp_path / 'data'}",
+                f"hydra.run.dir={tmp_path / 'e2'}")
+    assert r.returncode == 2 and "miopen ops evaluate on measurements" in r.stderr and "data.eval_paths=" in r.stderr
+    assert "measuring it through backend=sim" not in r.stdout and not (tmp_path / "data").exists()
     # the package's sources only (building and checking C against Python: tests/test_export.py)
     r = run_cli("stage=export", "op=miopen/fwd", "op.dtype=fp32", "arch=gfx906", "arch.num_cus=64",
                 f"export.output={tmp_path / 'c'}", "export.build=false", f"hydra.run.dir={tmp_path / 'x'}")

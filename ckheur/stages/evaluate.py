@@ -8,8 +8,9 @@ from typing import Any
 
 from ckheur.stages import Context, StageError, plain
 
-def _eval_data(cfg: Any, ctx: Context, op: dict, arch: dict) -> list[Path]:
-    """Datasets to evaluate on; the default set is swept first when the backend is the simulator."""
+def _eval_data(cfg: Any, job: Any) -> list[Path]:
+    """Datasets to evaluate on; the default set is swept first when the backend is the simulator
+    and it models the family's kernels."""
     from ckheur.data.dataset import dataset_dir
 
     if cfg.data.eval_paths:
@@ -18,8 +19,8 @@ def _eval_data(cfg: Any, ctx: Context, op: dict, arch: dict) -> list[Path]:
         paths = [resolve(p) for p in cfg.data.eval_paths]
     else:
         name = cfg.evaluate.problems
-        paths = [dataset_dir(cfg.paths.data, op, arch["name"], name)]
-        if not paths[0].exists() and cfg.backend.name == "sim":
+        paths = [dataset_dir(cfg.paths.data, job.op, job.arch_name, name)]
+        if not paths[0].exists() and cfg.backend.name == "sim" and job.family.analytic:
             from omegaconf import open_dict
 
             from ckheur.problems import set_node
@@ -33,6 +34,10 @@ def _eval_data(cfg: Any, ctx: Context, op: dict, arch: dict) -> list[Path]:
             summary = sweep_all(plan_from_cfg(sub), progress=str(cfg.sweep.progress))
             print(f"evaluate: measured {summary['attempts']} pairs through backend=sim into {summary['dataset']}")
     missing = [str(p) for p in paths if not p.exists()]
+    if missing and not job.family.analytic:  # no simulator measures them: real data only
+        raise StageError(f"evaluation data not found: {', '.join(missing)}; {job.family.name} ops evaluate on "
+                         "measurements (no simulator times their kernels): set data.eval_paths=[...], a dataset "
+                         "stage=import wrote from a find-db or one a sweep with a real backend measured")
     if missing:
         raise StageError(f"evaluation data not found: {', '.join(missing)}; sweep the problems first "
                          f"(stage=sweep problems={cfg.evaluate.problems}) or set data.eval_paths=[...]")
@@ -82,7 +87,7 @@ def run(cfg: Any, ctx: Context) -> dict:
         if job.family.name != "miopen":
             raise StageError(f"evaluate.tunanet: TunaNet ranks MIOpen's solvers (op=miopen/...), not {job.family.name}")
         net = load_tunanet(ev.tunanet, job.arch_name)
-    paths = _eval_data(cfg, ctx, job.op, job.arch)
+    paths = _eval_data(cfg, job)
     # The model is found and checked before the data is read (which can take minutes).
     if ev.model_dir:
         model_dir = Path(ev.model_dir)
