@@ -176,6 +176,21 @@ def test_evaluate_and_export_serve_a_gpu_without_a_bundle_as_predict_does(gfx906
     # gfx908's ``serving`` (gfx90a's bundle, what export is given): checked in the test above, on its composed job
 
 
+def test_an_arch_without_solver_tables_is_refused_saying_how_to_make_them(tmp_path):
+    """An arch config of the user's own (a Hydra search path) serves CK's ops, but a MIOpen op on it
+    needs its solver tables: exit 2 naming the tool and its registry option, not a traceback."""
+    from conftest import ROOT
+
+    (tmp_path / "conf" / "arch").mkdir(parents=True)
+    text = (ROOT / "conf" / "arch" / "gfx942.yaml").read_text().replace("name: gfx942", "name: gfx943")
+    (tmp_path / "conf" / "arch" / "gfx943.yaml").write_text(text)
+    r = run_cli("stage=predict", "op=miopen/fwd", "op.dtype=fp32", "arch=gfx943",
+                f"hydra.searchpath=[file://{tmp_path / 'conf'}]", "problem=conv -n 8 -c 64 -H 56 -W 56 -k 64 -y 3 -x 3")
+    assert r.returncode == 2 and "declares no solvers for arch gfx943" in r.stderr, r.stderr
+    assert "tools/miopen_solvers.py" in r.stderr and "--registry-archs gfx908 gfx943" in r.stderr
+    assert "Traceback" not in r.stderr
+
+
 def test_the_shipped_models_across_gpus_name_the_find_dbs_they_were_trained_on():
     """Each shipped model across GPUs' train_manifest.json names, per dataset, the find-db file it was
     imported from and that file's sha256 (the shared file's, where ../shared is here), and no
