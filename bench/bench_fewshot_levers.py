@@ -40,7 +40,11 @@ Per cell (direction, dtype, held-out device), side by side on the same problems:
   ``rounds-own-ranked`` (as many solvers per problem, all from the ranking),
   ``rounds-own-bagged`` (its final model 3 seeds averaged) and ``rounds-own-flag`` (its final model
   given a "target" column: 1 on the held-out device's rows, in training and scoring, 0 on the
-  five's, so that one split can set the new device apart);
+  five's, so that one split can set the new device apart) and ``rounds-own-affinity`` (its final
+  model given each row's solver affinity on its device: the solver's mean throughput relative to the
+  fastest timed solver of each problem a 5% sweep timed it on, NaN under 5 such problems; the
+  held-out device's from its rounds' rows, each of the five's from a one-round sweep of its own
+  table ranked by the zero-shot model, as the held-out device's first round is);
 - **device weights** (``devweights``): after the current sweep, each of the five training devices'
   own model (bench_logo's "nearest device's own model": trained on that device's rows alone,
   ranking the solvers both tables have) picks a solver for each swept problem among its timed
@@ -81,7 +85,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from bench_logo import (BUNDLED, DEVICES, TARGET_WEIGHT, ceiling_split, device_tables, held_out,  # noqa: E402
                         nearest, problem_ranks, rows_of, sweep_rows, with_hw)
 from bench_miopen_fdb import ROOT  # noqa: E402
-from bench_unseen import bundle_scores, fit_on, predict_rows, report  # noqa: E402
+from bench_unseen import bundle_scores, fit_on, predict_rows, ranked_rows, report  # noqa: E402
 
 CURRENT = "current: five + the sweep's rows x20, retrained"
 CEILING = "ceiling: its own model, random split"
@@ -110,16 +114,19 @@ ROUNDS_RANKED = ("rounds, sweep-only ranker, as many solvers per problem, all fr
 ROUNDS_BAGGED = "rounds, sweep-only ranker, its final model 3 seeds averaged (model.bagging_seeds=3)"
 ROUNDS_FLAG = ("rounds, sweep-only ranker, its final model with a target column (1 on the held-out device's rows, "
                "0 else)")
+ROUNDS_AFFINITY = ("rounds, sweep-only ranker, its final model with a solver-affinity column (per device and solver: "
+                   "the mean throughput relative to the fastest timed solver over the problems a 5% sweep timed it on)")
+AFFINITY_MIN = 5  # problems with a time a solver must be timed on for an affinity (else missing); fixed before any result
 DEV_WEIGHTS = ("device weights: five (each device's rows weighted by how well its own model picks among the sweep's "
                "timed solvers) + the sweep's rows x20, retrained")
 DEV_WEIGHTS_ROUNDS = "device weights on the sweep of rounds, sweep-only ranker"
 DEV_TEMPERATURE = 0.05  # w_d = exp((q_d - max q) / DEV_TEMPERATURE), fixed before any result
 EVERY = (*ROWS[:-1], CURRENT_SEED, CURRENT_MORE, ENSEMBLE, LISTED, ANSWERED, PAIRWISE, BAGGED, SERVED, SERVED_NEAR,
-         NEAR, ROUNDS, ROUNDS_OWN, ROUNDS_NARROW, ROUNDS_RANKED, ROUNDS_BAGGED, ROUNDS_FLAG, DEV_WEIGHTS,
+         NEAR, ROUNDS, ROUNDS_OWN, ROUNDS_NARROW, ROUNDS_RANKED, ROUNDS_BAGGED, ROUNDS_FLAG, ROUNDS_AFFINITY, DEV_WEIGHTS,
          DEV_WEIGHTS_ROUNDS, CEILING, CEILING_MORE, CEILING_BAGGED)
 KEYS = dict(zip(("current", "prior-all", "prior-new", "prior-new-lr", "full", "full-prior", "seed", "more", "ensemble",
                  "listed", "answered", "pairwise", "bagged", "served", "served-near", "near", "rounds", "rounds-own",
-                 "rounds-own-narrow", "rounds-own-ranked", "rounds-own-bagged", "rounds-own-flag", "devweights",
+                 "rounds-own-narrow", "rounds-own-ranked", "rounds-own-bagged", "rounds-own-flag", "rounds-own-affinity", "devweights",
                  "devweights-rounds-own", "ceiling", "ceiling-more", "ceiling-bagged"), EVERY,
                 strict=True))
 # where each round of stage=sweep's active strategy ends, in shares of the budget (RoundOptions' defaults:
@@ -138,6 +145,25 @@ def full_rows(tb, kept: np.ndarray, pairs: int, seed: int) -> np.ndarray:
         if len(out) >= pairs:
             break
     return np.sort(np.array(out, dtype=np.int64))
+
+
+def solver_affinity(t, rows: np.ndarray) -> np.ndarray:
+    """Per solver of ``t``'s kernels: its mean throughput relative to the fastest timed solver of each
+    problem of ``rows`` it was timed on (a censored row reads 0); NaN where it was timed on fewer than
+    AFFINITY_MIN problems with a time."""
+    tf, pid, kid = t.tflops[rows], t.pid[rows], t.kid[rows]
+    best = np.zeros(len(t.problems))
+    np.maximum.at(best, pid, tf)
+    ok = best[pid] > 0
+    count = np.bincount(kid[ok], minlength=len(t.kernels))
+    total = np.bincount(kid[ok], weights=tf[ok] / best[pid[ok]], minlength=len(t.kernels))
+    return np.where(count >= AFFINITY_MIN, total / np.maximum(count, 1), np.nan)
+
+
+def with_affinity(t, affinity: np.ndarray):
+    """The table with each row's solver affinity appended as a column."""
+    return dataclasses.replace(t, X=np.hstack([t.X, affinity[t.kid][:, None].astype(t.X.dtype)]),
+                               feature_names=[*t.feature_names, "affinity"])
 
 
 def found_best(tb, rows: np.ndarray) -> float:
@@ -305,6 +331,23 @@ def one_op(data: Path, direction: str, dtype: str, helds: list, max_problems: in
                           None, model, seed)[0]
 
         fits[ROUNDS_FLAG] = flag_rounds
+        affinities: dict = {}
+
+        def affinity_rounds():
+            # each of the five: a one-round sweep of its own table at the same budget, ranked by the zero-shot
+            # model (trained on the five), as the held-out device's first round is; the held-out device: its rounds
+            for d in others:
+                t_d, h_d = tables[d], hw[d]
+                every = np.arange(len(t_d.pid))
+                kept_d = ranked_rows(t_d, t_d.op, every)
+                z_d = np.where(kept_d, predict_rows(zero, h_d, every), -np.inf)
+                affinities[d] = solver_affinity(h_d, sweep_rows(t_d, kept_d, z_d, budget, seed))
+            affinities[held] = solver_affinity(mine, rounds_of(ROUNDS_OWN))
+            return fit_on(concat_tables([*(with_affinity(trained[d], affinities[d]) for d in others),
+                                         with_affinity(rows_of(mine, rounds_of(ROUNDS_OWN), TARGET_WEIGHT),
+                                                       affinities[held])]), None, model, seed)[0]
+
+        fits[ROUNDS_AFFINITY] = affinity_rounds
         device_weights: dict = {}
 
         def weighted(name, swept_rows):  # the current recipe, each training device's rows weighted by its score
@@ -334,6 +377,9 @@ def one_op(data: Path, direction: str, dtype: str, helds: list, max_problems: in
         for name in rows_wanted:
             if name == ROUNDS_FLAG:
                 add(name, booster(name), table=flagged(mine, 1.0))
+            elif name == ROUNDS_AFFINITY:
+                fitted = booster(name)  # fills affinities[held]
+                add(name, fitted, table=with_affinity(mine, affinities[held]))
             elif name in fits:
                 add(name, booster(name))
             if name == CURRENT:
