@@ -220,6 +220,13 @@ def test_bad_find_db_is_one_clear_error(tmp_path):
     r = run_cli("stage=import", f"import.path={odd}", "import.arch=gfx942", f"paths.data={tmp_path / 'd'}",
                 f"hydra.run.dir={tmp_path / 'r3'}")
     assert r.returncode == 0, r.stderr
+    # a file whose name is no find-db's is read as a CK CSV, which a MIOpen op cannot import: one line, no data
+    log = tmp_path / "app.log"
+    log.write_text("MIOpen(HIP): Command [LogCmdConvolution] ./bin/MIOpenDriver conv -n 8 -c 64 -H 56 -W 56 -k 64\n")
+    r = run_cli("stage=import", f"import.path={log}", "op=miopen/fwd", f"paths.data={tmp_path / 'e'}",
+                f"hydra.run.dir={tmp_path / 'r4'}")
+    assert r.returncode == 2 and "not a MIOpen find-db by its name" in r.stderr and "not a miopen op" in r.stderr
+    assert "Traceback" not in r.stderr and not (tmp_path / "e").exists()
 
 
 def test_training_ranks_censored_solvers_last(tmp_path, miopen_slices):
