@@ -108,8 +108,16 @@ def _read_arrow(path: Path, columns: Sequence[str] | None = None) -> Any:
 
 def read_parquet(path: Path, columns: Sequence[str] | None = None) -> Any:
     """One part (or Parquet file) as a DataFrame, refused if of another schema version; with
-    ``columns``, only those, text as categories (small in memory for millions of rows)."""
-    return _read_arrow(path, columns).to_pandas(strings_to_categorical=columns is not None)
+    ``columns``, only those, text as categories (small in memory for millions of rows). A file
+    that is not Parquet (empty, truncated, another format) is a DatasetError naming it."""
+    import pyarrow as pa
+
+    try:
+        table = _read_arrow(path, columns)
+    except (pa.ArrowInvalid, OSError) as e:
+        raise DatasetError(f"{path}: not a readable Parquet dataset ({str(e).splitlines()[0][:200]}); datasets are "
+                           "what stage=sweep and stage=import write, or CK CSVs (*.csv, *.csv.gz)") from None
+    return table.to_pandas(strings_to_categorical=columns is not None)
 
 
 def read_parts(folder: Path, skip: set[str] | frozenset = frozenset(),

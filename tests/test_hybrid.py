@@ -16,7 +16,7 @@ import pytest
 
 from conftest import ROOT, run_cli
 from ckheur.data.dataset import read_dataset
-from ckheur.parts import CorruptPartWarning
+from ckheur.parts import CorruptPartWarning, DatasetError
 from ckheur.problems import CONV_FIELDS
 
 SHIPPED = "models/grouped_conv_fwd_bf16_gfx950"
@@ -145,6 +145,14 @@ def test_corrupt_part_is_skipped_with_a_warning(tmp_path):
     assert db.best(sel.family.problems.problem_from_dict(P0).key()) is not None
     with pytest.warns(CorruptPartWarning):
         assert len(read_dataset(tmp_path / "db")) == 3
+    # a damaged part is skipped; a damaged file the user names is refused, naming it (stages: exit 2)
+    bad = tmp_path / "named.parquet"
+    for content in (b"", b"PAR1 not really parquet"):
+        bad.write_bytes(content)
+        with pytest.raises(DatasetError, match=f"{bad}: not a readable Parquet dataset"):
+            read_dataset(bad)
+    r = run_cli("stage=train", f"data.paths=[{bad}]", f"train.output={tmp_path / 'm'}")
+    assert r.returncode == 2 and "not a readable Parquet dataset" in r.stderr and "Traceback" not in r.stderr
 
 
 WRITER = textwrap.dedent("""
