@@ -173,6 +173,33 @@ def test_tune_records_impossible_times_as_failures_and_never_serves_them(fake_be
     assert Selector.load(SHIPPED, tuning_db=tmp_path / "db").select(P0).source == "model"
 
 
+def test_a_benchmark_not_installed_stops_the_run_and_spends_no_attempt(fake_bench, tmp_path):
+    """backend.template's program does not exist (MIOpenDriver not installed): one BackendError naming
+    it at the first pair, never a failed row per pair; through stage=tune's job queue the jobs go back
+    unspent, so the run with the program installed measures them. A program per kernel
+    (benchmark_{kernel}) that is missing is that pair's failure, as before."""
+    from ckheur import Selector
+    from ckheur.backends import BackendError
+    from ckheur.config import load_option
+    from ckheur.job import Job
+    from ckheur.sweeping.tuning import tune
+
+    absent = tmp_path / "not_installed"
+    with pytest.raises(BackendError, match=f"backend.template: cannot run {absent} \\(No such file"):
+        fake_bench.make(template=f"{absent} {{N}}").measure([make_pair()])
+    res = fake_bench.make(template=f"{absent}_{{kernel}} {{N}}").measure([make_pair()])
+    assert res.status == ["failed"] and res.error[0].startswith(f"cannot run {absent}_")
+    sel = Selector.load(SHIPPED)
+    job = Job(load_option("op/grouped_conv/fwd"), load_option("arch/gfx950"))
+    p, db = job.family.problems.problem_from_dict(P0), f"sqlite:///{tmp_path / 'tune.db'}"
+    with pytest.raises(BackendError, match="cannot run"):
+        tune(sel, [p], db, job, backend={**fake_bench.cfg, "template": f"{absent} {{N}}"}, top_k=2,
+             progress="none", log=lambda _: None)
+    installed = {**fake_bench.cfg, "template": fake_bench.cfg["template"].replace("{mode}", b"time=1".hex())}
+    summary = tune(sel, [p], db, job, backend=installed, top_k=2, progress="none", log=lambda _: None)
+    assert summary["problems_tuned"] == 1
+
+
 # ---------------------------------------------------------------- the tuning database tier
 def test_the_tuning_database_answers_only_valid_rows_of_the_pool(tmp_path):
     """Rows another tool (or an older version) wrote: an impossible time and a kernel outside the

@@ -41,6 +41,7 @@ def make(cfg: Mapping[str, Any], op: Mapping[str, Any], arch: Mapping[str, Any])
     scale, timeout = _UNITS[cfg["time_unit"]], _positive(cfg, "timeout_s", float, TIMEOUT_MAX_S)
     batch_pairs = _positive(cfg, "batch_pairs", int)
     template = _checked_template(cfg["template"])
+    fixed_program = "{" not in template.split(None, 1)[0]  # not one program per kernel (benchmark_{kernel})
     direction_flag = DIRECTION_FLAG[op["direction"]]
     to_driver_line = getattr(get_family(op["family"]).problems, "to_driver_line", None)  # convolutions have one
 
@@ -59,6 +60,9 @@ def make(cfg: Mapping[str, Any], op: Mapping[str, Any], arch: Mapping[str, Any])
             try:
                 code, text = _run(argv, timeout)
             except OSError as e:
+                if fixed_program and isinstance(e, (FileNotFoundError, PermissionError)):  # the same for every pair
+                    raise BackendError(f"backend.template: cannot run {argv[0]} ({e.strerror or e}): install it, or "
+                                       "give its full path in backend.template") from None
                 out.add(float("nan"), "failed", f"cannot run {argv[0]}: {e}")
                 continue
             if code is None:

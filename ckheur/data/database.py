@@ -681,7 +681,8 @@ def work(url: str, campaign_id: int, measure: Callable[[list[Job]], list[list[di
     """Work a campaign's job queue until it is empty and no other worker holds a job: claim up to
     ``batch_jobs`` jobs, ``measure`` them under a renewed lease (a list of dataset rows per job), commit
     results and completions in one transaction. An exception from ``measure`` returns the jobs to the
-    queue with the error kept; Ctrl-C gives them back and stops (``interrupted``). Database errors
+    queue with the error kept; Ctrl-C gives them back and stops (``interrupted``), and so does a
+    UserError (this worker's settings are wrong: it is raised, the attempt not counted). Database errors
     that pass (a restart, a dropped connection) are retried with backoff."""
     if not lease_s > 0 or batch_jobs < 1:
         raise DatabaseError(f"db.lease_s={lease_s} must be > 0 and the batch of jobs >= 1 (got {batch_jobs})")
@@ -706,6 +707,9 @@ def work(url: str, campaign_id: int, measure: Callable[[list[Job]], list[list[di
                 store.retrying(lambda: store.fail(jobs, worker, "interrupted (Ctrl-C)", count=False), log=log)
                 stats.interrupted = True
                 return stats
+            except UserError as e:  # this worker's settings (a benchmark not installed): every attempt would fail
+                store.retrying(lambda: store.fail(jobs, worker, f"{type(e).__name__}: {e}", count=False), log=log)
+                raise
             except Exception as e:  # noqa: BLE001 (the job's attempt failed: kept as its last error)
                 store.retrying(lambda: store.fail(jobs, worker, f"{type(e).__name__}: {e}"), log=log)
                 stats.jobs_retried += len(jobs)
