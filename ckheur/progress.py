@@ -31,11 +31,14 @@ class Progress:
     def update(self, n: int, note: str = "") -> None:
         """Count ``n`` more pairs done; ``note`` says what the last batch gave."""
         self.done += n
-        if self.bar is not None:
-            self.bar.set_postfix_str(note, refresh=False)
-            self.bar.update(n)
-            if self.done >= self.total:
-                self.close()
+        if self.done > self.total:  # more than planned (tune times the next k where its first k all failed)
+            self.total = self.done
+            if self.bar is not None:
+                self.bar.total = self.total
+        if self.mode == "bar":
+            if self.bar is not None:
+                self.bar.set_postfix_str(note, refresh=False)
+                self.bar.update(n)
             return
         now = time.perf_counter()
         if self.mode == "none" or (now - self.last < self.every_s and self.done < self.total):

@@ -214,6 +214,22 @@ def test_progress_counts_read_as_words():
     assert counts_text({"ok": 20000}) == "20000 ok"
 
 
+def test_progress_past_its_plan_grows_its_total():
+    """stage=tune times a problem's next k where its first k all failed: more pairs than planned.
+    The log line then counts against the grown total, never 200% with a negative ETA."""
+    import io
+
+    from ckheur.progress import Progress
+
+    out = io.StringIO()
+    bar = Progress(3, "log", every_s=0.0, stream=out, prefix="tune")
+    bar.update(3)
+    bar.update(3)
+    bar.close()
+    lines = out.getvalue().splitlines()
+    assert [ln.split()[1] for ln in lines] == ["3/3", "6/6"] and all("(100%)" in ln and "ETA 0s" in ln for ln in lines)
+
+
 def test_main_job_names_its_reports_and_plots_and_retrains_explicitly(tour):
     """The main job's summary lists each evaluation report with its op and plots (here: the tour's
     evaluation folder); its simulated multirun retrains its own models with train.overwrite=true."""
