@@ -41,6 +41,12 @@ def resolve(ref: str) -> Any:
     return getattr(mod, name) if name else mod
 
 
+def import_only(name: str) -> bool:
+    """Whether a file by this name is one stage=import reads into datasets but no stage reads as one
+    (a MIOpen find-db: every importer but the default)."""
+    return any(e in name for endings, _ in IMPORTERS[:-1] for e in endings)
+
+
 def reader_for(name: str) -> Any:
     """The reader of a measurement file by its name, or None (then it is a Parquet dataset)."""
     for endings, ref in READERS.items():

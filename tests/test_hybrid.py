@@ -153,6 +153,9 @@ def test_corrupt_part_is_skipped_with_a_warning(tmp_path):
             read_dataset(bad)
     r = run_cli("stage=train", f"data.paths=[{bad}]", f"train.output={tmp_path / 'm'}")
     assert r.returncode == 2 and "not a readable Parquet dataset" in r.stderr and "Traceback" not in r.stderr
+    fdb = ROOT / "tests" / "data" / "miopen_fdb" / "gfx942130.HIP.fdb.txt.bz2"  # imported, never read as a dataset
+    with pytest.raises(DatasetError, match=f"{fdb}: a file stage=import reads, not a dataset: import it"):
+        read_dataset(fdb)
 
 
 WRITER = textwrap.dedent("""

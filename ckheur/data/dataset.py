@@ -225,10 +225,14 @@ def write_part(folder: str | Path, rows: Sequence[Mapping[str, Any]] | Any, name
 
 
 def _read_one(path: Path, columns: Sequence[str] | None = None):
-    from ckheur.formats import reader_for
+    from ckheur.formats import import_only, reader_for
 
     if path.is_dir():
         return read_parts(path, columns=columns)[0]
+    if import_only(path.name):
+        raise DatasetError(f"{path}: a file stage=import reads, not a dataset: import it (stage=import "
+                           f"import.path={path}), then name the datasets it writes (paths.data's "
+                           "miopen_<direction>_<dtype>_<arch>/<name>.parquet)")
     reader = reader_for(path.name)  # another tool's measurement file (ckheur.formats)
     if reader is not None:
         df = reader(path)
