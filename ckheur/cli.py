@@ -119,17 +119,18 @@ _URL_OPTIONS = ("db.url", "tune.db", "predict.tuning_db", "report.tuning_db", "e
 
 
 def _refuse_passwords(config: DictConfig) -> None:
-    """Exit 2 before anything is written when a database URL holds a password."""
+    """Exit 2 before anything is written when a database URL holds a password or is of a scheme
+    ckheur does not open (``mysql://...`` would otherwise be read as a folder ``mysql:/...``)."""
     from omegaconf import OmegaConf
 
-    from ckheur.data.database import DatabaseError, check_url, is_url
+    from ckheur.data.database import DatabaseError, check_url
 
     for key in _URL_OPTIONS:
         try:
             value = OmegaConf.select(config, key, default=None)
             values = list(value) if OmegaConf.is_list(value) else [value]
             for v in values:
-                if is_url(str(v)):
+                if "://" in str(v):  # a URL: of a database ckheur opens, without a password, or refused
                     check_url(str(v), key)
         except DatabaseError as e:
             print(f"error: {e}", file=sys.stderr)

@@ -322,6 +322,15 @@ def test_schema_versions_files_and_passwords(tmp_path):
     r = run_cli("stage=list", f"db.url={secret}", f"hydra.run.dir={tmp_path / 'run'}")
     assert r.returncode == 2 and "PGPASSWORD" in r.stderr and "hunter2" not in r.stderr + r.stdout
     assert not (tmp_path / "run").exists()  # nothing written: no .hydra/ holding the password
+    # a URL of another scheme is refused naming the field, never read as a folder "mysql:/..."
+    r = run_cli("stage=sweep", "problems=smoke", "sweep.output=mysql://tuner@dbhost/x",
+                f"hydra.run.dir={tmp_path / 'r2'}", cwd=tmp_path)
+    assert r.returncode == 2 and "sweep.output='mysql://tuner@dbhost/x': not a database URL" in r.stderr
+    assert not (tmp_path / "mysql:").exists() and not (tmp_path / "r2").exists()
+    from ckheur.data.dataset import read_dataset
+
+    with pytest.raises(DatabaseError, match="not a database ckheur opens"):
+        read_dataset("http://dbhost/x")
 
 
 def test_stage_tune_s_database_is_the_db_url_unless_an_earlier_folder_database_is_there(compose, tmp_path):

@@ -31,6 +31,7 @@ import json
 import math
 import os
 import random
+import re
 import socket
 import stat
 import threading
@@ -54,8 +55,17 @@ class DatabaseError(UserError):
 
 
 def is_url(value: Any) -> bool:
-    """Whether ``value`` names a database (a URL of a scheme in :data:`SCHEMES`), not a folder."""
-    return isinstance(value, str) and value.split("://", 1)[0] in SCHEMES and "://" in value
+    """Whether ``value`` names a database (a URL of a scheme in :data:`SCHEMES`), not a folder. A URL
+    of another scheme (``mysql://...``) is a DatabaseError: read as a folder it would be ``mysql:/...``."""
+    if not isinstance(value, str) or "://" not in value:
+        return False
+    scheme = value.split("://", 1)[0]
+    if scheme in SCHEMES:
+        return True
+    if re.fullmatch(r"[A-Za-z][A-Za-z0-9+.-]*", scheme):
+        raise DatabaseError(f"{mask_url(value)}: not a database ckheur opens (sqlite:///<file> or "
+                            "postgresql://<user>@<host>/<database>), nor a folder")
+    return False
 
 
 def mask_url(url: str) -> str:
@@ -69,7 +79,11 @@ def mask_url(url: str) -> str:
 
 def check_url(url: str, field: str = "db.url") -> str:
     """Refuse (DatabaseError, naming ``field``) a URL of another scheme, or one holding a password."""
-    if not is_url(url):
+    try:
+        known = is_url(url)
+    except DatabaseError:  # another scheme: said below, naming the field
+        known = False
+    if not known:
         raise DatabaseError(f"{field}={mask_url(url)!r}: not a database URL; allowed: sqlite:///<path>.db, "
                             "postgresql://<user>@<host>:<port>/<database>")
     if urlsplit(url).password is not None:
