@@ -70,6 +70,17 @@ def test_report_refuses_tunanet_outside_miopen(tmp_path):
     assert r.returncode == 2 and "report.tunanet: TunaNet ranks MIOpen's solvers" in r.stderr
 
 
+def test_each_family_reports_and_search_refuses_a_solver_table(tmp_path):
+    """A GEMM report (no MIOpenDriver command for its layers) is written; stage=search of MIOpen's
+    solvers, a table rather than a tile space, exits 2 saying what ranks them (both were tracebacks)."""
+    r = run_cli("stage=report", "op=gemm", "problems=gemm_edge", f"hydra.run.dir={tmp_path / 'g'}")
+    assert r.returncode == 0, r.stderr
+    rep = json.loads((tmp_path / "g" / "network_report.json").read_text())
+    assert all(row["driver"] == "" for row in rep["layers"]) and any(row["pick"] for row in rep["layers"])
+    r = run_cli("stage=search", "op=miopen/fwd", "arch=gfx942", f"hydra.run.dir={tmp_path / 's'}")
+    assert r.returncode == 2 and "stage=search searches a space of tile kernels" in r.stderr
+
+
 def test_report_keeps_layers_no_kernel_runs(tmp_path):
     # smoke's 3D convolutions on CK's 2D-only forward bundle: listed as unranked with the reason, not dropped.
     r = run_cli("stage=report", "op=fwd", "problems=smoke", f"hydra.run.dir={tmp_path}")

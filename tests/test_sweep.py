@@ -280,6 +280,7 @@ def test_replay_serves_real_data_and_marks_missing(tmp_path, ck_fwd_csv):
                 f"backend.paths=[{ck_fwd_csv}]", "op.ndims=[2]", f"paths.data={tmp_path}/data",
                 f"hydra.run.dir={tmp_path}/run")
     assert r.returncode == 0, r.stderr
+    assert f"measured {185 * 20} of {185 * 30} pairs in " in r.stdout and "the others: their status above" in r.stdout
     df = read_dataset(_ds(tmp_path / "data", "real"))
     assert len(df) == 185 * 30
     ok, missing = df[df.status == "ok"], df[df.status == "missing"]
@@ -289,6 +290,11 @@ def test_replay_serves_real_data_and_marks_missing(tmp_path, ck_fwd_csv):
     merged = ok.merge(real, on=[*CONV_FIELDS, "kernel"], suffixes=("", "_real"))
     assert len(merged) == len(ok)
     np.testing.assert_allclose(merged.latency_ms, merged.latency_ms_real)
+    # another op's measurements answer nothing: refused at once, never a "missing" row per pair
+    r = run_cli("stage=sweep", "op=bwd_data", "problems=smoke", "backend=replay", f"backend.paths=[{ck_fwd_csv}]",
+                f"paths.data={tmp_path}/data2")
+    assert r.returncode == 2 and "hold no measurements of grouped_conv/bwd_data bf16 on gfx950" in r.stderr
+    assert not (tmp_path / "data2").exists()
 
 
 def test_sim_is_deterministic_per_seed():

@@ -22,7 +22,12 @@ def make(cfg: Mapping[str, Any], op: Mapping[str, Any], arch: Mapping[str, Any])
     from ckheur.families.hardware import one_device
 
     df = read_dataset(cfg["paths"])
-    df = df[(df.arch == arch["name"]) & (df.direction == op["direction"]) & (df.dtype == op["dtype"])]
+    df = df[(df.op.astype(str) == f"{op['family']}/{op['direction']}") & (df.arch == arch["name"])
+            & (df.dtype == op["dtype"])]
+    if df.empty:  # another op's, dtype's or arch's measurements: nothing here could ever answer a pair
+        raise BackendError(f"backend.paths ({', '.join(map(str, cfg['paths']))}) hold no measurements of "
+                           f"{op['family']}/{op['direction']} {op['dtype']} on {arch['name']}: replay reads the "
+                           "job's own op, dtype and arch")
     device, note = one_device(df, arch)  # one device's times: MI50's and MI60's rows of a pair are not one
     if note:
         print(f"backend=replay: {note}")

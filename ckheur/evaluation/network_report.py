@@ -63,10 +63,12 @@ def _ms(problem: Any, tflops: float) -> float | None:
 
 
 def driver_command(problem: Any, family: Any, direction: str, dtype: str) -> str:
-    """The layer as a MIOpenDriver command of its direction (what MIOpen logs and what tuning runs)."""
+    """The layer as a MIOpenDriver command of its direction (what MIOpen logs and what tuning runs);
+    '' for a family MIOpenDriver does not run (GEMM)."""
     from ckheur.families.driver_line import DIRECTION_FLAG
 
-    return f"{family.problems.to_driver_line(problem, dtype)} -F {DIRECTION_FLAG[direction]}"
+    to_line = getattr(family.problems, "to_driver_line", None)
+    return f"{to_line(problem, dtype)} -F {DIRECTION_FLAG[direction]}" if to_line is not None else ""
 
 
 def layer_rows(selector: Any, weighted: Sequence[tuple[Any, int]], plan: PlanModel, tunanet: Any = None,

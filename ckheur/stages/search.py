@@ -16,10 +16,11 @@ def run(cfg: Any, ctx: Context) -> dict:
     from ckheur.display import format_table
     from ckheur.job import Job
     from ckheur.problems import load_problem_set
-    from ckheur.sweeping.search import SearchError, SearchOptions, search_problem
+    from ckheur.sweeping.search import SearchError, SearchOptions, check_searchable, search_problem
     from ckheur.stages.common import problem_from_cfg, selector_from_cfg
 
     job = Job.from_config(cfg)
+    check_searchable(job.family)
     options = SearchOptions(**{k: v for k, v in plain(cfg.search).items() if k != "model_dir"})
     options.check()
     selector, label = selector_from_cfg(cfg, job, cfg.search.model_dir)

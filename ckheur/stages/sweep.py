@@ -61,5 +61,7 @@ def _print_summary(s: dict) -> None:
 
     rows = [(k, v) for k, v in sorted(s["by_status"].items())] or [("(nothing to measure)", 0)]
     print(format_table(["status", "attempts"], rows))
-    print(f"measured {s['attempts']} pairs in {s['wall_s']:.2f}s ({s['measurements_per_s'] or 0:,.0f}/s); "
+    ok = s["by_status"].get("ok", 0)
+    print(f"measured {ok} of {s['attempts']} pairs in {s['wall_s']:.2f}s ({s['measurements_per_s'] or 0:,.0f}/s"
+          f"{'; the others: their status above' if ok < s['attempts'] else ''}); "
           f"skipped {s['pairs_skipped_existing']} already measured; data: {s['dataset']}")

@@ -137,6 +137,14 @@ class SearchError(UserError):
     """A problem cannot be searched as asked; the message says why."""
 
 
+def check_searchable(family: Any) -> None:
+    """SearchError unless the family's kernels are points of a tile-trait space (CK's grouped_conv
+    and GEMM, which the analytic model also scores); MIOpen's solvers are a table, ranked whole."""
+    if not family.analytic:
+        raise SearchError(f"stage=search searches a space of tile kernels (grouped_conv, gemm); {family.name}'s "
+                          "kernels are a table of named solvers: stage=predict ranks every one of them")
+
+
 def search_problem(selector: Any, pool: Sequence[Any], problem: Any, options: SearchOptions = SearchOptions()) -> dict:
     """Search one problem's legal kernels with the selector's model as the objective; beside the
     whole legal pool's argmax when it is at most ``options.full_pool_max`` kernels."""
@@ -145,6 +153,7 @@ def search_problem(selector: Any, pool: Sequence[Any], problem: Any, options: Se
     s = options
     s.check()
     fam = selector.family
+    check_searchable(fam)
     group = [k for k in pool if k.group == problem.group]
     if not group:
         raise SearchError(f"no kernel for {problem.describe()} in the pool")
