@@ -151,10 +151,14 @@ def test_llm_shapes_set():
     assert {p.M for p in probs} >= {1, 16, 128, 1024, 4096, 16384}
     assert GemmProblem(M=1024, N=28672, K=4096).key() in {p.key() for p in probs}  # Llama-3 8B gate/up
     assert GemmProblem(M=64, N=4096, K=7168).key() in {p.key() for p in probs}  # DeepSeek-V3 expert
-    with pytest.raises(ProblemError, match="has no gemm problems"):
-        from ckheur.problems import load_problem_set, set_node
+    from ckheur.problems import load_problem_set, set_node
 
+    # the message lists the shipped sets of the family, without the network sets (their convolutions)
+    with pytest.raises(ProblemError, match="has no gemm problems .*; shipped sets with gemm problems: gemm_edge, "
+                                           "gemm_llm, gemm_train, holdout, smoke$"):
         load_problem_set(plain(set_node("nets")), get_family("gemm"))
+    with pytest.raises(ProblemError, match="shipped sets with miopen problems: miopen_log, onnx, smoke$"):
+        load_problem_set(plain(set_node("nets")), get_family("miopen"))
 
 
 def _search(compose, **kw):

@@ -67,6 +67,22 @@ def _validated_set(name: str, text: str) -> dict:
     return plain(set_node(name))
 
 
+def _has_family(name: str, family: Family) -> bool:
+    """Whether a shipped set has a source of ``family``'s problems: of its name, or of the op's family
+    where it is a network's convolutions (onnx, miopen_log) and ``family``'s problems are convolutions."""
+    import yaml
+
+    from ckheur.problems.sources import NETWORK_KINDS
+
+    try:
+        sources = (yaml.safe_load((CONF_DIR / "problems" / f"{name}.yaml").read_text()) or {}).get("sources") or []
+    except (OSError, yaml.YAMLError):
+        return False
+    convolutions = set(CONV_FIELDS) <= set(family.problems.FIELDS)
+    return any(str(src.get("family", "grouped_conv")) == family.name
+               or (str(src.get("kind")) in NETWORK_KINDS and convolutions) for src in sources if isinstance(src, dict))
+
+
 def load_problem_set(node: Mapping[str, Any], family: Family, direction: str | None = None,
                      dtype: str | None = None) -> list:
     """Problems of a family in a composed ``problems`` node: sources, exclusions, dedupe, shard;
@@ -74,7 +90,9 @@ def load_problem_set(node: Mapping[str, Any], family: Family, direction: str | N
     probs = _build(node, family, (str(node.get("name")),), apply_shard=True, op=(direction, dtype))
     if not probs and not any(str(s.get("family", "grouped_conv")) == family.name for s in node.get("sources") or []):
         families = sorted({str(s.get("family", "grouped_conv")) for s in node.get("sources") or []})
-        raise ProblemError(f"problem set {node.get('name')!r} has no {family.name} problems (it has: {', '.join(families)})")
+        having = [n for n in shipped_sets() if _has_family(n, family)]
+        raise ProblemError(f"problem set {node.get('name')!r} has no {family.name} problems (it has: {', '.join(families)}); "
+                           f"shipped sets with {family.name} problems: {', '.join(having) or 'none'}")
     return probs
 
 
