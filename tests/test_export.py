@@ -375,6 +375,9 @@ def test_export_stage_builds_and_checks(tmp_path):
     assert (tmp_path / "pkg" / "ckheur_select").exists()
     r = run_cli("stage=export", "export.model_dir=nowhere", f"hydra.run.dir={tmp_path / 'run2'}")
     assert r.returncode != 0 and "nowhere" in r.stderr
+    r = run_cli("stage=export", f"export.output={tmp_path / 'neg'}", "export.check_problems=-5")
+    assert r.returncode == 2 and "export.check_problems=-5: must be an integer >= 1" in r.stderr
+    assert not (tmp_path / "neg").exists()
     assert "a\n" in problems_csv([], ["a"])
 
 

@@ -50,6 +50,9 @@ def _export(cfg: Any, job: Any, model_dir: Path) -> dict:
     from ckheur.selection.predicting import applicability_of
 
     opts = cfg.export
+    if int(opts.check_problems) < 1:  # the check is what shows the package ranks as Python does
+        raise StageError(f"export.check_problems={opts.check_problems}: must be an integer >= 1 (export.build=false "
+                         "writes the sources without building or checking)")
     if str(opts.format) == "ck":
         out = Path(opts.output or Path("exports") / "ck" / folder_name(job.op, job.arch_name))
         return export_ck_folder(model_dir, out, job.arch, overwrite=bool(opts.overwrite),
