@@ -552,3 +552,25 @@ def test_selector_kept_kernel_columns_score_a_cascade_subset_as_computed_fresh()
         idx = [pool.kernels.index(k) for k in kernels]
         fresh = sel._predict_arrays(p, {k: v[idx] for k, v in pool.feats.items()}, sim_kernel_arrays(kernels))
         assert np.array_equal(scores, fresh[0]) and np.array_equal(tflops, fresh[1])
+
+
+def test_training_settings_out_of_range_are_one_line_naming_them(tmp_path, ck_fwd_csv):
+    """model.* and train.* numbers LightGBM or scikit-learn would refuse with a traceback (fold
+    count 1, no trees, a negative rate, a fraction past 1) exit 2 naming the setting and its range."""
+    from ckheur.config import load_option
+    from ckheur.learn.trainer import TrainOptions, check_settings
+    from ckheur.learn.training import TrainingError
+
+    model = load_option("model/relative")
+    check_settings(model, TrainOptions())  # the shipped settings pass
+    for bad, said in (({"learning_rate": -1.0}, "model.learning_rate=-1.0: must be a number > 0"),
+                      ({"max_trees": 0}, "model.max_trees=0: must be a number >= 1"),
+                      ({"subsample": 1.5}, "model.subsample=1.5: must be a number > 0 and <= 1"),
+                      ({"num_leaves": float("nan")}, "model.num_leaves=nan")):
+        with pytest.raises(TrainingError, match=said.replace("(", r"\(").replace(".", r"\.")):
+            check_settings({**model, **bad}, TrainOptions())
+    with pytest.raises(TrainingError, match=r"train\.inner_valid_fraction=1\.0: must be a number > 0 and < 1"):
+        check_settings(model, TrainOptions(inner_valid_fraction=1.0))
+    r = run_cli("stage=train", "train.folds=1", f"data.paths=[{ck_fwd_csv}]", f"train.output={tmp_path / 'm'}")
+    assert r.returncode == 2 and "train.folds=1: must be a number >= 2" in r.stderr and "Traceback" not in r.stderr
+    assert not (tmp_path / "m").exists()

@@ -226,6 +226,37 @@ def _spread(result: Mapping[str, Any], other: Mapping[str, Any], estimate: str) 
     return float(2 * diff.std(ddof=1) / np.sqrt(len(diff))) if len(diff) > 1 else 0.0
 
 
+# Each numeric setting's lowest allowed value, and whether that value itself is allowed; the
+# fractions are also at most 1. What LightGBM or scikit-learn would refuse with a traceback.
+MODEL_RANGES = {"num_leaves": (2, True), "learning_rate": (0, False), "max_trees": (1, True),
+                "early_stopping_rounds": (0, True), "min_data_in_leaf": (0, True), "feature_fraction": (0, False),
+                "subsample": (0, False), "subsample_freq": (0, True), "lambda_l2": (0, True),
+                "rank_label_power": (0, False), "companion_trees": (0, True), "companion_leaves": (2, True),
+                "threads": (0, True), "prior_scale": (0, True), "bagging_seeds": (1, True), "distill_trees": (0, True),
+                "distill_problems": (1, True), "distill_leaves": (2, True)}
+TRAIN_RANGES = {"folds": (2, True), "inner_valid_fraction": (0, False), "seeds": (1, True), "shape_clusters": (2, True),
+                "pairwise_weight": (0, False), "calibration_iterations": (1, True), "warm_start_trees": (1, True),
+                "budget_loss_pts": (0, True)}
+FRACTIONS = {"feature_fraction": True, "subsample": True, "inner_valid_fraction": False}  # may it be 1
+
+
+def check_settings(model: Mapping[str, Any], options: TrainOptions) -> None:
+    """TrainingError naming the first model.* or train.* number out of its range."""
+    import math
+
+    for group, values, ranges in (("model", model, MODEL_RANGES), ("train", vars(options), TRAIN_RANGES)):
+        for key, (low, inclusive) in ranges.items():
+            if key not in values:
+                continue
+            v = values[key]
+            top = FRACTIONS.get(key)
+            ok = isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) \
+                and (v >= low if inclusive else v > low) and (top is None or (v <= 1 if top else v < 1))
+            if not ok:
+                bound = f"{'>=' if inclusive else '>'} {low}" + ("" if top is None else " and <= 1" if top else " and < 1")
+                raise TrainingError(f"{group}.{key}={v}: must be a number {bound}")
+
+
 def train(df: Any, job: Job, *, model: Mapping[str, Any], candidates: Sequence[Candidate], options: TrainOptions,
           warm: Any = None, leaky_data: Callable[[Any], tuple[bool, int]] | None = None, exclude_suspect: bool = False,
           hardware: bool = False, across_gpus: bool = False, log: Callable[[str], None] = print) -> Trained:
@@ -245,6 +276,7 @@ def train(df: Any, job: Job, *, model: Mapping[str, Any], candidates: Sequence[C
                                        leave_cluster_out_cv)
     from ckheur.problems.space import SIZE_REGIMES, regime_groups
 
+    check_settings(model, options)
     bad = [r for r in options.regime_cv if r not in SIZE_REGIMES]
     if bad:
         raise TrainingError(f"train.regime_cv={list(options.regime_cv)}: allowed values are {', '.join(SIZE_REGIMES)}")
