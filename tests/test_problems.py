@@ -118,6 +118,16 @@ def test_miopen_parser_errors():
         from_driver_line("conv -n 1 -Q 3")
 
 
+def test_a_generated_source_needs_a_count_and_a_size_limit():
+    from ckheur.problems.sources import load_source
+
+    family = get_family("grouped_conv")
+    assert len(load_source({"kind": "generate", "count": 5}, lambda _: [], family)) == 5
+    for bad in ({"count": -3}, {"count": 5, "max_gflop": 0}):
+        with pytest.raises(ProblemError, match="kind=generate: count=.* must be >= 0 and max_gflop=.* > 0"):
+            load_source({"kind": "generate", **bad}, lambda _: [], family)
+
+
 def test_shards_partition_a_set():
     probs = generate(seed=7, count=101)
     parts = [shard(probs, i, 4) for i in range(4)]

@@ -139,6 +139,9 @@ def load_source(src: Mapping[str, Any], load_set: Callable[[str], list], family:
             except ProblemError as e:
                 raise ProblemError(f"inline problem #{i}: {e}") from None
     elif kind == "generate":
+        if int(src.get("count", 0)) < 0 or float(src.get("max_gflop", 20000.0)) <= 0:
+            raise ProblemError(f"problem source kind=generate: count={src.get('count')} must be >= 0 and "
+                               f"max_gflop={src.get('max_gflop', 20000.0)} > 0")
         probs = generated(mod, int(src.get("seed", 0)), int(src.get("count", 0)), int(src.get("ndim", 2)),
                           src.get("shapes") or None, float(src.get("max_gflop", 20000.0)))
     elif kind == "csv":
