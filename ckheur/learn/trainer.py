@@ -233,10 +233,10 @@ MODEL_RANGES = {"num_leaves": (2, True), "learning_rate": (0, False), "max_trees
                 "subsample": (0, False), "subsample_freq": (0, True), "lambda_l2": (0, True),
                 "rank_label_power": (0, False), "companion_trees": (0, True), "companion_leaves": (2, True),
                 "threads": (0, True), "prior_scale": (0, True), "bagging_seeds": (1, True), "distill_trees": (0, True),
-                "distill_problems": (1, True), "distill_leaves": (2, True)}
+                "distill_problems": (0, True), "distill_leaves": (2, True)}
 TRAIN_RANGES = {"folds": (2, True), "inner_valid_fraction": (0, False), "seeds": (1, True), "shape_clusters": (2, True),
-                "pairwise_weight": (0, False), "calibration_iterations": (1, True), "warm_start_trees": (1, True),
-                "budget_loss_pts": (0, True)}
+                "pairwise_weight": (0, False), "warm_start_trees": (0, True), "budget_loss_pts": (0, True)}
+# (train.calibration_iterations is checked where a fold recalibrates the simulator: otherwise unused)
 FRACTIONS = {"feature_fraction": True, "subsample": True, "inner_valid_fraction": False}  # may it be 1
 
 
