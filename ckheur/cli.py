@@ -444,6 +444,18 @@ def _help_or_version(args: list[str]) -> str | None:
     return None
 
 
+def launcher_missing(args: list[str]) -> str | None:
+    """Why the launcher the command line chooses cannot run here (SLURM's, on a machine without
+    SLURM: submitit would raise from inside Hydra), else None."""
+    import shutil
+
+    chosen = [a.split("=", 1)[1] for a in args if a.lstrip("+").startswith("hydra/launcher=")]
+    if "submitit_slurm" in chosen and shutil.which("srun") is None:
+        return ("hydra/launcher=submitit_slurm: no SLURM on this machine (srun not found): run it from a SLURM "
+                "login node, or run the jobs here with hydra/launcher=submitit_local or joblib")
+    return None
+
+
 def console() -> None:
     """Console script ``ckheur`` (same as ``python run.py``): ``main`` in a process of its own, which
     imports LightGBM without its scikit-learn interface (ckheur.threads.core_lightgbm_only)."""
@@ -469,6 +481,10 @@ def main() -> None:
         print(f"error: {split}", file=sys.stderr)
         raise SystemExit(2)
     sys.argv[1:] = quote_free_text(sys.argv[1:])
+    missing = launcher_missing(sys.argv[1:])
+    if missing:
+        print(f"error: {missing}", file=sys.stderr)
+        raise SystemExit(2)
     try:
         with _hydra_raises(), _mode_without_composing(sys.argv[1:]), store_shared(), choices_map_when_interpolated(), \
                 nodes_copied_directly(), _jobs_composed_once(), _records_written_by_libyaml():

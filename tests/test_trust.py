@@ -576,6 +576,16 @@ def test_a_failed_multirun_job_is_reported_and_the_others_run(tmp_path):
     # multirun of two stage=tune workers and a failing third job.
 
 
+def test_slurm_s_launcher_on_a_machine_without_slurm_is_one_line(tmp_path, monkeypatch):
+    """hydra/launcher=submitit_slurm where srun is not found: exit 2 saying so and what runs the jobs
+    here, before Hydra writes anything (submitit raised from inside the launch)."""
+    monkeypatch.setenv("PATH", str(tmp_path))  # no srun on it, whatever this machine has
+    r = run_cli("-m", "hydra/launcher=submitit_slurm", "stage=list", "list.count_only=true", "op=fwd,bwd_data",
+                f"hydra.sweep.dir={tmp_path / 'm'}")
+    assert r.returncode == 2 and "no SLURM on this machine (srun not found)" in r.stderr and "Traceback" not in r.stderr
+    assert not (tmp_path / "m").exists()
+
+
 # ---------------------------------------------------------------- big jobs: progress and early checks
 def test_evaluate_checks_the_model_before_reading_data_and_shows_progress(tmp_path, monkeypatch, ck_fwd_csv):
     from ckheur.data import dataset
