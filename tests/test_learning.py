@@ -488,6 +488,16 @@ def test_evaluate_writes_report_and_gate_fails_on_a_worse_model(small_model, tmp
     r = run_cli("stage=evaluate", "op=fwd", f"evaluate.model_dir={weak}", f"data.eval_paths=[{ck_fwd_csv}]",
                 f"evaluate.baseline={small_model}", "evaluate.plots=false", f"hydra.run.dir={tmp_path / 'ev2'}")
     assert r.returncode == 1 and "acceptance gate FAILED" in r.stdout
+    # a bundle of another op or data type, as the model or the gate's baseline: refused naming both
+    other = ROOT / "models" / "miopen_fwd_fp16_gfx942"
+    for field in ("evaluate.model_dir", "evaluate.baseline"):
+        r = run_cli("stage=evaluate", "op=fwd", f"{field}={other}", f"data.eval_paths=[{ck_fwd_csv}]",
+                    "evaluate.plots=false", f"hydra.run.dir={tmp_path / field}")
+        assert r.returncode == 2 and f"{field}={other}: a bundle of miopen/fwd fp16, the job is grouped_conv/fwd bf16" \
+            in r.stderr, r.stderr
+    r = run_cli("stage=predict", "op=bwd_data", f"predict.model_dir={small_model}", "problem.N=2", "problem.C=16",
+                "problem.K=8", f"hydra.run.dir={tmp_path / 'p'}")
+    assert r.returncode == 2 and "a bundle of grouped_conv/fwd bf16, the job is grouped_conv/bwd_data bf16" in r.stderr
 
 
 def test_predict_cli_with_model_and_analytic_fallback(tmp_path):

@@ -25,6 +25,15 @@ def bundle_dir(job: Job, *, models: str | Path, sim_models: str | Path, explicit
     return model_dir
 
 
+def check_bundle_op(selector: Any, job: Job, field: str) -> None:
+    """UserError when a bundle given by path (``field``) is of another op or data type than the job's:
+    its kernels and features would rank nothing of the job's, or rank it as another op."""
+    theirs = (selector.family.name, selector.direction, selector.dtype)
+    if theirs != (job.family.name, job.direction, job.dtype):
+        raise UserError(f"{field}: a bundle of {theirs[0]}/{theirs[1]} {theirs[2]}, the job is {job.family.name}/"
+                        f"{job.direction} {job.dtype}: give that op's bundle, or set op= and op.dtype= to the bundle's")
+
+
 def selector_for(job: Job, *, models: str | Path, sim_models: str | Path, model_dir: str | Path | None = None,
                  tuning_db: str | Path | None = None, find_db: str | Path | None = None) -> tuple[Any, str]:
     """The job's trained model (as ``bundle_dir`` finds it), or the analytic model when there is
@@ -35,6 +44,7 @@ def selector_for(job: Job, *, models: str | Path, sim_models: str | Path, model_
     found = bundle_dir(job, models=models, sim_models=sim_models, explicit=model_dir)
     if found.is_dir():
         sel = Selector.load(found, tuning_db=tuning_db, find_db=find_db, **applicability_of(job.op))
+        check_bundle_op(sel, job, f"model dir {found}")
         if sel.across_gpus:  # a model for any GPU named as predict.model_dir: for the job's device
             sel = across_gpus_selector(job, found, served=False, tuning_db=tuning_db, find_db=find_db)
         return sel, sel.label

@@ -73,7 +73,7 @@ def run(cfg: Any, ctx: Context) -> dict:
     from ckheur.evaluation.scoring import COLUMNS, check_options, evaluate
     from ckheur.evaluation.report import write_report
     from ckheur.learn.bundle import resolve_model_dir
-    from ckheur.selection.predicting import (across_gpus_selector, applicability_of, nearest_bundle,
+    from ckheur.selection.predicting import (across_gpus_selector, applicability_of, check_bundle_op, nearest_bundle,
                                              served_without_bundle)
     from ckheur.selection.selector import Selector
     from ckheur.stages.common import note_available
@@ -107,6 +107,7 @@ def run(cfg: Any, ctx: Context) -> dict:
               f"{selector.label}")
     else:
         selector = Selector.load(model_dir, **cascade, **applicability_of(job.op))
+        check_bundle_op(selector, job, f"evaluate.model_dir={model_dir}")
         if selector.across_gpus:  # a model for any GPU (evaluate.model_dir): for the job's device, as predict
             selector = across_gpus_selector(job, model_dir, served=False, **cascade)
     baselines = {}  # the analytic model (for families ckheur.sim models) and CK model folders
@@ -130,6 +131,8 @@ def run(cfg: Any, ctx: Context) -> dict:
         baselines[f"{near[1]} bundle as is (the nearest other GPU with one)"] = Selector.load(
             near[0], kernels=[k.name for k in selector.kernels])
     gate_against = Selector.load(ev.baseline) if ev.baseline else None
+    if gate_against is not None:
+        check_bundle_op(gate_against, job, f"evaluate.baseline={ev.baseline}")
     fields = list(job.family.problems.FIELDS)
     df = keep_shard(read_dataset(paths, columns=[*COLUMNS, *fields]), plain(cfg.data.shard), job.family)
     metrics, scored = evaluate(
