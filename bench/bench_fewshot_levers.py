@@ -116,17 +116,19 @@ ROUNDS_FLAG = ("rounds, sweep-only ranker, its final model with a target column 
                "0 else)")
 ROUNDS_AFFINITY = ("rounds, sweep-only ranker, its final model with a solver-affinity column (per device and solver: "
                    "the mean throughput relative to the fastest timed solver over the problems a 5% sweep timed it on)")
-AFFINITY_MIN = 5  # problems with a time a solver must be timed on for an affinity (else missing); fixed before any result
+AFFINITY_MIN = 5  # timed problems a solver needs for an affinity (else missing); fixed before any result
 DEV_WEIGHTS = ("device weights: five (each device's rows weighted by how well its own model picks among the sweep's "
                "timed solvers) + the sweep's rows x20, retrained")
 DEV_WEIGHTS_ROUNDS = "device weights on the sweep of rounds, sweep-only ranker"
 DEV_TEMPERATURE = 0.05  # w_d = exp((q_d - max q) / DEV_TEMPERATURE), fixed before any result
 EVERY = (*ROWS[:-1], CURRENT_SEED, CURRENT_MORE, ENSEMBLE, LISTED, ANSWERED, PAIRWISE, BAGGED, SERVED, SERVED_NEAR,
-         NEAR, ROUNDS, ROUNDS_OWN, ROUNDS_NARROW, ROUNDS_RANKED, ROUNDS_BAGGED, ROUNDS_FLAG, ROUNDS_AFFINITY, DEV_WEIGHTS,
+         NEAR, ROUNDS, ROUNDS_OWN, ROUNDS_NARROW, ROUNDS_RANKED, ROUNDS_BAGGED, ROUNDS_FLAG, ROUNDS_AFFINITY,
+         DEV_WEIGHTS,
          DEV_WEIGHTS_ROUNDS, CEILING, CEILING_MORE, CEILING_BAGGED)
 KEYS = dict(zip(("current", "prior-all", "prior-new", "prior-new-lr", "full", "full-prior", "seed", "more", "ensemble",
                  "listed", "answered", "pairwise", "bagged", "served", "served-near", "near", "rounds", "rounds-own",
-                 "rounds-own-narrow", "rounds-own-ranked", "rounds-own-bagged", "rounds-own-flag", "rounds-own-affinity", "devweights",
+                 "rounds-own-narrow", "rounds-own-ranked", "rounds-own-bagged", "rounds-own-flag",
+                 "rounds-own-affinity", "devweights",
                  "devweights-rounds-own", "ceiling", "ceiling-more", "ceiling-bagged"), EVERY,
                 strict=True))
 # where each round of stage=sweep's active strategy ends, in shares of the budget (RoundOptions' defaults:

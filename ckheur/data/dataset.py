@@ -231,8 +231,7 @@ def _read_one(path: Path, columns: Sequence[str] | None = None):
         return read_parts(path, columns=columns)[0]
     if import_only(path.name):
         raise DatasetError(f"{path}: a file stage=import reads, not a dataset: import it (stage=import "
-                           f"import.path={path}), then name the datasets it writes (paths.data's "
-                           "miopen_<direction>_<dtype>_<arch>/<name>.parquet)")
+                           f"import.path={path}), then name the datasets it writes (the import prints them)")
     reader = reader_for(path.name)  # another tool's measurement file (ckheur.formats)
     if reader is not None:
         df = reader(path)

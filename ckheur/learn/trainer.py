@@ -253,7 +253,7 @@ def check_settings(model: Mapping[str, Any], options: TrainOptions) -> None:
             ok = isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) \
                 and (v >= low if inclusive else v > low) and (top is None or (v <= 1 if top else v < 1))
             if not ok:
-                bound = f"{'>=' if inclusive else '>'} {low}" + ("" if top is None else " and <= 1" if top else " and < 1")
+                bound = f"{'>=' if inclusive else '>'} {low}" + {None: "", True: " and <= 1", False: " and < 1"}[top]
                 raise TrainingError(f"{group}.{key}={v}: must be a number {bound}")
 
 

@@ -91,8 +91,9 @@ def load_problem_set(node: Mapping[str, Any], family: Family, direction: str | N
     if not probs and not any(str(s.get("family", "grouped_conv")) == family.name for s in node.get("sources") or []):
         families = sorted({str(s.get("family", "grouped_conv")) for s in node.get("sources") or []})
         having = [n for n in shipped_sets() if _has_family(n, family)]
-        raise ProblemError(f"problem set {node.get('name')!r} has no {family.name} problems (it has: {', '.join(families)}); "
-                           f"shipped sets with {family.name} problems: {', '.join(having) or 'none'}")
+        raise ProblemError(f"problem set {node.get('name')!r} has no {family.name} problems (it has: "
+                           f"{', '.join(families)}); shipped sets with {family.name} problems: "
+                           f"{', '.join(having) or 'none'}")
     return probs
 
 

@@ -125,9 +125,9 @@ def _table(op: Mapping[str, Any], arch: Mapping[str, Any]) -> list:
     if not table:
         declared = sorted({*(op.get("solvers") or {}), *_declared(op["direction"])})
         raise KernelError(f"op {op['family']}/{op['direction']} declares no solvers for arch {arch['name']}; "
-                          f"declared: {', '.join(declared) or 'none'}. A new GPU's tables come from tools/miopen_solvers.py "
-                          f"(its find-db, or MIOpen's registry: --registry-archs gfx908 {arch['name']}; docs/miopen.md, "
-                          f"\"An arch ckheur does not know\")")
+                          f"declared: {', '.join(declared) or 'none'}. A new GPU's tables come from "
+                          f"tools/miopen_solvers.py (its find-db, or MIOpen's registry: --registry-archs gfx908 "
+                          f"{arch['name']}; docs/miopen.md, \"An arch ckheur does not know\")")
     return list(table)
 
 
