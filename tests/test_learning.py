@@ -584,3 +584,9 @@ def test_training_settings_out_of_range_are_one_line_naming_them(tmp_path, ck_fw
     r = run_cli("stage=train", "train.folds=1", f"data.paths=[{ck_fwd_csv}]", f"train.output={tmp_path / 'm'}")
     assert r.returncode == 2 and "train.folds=1: must be a number >= 2" in r.stderr and "Traceback" not in r.stderr
     assert not (tmp_path / "m").exists()
+
+
+def test_training_on_another_op_s_data_says_what_the_data_holds(tmp_path, ck_fwd_csv):
+    r = run_cli("stage=train", "op=bwd_data", f"data.paths=[{ck_fwd_csv}]", f"train.output={tmp_path / 'm'}")
+    assert r.returncode == 2 and "no rows of grouped_conv/bwd_data bf16 on gfx950 in the data" in r.stderr
+    assert "rows of grouped_conv/fwd bf16 on gfx950)" in r.stderr and not (tmp_path / "m").exists()

@@ -84,6 +84,12 @@ def build_table(df: Any, op: Mapping[str, Any], arch: Mapping[str, Any], pool: S
         others = sorted(set(df[(df.direction == op["direction"]) & (df.dtype == op["dtype"])].arch) - {arch["name"]})
         hint = f"; the data has rows of {', '.join(others)}: features.hardware=true trains one model across those " \
             f"GPUs for {arch['name']}" if mine.empty and others else ""
+        if mine.empty and len(df) and not others:  # none of the job's op, dtype or arch: say what the data holds
+            held = sorted({f"{o} {t} on {a}" for o, t, a in df[["op", "dtype", "arch"]].astype(str).itertuples(
+                index=False, name=None)})
+            raise TrainingError(f"no rows of {op['family']}/{op['direction']} {op['dtype']} on {arch['name']} in the "
+                                f"data ({len(df)} rows of {', '.join(held[:6])}{' ...' if len(held) > 6 else ''}): "
+                                "check data.paths, or set op, op.dtype and arch to the data's")
         raise TrainingError(f"no usable rows: {report} (check data.paths, arch, op and the kernel pool){hint}")
     keys = list(ok[fields].itertuples(index=False, name=None))
     uniq = sorted(set(keys))
