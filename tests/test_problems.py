@@ -118,7 +118,7 @@ def test_miopen_parser_errors():
         from_driver_line("conv -n 1 -Q 3")
 
 
-def test_a_generated_source_needs_a_count_and_a_size_limit():
+def test_a_generated_source_needs_a_count_a_size_limit_and_real_batch_sizes():
     from ckheur.problems.sources import load_source
 
     family = get_family("grouped_conv")
@@ -126,6 +126,9 @@ def test_a_generated_source_needs_a_count_and_a_size_limit():
     for bad in ({"count": -3}, {"count": 5, "max_gflop": 0}):
         with pytest.raises(ProblemError, match="kind=generate: count=.* must be >= 0 and max_gflop=.* > 0"):
             load_source({"kind": "generate", **bad}, lambda _: [], family)
+    assert {p.N for p in load_source({"kind": "generate", "count": 3, "batch": [2, 8]}, lambda _: [], family)} == {2, 8}
+    with pytest.raises(ProblemError, match=r"kind=generate: batch=\[0\]: each batch size must be a whole number >= 1"):
+        load_source({"kind": "generate", "count": 3, "batch": [0]}, lambda _: [], family)
 
 
 def test_shards_partition_a_set():

@@ -111,6 +111,15 @@ def shard(problems: Sequence[Any], index: int, count: int, seed: int | None = No
     return [p for p in problems if shard_of(p.key(), count, seed) == index]
 
 
+def _batches(src: Mapping[str, Any]) -> list[int]:
+    """A source's ``batch`` list, each a whole number >= 1 (ProblemError naming the source otherwise)."""
+    batches = list(src.get("batch") or [])
+    if not all(isinstance(b, int) and not isinstance(b, bool) and b >= 1 for b in batches):
+        raise ProblemError(f"problem source kind={src.get('kind')}: batch={batches}: each batch size must be a "
+                           "whole number >= 1")
+    return batches
+
+
 def _with_batches(problems: list, batches: Sequence[int], mod: Any) -> list:
     """One copy of each problem per batch size (conv: N; GEMM: M, the token count)."""
     if not batches:
@@ -128,7 +137,8 @@ def load_source(src: Mapping[str, Any], load_set: Callable[[str], list], family:
     mod = family.problems
     kind = str(src.get("kind"))
     if kind == "miopen_log":
-        return _with_batches(_network_source(src, mod, family, direction, dtype), list(src.get("batch") or []), mod)
+        batches = _batches(src)
+        return _with_batches(_network_source(src, mod, family, direction, dtype), batches, mod)
     if kind in NETWORK_KINDS:
         return [p for _, p in named_layers(src, family, direction, dtype)]
     if kind == "inline":
@@ -157,7 +167,7 @@ def load_source(src: Mapping[str, Any], load_set: Callable[[str], list], family:
     else:
         allowed = ["inline", "generate", "csv", "dataset", "set", *NETWORK_KINDS, *mod.SOURCES]
         raise ProblemError(f"problem source kind={kind!r} not available for {family.name}; allowed: {', '.join(allowed)}")
-    return _with_batches(probs, list(src.get("batch") or []), mod)
+    return _with_batches(probs, _batches(src), mod)
 
 
 def generated(mod: Any, seed: int, count: int, ndim: int, shapes: Mapping[str, Any] | None,
@@ -202,8 +212,8 @@ def named_layers(src: Mapping[str, Any], family: Family, direction: str | None =
     kind = str(src["kind"])
     _check_conv_family(mod, family, kind)
     where = f"problem source kind={kind} {src.get('path') or src.get('module')}"
+    batches = _batches(src)
     node = {**src, "path": _source_path(src, kind)} if kind == "onnx" else src
-    batches = list(src.get("batch") or [])
     return [(layer.name, p) for layer in networks.network_layers(node, direction, dtype, where)
             for p in _with_batches([mod.problem_from_dict(layer.fields)], batches, mod)]
 
