@@ -512,6 +512,13 @@ def test_predict_cli_with_model_and_analytic_fallback(tmp_path):
     r2 = run_cli("stage=predict", "op=fwd", "arch=gfx950",
                  "problem=convbfp16 -n 16 -c 256 -H 28 -W 28 -k 128 -y 3 -x 3 -p 1 -q 1", f"hydra.run.dir={tmp_path / 'b'}")
     assert r2.returncode == 0 and r2.stdout.splitlines()[3:-1] == r.stdout.splitlines()[3:-1]  # the last: the run folder
+    # kernels.filter narrows the bundle's candidates as it narrows a pool; a filter that keeps none is refused
+    line = "problem=convbfp16 -n 16 -c 256 -H 28 -W 28 -k 128 -y 3 -x 3 -p 1 -q 1"
+    r3 = run_cli("stage=predict", line, "kernels.filter=pipeline == 'compv4'", f"hydra.run.dir={tmp_path / 'f'}")
+    ranked = [ln.split()[1] for ln in r3.stdout.splitlines() if ln[:1].isdigit()]
+    assert r3.returncode == 0 and len(ranked) == 5 and all("_compv4_" in k for k in ranked), r3.stdout
+    r3 = run_cli("stage=predict", line, "kernels.filter=tile_m > 100000", f"hydra.run.dir={tmp_path / 'g'}")
+    assert r3.returncode == 2 and "kernels.filter='tile_m > 100000' leaves no kernel of the pool" in r3.stderr
     r = run_cli("stage=predict", "op=fwd", "arch=gfx942", "problem=convbfp16 -n 1 -c 64 -H 56 -W 56 -k 64 -y 1 -x 1",
                 f"hydra.run.dir={tmp_path / 'c'}")
     assert r.returncode == 0 and "ANALYTIC MODEL (fallback: no trained model" in r.stdout

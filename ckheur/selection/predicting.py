@@ -25,6 +25,16 @@ def bundle_dir(job: Job, *, models: str | Path, sim_models: str | Path, explicit
     return model_dir
 
 
+def filtered_pool(job: Job) -> list[str] | None:
+    """With kernels.filter, the names of the filtered pool, which a bundle's candidates are narrowed
+    to (as a model across GPUs' and a nearest GPU's bundle always are); None without one."""
+    if not job.kernel_filter:
+        return None
+    if not job.pool.kernels:
+        raise UserError(f"kernels.filter={job.kernel_filter!r} leaves no kernel of the pool to rank")
+    return [k.name for k in job.pool.kernels]
+
+
 def check_bundle_op(selector: Any, job: Job, field: str) -> None:
     """UserError when a bundle given by path (``field``) is of another op or data type than the job's:
     its kernels and features would rank nothing of the job's, or rank it as another op."""
@@ -43,7 +53,8 @@ def selector_for(job: Job, *, models: str | Path, sim_models: str | Path, model_
 
     found = bundle_dir(job, models=models, sim_models=sim_models, explicit=model_dir)
     if found.is_dir():
-        sel = Selector.load(found, tuning_db=tuning_db, find_db=find_db, **applicability_of(job.op))
+        sel = Selector.load(found, tuning_db=tuning_db, find_db=find_db, kernels=filtered_pool(job),
+                            **applicability_of(job.op))
         check_bundle_op(sel, job, f"model dir {found}")
         if sel.across_gpus:  # a model for any GPU named as predict.model_dir: for the job's device
             sel = across_gpus_selector(job, found, served=False, tuning_db=tuning_db, find_db=find_db)
