@@ -179,8 +179,6 @@ def test_evaluate_and_export_serve_a_gpu_without_a_bundle_as_predict_does(gfx906
 def test_an_arch_without_solver_tables_is_refused_saying_how_to_make_them(tmp_path):
     """An arch config of the user's own (a Hydra search path) serves CK's ops, but a MIOpen op on it
     needs its solver tables: exit 2 naming the tool and its registry option, not a traceback."""
-    from conftest import ROOT
-
     (tmp_path / "conf" / "arch").mkdir(parents=True)
     text = (ROOT / "conf" / "arch" / "gfx942.yaml").read_text().replace("name: gfx942", "name: gfx943")
     (tmp_path / "conf" / "arch" / "gfx943.yaml").write_text(text)
