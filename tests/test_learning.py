@@ -529,6 +529,15 @@ def test_predict_cli_with_model_and_analytic_fallback(tmp_path):
 
     df = pd.read_csv(tmp_path / "p.csv")
     assert len(df[df["rank"].notna()]) == 16 * 2 and df["note"].notna().sum() == 4  # 3D: no 3D kernel in the model
+    # the same output again replaces the earlier predictions, saying so (.json too); a file of the
+    # user's there is refused and kept as it was
+    (tmp_path / "mine.csv").write_text("my,own\n1,2\n")
+    for name, code, replaced in (("p.csv", 0, True), ("q.json", 0, False), ("q.json", 0, True), ("mine.csv", 2, False)):
+        r = run_cli("stage=predict", "problems=smoke", "predict.k=2", f"predict.output={tmp_path / name}")
+        assert r.returncode == code and ("(the earlier predictions there replaced)" in r.stdout) == replaced, r.stderr
+    assert "is not predictions ckheur wrote; it is never replaced" in r.stderr
+    assert (tmp_path / "mine.csv").read_text() == "my,own\n1,2\n"
+    assert len(json.loads((tmp_path / "q.json").read_text())) == 16 * 2 + 4
 
 
 def test_train_without_data_says_what_to_do(tmp_path):

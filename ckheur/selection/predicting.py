@@ -278,11 +278,36 @@ def relative_only(selector: Any) -> bool:
     return selector.booster is None
 
 
+def earlier_predictions(path: Path, columns: Sequence[str]) -> bool:
+    """Whether ``path`` is a regular file of predictions as write_predictions writes them with these
+    ``columns`` (a CSV with their header, or a JSON list whose first record has them): the only kind
+    of file predict.output replaces."""
+    from ckheur.files import open_regular
+
+    try:
+        with open_regular(path) as f:
+            head = f.read(1 << 16).decode("utf-8", errors="replace").split("\n")
+    except OSError:  # a link, a folder, a FIFO: not a file ckheur wrote
+        return False
+    if path.suffix == ".csv":
+        return head[0] == ",".join(columns)
+    if head[0] != "[" or len(head) < 2:
+        return False
+    if head[1] == "]":
+        return True
+    try:
+        first = json.loads(head[1].rstrip(","))
+    except ValueError:
+        return False
+    return isinstance(first, dict) and set(first) <= set(columns) and {"rank", "kernel"} <= set(first)
+
+
 def write_predictions(selector: Any, problems: Sequence[Any], out: str | Path, *, k: int = 5,
                       label: str | None = None, progress: Any = None) -> Counter:
     """Rank each problem's kernels and write the top ``k`` as CSV rows (``.csv``) or JSON records
     (``.json``) as they come: memory does not grow with the problems; the file appears whole
-    when done. Returns the tiers that selected (``Selector.select``), counted."""
+    when done. An earlier predictions file is replaced; any other file there is refused (UserError).
+    Returns the tiers that selected (``Selector.select``), counted."""
     import csv
 
     from ckheur.files import make_folder, replacing
@@ -294,6 +319,9 @@ def write_predictions(selector: Any, problems: Sequence[Any], out: str | Path, *
     make_folder(out.parent, "predict.output folder")
     fields = list(selector.family.problems.FIELDS)
     columns = [*fields, "rank", "kernel", "pred_tflops", "pred_latency_ms", "ranked_by", "selected", "tier", "note"]
+    if (out.exists() or out.is_symlink()) and not earlier_predictions(out, columns):
+        raise UserError(f"predict.output={out}: a file is there that is not predictions ckheur wrote; it is never "
+                        "replaced: give a new path")
     tiers: Counter = Counter()
     relative = relative_only(selector)
     with replacing(out) as f:

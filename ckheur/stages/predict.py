@@ -72,9 +72,11 @@ def run(cfg: Any, ctx: Context) -> dict:
                          f"as problems=<set> (e.g. problems={cfg.problems.name}, this op's default)")
     problems = load_problem_set(plain(cfg.problems), job.family, job.direction, job.dtype)
     out = Path(cfg.predict.output) if cfg.predict.output else ctx.output_dir / "predictions.csv"
+    earlier = out.exists()  # (write_predictions refuses any file there but earlier predictions)
     tiers = write_predictions(selector, problems, out, k=k, label=label, progress=Progress(
         len(problems), cfg.predict.progress, float(cfg.predict.log_every_s), prefix="predict", unit="problem"))
-    print(f"predict: top-{k} kernels for {len(problems)} problems of {cfg.problems.name} (ranked by {label}) -> {out}")
+    print(f"predict: top-{k} kernels for {len(problems)} problems of {cfg.problems.name} (ranked by {label}) -> {out}"
+          + (" (the earlier predictions there replaced)" if earlier else ""))
     print(f"predict: selected by tier: {', '.join(f'{t} {n}' for t, n in sorted(tiers.items())) or 'none'}")
     if relative_only(selector):
         print(f"note: {RELATIVE_ONLY}")
