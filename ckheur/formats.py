@@ -41,10 +41,15 @@ def resolve(ref: str) -> Any:
     return getattr(mod, name) if name else mod
 
 
+def import_only_endings() -> list[str]:
+    """The name endings of the files stage=import reads into datasets but no stage reads as one
+    (a MIOpen find-db's: every importer's but the default one's)."""
+    return [e for endings, _ in IMPORTERS[:-1] for e in endings]
+
+
 def import_only(name: str) -> bool:
-    """Whether a file by this name is one stage=import reads into datasets but no stage reads as one
-    (a MIOpen find-db: every importer but the default)."""
-    return any(e in name for endings, _ in IMPORTERS[:-1] for e in endings)
+    """Whether a file by this name is one of :func:`import_only_endings`' (plain or compressed)."""
+    return any(e in name for e in import_only_endings())
 
 
 def reader_for(name: str) -> Any:

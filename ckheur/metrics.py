@@ -89,7 +89,8 @@ def best_first(problem_ids: np.ndarray, scores: np.ndarray) -> tuple[np.ndarray,
     where each problem starts in that order: ``order[start]`` are the picks."""
     pid = np.asarray(problem_ids)
     order = np.lexsort((-np.asarray(scores, dtype=float), pid))
-    return order, np.flatnonzero(np.r_[True, pid[order][1:] != pid[order][:-1]])
+    ordered = pid[order]
+    return order, np.flatnonzero(np.r_[True, ordered[1:] != ordered[:-1]])
 
 
 def censored_choice_report(problem_ids: np.ndarray, scores: np.ndarray, time_ms: np.ndarray,

@@ -7,7 +7,6 @@ A problem set's sources each name an operator family (default grouped_conv), so 
 from __future__ import annotations
 
 import functools
-
 from typing import Any, Mapping
 
 from ckheur.families.grouped_conv.problems import CONV_FIELDS, DIRECTIONS, ConvProblem, ProblemError, from_driver_line, problem_from_dict

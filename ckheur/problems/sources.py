@@ -5,7 +5,6 @@ exclusion and sharding. Each source names its operator family (default grouped_c
 from __future__ import annotations
 
 import functools
-
 import hashlib
 import numbers
 from pathlib import Path
@@ -149,11 +148,12 @@ def load_source(src: Mapping[str, Any], load_set: Callable[[str], list], family:
             except ProblemError as e:
                 raise ProblemError(f"inline problem #{i}: {e}") from None
     elif kind == "generate":
-        if int(src.get("count", 0)) < 0 or float(src.get("max_gflop", 20000.0)) <= 0:
-            raise ProblemError(f"problem source kind=generate: count={src.get('count')} must be >= 0 and "
-                               f"max_gflop={src.get('max_gflop', 20000.0)} > 0")
-        probs = generated(mod, int(src.get("seed", 0)), int(src.get("count", 0)), int(src.get("ndim", 2)),
-                          src.get("shapes") or None, float(src.get("max_gflop", 20000.0)))
+        count, max_gflop = int(src.get("count", 0)), float(src.get("max_gflop", 20000.0))
+        if count < 0 or max_gflop <= 0:
+            raise ProblemError(f"problem source kind=generate: count={count} must be >= 0 and "
+                               f"max_gflop={max_gflop} > 0")
+        probs = generated(mod, int(src.get("seed", 0)), count, int(src.get("ndim", 2)), src.get("shapes") or None,
+                          max_gflop)
     elif kind == "csv":
         probs = read_csv(_source_path(src, kind), family)
     elif kind == "dataset":

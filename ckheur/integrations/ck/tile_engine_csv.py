@@ -150,9 +150,12 @@ def import_csv_file(src: Path, *, data_root: str | Path, op: Mapping[str, Any], 
     from ckheur.files import read_regular
 
     if op.get("family") != "grouped_conv":  # the CSV's rows are grouped convolutions, read with the op's tiles
-        raise ImportRefused(f"import.path={src}: not a MIOpen find-db by its name (*.fdb.txt, *.ufdb.txt, plain, .bz2 "
-                            f"or .gz), so read as a CK tile_engine CSV of grouped convolutions, which imports with "
-                            f"a grouped_conv op (op=fwd, bwd_data or bwd_weight), not a {op.get('family')} op")
+        from ckheur.formats import import_only_endings
+
+        named = ", ".join(f"*{e}" for e in import_only_endings())
+        raise ImportRefused(f"import.path={src}: not a MIOpen find-db by its name ({named}, plain, .bz2 or .gz), so "
+                            f"read as a CK tile_engine CSV of grouped convolutions, which imports with a grouped_conv "
+                            f"op (op=fwd, bwd_data or bwd_weight), not a {op.get('family')} op")
     try:
         data = read_regular(src)  # read once: the import's sha256 and its rows come from these bytes
         name, sha, done = begin_import(src, data_root, dataset, log, data)
