@@ -73,6 +73,7 @@ class RunFolderCheck(Callback):
     def on_run_start(self, config: DictConfig, **kwargs: Any) -> None:
         _refuse_passwords(config)
         folder = Path(str(config.hydra.run.dir)).absolute()
+        _refuse_foreign_outputs(folder, config)
         missing = [p for p in (folder, *folder.parents) if not os.path.lexists(p)]
         _checked_folder(str(folder), "run folder", _hydra_files(config, "."))
         if missing:
@@ -177,6 +178,20 @@ def _job_subdirs(config: DictConfig) -> list[str] | None:
                             "would write one folder; make the subdir differ per job (the default is ${hydra.job.num})")
         subdirs[os.path.normpath(sub)] = i
     return list(subdirs)
+
+
+def _refuse_foreign_outputs(folder: Path, config: DictConfig) -> None:
+    """Exit 2 before Hydra writes its record when the run folder holds a file of the stage's output
+    names that ckheur did not write (``ckheur.stages.check_run_folder``)."""
+    from omegaconf import OmegaConf
+
+    from ckheur.stages import check_run_folder
+
+    try:
+        check_run_folder(folder, str(OmegaConf.select(config, "stage.name", default="")))
+    except UserError as e:
+        print(f"error: {e}", file=sys.stderr)
+        raise SystemExit(2) from None
 
 
 def _checked_folder(path: str, what: str, writes: list[str]) -> None:

@@ -7,11 +7,14 @@ from __future__ import annotations
 import re
 import shlex
 import shutil
+from importlib import import_module
 from pathlib import Path
 
 import pytest
 
 from conftest import ROOT, run_cli
+
+from ckheur.stages import STAGES, folder_files
 
 
 def readme_tour() -> list[list[str]]:
@@ -45,8 +48,10 @@ def tour(tmp_path_factory) -> Path:
         r = run_cli(*args, f"{key}={root / 'runs' / str(i)}", cwd=root)
         assert r.returncode == 0, (args, r.stderr[-2000:])
         TOUR_STDOUT[i] = r.stdout
-        if "-m" not in args:  # every stage ends naming its run folder
+        if "-m" not in args:  # every stage ends naming its run folder, and wrote there only its OUTPUTS
             assert f"outputs: {root / 'runs' / str(i)}" in r.stdout, args
+            stage = next(a.split("=", 1)[1] for a in args if a.startswith("stage="))
+            assert set(folder_files(root / "runs" / str(i))) <= set(import_module(STAGES[stage]).OUTPUTS), args
     return root
 
 

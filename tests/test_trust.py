@@ -547,6 +547,39 @@ def test_run_folders_that_cannot_be_written_are_one_line(tmp_path):
                   str(ro))
 
 
+def test_stages_replace_only_their_own_outputs_in_a_run_folder(tmp_path):
+    """A file of a stage's output names that the user put in the run folder, or changed after a
+    stage wrote it, is refused (exit 2, nothing written, the file as it was), through the command
+    line before Hydra writes its record too; an earlier run's own outputs are replaced, saying so.
+    (The README tour's test checks that each stage writes only its OUTPUTS there.)"""
+    import contextlib
+    import io
+
+    from ckheur.stages import OUTPUTS_RECORD, folder_files, run_overrides
+
+    run_overrides(["stage=list"], tmp_path / "list", quiet=True)
+    assert set(folder_files(tmp_path / "list")) == {"kernels.csv", "problems.csv"}
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        run_overrides(["stage=list"], tmp_path / "list")  # its own earlier outputs: replaced
+    assert "an earlier run's kernels.csv, problems.csv replaced" in out.getvalue()
+    edited = tmp_path / "list" / "problems.csv"
+    edited.write_text(edited.read_text() + "my note\n")  # the user's result now
+    with pytest.raises(SystemExit) as e:
+        run_overrides(["stage=list"], tmp_path / "list", quiet=True)
+    assert e.value.code == 2 and "problems.csv" in e.value.message and "kernels.csv" not in e.value.message
+    assert edited.read_text().endswith("my note\n")
+
+    mine = tmp_path / "mine"
+    mine.mkdir()
+    (mine / "network_report.md").write_text("my report\n")
+    one_error(run_cli("stage=report", "problems=smoke", f"hydra.run.dir={mine}"), "network_report.md",
+              "ckheur did not write")
+    assert tree(mine) == ["network_report.md"] and (mine / "network_report.md").read_text() == "my report\n"
+    (mine / OUTPUTS_RECORD).write_text("{}")  # a record ckheur did not write is not trusted either
+    one_error(run_cli("stage=report", "problems=smoke", f"hydra.run.dir={mine}"), OUTPUTS_RECORD)
+
+
 def test_ctrl_c_during_evaluate_is_one_line_and_exit_130(tmp_path, monkeypatch, ck_fwd_csv):
     from ckheur.evaluation import scoring as evaluation
 

@@ -1,8 +1,11 @@
-"""Stages: each is a function ``run(cfg, ctx)`` in its own module, imported only when selected."""
+"""Stages: each is a function ``run(cfg, ctx)`` in its own module, imported only when selected,
+with ``OUTPUTS``: the names of the files it writes into the run folder."""
 
 from __future__ import annotations
 
+import contextlib
 import importlib
+import json
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -12,7 +15,7 @@ from omegaconf import DictConfig, OmegaConf
 
 from ckheur.config import plain
 from ckheur.errors import UserError
-from ckheur.files import check_name, make_folder
+from ckheur.files import check_name, make_folder, read_regular, write_file
 
 STAGES = {"list": "ckheur.stages.list_stage", "sweep": "ckheur.stages.sweep", "import": "ckheur.stages.import_stage",
           "train": "ckheur.stages.train", "evaluate": "ckheur.stages.evaluate", "predict": "ckheur.stages.predict",
@@ -46,6 +49,7 @@ def run_stage(cfg: DictConfig, output_dir: str | Path, choices: dict[str, Any] |
     module = importlib.import_module(STAGES[name])
     ctx = Context(output_dir=Path(output_dir), choices=dict(choices or {}))
     before = folder_files(ctx.output_dir) if ctx.output_dir.is_dir() else {}
+    checked = False  # the run folder's files of the stage's names are ckheur's: its own record written after
 
     def unused() -> bool:
         """Remove the run folder (with Hydra's record) if the stage wrote nothing into it, whether it
@@ -56,12 +60,14 @@ def run_stage(cfg: DictConfig, output_dir: str | Path, choices: dict[str, Any] |
     try:
         check_names(cfg)
         check_numbers(cfg)
+        replaced = check_outputs(ctx.output_dir, name, module.OUTPUTS, before)
+        checked = True
         make_folder(ctx.output_dir, "run folder")
         result = module.run(cfg, ctx)
         if unused():
             print("outputs: none (this stage wrote no files, so no run folder is kept)")
         else:
-            print(outputs_line(ctx.output_dir, before))
+            print(outputs_line(ctx.output_dir, before, replaced))
         return result
     except (UserError, OSError) as e:
         message = str(e) if isinstance(e, UserError) else \
@@ -72,16 +78,77 @@ def run_stage(cfg: DictConfig, output_dir: str | Path, choices: dict[str, Any] |
     except KeyboardInterrupt:
         print("interrupted: what was saved stays saved", file=sys.stderr)
         raise _exit(130, "interrupted") from None
+    finally:
+        if checked:  # a record that cannot be written only makes the next run refuse to replace these
+            with contextlib.suppress(UserError, OSError):
+                record_outputs(ctx.output_dir, before)
 
 
-def folder_files(folder: Path) -> dict[str, int]:
-    """The files under a run folder (not Hydra's record of the config), with their modification times."""
+def folder_files(folder: Path) -> dict[str, tuple[int, int]]:
+    """The files under a run folder (not Hydra's record of the config, nor ckheur's record of its
+    outputs), with their modification times and sizes."""
     out = {}
     for p in folder.rglob("*"):
         rel = p.relative_to(folder)
-        if rel.parts[0] != ".hydra" and p.is_file():
-            out[rel.as_posix()] = p.stat().st_mtime_ns
+        if rel.parts[0] not in (".hydra", OUTPUTS_RECORD) and p.is_file():
+            st = p.stat()
+            out[rel.as_posix()] = (st.st_mtime_ns, st.st_size)
     return out
+
+
+# ckheur's record, in a run folder, of the files its stages wrote there (name -> [mtime_ns, size]):
+# a file of a stage's output name is replaced only when it is as a stage left it. Hydra writes its
+# own record (.hydra) before the stage starts, so that cannot tell a run's folder from a user's.
+OUTPUTS_RECORD = ".ckheur-outputs.json"
+
+
+def _recorded(folder: Path) -> dict[str, tuple[int, int]]:
+    """The run folder's record of ckheur's outputs; a record that is not ckheur's is refused."""
+    path = folder / OUTPUTS_RECORD
+    if not path.exists() and not path.is_symlink():
+        return {}
+    try:
+        files = json.loads(read_regular(path))["files"]
+        return {str(k): (int(v[0]), int(v[1])) for k, v in files.items()}
+    except (OSError, ValueError, KeyError, TypeError, IndexError, AttributeError):
+        raise StageError(f"run folder {folder} holds {OUTPUTS_RECORD}, which is not ckheur's record of its "
+                         "outputs; name another run folder (hydra.run.dir=<a new folder>)") from None
+
+
+def check_outputs(folder: Path, stage: str, outputs: tuple[str, ...], before: dict[str, tuple[int, int]]) -> list[str]:
+    """The stage's output files already in the run folder that an earlier stage left there as they
+    are (replaced by this run); a StageError naming any other: a file ckheur did not write, or one
+    changed since, is never replaced."""
+    present = [n for n in outputs if n in before]
+    if not present:
+        return []
+    record = _recorded(folder)
+    foreign = [n for n in present if record.get(n) != before[n]]
+    if foreign:
+        raise StageError(f"run folder {folder} holds {', '.join(foreign)}, which ckheur did not write there (or "
+                         f"which changed since): stage={stage} writes files of those names and replaces none of "
+                         "another's; name a new run folder (hydra.run.dir=<folder>), or move the files")
+    return present
+
+
+def check_run_folder(folder: Path, stage: str) -> None:
+    """:func:`check_outputs` for the stage a config names, before anything is written there."""
+    if stage in STAGES and folder.is_dir():
+        outputs = importlib.import_module(STAGES[stage]).OUTPUTS
+        check_outputs(folder, stage, outputs, folder_files(folder))
+
+
+def record_outputs(folder: Path, before: dict[str, tuple[int, int]]) -> None:
+    """Add the files this run wrote or changed in the run folder to its record (nothing when it
+    wrote none, so an unused folder stays removable)."""
+    if not folder.is_dir():
+        return
+    after = folder_files(folder)
+    wrote = {f: v for f, v in after.items() if before.get(f) != v}
+    if not wrote:
+        return
+    kept = {f: v for f, v in _recorded(folder).items() if f in after}
+    write_file(folder / OUTPUTS_RECORD, json.dumps({"files": {**kept, **wrote}}, sort_keys=True))
 
 
 HYDRA_RECORD = ("config.yaml", "hydra.yaml", "overrides.yaml")  # what Hydra writes into a run folder's .hydra
@@ -109,13 +176,16 @@ def _remove_empty(folder: Path, top: Path) -> bool:
     return True
 
 
-def outputs_line(folder: Path, before: dict[str, int], shown: int = 12) -> str:
-    """Where a stage's outputs are: the run folder and the files this run wrote or changed there."""
+def outputs_line(folder: Path, before: dict[str, tuple[int, int]], replaced: list[str] = (), shown: int = 12) -> str:
+    """Where a stage's outputs are: the run folder and the files this run wrote or changed there,
+    and which of them an earlier run's stage had written."""
     after = folder_files(folder)
     wrote = sorted(f for f, t in after.items() if before.get(f) != t)
     top = sorted({f.split("/", 1)[0] + ("/" if "/" in f else "") for f in wrote})  # a subfolder once
     listed = ", ".join(top[:shown]) + (f", ... ({len(top) - shown} more)" if len(top) > shown else "")
-    return f"outputs: {folder}" + (f" ({listed})" if listed else " (no files)")
+    again = [f for f in replaced if f in wrote]
+    return f"outputs: {folder}" + (f" ({listed})" if listed else " (no files)") + \
+        (f"; an earlier run's {', '.join(again)} replaced" if again else "")
 
 
 # Config values that become one component of a path, by field.

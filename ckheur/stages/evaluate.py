@@ -8,6 +8,10 @@ from typing import Any
 
 from ckheur.stages import Context, StageError, plain
 
+OUTPUTS = ("per_problem.csv", "metrics.json", "report.md", "efficiency_cdf.png", "predicted_vs_measured.png",
+           "slices.png")
+
+
 def _eval_data(cfg: Any, job: Any) -> list[Path]:
     """Datasets to evaluate on; the default set is swept first when the backend is the simulator
     and it models the family's kernels."""

@@ -9,6 +9,8 @@ from typing import Any
 
 from ckheur.stages import Context, StageError
 
+OUTPUTS = ()  # the package or find-db goes to export.output
+
 
 def run(cfg: Any, ctx: Context) -> dict:
     """Export the op's model (or export.model_dir) to export.output."""

@@ -8,6 +8,8 @@ from typing import Any
 
 from ckheur.stages import Context, StageError, plain
 
+OUTPUTS = ()  # datasets go to paths.data, a tuning database where named
+
 
 def run(cfg: Any, ctx: Context) -> dict:
     """Import import.path into {paths.data}/{family}_{direction}_{dtype}_{arch}/{dataset}.parquet (a dataset

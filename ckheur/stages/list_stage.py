@@ -12,6 +12,8 @@ from ckheur.problems import load_problem_set
 from ckheur.stages import Context, plain
 from ckheur.stages.common import note_available
 
+OUTPUTS = ("kernels.csv", "problems.csv")
+
 
 def _by_group(items: Any) -> str:
     counts = Counter(i.group for i in items)

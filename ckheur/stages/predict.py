@@ -8,6 +8,8 @@ from typing import Any
 from ckheur.stages import Context, StageError, plain
 from ckheur.stages.common import problem_from_cfg, selector_from_cfg, tuning_db_from_cfg
 
+OUTPUTS = ("predictions.csv",)  # for a problem set without predict.output
+
 
 def set_named_on_command_line() -> bool:
     """Whether the command line chose the problem set (problems=..., problems.*=...): without it a

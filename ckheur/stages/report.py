@@ -7,6 +7,8 @@ from typing import Any
 
 from ckheur.stages import Context, StageError, plain
 
+OUTPUTS = ("network_report.md", "network_layers.csv", "network_report.json", "network_report.png")
+
 
 def run(cfg: Any, ctx: Context) -> dict:
     """Write network_report.md / .csv / .json / .png into the run folder and print the totals and plan."""

@@ -10,6 +10,8 @@ import numpy as np
 from ckheur.files import write_file
 from ckheur.stages import Context, plain
 
+OUTPUTS = ("search.json",)
+
 
 def run(cfg: Any, ctx: Context) -> dict:
     """Search for the problem given as problem.<field>=..., or for every problem of `problems`."""

@@ -12,6 +12,8 @@ from ckheur.files import write_file
 from ckheur.stages import Context, StageError, plain
 from ckheur.stages.common import plan_from_cfg
 
+OUTPUTS = ("sweep_summary.json", "active_sweep.png")
+
 
 def run(cfg: Any, ctx: Context) -> dict:
     """Measure the pool on the problem set through the backend and append to the dataset."""

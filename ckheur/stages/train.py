@@ -8,6 +8,8 @@ from typing import Any
 
 from ckheur.stages import Context, StageError, plain
 
+OUTPUTS = ("oof.parquet", "cv_metrics.json")  # the out-of-fold predictions and CV metrics (the bundle goes to train.output)
+
 
 def data_paths(cfg: Any, op: dict, arch: dict, explicit: list, problems: str) -> list[Path]:
     """Datasets to read: the explicit list, else this op's sweep dataset of a problem set."""

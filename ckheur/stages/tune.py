@@ -12,6 +12,8 @@ from typing import Any
 from ckheur.files import write_file
 from ckheur.stages import Context, plain
 
+OUTPUTS = ("tune_summary.json",)
+
 
 def run(cfg: Any, ctx: Context) -> dict:
     """Measure the model's top-k kernels per problem through the backend into the tuning database."""
