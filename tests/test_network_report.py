@@ -9,7 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from conftest import run_cli
+from conftest import ROOT, run_cli
+
+MI300X = ROOT / "tests" / "data" / "miopen_fdb" / "gfx942130.HIP.fdb.txt.bz2"
 
 pytest.importorskip("onnx", reason="the ONNX importer needs the onnx package (the test extra installs it)")
 
@@ -27,7 +29,7 @@ def test_report_of_resnet50_lists_every_convolution_and_adds_up(tmp_path):
     rep = json.loads((out / "network_report.json").read_text())
     layers, tot = rep["layers"], rep["totals"]
     # ResNet-50: 53 convolutions of 23 distinct shapes (stem; conv2_x 4; conv3_x .. conv5_x 6 each).
-    assert (tot["layers"], tot["convolutions"], len(layers)) == (23, 53, 23)
+    assert (tot["layers"], tot["runs"], len(layers)) == (23, 53, 23)
     by = {row["problem"]: row["weight"] for row in layers}
     assert by["N3 C3 K64 G1 224x224 k7x7 s2 p3 NCHW"] == 1
     assert by["N3 C64 K256 G1 56x56 k1x1 s1 p0 NCHW"] == 4  # conv2_x's three expanding 1x1 and its projection
@@ -65,9 +67,11 @@ def test_report_of_resnet50_lists_every_convolution_and_adds_up(tmp_path):
     assert "23 layers (53 convolutions per run)" in r.stdout
 
 
-def test_report_refuses_tunanet_outside_miopen(tmp_path):
+def test_report_refuses_miopens_answers_outside_miopen(tmp_path):
     r = run_cli("stage=report", "op=fwd", "problems=smoke", "report.tunanet=/nonexistent", f"hydra.run.dir={tmp_path}")
-    assert r.returncode == 2 and "report.tunanet: TunaNet ranks MIOpen's solvers" in r.stderr
+    assert r.returncode == 2 and "report.tunanet: MIOpen's answers name MIOpen's solvers" in r.stderr
+    r = run_cli("stage=report", "op=gemm", "problems=gemm_edge", f"report.find_db={MI300X}", f"hydra.run.dir={tmp_path}")
+    assert r.returncode == 2 and "report.find_db: MIOpen's answers name MIOpen's solvers" in r.stderr
 
 
 def test_each_family_reports_and_search_refuses_a_solver_table(tmp_path):
@@ -77,6 +81,8 @@ def test_each_family_reports_and_search_refuses_a_solver_table(tmp_path):
     assert r.returncode == 0, r.stderr
     rep = json.loads((tmp_path / "g" / "network_report.json").read_text())
     assert all(row["driver"] == "" for row in rep["layers"]) and any(row["pick"] for row in rep["layers"])
+    md = (tmp_path / "g" / "network_report.md").read_text()  # no MIOpen to compare with: no MIOpen column or line
+    assert "MIOpen" not in md + r.stdout and not rep["totals"]["compares_miopen"] and "problems per run" in r.stdout
     r = run_cli("stage=search", "op=miopen/fwd", "arch=gfx942", f"hydra.run.dir={tmp_path / 's'}")
     assert r.returncode == 2 and "stage=search searches a space of tile kernels" in r.stderr
 

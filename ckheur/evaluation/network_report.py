@@ -62,6 +62,13 @@ def _ms(problem: Any, tflops: float) -> float | None:
     return float(problem.flops / (tflops * 1e12) * 1e3) if tflops and tflops > 0 else None
 
 
+def compares_miopen(family: Any) -> bool:
+    """Whether the report compares with MIOpen's answers: they name MIOpen's solvers (its find-db,
+    TunaNet), so only a report of the miopen family has them; another (CK's tile kernels, GEMM)
+    shows none rather than a column of "unknown"."""
+    return family.name == "miopen"
+
+
 def driver_command(problem: Any, family: Any, direction: str, dtype: str) -> str:
     """The layer as a MIOpenDriver command of its direction (what MIOpen logs and what tuning runs);
     '' for a family MIOpenDriver does not run (GEMM)."""
@@ -123,18 +130,19 @@ def layer_rows(selector: Any, weighted: Sequence[tuple[Any, int]], plan: PlanMod
     return rows
 
 
-def totals(rows: Sequence[Mapping[str, Any]]) -> dict:
-    """Network totals: layers, convolutions run (the weights), weighted time of ckheur's picks over
+def totals(rows: Sequence[Mapping[str, Any]], miopen: bool = True) -> dict:
+    """Network totals: layers, their runs per network run (the weights), weighted time of ckheur's picks over
     the layers whose time is measured and, apart, over those whose time is predicted; MIOpen's
     measured answers and the gain over them where both times are measured (and, apart, where
-    ckheur's is predicted); the plan's saving and cost."""
+    ckheur's is predicted); the plan's saving and cost. ``miopen``: whether MIOpen answers these
+    layers (``compares_miopen``); without, the report leaves MIOpen's columns and lines out."""
     timed = [r for r in rows if r["pick_ms"] is not None]
     measured = [r for r in timed if r["pick_time"] == "measured"]
     predicted = [r for r in timed if r["pick_time"] != "measured"]
     answered = [r for r in timed if r["miopen_ms"] is not None]
     both = [r for r in answered if r["pick_time"] == "measured"]
     return {
-        "layers": len(rows), "convolutions": sum(r["weight"] for r in rows),
+        "layers": len(rows), "runs": sum(r["weight"] for r in rows), "compares_miopen": bool(miopen),
         "gflop": sum(r["weight"] * r["gflop"] for r in rows),
         "layers_pick_measured": len(measured), "pick_ms_measured": sum(r["weight"] * r["pick_ms"] for r in measured),
         "layers_pick_predicted": len(predicted),
@@ -157,8 +165,10 @@ def total_lines(tot: Mapping[str, Any], bullet: str = "") -> list[str]:
     lines = [f"{bullet}ckheur's picks, measured ({tot['layers_pick_measured']} of {n} layers): "
              f"{tot['pick_ms_measured']:.4g} ms per network run (weight x time, summed)",
              f"{bullet}ckheur's picks, predicted by the model ({tot['layers_pick_predicted']} of {n} layers): "
-             f"{tot['pick_ms_predicted']:.4g} ms per network run (a prediction, not a measurement)",
-             f"{bullet}MIOpen's answers, measured ({tot['layers_miopen_measured']} of {n} layers): "
+             f"{tot['pick_ms_predicted']:.4g} ms per network run (a prediction, not a measurement)"]
+    if not tot["compares_miopen"]:
+        return lines
+    lines += [f"{bullet}MIOpen's answers, measured ({tot['layers_miopen_measured']} of {n} layers): "
              f"{tot['miopen_ms_measured']:.4g} ms; unknown on {tot['layers_miopen_unknown']} layers (not measured, "
              "not estimated)"]
     lines.append(f"{bullet}gain over MIOpen, measured on both sides ({tot['layers_gain_measured']} layers): "
@@ -180,44 +190,49 @@ def markdown(rows: Sequence[Mapping[str, Any]], tot: Mapping[str, Any], header: 
 
     rows = [{**r, "layer": md(r["layer"]), "names": " ".join(md(n) for n in r["names"].split())} for r in rows]
     header = {k: md(v) for k, v in header.items()}
+    miopen = tot["compares_miopen"]
+    drivers = any(r["driver"] for r in rows)  # convolutions: the MIOpenDriver line that times the layer
     lines = [f"# ckheur network report: {header['problems']}", ""]
     lines += [f"- {k}: {v}" for k, v in header.items() if k != "problems"]
     lines += ["", "## Totals", "",
-              f"{tot['layers']} distinct layers, {tot['convolutions']} convolutions per network run, "
-              f"{tot['gflop']:.3g} GFLOP. Picks by tier: {', '.join(f'{t} {n}' for t, n in tot['tiers'].items())}.", "",
+              f"{tot['layers']} distinct layers, {tot['runs']} {'convolutions' if drivers else 'problems'} per network run, "
+              f"{tot['gflop']:.3g} GFLOP. Picks by tier: "
+              f"{', '.join(f'{t} {n}' for t, n in tot['tiers'].items())}.", "",
               *total_lines(tot, "- "),
               f"- tuning every planned layer: expected saving (predicted) {tot['expected_saving_ms']:.4g} ms per run, "
               f"for {tot['measure_s']:.4g} s of measuring", "",
               "## Layers", "",
-              "| layer | problem | weight | in the network | ckheur pick | tier | ms | MIOpen's answer | source | ms "
-              "| gain ms (x weight) | plan |", "|---|---|---|---|---|---|---|---|---|---|---|---|"]
+              "| layer | problem | weight | in the network | ckheur pick | tier | ms | "
+              + ("MIOpen's answer | source | ms | gain ms (x weight) | " if miopen else "") + "plan |",
+              "|---|---|---|---|---|---|---|" + ("---|---|---|---|" if miopen else "") + "---|"]
     for r in rows:
         names = r["names"].split()
         named = ", ".join(names[:3]) + (f" +{len(names) - 3}" if len(names) > 3 else "") or "-"
         if r["pick"] is None:
             lines.append(f"| {r['layer']} | {r['problem']} | {r['weight']} | {named} | - | unranked: {r['note']} "
-                         "| - | - | - | - | - | - |")
+                         "| - | " + ("- | - | - | - | " if miopen else "") + "- |")
             continue
+        theirs = (f"{'`' + r['miopen'] + '`' if r['miopen'] else '-'} | {r['miopen_source'] or '-'} | "
+                  f"{_f(r['miopen_ms']) + ' (m)' if r['miopen_ms'] is not None else UNKNOWN} | "
+                  f"{_f(r['gain_vs_miopen_ms'])}{' (m)' if r['gain_time'] == 'measured' else ' (p)' if r['gain_time'] else ''} | ")
         lines.append(f"| {r['layer']} | {r['problem']} | {r['weight']} | {named} | `{r['pick']}` | {r['tier']} | "
                      f"{_f(r['pick_ms'])} {'(m)' if r['pick_time'] == 'measured' else '(p)'} | "
-                     f"{'`' + r['miopen'] + '`' if r['miopen'] else '-'} | {r['miopen_source'] or '-'} | "
-                     f"{_f(r['miopen_ms']) + ' (m)' if r['miopen_ms'] is not None else UNKNOWN} | "
-                     f"{_f(r['gain_vs_miopen_ms'])}{' (m)' if r['gain_time'] == 'measured' else ' (p)' if r['gain_time'] else ''} | "
-                     f"{r.get('plan', '-')} |")
+                     f"{theirs if miopen else ''}{r.get('plan', '-')} |")
     planned = sorted((r for r in rows if r.get("plan")), key=lambda r: r["plan"])
-    lines += ["", "(m) measured, (p) predicted by the model (a gain is (p) when ckheur's time is); unknown: MIOpen's "
-              "time was not measured (no find-db entry), and is not estimated.", "", "## Tuning plan", "",
+    lines += ["", "(m) measured, (p) predicted by the model" + (
+              " (a gain is (p) when ckheur's time is); unknown: MIOpen's time was not measured (no find-db entry), "
+              "and is not estimated." if miopen else "."), "", "## Tuning plan", "",
               "Measure the layers in this order: the largest expected saving per second of measuring first.", "",
-              "| order | layer | problem | expected saving ms per run | measuring s | saving per s | cumulative s | "
-              "MIOpenDriver command |", "|---|---|---|---|---|---|---|---|"]
+              "| order | layer | problem | expected saving ms per run | measuring s | saving per s | cumulative s |"
+              + (" MIOpenDriver command |" if drivers else ""), "|---|---|---|---|---|---|---|" + ("---|" if drivers else "")]
     spent = 0.0
     for r in planned:
         spent += r["measure_s"]
         lines.append(f"| {r['plan']} | {r['layer']} | {r['problem']} | {r['expected_saving_ms']:.4g} | "
-                     f"{r['measure_s']:.3g} | {r['expected_saving_ms'] / max(r['measure_s'], 1e-9):.3g} | {spent:.3g} | "
-                     f"`{r['driver']}` |")
+                     f"{r['measure_s']:.3g} | {r['expected_saving_ms'] / max(r['measure_s'], 1e-9):.3g} | {spent:.3g} |"
+                     + (f" `{r['driver']}` |" if drivers else ""))
     if not planned:
-        lines.append("| - | every layer is answered by a measurement | | | | | | |")
+        lines.append("| - | every layer is answered by a measurement | | | | | |" + (" |" if drivers else ""))
     lines += ["", f"Saving model: a model pick runs at {plan.efficiency:.1%} of the layer's best kernel on average "
               f"({plan.efficiency_source}); measuring recovers at most weight x predicted time x (1 - that). "
               f"Cost model: the model's {plan.candidates} best kernels x {plan.repeats} runs at their predicted time, "
@@ -226,10 +241,10 @@ def markdown(rows: Sequence[Mapping[str, Any]], tot: Mapping[str, Any], header: 
     return "\n".join(lines) + "\n"
 
 
-def plot(rows: Sequence[Mapping[str, Any]], path: Path, title: str) -> None:
-    """Two panels: weighted time per layer (ckheur's pick, measured or predicted, and MIOpen's answer
-    where measured), and the plan's cumulative expected saving against cumulative measuring seconds.
-    ``title``: what the plot is about (op, dtype, arch, the model's data); wrapped to fit."""
+def plot(rows: Sequence[Mapping[str, Any]], path: Path, title: str, miopen: bool = True) -> None:
+    """Two panels: weighted time per layer (ckheur's pick, measured or predicted, and, with ``miopen``,
+    MIOpen's answer where measured), and the plan's cumulative expected saving against cumulative
+    measuring seconds. ``title``: what the plot is about (op, dtype, arch, the model's data); wrapped to fit."""
     import textwrap
 
     import matplotlib
@@ -244,8 +259,9 @@ def plot(rows: Sequence[Mapping[str, Any]], path: Path, title: str) -> None:
     for kind, style in (("measured", {"color": "C0"}), ("predicted", {"color": "none", "edgecolor": "C0", "hatch": "///"})):
         ax1.barh([v + 0.2 for v in y], [r["weight"] * (r["pick_ms"] or 0) if r["pick_time"] == kind else 0 for r in rows],
                  height=0.4, label=f"ckheur's pick ({kind})", **style)
-    ax1.barh([v - 0.2 for v in y], [r["weight"] * (r["miopen_ms"] or 0) for r in rows], height=0.4, color="C1",
-             label=f"MIOpen's answer (measured; {sum(r['miopen_ms'] is None for r in rows)} layers unknown)")
+    if miopen:
+        ax1.barh([v - 0.2 for v in y], [r["weight"] * (r["miopen_ms"] or 0) for r in rows], height=0.4, color="C1",
+                 label=f"MIOpen's answer (measured; {sum(r['miopen_ms'] is None for r in rows)} layers unknown)")
     ax1.set_xlim(left=0)
     ax1.set_yticks(y, [f"{r['layer']}" for r in rows], fontsize=6)
     ax1.invert_yaxis()
@@ -290,5 +306,5 @@ def write_report(out: Path, rows: Sequence[Mapping[str, Any]], tot: Mapping[str,
     written.append(write_file(out / "network_report.json", json.dumps(
         {"header": dict(header), "plan_model": asdict(plan), "totals": dict(tot), "layers": list(rows)}, indent=2)))
     subject = ", ".join(f"{k} {v}" for k, v in header.items() if k != "problems")
-    plot(rows, out / "network_report.png", f"{header['problems']}: {subject}")
+    plot(rows, out / "network_report.png", f"{header['problems']}: {subject}", tot["compares_miopen"])
     return [*written, out / "network_report.png"]
