@@ -72,6 +72,9 @@ def test_report_refuses_miopens_answers_outside_miopen(tmp_path):
     assert r.returncode == 2 and "report.tunanet: MIOpen's answers name MIOpen's solvers" in r.stderr
     r = run_cli("stage=report", "op=gemm", "problems=gemm_edge", f"report.find_db={MI300X}", f"hydra.run.dir={tmp_path}")
     assert r.returncode == 2 and "report.find_db: MIOpen's answers name MIOpen's solvers" in r.stderr
+    # predict's find-db tier too, where the analytic model ranks (it was dropped without a word)
+    r = run_cli("stage=predict", "op=gemm", "problems=gemm_edge", f"predict.find_db={MI300X}", f"hydra.run.dir={tmp_path}")
+    assert r.returncode == 2 and "a MIOpen find-db answers for MIOpen's solvers (op family miopen), not the gemm" in r.stderr
 
 
 def test_each_family_reports_and_search_refuses_a_solver_table(tmp_path):

@@ -73,7 +73,8 @@ def selector_for(job: Job, *, models: str | Path, sim_models: str | Path, model_
                         f"analytic model to fall back on: train one (stage=train) or give predict.model_dir; for a "
                         f"GPU without data, one model across the GPUs that have it: stage=train "
                         f"arch={job.arch_name} features.hardware=true data.paths=[<their datasets>]")
-    return (Selector.analytic(job.pool.kernels, job.arch, job.direction, job.dtype, op=job.op, tuning_db=tuning_db),
+    return (Selector.analytic(job.pool.kernels, job.arch, job.direction, job.dtype, op=job.op, tuning_db=tuning_db,
+                              find_db=find_db),
             f"ANALYTIC MODEL (fallback: no trained model {found} for {job.model_name})")
 
 

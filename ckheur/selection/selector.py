@@ -348,12 +348,12 @@ class Selector:
     @classmethod
     def analytic(cls, kernels: list, arch: Mapping[str, Any], direction: str, dtype: str, *,
                  sim_params: Mapping[str, Any] | None = None, op: Mapping[str, Any] | None = None,
-                 tuning_db: Any = None, create_tuning_db: bool = False) -> "Selector":
+                 tuning_db: Any = None, create_tuning_db: bool = False, find_db: Any = None) -> "Selector":
         """A selector that ranks with the calibrated analytic model alone (no learned model)."""
         from ckheur.sim import load_params
 
         return cls(kernels, arch, direction, dtype, sim_params=sim_params or load_params(), label="analytic model",
-                   op=op, tuning_db=tuning_db, create_tuning_db=create_tuning_db)
+                   op=op, tuning_db=tuning_db, create_tuning_db=create_tuning_db, find_db=find_db)
 
     def _open_find_db(self, find_db: Any) -> Any:
         """The find-db tier (a path, or answers ready to serve) through ``ckheur.formats``."""
