@@ -44,7 +44,9 @@ Per cell (direction, dtype, held-out device), side by side on the same problems:
   model given each row's solver affinity on its device: the solver's mean throughput relative to the
   fastest timed solver of each problem a 5% sweep timed it on, NaN under 5 such problems; the
   held-out device's from its rounds' rows, each of the five's from a one-round sweep of its own
-  table ranked by the zero-shot model, as the held-out device's first round is);
+  table ranked by the zero-shot model, as the held-out device's first round is) and
+  ``rounds-own-wide`` (its final model with 63 leaves instead of the recipe's 15: more room for six
+  devices in one model; ``ceiling-wide`` gives the ceiling the same);
 - **device weights** (``devweights``): after the current sweep, each of the five training devices'
   own model (bench_logo's "nearest device's own model": trained on that device's rows alone,
   ranking the solvers both tables have) picks a solver for each swept problem among its timed
@@ -117,19 +119,21 @@ ROUNDS_FLAG = ("rounds, sweep-only ranker, its final model with a target column 
 ROUNDS_AFFINITY = ("rounds, sweep-only ranker, its final model with a solver-affinity column (per device and solver: "
                    "the mean throughput relative to the fastest timed solver over the problems a 5% sweep timed it on)")
 AFFINITY_MIN = 5  # timed problems a solver needs for an affinity (else missing); fixed before any result
+WIDE_LEAVES = 63  # rounds-own-wide and ceiling-wide: num_leaves instead of the recipe's 15; fixed before any result
+ROUNDS_WIDE = f"rounds, sweep-only ranker, its final model with {WIDE_LEAVES} leaves (not 15)"
+CEILING_WIDE = f"ceiling, {WIDE_LEAVES} leaves"
 DEV_WEIGHTS = ("device weights: five (each device's rows weighted by how well its own model picks among the sweep's "
                "timed solvers) + the sweep's rows x20, retrained")
 DEV_WEIGHTS_ROUNDS = "device weights on the sweep of rounds, sweep-only ranker"
 DEV_TEMPERATURE = 0.05  # w_d = exp((q_d - max q) / DEV_TEMPERATURE), fixed before any result
 EVERY = (*ROWS[:-1], CURRENT_SEED, CURRENT_MORE, ENSEMBLE, LISTED, ANSWERED, PAIRWISE, BAGGED, SERVED, SERVED_NEAR,
          NEAR, ROUNDS, ROUNDS_OWN, ROUNDS_NARROW, ROUNDS_RANKED, ROUNDS_BAGGED, ROUNDS_FLAG, ROUNDS_AFFINITY,
-         DEV_WEIGHTS,
-         DEV_WEIGHTS_ROUNDS, CEILING, CEILING_MORE, CEILING_BAGGED)
+         ROUNDS_WIDE, DEV_WEIGHTS, DEV_WEIGHTS_ROUNDS, CEILING, CEILING_MORE, CEILING_BAGGED, CEILING_WIDE)
 KEYS = dict(zip(("current", "prior-all", "prior-new", "prior-new-lr", "full", "full-prior", "seed", "more", "ensemble",
                  "listed", "answered", "pairwise", "bagged", "served", "served-near", "near", "rounds", "rounds-own",
                  "rounds-own-narrow", "rounds-own-ranked", "rounds-own-bagged", "rounds-own-flag",
-                 "rounds-own-affinity", "devweights",
-                 "devweights-rounds-own", "ceiling", "ceiling-more", "ceiling-bagged"), EVERY,
+                 "rounds-own-affinity", "rounds-own-wide", "devweights",
+                 "devweights-rounds-own", "ceiling", "ceiling-more", "ceiling-bagged", "ceiling-wide"), EVERY,
                 strict=True))
 # where each round of stage=sweep's active strategy ends, in shares of the budget (RoundOptions' defaults:
 # first_round 0.25, then round_size 0.125: 7 rounds)
@@ -322,6 +326,8 @@ def one_op(data: Path, direction: str, dtype: str, helds: list, max_problems: in
             return one(rounds_of(ROUNDS_OWN), {**model, "bagging_seeds": 3})
 
         fits[ROUNDS_BAGGED] = bagged_rounds
+        wide = {**model, "num_leaves": WIDE_LEAVES}
+        fits[ROUNDS_WIDE] = lambda: one(rounds_of(ROUNDS_OWN), wide)
 
         def flagged(t, value):  # a table with the target column appended
             return dataclasses.replace(t, X=np.hstack([t.X, np.full((len(t.X), 1), value, dtype=t.X.dtype)]),
@@ -403,7 +409,8 @@ def one_op(data: Path, direction: str, dtype: str, helds: list, max_problems: in
             sc = np.where(kept[scored], predict_rows(a, mine, scored), -np.inf)
             sc = sc + 1e3 * (clf.predict(mine.X[scored]) > 0.5)
             res[LISTED] = report(tb, scored, np.where(tb.listed[tb.kid[scored]], sc, -np.inf))
-        for name, m in ((CEILING, model), (CEILING_MORE, more), (CEILING_BAGGED, {**model, "bagging_seeds": 3})):
+        for name, m in ((CEILING, model), (CEILING_MORE, more), (CEILING_BAGGED, {**model, "bagging_seeds": 3}),
+                        (CEILING_WIDE, wide)):
             if name in rows_wanted:
                 ceiling, _ = fit_on(mine, np.flatnonzero(~test[tb.pid] & tb.listed[tb.kid]), m, seed)
                 add(name, ceiling, rank_all=True)  # as bench_logo scores it: every solver of the table
