@@ -46,7 +46,8 @@ Per cell (direction, dtype, held-out device), side by side on the same problems:
   held-out device's from its rounds' rows, each of the five's from a one-round sweep of its own
   table ranked by the zero-shot model, as the held-out device's first round is) and
   ``rounds-own-wide`` (its final model with 63 leaves instead of the recipe's 15: more room for six
-  devices in one model; ``ceiling-wide`` gives the ceiling the same);
+  devices in one model; ``ceiling-wide`` gives the ceiling the same), ``rounds-own-more`` (at most
+  2,000 trees, not 500) and ``rounds-own-wide-more`` (both; ``ceiling-wide-more``);
 - **device weights** (``devweights``): after the current sweep, each of the five training devices'
   own model (bench_logo's "nearest device's own model": trained on that device's rows alone,
   ranking the solvers both tables have) picks a solver for each swept problem among its timed
@@ -122,18 +123,23 @@ AFFINITY_MIN = 5  # timed problems a solver needs for an affinity (else missing)
 WIDE_LEAVES = 63  # rounds-own-wide and ceiling-wide: num_leaves instead of the recipe's 15; fixed before any result
 ROUNDS_WIDE = f"rounds, sweep-only ranker, its final model with {WIDE_LEAVES} leaves (not 15)"
 CEILING_WIDE = f"ceiling, {WIDE_LEAVES} leaves"
+ROUNDS_MORE = "rounds, sweep-only ranker, its final model at most 2,000 trees (not 500)"
+ROUNDS_WIDE_MORE = f"rounds, sweep-only ranker, its final model with {WIDE_LEAVES} leaves and at most 2,000 trees"
+CEILING_WIDE_MORE = f"ceiling, {WIDE_LEAVES} leaves and at most 2,000 trees"
 DEV_WEIGHTS = ("device weights: five (each device's rows weighted by how well its own model picks among the sweep's "
                "timed solvers) + the sweep's rows x20, retrained")
 DEV_WEIGHTS_ROUNDS = "device weights on the sweep of rounds, sweep-only ranker"
 DEV_TEMPERATURE = 0.05  # w_d = exp((q_d - max q) / DEV_TEMPERATURE), fixed before any result
 EVERY = (*ROWS[:-1], CURRENT_SEED, CURRENT_MORE, ENSEMBLE, LISTED, ANSWERED, PAIRWISE, BAGGED, SERVED, SERVED_NEAR,
          NEAR, ROUNDS, ROUNDS_OWN, ROUNDS_NARROW, ROUNDS_RANKED, ROUNDS_BAGGED, ROUNDS_FLAG, ROUNDS_AFFINITY,
-         ROUNDS_WIDE, DEV_WEIGHTS, DEV_WEIGHTS_ROUNDS, CEILING, CEILING_MORE, CEILING_BAGGED, CEILING_WIDE)
+         ROUNDS_WIDE, ROUNDS_MORE, ROUNDS_WIDE_MORE, DEV_WEIGHTS, DEV_WEIGHTS_ROUNDS, CEILING, CEILING_MORE,
+         CEILING_BAGGED, CEILING_WIDE, CEILING_WIDE_MORE)
 KEYS = dict(zip(("current", "prior-all", "prior-new", "prior-new-lr", "full", "full-prior", "seed", "more", "ensemble",
                  "listed", "answered", "pairwise", "bagged", "served", "served-near", "near", "rounds", "rounds-own",
                  "rounds-own-narrow", "rounds-own-ranked", "rounds-own-bagged", "rounds-own-flag",
-                 "rounds-own-affinity", "rounds-own-wide", "devweights",
-                 "devweights-rounds-own", "ceiling", "ceiling-more", "ceiling-bagged", "ceiling-wide"), EVERY,
+                 "rounds-own-affinity", "rounds-own-wide", "rounds-own-more", "rounds-own-wide-more", "devweights",
+                 "devweights-rounds-own", "ceiling", "ceiling-more", "ceiling-bagged", "ceiling-wide",
+                 "ceiling-wide-more"), EVERY,
                 strict=True))
 # where each round of stage=sweep's active strategy ends, in shares of the budget (RoundOptions' defaults:
 # first_round 0.25, then round_size 0.125: 7 rounds)
@@ -328,6 +334,8 @@ def one_op(data: Path, direction: str, dtype: str, helds: list, max_problems: in
         fits[ROUNDS_BAGGED] = bagged_rounds
         wide = {**model, "num_leaves": WIDE_LEAVES}
         fits[ROUNDS_WIDE] = lambda: one(rounds_of(ROUNDS_OWN), wide)
+        fits[ROUNDS_MORE] = lambda: one(rounds_of(ROUNDS_OWN), more)
+        fits[ROUNDS_WIDE_MORE] = lambda: one(rounds_of(ROUNDS_OWN), {**wide, "max_trees": 2000})
 
         def flagged(t, value):  # a table with the target column appended
             return dataclasses.replace(t, X=np.hstack([t.X, np.full((len(t.X), 1), value, dtype=t.X.dtype)]),
@@ -410,7 +418,7 @@ def one_op(data: Path, direction: str, dtype: str, helds: list, max_problems: in
             sc = sc + 1e3 * (clf.predict(mine.X[scored]) > 0.5)
             res[LISTED] = report(tb, scored, np.where(tb.listed[tb.kid[scored]], sc, -np.inf))
         for name, m in ((CEILING, model), (CEILING_MORE, more), (CEILING_BAGGED, {**model, "bagging_seeds": 3}),
-                        (CEILING_WIDE, wide)):
+                        (CEILING_WIDE, wide), (CEILING_WIDE_MORE, {**wide, "max_trees": 2000})):
             if name in rows_wanted:
                 ceiling, _ = fit_on(mine, np.flatnonzero(~test[tb.pid] & tb.listed[tb.kid]), m, seed)
                 add(name, ceiling, rank_all=True)  # as bench_logo scores it: every solver of the table
