@@ -9,7 +9,7 @@ import json
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Sequence
 
 from omegaconf import DictConfig, OmegaConf
 
@@ -176,7 +176,7 @@ def _remove_empty(folder: Path, top: Path) -> bool:
     return True
 
 
-def outputs_line(folder: Path, before: dict[str, tuple[int, int]], replaced: list[str] = (), shown: int = 12) -> str:
+def outputs_line(folder: Path, before: dict[str, tuple[int, int]], replaced: Sequence[str] = (), shown: int = 12) -> str:
     """Where a stage's outputs are: the run folder and the files this run wrote or changed there,
     and which of them an earlier run's stage had written."""
     after = folder_files(folder)
