@@ -159,6 +159,12 @@ def totals(rows: Sequence[Mapping[str, Any]], miopen: bool = True) -> dict:
     }
 
 
+def runs_text(rows: Sequence[Mapping[str, Any]], tot: Mapping[str, Any]) -> str:
+    """How many layer runs one network run makes, in words: convolutions where the layers have a
+    MIOpenDriver line, problems otherwise (GEMM)."""
+    return f"{tot['runs']} {'convolutions' if any(r['driver'] for r in rows) else 'problems'}"
+
+
 def total_lines(tot: Mapping[str, Any], bullet: str = "") -> list[str]:
     """The totals in words, measured apart from predicted (the report's and stage=report's lines)."""
     n = tot["layers"]
@@ -195,7 +201,7 @@ def markdown(rows: Sequence[Mapping[str, Any]], tot: Mapping[str, Any], header: 
     lines = [f"# ckheur network report: {header['problems']}", ""]
     lines += [f"- {k}: {v}" for k, v in header.items() if k != "problems"]
     lines += ["", "## Totals", "",
-              f"{tot['layers']} distinct layers, {tot['runs']} {'convolutions' if drivers else 'problems'} per network run, "
+              f"{tot['layers']} distinct layers, {runs_text(rows, tot)} per network run, "
               f"{tot['gflop']:.3g} GFLOP. Picks by tier: "
               f"{', '.join(f'{t} {n}' for t, n in tot['tiers'].items())}.", "",
               *total_lines(tot, "- "),

@@ -49,7 +49,7 @@ def run_stage(cfg: DictConfig, output_dir: str | Path, choices: dict[str, Any] |
     module = importlib.import_module(STAGES[name])
     ctx = Context(output_dir=Path(output_dir), choices=dict(choices or {}))
     before = folder_files(ctx.output_dir) if ctx.output_dir.is_dir() else {}
-    checked = False  # the run folder's files of the stage's names are ckheur's: its own record written after
+    ours: dict | None = None  # the stage's output files there before it ran, once checked to be ckheur's
 
     def unused() -> bool:
         """Remove the run folder (with Hydra's record) if the stage wrote nothing into it, whether it
@@ -60,14 +60,13 @@ def run_stage(cfg: DictConfig, output_dir: str | Path, choices: dict[str, Any] |
     try:
         check_names(cfg)
         check_numbers(cfg)
-        replaced = check_outputs(ctx.output_dir, name, module.OUTPUTS, before)
-        checked = True
+        ours = check_outputs(ctx.output_dir, name, module.OUTPUTS)
         make_folder(ctx.output_dir, "run folder")
         result = module.run(cfg, ctx)
         if unused():
             print("outputs: none (this stage wrote no files, so no run folder is kept)")
         else:
-            print(outputs_line(ctx.output_dir, before, replaced))
+            print(outputs_line(ctx.output_dir, before, list(ours)))
         return result
     except (UserError, OSError) as e:
         message = str(e) if isinstance(e, UserError) else \
@@ -79,9 +78,9 @@ def run_stage(cfg: DictConfig, output_dir: str | Path, choices: dict[str, Any] |
         print("interrupted: what was saved stays saved", file=sys.stderr)
         raise _exit(130, "interrupted") from None
     finally:
-        if checked:  # a record that cannot be written only makes the next run refuse to replace these
+        if ours is not None:  # a record that cannot be written only makes the next run refuse to replace these
             with contextlib.suppress(UserError, OSError):
-                record_outputs(ctx.output_dir, before)
+                record_outputs(ctx.output_dir, module.OUTPUTS, ours)
 
 
 def folder_files(folder: Path) -> dict[str, tuple[int, int]]:
@@ -115,15 +114,27 @@ def _recorded(folder: Path) -> dict[str, tuple[int, int]]:
                          "outputs; name another run folder (hydra.run.dir=<a new folder>)") from None
 
 
-def check_outputs(folder: Path, stage: str, outputs: tuple[str, ...], before: dict[str, tuple[int, int]]) -> list[str]:
-    """The stage's output files already in the run folder that an earlier stage left there as they
-    are (replaced by this run); a StageError naming any other: a file ckheur did not write, or one
-    changed since, is never replaced."""
-    present = [n for n in outputs if n in before]
+def _stats(folder: Path, names: Sequence[str]) -> dict[str, tuple[int, int]]:
+    """The named files of a run folder that exist, with their modification times and sizes."""
+    out = {}
+    for name in names:
+        try:
+            st = (folder / name).stat()
+        except OSError:
+            continue
+        out[name] = (st.st_mtime_ns, st.st_size)
+    return out
+
+
+def check_outputs(folder: Path, stage: str, outputs: Sequence[str]) -> dict[str, tuple[int, int]]:
+    """The stage's output files already in the run folder, each as an earlier stage left it (this
+    run replaces them); a StageError naming any other: a file ckheur did not write, or one changed
+    since, is never replaced."""
+    present = _stats(folder, outputs)
     if not present:
-        return []
+        return present
     record = _recorded(folder)
-    foreign = [n for n in present if record.get(n) != before[n]]
+    foreign = [n for n, v in present.items() if record.get(n) != v]
     if foreign:
         raise StageError(f"run folder {folder} holds {', '.join(foreign)}, which ckheur did not write there (or "
                          f"which changed since): stage={stage} writes files of those names and replaces none of "
@@ -133,21 +144,17 @@ def check_outputs(folder: Path, stage: str, outputs: tuple[str, ...], before: di
 
 def check_run_folder(folder: Path, stage: str) -> None:
     """:func:`check_outputs` for the stage a config names, before anything is written there."""
-    if stage in STAGES and folder.is_dir():
-        outputs = importlib.import_module(STAGES[stage]).OUTPUTS
-        check_outputs(folder, stage, outputs, folder_files(folder))
+    if stage in STAGES:
+        check_outputs(folder, stage, importlib.import_module(STAGES[stage]).OUTPUTS)
 
 
-def record_outputs(folder: Path, before: dict[str, tuple[int, int]]) -> None:
-    """Add the files this run wrote or changed in the run folder to its record (nothing when it
-    wrote none, so an unused folder stays removable)."""
-    if not folder.is_dir():
-        return
-    after = folder_files(folder)
-    wrote = {f: v for f, v in after.items() if before.get(f) != v}
+def record_outputs(folder: Path, outputs: Sequence[str], before: dict[str, tuple[int, int]]) -> None:
+    """Add the stage's output files this run wrote or changed in the run folder to its record
+    (nothing when it wrote none, so an unused folder stays removable)."""
+    wrote = {n: v for n, v in _stats(folder, outputs).items() if before.get(n) != v}
     if not wrote:
         return
-    kept = {f: v for f, v in _recorded(folder).items() if f in after}
+    kept = {n: v for n, v in _recorded(folder).items() if (folder / n).exists()}
     write_file(folder / OUTPUTS_RECORD, json.dumps({"files": {**kept, **wrote}}, sort_keys=True))
 
 

@@ -15,7 +15,7 @@ def run(cfg: Any, ctx: Context) -> dict:
     from ckheur.display import format_table
     from ckheur.job import Job
     from ckheur.evaluation.network_report import (PlanModel, compares_miopen, expected_efficiency, layer_rows,
-                                                  total_lines, totals, write_report)
+                                                  runs_text, total_lines, totals, write_report)
     from ckheur.selection.predicting import bundle_dir
     from ckheur.problems import layer_names, load_weighted_set
     from ckheur.stages.common import selector_from_cfg, tuning_db_from_cfg
@@ -60,8 +60,7 @@ def run(cfg: Any, ctx: Context) -> dict:
         header["MIOpen's answer"] = ", ".join(s for s in (f"find-db {rc.find_db}" if rc.find_db else "",
                                                            f"TunaNet {rc.tunanet}" if rc.tunanet else "") if s) or "none given"
     written = write_report(ctx.output_dir, rows, tot, header, plan)
-    noun = "convolutions" if any(r["driver"] for r in rows) else "problems"
-    print(f"report: {job.label}, {tot['layers']} layers ({tot['runs']} {noun} per run) of "
+    print(f"report: {job.label}, {tot['layers']} layers ({runs_text(rows, tot)} per run) of "
           f"{cfg.problems.name}, ranked by {label}")
     print("report: ms: m measured, p predicted by the model" + ("; MIOpen's time is measured or unknown" if miopen else ""))
     theirs = ["MIOpen", "ms", "gain ms"] if miopen else []
