@@ -59,7 +59,13 @@ Per cell (direction, dtype, held-out device), side by side on the same problems:
   before any result. **device weights, sweep-only rounds** (``devweights-rounds-own``): the same
   retrain on the sweep of ``rounds, sweep-only ranker`` (its rows score the devices);
 - **ceiling**: the device's own model on a random 80% of its problems (bench_logo's), also with at
-  most 2,000 trees and with 3 seeds averaged.
+  most 2,000 trees and with 3 seeds averaged;
+- **the ceiling's learning curve** (``ceiling-at-5`` ... ``ceiling-at-40``): the same model with 63
+  leaves and at most 2,000 trees (``ceiling-wide-more``'s), on a random 5%, 10%, 20% or 40% of the
+  device's problems (nested: each share's problems hold the smaller shares'), drawn from the
+  ceiling's 80%; and **the sweep's problems whole** (``ceiling-swept``): that model on the problems
+  the sweep timed, with every solver of theirs the file lists, and nothing else. These are not
+  levers: they say how much of the device's own data the few-shot rows stand for.
 
 Every row is scored on the ceiling's 20% that no sweep here measured. The whole-problem sweep
 takes its problems in the ranked sweep's order, so it measures a subset of them and the scored
@@ -126,6 +132,10 @@ CEILING_WIDE = f"ceiling, {WIDE_LEAVES} leaves"
 ROUNDS_MORE = "rounds, sweep-only ranker, its final model at most 2,000 trees (not 500)"
 ROUNDS_WIDE_MORE = f"rounds, sweep-only ranker, its final model with {WIDE_LEAVES} leaves and at most 2,000 trees"
 CEILING_WIDE_MORE = f"ceiling, {WIDE_LEAVES} leaves and at most 2,000 trees"
+CEILING_SHARES = (5, 10, 20, 40)  # % of the device's problems for the ceiling's learning curve
+CEILING_AT = {p: f"ceiling, {WIDE_LEAVES} leaves and at most 2,000 trees, on {p}% of the problems" for p in CEILING_SHARES}
+CEILING_SWEPT = (f"the sweep's problems whole: its own model, {WIDE_LEAVES} leaves and at most 2,000 trees, on the "
+                 "problems the sweep timed, every listed solver")
 DEV_WEIGHTS = ("device weights: five (each device's rows weighted by how well its own model picks among the sweep's "
                "timed solvers) + the sweep's rows x20, retrained")
 DEV_WEIGHTS_ROUNDS = "device weights on the sweep of rounds, sweep-only ranker"
@@ -133,13 +143,13 @@ DEV_TEMPERATURE = 0.05  # w_d = exp((q_d - max q) / DEV_TEMPERATURE), fixed befo
 EVERY = (*ROWS[:-1], CURRENT_SEED, CURRENT_MORE, ENSEMBLE, LISTED, ANSWERED, PAIRWISE, BAGGED, SERVED, SERVED_NEAR,
          NEAR, ROUNDS, ROUNDS_OWN, ROUNDS_NARROW, ROUNDS_RANKED, ROUNDS_BAGGED, ROUNDS_FLAG, ROUNDS_AFFINITY,
          ROUNDS_WIDE, ROUNDS_MORE, ROUNDS_WIDE_MORE, DEV_WEIGHTS, DEV_WEIGHTS_ROUNDS, CEILING, CEILING_MORE,
-         CEILING_BAGGED, CEILING_WIDE, CEILING_WIDE_MORE)
+         CEILING_BAGGED, CEILING_WIDE, CEILING_WIDE_MORE, CEILING_SWEPT, *CEILING_AT.values())
 KEYS = dict(zip(("current", "prior-all", "prior-new", "prior-new-lr", "full", "full-prior", "seed", "more", "ensemble",
                  "listed", "answered", "pairwise", "bagged", "served", "served-near", "near", "rounds", "rounds-own",
                  "rounds-own-narrow", "rounds-own-ranked", "rounds-own-bagged", "rounds-own-flag",
                  "rounds-own-affinity", "rounds-own-wide", "rounds-own-more", "rounds-own-wide-more", "devweights",
                  "devweights-rounds-own", "ceiling", "ceiling-more", "ceiling-bagged", "ceiling-wide",
-                 "ceiling-wide-more"), EVERY,
+                 "ceiling-wide-more", "ceiling-swept", *(f"ceiling-at-{p}" for p in CEILING_SHARES)), EVERY,
                 strict=True))
 # where each round of stage=sweep's active strategy ends, in shares of the budget (RoundOptions' defaults:
 # first_round 0.25, then round_size 0.125: 7 rounds)
@@ -422,6 +432,17 @@ def one_op(data: Path, direction: str, dtype: str, helds: list, max_problems: in
             if name in rows_wanted:
                 ceiling, _ = fit_on(mine, np.flatnonzero(~test[tb.pid] & tb.listed[tb.kid]), m, seed)
                 add(name, ceiling, rank_all=True)  # as bench_logo scores it: every solver of the table
+        wide_more = {**wide, "max_trees": 2000}
+        train_problems = np.random.default_rng(seed + 11).permutation(np.flatnonzero(~test))
+        for p, name in CEILING_AT.items():  # nested shares of the device's problems, from the ceiling's 80%
+            if name in rows_wanted:
+                share = np.zeros(len(tb.problems), dtype=bool)
+                share[train_problems[:round(p / 100 * len(tb.problems))]] = True
+                add(name, fit_on(mine, np.flatnonzero(share[tb.pid] & tb.listed[tb.kid]), wide_more, seed)[0],
+                    rank_all=True)
+        if CEILING_SWEPT in rows_wanted:  # the problems the sweep timed, whole
+            add(CEILING_SWEPT, fit_on(mine, np.flatnonzero(np.isin(tb.pid, tb.pid[swept]) & tb.listed[tb.kid]),
+                                      wide_more, seed)[0], rank_all=True)
         res["_meta"] = {"pairs": int(len(swept)), "problems_swept": int(len(np.unique(tb.pid[swept]))),
                         "pairs_full": int(len(whole)), "problems_full": int(len(np.unique(tb.pid[whole]))),
                         "scored_problems": int(len(np.unique(tb.pid[scored]))), "prior_trees": prior.num_trees(),

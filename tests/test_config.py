@@ -51,6 +51,10 @@ def test_compose_arch_op_stage(compose, arch, op, stage):
         assert cg["default_lds_budget_fraction"] == 1.0
     # Each op selects its own default problem set.
     assert resolved["problems"]["name"] == resolved["op"]["default_problems"]
+    # each family's default recipe: an analytic prior and small trees where a simulator exists, room for
+    # MIOpen's large tables (conf/model/relative_wide.yaml)
+    assert (resolved["model"]["prior"], resolved["model"]["num_leaves"], resolved["model"]["max_trees"]) == \
+        (("none", 63, 2000) if op.startswith("miopen") else ("analytic", 7, 1000))
     if op.startswith("gemm"):
         assert resolved["op"]["model_name"] == f"gemm_universal_fp16_{arch}"
         assert resolved["problems"]["name"] == "gemm_train"
@@ -82,6 +86,13 @@ def test_mandatory_value_missing_is_reported(tmp_path):
 
     r = run_cli("stage=import", f"hydra.run.dir={tmp_path}")
     assert r.returncode != 0 and "import.path" in r.stderr
+
+
+def test_model_on_the_command_line_replaces_the_ops_recipe(compose):
+    """An op picks its default model recipe; model= (and model.*) on the command line still win."""
+    assert compose(["op=miopen/fwd", "model=relative"]).model.num_leaves == 15
+    assert compose(["op=miopen/bwd_data", "model.num_leaves=31"]).model.num_leaves == 31
+    assert compose(["op=gemm", "model=relative_wide"]).model.num_leaves == 63
 
 
 def test_alias_equals_nested_option(compose):
