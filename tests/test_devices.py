@@ -90,6 +90,30 @@ def test_a_job_reads_its_own_device_or_says_which_stands_in(tmp_path):
         one_device(df, _device(100))
 
 
+def test_a_bundle_names_the_devices_it_learned_from_and_a_sibling_it_serves_is_labelled_unmeasured(tmp_path):
+    """A bundle records the devices its rows were measured on (rows that record none: the arch's own);
+    MI210's shipped gfx90a bundle serving arch=gfx90a (MI250X) says MI250X was never measured and
+    whose answers it remembers; serving MI210 itself, it says nothing of the kind."""
+    import pandas as pd
+
+    from ckheur.families.hardware import devices_of
+    from ckheur.job import Job
+    from ckheur.selection.predicting import selector_for
+    from ckheur.stages import compose_config
+
+    from conftest import ROOT
+
+    df = pd.DataFrame({"arch": ["gfx90a"] * 3, "host": "node1", "device_cus": [104, 110, 0]})
+    assert devices_of(df, _device()) == [MI210, MI250X] and devices_of(df[df.device_cus == 104], _device(104)) == [MI210]
+    labels = {}
+    for device in ((), ("arch.num_cus=104",)):
+        job = Job.from_config(compose_config(["op=miopen/fwd", "arch=gfx90a", *device]))
+        labels[device] = selector_for(job, models=ROOT / "models", sim_models=tmp_path)[1]
+    assert f"{MI250X} was NEVER MEASURED: learned from its sibling {MI210}, whose fastest solvers are its " \
+        "remembered answers" in labels[()]
+    assert "NEVER MEASURED" not in labels[("arch.num_cus=104",)] and "miopen_fwd_fp16_gfx90a" in labels[("arch.num_cus=104",)]
+
+
 def test_a_cu_count_its_arch_names_no_product_for_is_not_that_product_and_figures_are_checked():
     """arch.num_cus of a count the arch's config names no device for keeps the arch's figures but not
     its product's name (a 100-CU gfx90a is no MI250X); the named ones keep theirs. A figure that is

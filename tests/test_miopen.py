@@ -267,6 +267,8 @@ def test_training_ranks_censored_solvers_last(tmp_path, miopen_slices):
                 f"hydra.run.dir={tmp_path / 'rt'}")
     assert r.returncode == 0, r.stderr
     assert json.loads((tmp_path / "model" / "train_manifest.json").read_text())["data_kind"] == "real"
+    assert json.loads((tmp_path / "model" / "feature_spec.json").read_text())["trained_devices"] == \
+        ["MI300X (gfx942, 304 CUs)"]  # the device its rows were measured on (the find-db's name says it)
     # stage=evaluate reports the picks in find-db terms beside ours; the two computations agree.
     r = run_cli("stage=evaluate", "op=miopen/fwd", "arch=gfx942", "op.dtype=fp32", f"evaluate.model_dir={tmp_path / 'model'}",
                 f"data.eval_paths=[{data / 'miopen_fwd_fp32_gfx942' / 'gfx942130.parquet'}]", "evaluate.plots=false",

@@ -124,6 +124,14 @@ def device_name(arch: str, cus: int) -> str:
         f"{arch} ({cus or 'its own'} CUs)"
 
 
+def devices_of(df: Any, arch: Mapping[str, Any]) -> list[str]:
+    """The devices ``df``'s rows (of ``arch``) were measured on, as messages name them; rows that
+    record none are the arch's own device (``arch``)."""
+    want = int(arch["num_cus"])
+    return sorted({device_label(arch) if cus in (0, want) else device_name(str(arch["name"]), cus)
+                   for cus in set(row_devices(df).tolist())})
+
+
 def one_device(df: Any, arch: Mapping[str, Any]) -> tuple[np.ndarray, str]:
     """Which rows of ``df`` a job for the one device ``arch`` reads (train without
     train.across_gpus, evaluate), and a line saying what else was there: the rows of its arch measured

@@ -51,7 +51,7 @@ def build_table(df: Any, op: Mapping[str, Any], arch: Mapping[str, Any], pool: S
     from ckheur.data.dataset import CENSORED, usable
     from ckheur.families.engines import pair_features
     from ckheur.families import get_family
-    from ckheur.families.hardware import one_device
+    from ckheur.families.hardware import devices_of, one_device
 
     family = get_family(op["family"])
     problems_mod = family.problems
@@ -91,6 +91,7 @@ def build_table(df: Any, op: Mapping[str, Any], arch: Mapping[str, Any], pool: S
                                 f"data ({len(df)} rows of {', '.join(held[:6])}{' ...' if len(held) > 6 else ''}): "
                                 "check data.paths, or set op, op.dtype and arch to the data's")
         raise TrainingError(f"no usable rows: {report} (check data.paths, arch, op and the kernel pool){hint}")
+    report["devices"] = devices_of(ok, arch)  # MI210 (gfx90a, 104 CUs) for arch=gfx90a's MI250X: the bundle says so
     keys = list(ok[fields].itertuples(index=False, name=None))
     uniq = sorted(set(keys))
     index = {k: i for i, k in enumerate(uniq)}

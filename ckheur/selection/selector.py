@@ -220,7 +220,8 @@ class Selector:
         self.label = label
         self.compiled: Any = None  # a CompiledModel ranking in C (Selector.load(..., compiled=True))
         self.answers: dict = {}  # problem key -> kernel name the bundle remembers (train.remember)
-        self.trained_devices: list = []  # a model across GPUs: the devices of its training rows
+        self.trained_devices: list = []  # the devices of its training rows (bundles of earlier versions: none)
+        self.trained_archs: list = []  # a model of several GPUs (features.hardware): their archs
         self.across_gpus = False  # a model for any GPU (train.across_gpus): load it for a device
         self.remember_margin = REMEMBERED_NOISE  # how much faster the model must predict its pick to override one
         self._all_kernels = list(kernels)  # the compiled model's kernel indices point into this list
@@ -314,6 +315,7 @@ class Selector:
         names = {k.name for k in sel._all_kernels}  # (op.available: remembered answers of the solvers ranked only)
         sel.answers = {key: name for key, name in (b.answers or {}).items() if name in names}
         sel.trained_devices = list(spec.get("trained_devices") or spec.get("trained_archs") or [])
+        sel.trained_archs = list(spec.get("trained_archs") or [])
         sel.across_gpus = bool(spec.get("across_gpus"))
         sel.remember_margin = margin_of({"remember_margin": remember_margin} if remember_margin is not None else op)
         if compiled:
