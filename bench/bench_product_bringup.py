@@ -97,6 +97,8 @@ def main() -> None:
     ap.add_argument("--max-problems", type=int, default=1500)
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--budget", type=float, default=0.05, help="sweep.budget (a share of the runnable pairs)")
+    ap.add_argument("--model", default=None, help="model= of both trainings (default: the op's, relative_wide; the "
+                    "figures in docs/miopen-results.md were measured with relative, its default then)")
     ap.add_argument("--out")
     ap.add_argument("--figures-only", action="store_true", help="only the figures of an earlier run in --work")
     a = ap.parse_args()
@@ -126,7 +128,8 @@ def main() -> None:
     arch, cus, name = DEVICES[held]
     five = ",".join(str(files[d]) for d in DEVICES if d != held)
     common = [f"op=miopen/{direction}", f"op.dtype={dtype}", f"arch={arch}", f"arch.num_cus={cus}",
-              f"paths.data={ds}", f"paths.models={work / 'models'}", f"paths.tuning={work / 'tuning'}"]
+              f"paths.data={ds}", f"paths.models={work / 'models'}", f"paths.tuning={work / 'tuning'}",
+              *([f"model={a.model}"] if a.model else [])]
     swept = ds / f"miopen_{direction}_{dtype}_{arch}" / "bringup.parquet"
     steps = [
         ("train zero-shot", ["stage=train", "features.hardware=true", f"train.output={work / 'zero'}",
