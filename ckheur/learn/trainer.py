@@ -442,7 +442,7 @@ def train(df: Any, job: Job, *, model: Mapping[str, Any], candidates: Sequence[C
         spec["trained_devices"] = sorted(trained)  # e.g. MI60 (gfx906, 64 CUs): the devices its rows came from
         if across_gpus:  # its kernels: the union of the trained archs' tables; it serves any GPU without a bundle
             spec["across_gpus"] = True
-    else:  # the one device its rows were measured on (a sibling of the job's device may stand in for it)
+    else:  # the device its rows were measured on (a sibling of the job's device may stand in for it)
         spec["trained_devices"] = sorted({*rep.get("devices", []), *(warm.spec.get("trained_devices", [])
                                                                     if warm is not None else [])})
     everything = np.arange(len(tb.X))
