@@ -257,13 +257,15 @@ def listed_of(parts: list) -> dict:
     return listed_kinds(pd.concat(frames, ignore_index=True))
 
 
-def device_tables(data: Path, direction: str, dtype: str, max_problems: int, seed: int, threads: int) -> tuple:
-    """What every leave-one-GPU-out bench starts from, for one direction and dtype: the model recipe,
-    each device's config and table, the union of their solvers, each table with hardware descriptors
-    over that union, and its listed rows (the training rows)."""
+def device_tables(data: Path, direction: str, dtype: str, max_problems: int, seed: int, threads: int,
+                  recipe: dict | None = None) -> tuple:
+    """What every leave-one-GPU-out bench starts from, for one direction and dtype: the model recipe
+    (bench_unseen's small one, ``recipe`` over it), each device's config and table, the union of
+    their solvers, each table with hardware descriptors over that union, and its listed rows (the
+    training rows)."""
     from ckheur.stages import compose_config, plain
 
-    model = {**plain(compose_config([f"op=miopen/{direction}"]).model), **RECIPE, "threads": threads}
+    model = {**plain(compose_config([f"op=miopen/{direction}"]).model), **RECIPE, **(recipe or {}), "threads": threads}
     cfgs = {d: device_config(d) for d in DEVICES}
     tables = {d: load_device(Path(data), d, direction, dtype, max_problems, seed) for d in DEVICES}
     union: dict = {}
@@ -285,7 +287,7 @@ def held_out(tables: dict, hw: dict, held: str) -> tuple:
 
 
 def zero_only(data, direction: str, dtype: str, max_problems: int, seed: int, threads: int,
-              fdb: str = str(SHARED)) -> dict:
+              fdb: str = str(SHARED), recipe: dict | None = None) -> dict:
     """``--zero-only``: the rows a GPU never measured gets (the model across the other five, today's
     fallback, as served, the best single solver) for every held-out device of one direction and
     dtype, in bench_logo's protocol (``held_out``: the candidates are the solvers the held-out file
@@ -301,7 +303,7 @@ def zero_only(data, direction: str, dtype: str, max_problems: int, seed: int, th
     from ckheur.learn.training import concat_tables
 
     t0 = time.perf_counter()
-    model, cfgs, tables, _, hw, trained = device_tables(data, direction, dtype, max_problems, seed, threads)
+    model, cfgs, tables, _, hw, trained = device_tables(data, direction, dtype, max_problems, seed, threads, recipe)
     out = {"direction": direction, "dtype": dtype, "problems": {d: len(t.problems) for d, t in tables.items()},
            "total_problems": {d: t.total_problems for d, t in tables.items()}, "held_out": {}, "held_out_product": {},
            "held_out_available": {}, "available_dropped": {}}
@@ -336,12 +338,13 @@ def zero_only(data, direction: str, dtype: str, max_problems: int, seed: int, th
 
 def one_op(args: tuple) -> dict:
     """Every held-out device of one direction and dtype."""
-    data, direction, dtype, max_problems, seed, budgets, threads, tunanet, only_zero, fdb = args
+    data, direction, dtype, max_problems, seed, budgets, threads, tunanet, only_zero, fdb, recipe = args
     if only_zero:  # --zero-only: the zero-shot rows in the three protocols, nothing else
-        return zero_only(data, direction, dtype, max_problems, seed, threads, fdb)
+        return zero_only(data, direction, dtype, max_problems, seed, threads, fdb, recipe)
 
     t0 = time.perf_counter()
-    model, cfgs, tables, union_list, hw, trained = device_tables(data, direction, dtype, max_problems, seed, threads)
+    model, cfgs, tables, union_list, hw, trained = device_tables(data, direction, dtype, max_problems, seed, threads,
+                                                                 recipe)
     by_kind = {d: with_hw(tb, cfgs[d], dtype, union_list, kinds=True) for d, tb in tables.items()}
     trained_kind = {d: rows_of(by_kind[d], np.flatnonzero(tb.listed[tb.kid])) for d, tb in tables.items()}
     own = {d: fit_on(trained[d], None, model, seed)[0] for d in DEVICES}  # each device's own model (all its problems)
@@ -532,6 +535,10 @@ def main() -> None:
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--zero-only", action="store_true", help="only the rows a GPU never measured gets, in bench_logo's "
                     "protocol and in the product's (every solver of the arch's table as candidates)")
+    ap.add_argument("--leaves", type=int, default=None, help="num_leaves of every model trained here (default: "
+                    f"bench_unseen's small recipe, {RECIPE['num_leaves']})")
+    ap.add_argument("--trees", type=int, default=None, help=f"max_trees of every model trained here (default "
+                    f"{RECIPE['max_trees']})")
     ap.add_argument("--out", default=None, help="write the results as JSON")
     ap.add_argument("--from-json", default=None, help="print the tables and summary of an earlier run's --out file "
                     "(rows this version derives from that run's, as AS_SERVED, added), training nothing")
@@ -554,8 +561,9 @@ def main() -> None:
         with ProcessPoolExecutor(max_workers=max(1, min(args.jobs, len(todo)))) as ex:
             for r in ex.map(import_file, todo, [data] * len(todo)):
                 print(f"imported {r['file']} in {r['wall_s']} s", flush=True)
+    recipe = {k: v for k, v in (("num_leaves", args.leaves), ("max_trees", args.trees)) if v is not None}
     jobs = [(str(data), d, t, args.max_problems, args.seed, args.budgets, args.threads, args.tunanet, args.zero_only,
-             args.fdb) for d in args.directions for t in args.dtypes]
+             args.fdb, recipe) for d in args.directions for t in args.dtypes]
     t0 = time.perf_counter()
     results = []
     with ProcessPoolExecutor(max_workers=max(1, args.jobs)) as ex:
