@@ -827,12 +827,13 @@ def quote_free_text(args: list[str]) -> list[str]:
         key = next((k for k in _FREE_TEXT_KEYS if a.lstrip("+~").startswith(k)), None)
         if key:
             head, val = a.split("=", 1)
-            if key == "problem=":  # problem="convbfp16 -n ..." is the MIOpenDriver form
+            if key == "problem=":  # problem="convbfp16 -n ..." is the MIOpenDriver form, quoted for Hydra or not
                 head = head.replace("problem", "problem.driver_line", 1)
             if val and val[0] not in "'\"" and val != "null":
                 q = '"' if '"' not in val else "'"
                 if q not in val:
-                    a = f"{head}={q}{val}{q}"
+                    val = f"{q}{val}{q}"
+            a = f"{head}={val}"
         out.append(a)
     return out
 

@@ -174,6 +174,9 @@ def test_an_unquoted_miopen_line_says_to_quote_it(tmp_path):
     r = run_cli("stage=predict", "problem=convbfp16 -n 16 -c 256", f"hydra.run.dir={tmp_path}", "--cfg", "job",
                 "--package", "problem")
     assert r.returncode == 0 and "driver_line: convbfp16 -n 16 -c 256" in r.stdout  # quoted, then Hydra's own flags
+    r = run_cli("stage=predict", "problem='convbfp16 -n 16 -c 256'", f"hydra.run.dir={tmp_path}", "--cfg", "job",
+                "--package", "problem")  # quoted for Hydra as well as for the shell: the same
+    assert r.returncode == 0 and "driver_line: convbfp16 -n 16 -c 256" in r.stdout, r.stderr
 
 
 def test_predict_without_a_problem_says_how_to_give_one(tmp_path):
