@@ -513,6 +513,8 @@ def main() -> None:
     ap.add_argument("--max-problems", type=int, default=1500)
     ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--budget", type=float, default=0.05, help="the share of the held-out device's pairs the sweep "
+                    "times (issue 49's few-shot target: 0.05)")
     ap.add_argument("--rows", nargs="+", default=None, choices=list(KEYS), help="only these rows (default every row)")
     ap.add_argument("--out", default=None, help="write the results as JSON (kept after each cell)")
     ap.add_argument("--table", nargs="+", default=None, help="print the tables of these JSON results, run nothing")
@@ -532,7 +534,7 @@ def main() -> None:
     for spec in args.cells:
         direction, dtype, helds = spec.split(":")
         one_op(Path(args.data), direction, dtype, helds.split("+"), args.max_problems, args.seed, args.threads, wanted,
-               on_cell=keep)
+               args.budget, on_cell=keep)
     for line in tables_md(results):
         print(line)
 
