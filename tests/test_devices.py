@@ -112,6 +112,9 @@ def test_a_bundle_names_the_devices_it_learned_from_and_a_sibling_it_serves_is_l
     assert f"{MI250X} was NEVER MEASURED: learned from its sibling {MI210}, whose fastest solvers are its " \
         "remembered answers" in labels[()]
     assert "NEVER MEASURED" not in labels[("arch.num_cus=104",)] and "miopen_fwd_fp16_gfx90a" in labels[("arch.num_cus=104",)]
+    r = run_cli("stage=export", "op=miopen/fwd", "arch=gfx90a", "export.build=false", f"export.output={tmp_path / 'pkg'}",
+                f"hydra.run.dir={tmp_path / 'run'}")  # the C package of that bundle says it too
+    assert r.returncode == 0 and f"{MI250X} was NEVER MEASURED: learned from its sibling {MI210}" in r.stdout, r.stderr
 
 
 def test_a_cu_count_its_arch_names_no_product_for_is_not_that_product_and_figures_are_checked():

@@ -58,7 +58,7 @@ def selector_for(job: Job, *, models: str | Path, sim_models: str | Path, model_
         check_bundle_op(sel, job, f"model dir {found}")
         if sel.across_gpus:  # a model for any GPU named as predict.model_dir: for the job's device
             sel = across_gpus_selector(job, found, served=False, tuning_db=tuning_db, find_db=find_db)
-        sel.label += sibling_words(sel, job)
+        sel.label += sibling_words(job, sel.trained_devices, sel.trained_archs, bool(sel.answers))
         return sel, sel.label
     if model_dir:
         raise UserError(f"model dir {found} not found")
@@ -154,19 +154,18 @@ def served_without_bundle(job: Job, models: str | Path, **load: Any) -> tuple[An
     return across_gpus_selector(job, served.path, why=served.why, **load), served.path
 
 
-def sibling_words(sel: Any, job: Job) -> str:
-    """What a label adds when a bundle of one GPU's rows serves another device of its arch (MI210's
-    gfx90a bundle for ``arch=gfx90a``, MI250X): that the device was not measured, which was, and
-    whose measurements its remembered answers are; '' otherwise (a model of several GPUs says it in
-    its own label)."""
+def sibling_words(job: Job, trained_devices: Sequence[str], trained_archs: Sequence[str], remembers: bool) -> str:
+    """What a label adds when a bundle of one GPU's rows (``trained_devices``, its spec's) serves
+    another device of its arch (MI210's gfx90a bundle for ``arch=gfx90a``, MI250X): that the device
+    was not measured, which was, and whose measurements its remembered answers are; '' otherwise (a
+    model of several GPUs, ``trained_archs``, says it in its own label)."""
     from ckheur.families.hardware import device_label
 
     device = device_label(job.arch)
-    if not sel.trained_devices or sel.trained_archs or device in sel.trained_devices:
+    if not trained_devices or trained_archs or device in trained_devices:
         return ""
-    measured = ", ".join(sel.trained_devices)
-    return f"; {device} was NEVER MEASURED: learned from its sibling {measured}" + (
-        ", whose fastest solvers are its remembered answers" if sel.answers else "")
+    return f"; {device} was NEVER MEASURED: learned from its sibling {', '.join(trained_devices)}" + (
+        ", whose fastest solvers are its remembered answers" if remembers else "")
 
 
 def across_gpus_bundle(job: Job, models: str | Path) -> Path | None:

@@ -42,6 +42,15 @@ def run(cfg: Any, ctx: Context) -> dict:
             return _export(cfg, job, device_bundle(served.path, job, tmp / job.model_name))
     if not model_dir.is_dir():
         raise StageError(f"model dir {model_dir} not found: train one (stage=train) or give export.model_dir=")
+    if not opts.model_dir:  # the arch's own bundle, which another device of the arch may have learned from
+        from ckheur.learn.bundle import load_bundle
+        from ckheur.selection.predicting import sibling_words
+
+        b = load_bundle(model_dir)
+        words = sibling_words(job, b.spec.get("trained_devices") or [], b.spec.get("trained_archs") or [],
+                              bool(b.answers))
+        if words:
+            print(f"export: {model_dir}{words}")
     return _export(cfg, job, model_dir)
 
 
