@@ -960,6 +960,14 @@ def test_one_model_across_gpus_serves_a_gpu_never_measured(tmp_path, monkeypatch
     assert any(gains[n] > 0 for n in DESCRIPTORS)  # the model tells the two GPUs apart
     sel = Selector.load(out)
     assert f"of {MI210_DEVICE}, {MI300X_DEVICE}; MI100 (gfx908, 120 CUs) unmeasured" in sel.label
+    # served to another device of its arch, it ranks with that device's descriptors and says so
+    from ckheur.job import Job
+    from ckheur.selection.predicting import selector_for
+    from ckheur.stages import compose_config
+
+    job = Job.from_config(compose_config(["op=miopen/fwd", "op.dtype=fp32", "arch=gfx908", "arch.num_cus=110"]))
+    other, label = selector_for(job, models=tmp_path, sim_models=tmp_path, model_dir=out)
+    assert other.arch["num_cus"] == 110 and "gfx908 (110 CUs) unmeasured" in label and "MI100" not in label
     from ckheur.selection.selector import as_problem
 
     p = as_problem("conv -n 32 -c 256 -H 56 -W 56 -k 256 -y 3 -x 3 -p 1 -q 1", sel.family, "fwd", "fp32")

@@ -58,6 +58,9 @@ def selector_for(job: Job, *, models: str | Path, sim_models: str | Path, model_
         check_bundle_op(sel, job, f"model dir {found}")
         if sel.across_gpus:  # a model for any GPU named as predict.model_dir: for the job's device
             sel = across_gpus_selector(job, found, served=False, tuning_db=tuning_db, find_db=find_db)
+        elif other_device_of_arch(sel, job):  # GPUs' descriptors as features: rank with the job's device's
+            sel = Selector.load(found, tuning_db=tuning_db, find_db=find_db, kernels=filtered_pool(job), arch=job.arch,
+                                **applicability_of(job.op))
         sel.label += sibling_words(job, sel.trained_devices, sel.trained_archs, bool(sel.answers))
         return sel, sel.label
     if model_dir:
@@ -152,6 +155,15 @@ def served_without_bundle(job: Job, models: str | Path, **load: Any) -> tuple[An
     if served.nearest is not None:
         return nearest_selector(job, served.path, served.nearest, why=served.why, **load), served.path
     return across_gpus_selector(job, served.path, why=served.why, **load), served.path
+
+
+def other_device_of_arch(sel: Any, job: Job) -> bool:
+    """Whether a bundle with hardware descriptors as features (``features.hardware``) was made for
+    another device of the job's arch (MI50's descriptors, the job's device MI60: ``arch.num_cus=64``)."""
+    from ckheur.families.hardware import WithHardware, device_key
+
+    return isinstance(sel.engine, WithHardware) and sel.arch["name"] == job.arch["name"] and \
+        device_key(sel.arch) != device_key(job.arch)
 
 
 def sibling_words(job: Job, trained_devices: Sequence[str], trained_archs: Sequence[str], remembers: bool) -> str:
