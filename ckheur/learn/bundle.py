@@ -590,6 +590,37 @@ def _schema_checked(schema: Any, node: dict) -> None:
                       lambda: merge(key, value))  # noqa: B023 (called at once)
 
 
+def _complete(path: Path) -> dict[str, Path | None]:
+    """A bundle folder's compressed files by name, once it is there with every file a bundle needs
+    (a BundleError naming what is missing)."""
+    if not path.is_dir():
+        raise BundleError(f"model bundle {path} not found")
+    found = {name: bundle_file(path, name) for name in (MODEL, TFLOPS_MODEL, ANSWERS)}  # a name twice: refused
+    missing = ([] if found[MODEL] else [MODEL + SUFFIX]) + [f for f in REQUIRED if not (path / f).exists()]
+    if missing:
+        raise BundleError(f"model bundle {path} is incomplete: missing {', '.join(missing)}")
+    return found
+
+
+def load_spec(path: str | Path) -> dict:
+    """A bundle folder's feature spec alone, checked as :func:`load_bundle` checks it (its models
+    are not read): what decides how the bundle is loaded or named."""
+    path = resolve_model_dir(path)
+    _complete(path)
+    return _checked_spec(path)
+
+
+def _checked_spec(path: Path) -> dict:
+    """A complete bundle folder's feature spec, its fields' types checked (once per content)."""
+    spec = _read_json(path / "feature_spec.json")
+    try:
+        spec_text = json.dumps(spec, sort_keys=True)
+    except (TypeError, ValueError, RecursionError):
+        spec_text = None
+    _checked_once("feature spec", spec_text, None, lambda: _check_spec(spec, path / "feature_spec.json"))
+    return spec
+
+
 def load_bundle(path: str | Path) -> Bundle:
     """Load and verify a bundle: every JSON field of the right type, the model texts whole and
     their trees sound (finite, shaped as every path can evaluate), the features this ckheur's
@@ -598,18 +629,8 @@ def load_bundle(path: str | Path) -> Bundle:
     from ckheur.families.kernel_base import check_distinct
 
     path = resolve_model_dir(path)
-    if not path.is_dir():
-        raise BundleError(f"model bundle {path} not found")
-    found = {name: bundle_file(path, name) for name in (MODEL, TFLOPS_MODEL, ANSWERS)}  # a name twice: refused
-    missing = ([] if found[MODEL] else [MODEL + SUFFIX]) + [f for f in REQUIRED if not (path / f).exists()]
-    if missing:
-        raise BundleError(f"model bundle {path} is incomplete: missing {', '.join(missing)}")
-    spec = _read_json(path / "feature_spec.json")
-    try:
-        spec_text = json.dumps(spec, sort_keys=True)
-    except (TypeError, ValueError, RecursionError):
-        spec_text = None
-    _checked_once("feature spec", spec_text, None, lambda: _check_spec(spec, path / "feature_spec.json"))
+    found = _complete(path)
+    spec = _checked_spec(path)
     try:
         engine = spec_engine(spec)
     except ValueError as e:

@@ -8,7 +8,7 @@ import json
 from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any, Mapping, Sequence
 
 from ckheur.errors import UserError
 from ckheur.job import Job
@@ -49,18 +49,18 @@ def selector_for(job: Job, *, models: str | Path, sim_models: str | Path, model_
     """The job's trained model (as ``bundle_dir`` finds it), or the analytic model when there is
     none; with the label that says which. ``tuning_db`` and ``find_db``: the exact tiers
     (``Selector.select``)."""
+    from ckheur.learn.bundle import load_spec
     from ckheur.selection.selector import Selector
 
     found = bundle_dir(job, models=models, sim_models=sim_models, explicit=model_dir)
     if found.is_dir():
-        sel = Selector.load(found, tuning_db=tuning_db, find_db=find_db, kernels=filtered_pool(job),
+        # GPUs' descriptors as features, made for another device of the job's arch: ranks with the job's device's
+        device = {"arch": job.arch} if other_device_of_arch(load_spec(found), job) else {}
+        sel = Selector.load(found, tuning_db=tuning_db, find_db=find_db, kernels=filtered_pool(job), **device,
                             **applicability_of(job.op))
         check_bundle_op(sel, job, f"model dir {found}")
         if sel.across_gpus:  # a model for any GPU named as predict.model_dir: for the job's device
             sel = across_gpus_selector(job, found, served=False, tuning_db=tuning_db, find_db=find_db)
-        elif other_device_of_arch(sel, job):  # GPUs' descriptors as features: rank with the job's device's
-            sel = Selector.load(found, tuning_db=tuning_db, find_db=find_db, kernels=filtered_pool(job), arch=job.arch,
-                                **applicability_of(job.op))
         sel.label += sibling_words(job, sel.trained_devices, sel.trained_archs, bool(sel.answers))
         return sel, sel.label
     if model_dir:
@@ -157,13 +157,14 @@ def served_without_bundle(job: Job, models: str | Path, **load: Any) -> tuple[An
     return across_gpus_selector(job, served.path, why=served.why, **load), served.path
 
 
-def other_device_of_arch(sel: Any, job: Job) -> bool:
-    """Whether a bundle with hardware descriptors as features (``features.hardware``) was made for
-    another device of the job's arch (MI50's descriptors, the job's device MI60: ``arch.num_cus=64``)."""
-    from ckheur.families.hardware import WithHardware, device_key
+def other_device_of_arch(spec: Mapping[str, Any], job: Job) -> bool:
+    """Whether a bundle (its feature ``spec``) of one arch with hardware descriptors as features
+    (``features.hardware``) was made for another device of the job's arch (MI50's descriptors, the
+    job's device MI60: ``arch.num_cus=64``)."""
+    from ckheur.families.hardware import device_key
 
-    return isinstance(sel.engine, WithHardware) and sel.arch["name"] == job.arch["name"] and \
-        device_key(sel.arch) != device_key(job.arch)
+    return bool(spec.get("hardware")) and not spec.get("across_gpus") and spec["arch"]["name"] == job.arch["name"] \
+        and device_key(spec["arch"]) != device_key(job.arch)
 
 
 def sibling_words(job: Job, trained_devices: Sequence[str], trained_archs: Sequence[str], remembers: bool) -> str:

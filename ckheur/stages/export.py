@@ -43,12 +43,12 @@ def run(cfg: Any, ctx: Context) -> dict:
     if not model_dir.is_dir():
         raise StageError(f"model dir {model_dir} not found: train one (stage=train) or give export.model_dir=")
     if not opts.model_dir:  # the arch's own bundle, which another device of the arch may have learned from
-        from ckheur.learn.bundle import load_bundle
+        from ckheur.learn.bundle import ANSWERS, bundle_file, load_spec
         from ckheur.selection.predicting import sibling_words
 
-        b = load_bundle(model_dir)
-        words = sibling_words(job, b.spec.get("trained_devices") or [], b.spec.get("trained_archs") or [],
-                              bool(b.answers))
+        spec = load_spec(model_dir)  # (the export loads the whole bundle)
+        words = sibling_words(job, spec.get("trained_devices") or [], spec.get("trained_archs") or [],
+                              bundle_file(model_dir, ANSWERS) is not None)
         if words:
             print(f"export: {model_dir}{words}")
     return _export(cfg, job, model_dir)
