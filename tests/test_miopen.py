@@ -968,6 +968,15 @@ def test_one_model_across_gpus_serves_a_gpu_never_measured(tmp_path, monkeypatch
     job = Job.from_config(compose_config(["op=miopen/fwd", "op.dtype=fp32", "arch=gfx908", "arch.num_cus=110"]))
     other, label = selector_for(job, models=tmp_path, sim_models=tmp_path, model_dir=out)
     assert other.arch["num_cus"] == 110 and "gfx908 (110 CUs) unmeasured" in label and "MI100" not in label
+    # and its C package bakes in that device's figures, not those of the device it was made for
+    r = run_cli("stage=export", "op=miopen/fwd", "op.dtype=fp32", "arch=gfx908", "arch.num_cus=110",
+                f"export.model_dir={out}", f"export.output={tmp_path / 'c110'}", "export.build=false",
+                f"hydra.run.dir={tmp_path / 'x110'}")
+    assert r.returncode == 0 and "made for MI100 (gfx908, 120 CUs): exporting it for gfx908 (110 CUs)" in r.stdout, \
+        r.stderr
+    cus = [line for line in (tmp_path / "c110" / "miopen_fwd_fp32_gfx908.c").read_text().splitlines()
+           if "define CKH_NUM_CUS" in line]
+    assert len(cus) == 1 and cus[0].split()[-1] == float.hex(110.0)
     from ckheur.selection.selector import as_problem
 
     p = as_problem("conv -n 32 -c 256 -H 56 -W 56 -k 256 -y 3 -x 3 -p 1 -q 1", sel.family, "fwd", "fp32")

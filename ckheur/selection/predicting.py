@@ -215,12 +215,13 @@ def across_gpus_selector(job: Job, path: Path, served: bool = True, why: str = "
     return sel
 
 
-def device_bundle(src: Path, job: Job, dst: Path) -> Path:
-    """The bundle ``src`` that serves the job's GPU (``serving``) written to ``dst`` as a bundle of
-    the job's device alone, as ``served_without_bundle`` serves it: the solvers of the device's
-    table it knows, no remembered answers; a model across GPUs with the device as its arch (its
-    descriptors, constants of what is exported from it: a C package bakes them in), another GPU's
-    bundle with that GPU's arch, as it ranks; the manifest names the device and the bundle it came from."""
+def device_bundle(src: Path, job: Job, dst: Path, answers: bool = False) -> Path:
+    """The bundle ``src`` that serves the job's GPU written to ``dst`` as a bundle of the job's device
+    alone, as ``stage=predict`` ranks with it: the solvers of the device's table it knows, its
+    remembered answers only with ``answers``; a model across GPUs, or a bundle with GPU descriptors
+    made for another device of the job's arch (``other_device_of_arch``), with the job's device as
+    its arch (its descriptors, constants of what is exported from it: a C package bakes them in),
+    another GPU's bundle with that GPU's arch; the manifest names the device and the bundle it came from."""
     import json
 
     from ckheur.families.hardware import device_label
@@ -231,9 +232,12 @@ def device_bundle(src: Path, job: Job, dst: Path) -> Path:
     importances = json.loads((b.path / "feature_importances.json").read_text()) \
         if (b.path / "feature_importances.json").is_file() else {}
     manifest = {**b.manifest, "served_device": device_label(job.arch), "served_from": str(b.path)}
-    spec = {**b.spec, "arch": dict(job.arch)} if b.spec.get("across_gpus") else dict(b.spec)
-    return save_bundle(dst, b.booster, b.tflops_booster, spec, [k for k in b.kernels if k.name in names],
-                       b.cv_metrics, importances, manifest)
+    own = b.spec.get("across_gpus") or other_device_of_arch(b.spec, job)
+    spec = {**b.spec, "arch": dict(job.arch)} if own else dict(b.spec)
+    kept = [k for k in b.kernels if k.name in names]
+    remembered = {key: k for key, k in (b.answers or {}).items() if k in names} if answers else None
+    return save_bundle(dst, b.booster, b.tflops_booster, spec, kept, b.cv_metrics, importances, manifest,
+                       answers=remembered or None)
 
 
 def nearest_selector(job: Job, path: Path, arch: str, why: str = "", **load: Any) -> Any:

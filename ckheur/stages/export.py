@@ -14,8 +14,10 @@ OUTPUTS = ()  # the package or find-db goes to export.output
 
 def run(cfg: Any, ctx: Context) -> dict:
     """Export the op's model (or export.model_dir) to export.output."""
+    from ckheur.families.hardware import device_label
     from ckheur.job import Job
-    from ckheur.selection.predicting import bundle_dir, serving
+    from ckheur.learn.bundle import ANSWERS, bundle_file, load_spec
+    from ckheur.selection.predicting import bundle_dir, other_device_of_arch, serving, sibling_words
 
     job, opts = Job.from_config(cfg), cfg.export
     if str(opts.format) == "miopen_find_db":
@@ -30,28 +32,34 @@ def run(cfg: Any, ctx: Context) -> dict:
     served = (serving(job, cfg.paths.models) if not opts.model_dir and not model_dir.is_dir()
               and not job.family.analytic else None)  # as stage=predict (selector_for) serves
     if served is not None:  # a GPU without a bundle of its own: what stage=predict serves it, for this device
-        from ckheur.families.hardware import device_label
-        from ckheur.files import private_folder
-        from ckheur.selection.predicting import device_bundle
-
         what = served.what + (", without its remembered answers," if served.nearest else "")
         print(f"export: {job.arch_name} has no bundle of its own: exporting {what} {served.path} for "
               f"{device_label(job.arch)} (its table's solvers{'' if served.nearest else ', its descriptors'})"
               f"{': ' + served.why if served.why else ''}")
-        with private_folder() as tmp:
-            return _export(cfg, job, device_bundle(served.path, job, tmp / job.model_name))
+        return _device_export(cfg, job, served.path, answers=False)
     if not model_dir.is_dir():
         raise StageError(f"model dir {model_dir} not found: train one (stage=train) or give export.model_dir=")
+    spec = load_spec(model_dir)  # (the export loads the whole bundle)
+    if other_device_of_arch(spec, job):  # GPU descriptors as features, made for another device: as predict ranks
+        print(f"export: {model_dir} was made for {device_label(spec['arch'])}: exporting it for "
+              f"{device_label(job.arch)}, its descriptors, as stage=predict ranks with it")
+        return _device_export(cfg, job, model_dir, answers=True)
     if not opts.model_dir:  # the arch's own bundle, which another device of the arch may have learned from
-        from ckheur.learn.bundle import ANSWERS, bundle_file, load_spec
-        from ckheur.selection.predicting import sibling_words
-
-        spec = load_spec(model_dir)  # (the export loads the whole bundle)
         words = sibling_words(job, spec.get("trained_devices") or [], spec.get("trained_archs") or [],
                               bundle_file(model_dir, ANSWERS) is not None)
         if words:
             print(f"export: {model_dir}{words}")
     return _export(cfg, job, model_dir)
+
+
+def _device_export(cfg: Any, job: Any, src: Path, answers: bool) -> dict:
+    """``src`` exported as a bundle of the job's device alone (``device_bundle``, with its remembered
+    answers or without), written to a private folder first: as stage=predict ranks with it."""
+    from ckheur.files import private_folder
+    from ckheur.selection.predicting import device_bundle
+
+    with private_folder() as tmp:
+        return _export(cfg, job, device_bundle(src, job, tmp / job.model_name, answers=answers))
 
 
 def _export(cfg: Any, job: Any, model_dir: Path) -> dict:
