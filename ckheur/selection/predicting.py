@@ -38,7 +38,11 @@ def filtered_pool(job: Job) -> list[str] | None:
 def check_bundle_op(selector: Any, job: Job, field: str) -> None:
     """UserError when a bundle given by path (``field``) is of another op or data type than the job's:
     its kernels and features would rank nothing of the job's, or rank it as another op."""
-    theirs = (selector.family.name, selector.direction, selector.dtype)
+    _check_op((selector.family.name, selector.direction, selector.dtype), job, field)
+
+
+def _check_op(theirs: tuple[str, str, str], job: Job, field: str) -> None:
+    """check_bundle_op on a bundle's (family, direction, dtype)."""
     if theirs != (job.family.name, job.direction, job.dtype):
         raise UserError(f"{field}: a bundle of {theirs[0]}/{theirs[1]} {theirs[2]}, the job is {job.family.name}/"
                         f"{job.direction} {job.dtype}: give that op's bundle, or set op= and op.dtype= to the bundle's")
@@ -49,19 +53,11 @@ def selector_for(job: Job, *, models: str | Path, sim_models: str | Path, model_
     """The job's trained model (as ``bundle_dir`` finds it), or the analytic model when there is
     none; with the label that says which. ``tuning_db`` and ``find_db``: the exact tiers
     (``Selector.select``)."""
-    from ckheur.learn.bundle import load_spec
     from ckheur.selection.selector import Selector
 
     found = bundle_dir(job, models=models, sim_models=sim_models, explicit=model_dir)
     if found.is_dir():
-        # GPUs' descriptors as features, made for another device of the job's arch: ranks with the job's device's
-        device = {"arch": job.arch} if other_device_of_arch(load_spec(found), job) else {}
-        sel = Selector.load(found, tuning_db=tuning_db, find_db=find_db, kernels=filtered_pool(job), **device,
-                            **applicability_of(job.op))
-        check_bundle_op(sel, job, f"model dir {found}")
-        if sel.across_gpus:  # a model for any GPU named as predict.model_dir: for the job's device
-            sel = across_gpus_selector(job, found, served=False, tuning_db=tuning_db, find_db=find_db)
-        sel.label += sibling_words(job, sel.trained_devices, sel.trained_archs, bool(sel.answers))
+        sel = bundle_selector(job, found, f"model dir {found}", tuning_db=tuning_db, find_db=find_db)
         return sel, sel.label
     if model_dir:
         raise UserError(f"model dir {found} not found")
@@ -80,6 +76,24 @@ def selector_for(job: Job, *, models: str | Path, sim_models: str | Path, model_
     return (Selector.analytic(job.pool.kernels, job.arch, job.direction, job.dtype, op=job.op, tuning_db=tuning_db,
                               find_db=find_db),
             f"ANALYTIC MODEL (fallback: no trained model {found} for {job.model_name})")
+
+
+def bundle_selector(job: Job, path: Path, field: str, **load: Any) -> Any:
+    """The selector of the bundle folder ``path`` (given as ``field``) for the job's device, as every
+    stage ranks with it: a model across GPUs, or a bundle with GPU descriptors made for another device
+    of the job's arch, with the job's device's descriptors; a sibling's bundle labelled so
+    (``sibling_words``). A UserError when the bundle is of another op or dtype. ``load``: Selector.load's options."""
+    from ckheur.learn.bundle import family_of, load_spec
+    from ckheur.selection.selector import Selector
+
+    spec = load_spec(path)
+    _check_op((family_of(spec).name, spec["op"]["direction"], spec["op"]["dtype"]), job, field)
+    if spec.get("across_gpus"):  # a model for any GPU named by path: for the job's device
+        return across_gpus_selector(job, path, served=False, **load)
+    device = {"arch": job.arch} if other_device_of_arch(spec, job) else {}
+    sel = Selector.load(path, kernels=filtered_pool(job), **device, **load, **applicability_of(job.op))
+    sel.label += sibling_words(job, sel.trained_devices, sel.trained_archs, bool(sel.answers))
+    return sel
 
 
 # What a GPU must share with the nearest GPU that has a bundle for that bundle to serve it rather than

@@ -77,8 +77,7 @@ def run(cfg: Any, ctx: Context) -> dict:
     from ckheur.evaluation.scoring import COLUMNS, check_options, evaluate
     from ckheur.evaluation.report import write_report
     from ckheur.learn.bundle import resolve_model_dir
-    from ckheur.selection.predicting import (across_gpus_selector, applicability_of, check_bundle_op, filtered_pool,
-                                             nearest_bundle, served_without_bundle)
+    from ckheur.selection.predicting import bundle_selector, check_bundle_op, nearest_bundle, served_without_bundle
     from ckheur.selection.selector import Selector
     from ckheur.stages.common import note_available
 
@@ -110,10 +109,7 @@ def run(cfg: Any, ctx: Context) -> dict:
         print(f"evaluate: {job.arch_name} has no bundle of its own: evaluating what stage=predict serves it, "
               f"{selector.label}")
     else:
-        selector = Selector.load(model_dir, **cascade, kernels=filtered_pool(job), **applicability_of(job.op))
-        check_bundle_op(selector, job, f"evaluate.model_dir={model_dir}")
-        if selector.across_gpus:  # a model for any GPU (evaluate.model_dir): for the job's device, as predict
-            selector = across_gpus_selector(job, model_dir, served=False, **cascade)
+        selector = bundle_selector(job, resolve_model_dir(model_dir), f"evaluate.model_dir={model_dir}", **cascade)
     baselines = {}  # the analytic model (for families ckheur.sim models) and CK model folders
     if selector.family.analytic:
         baselines["analytic model"] = Selector.analytic(selector.kernels, job.arch, job.direction, job.dtype, op=job.op)
