@@ -972,7 +972,7 @@ def test_one_model_across_gpus_serves_a_gpu_never_measured(tmp_path, monkeypatch
     r = run_cli("stage=export", "op=miopen/fwd", "op.dtype=fp32", "arch=gfx908", "arch.num_cus=110",
                 f"export.model_dir={out}", f"export.output={tmp_path / 'c110'}", "export.build=false",
                 f"hydra.run.dir={tmp_path / 'x110'}")
-    assert r.returncode == 0 and "made for MI100 (gfx908, 120 CUs): exporting it for gfx908 (110 CUs)" in r.stdout, \
+    assert r.returncode == 0 and "is made for MI100 (gfx908, 120 CUs): exporting it for gfx908 (110 CUs)" in r.stdout, \
         r.stderr
     cus = [line for line in (tmp_path / "c110" / "miopen_fwd_fp32_gfx908.c").read_text().splitlines()
            if "define CKH_NUM_CUS" in line]

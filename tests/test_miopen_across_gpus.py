@@ -173,6 +173,15 @@ def test_evaluate_and_export_serve_a_gpu_without_a_bundle_as_predict_does(gfx906
     from ckheur.families.miopen.solvers import table_names
 
     assert not any(f'"{name}"' in source for name in set(table_names("fwd", "gfx942")) - set(table_names("fwd", "gfx906")))
+    # named by path, as predict takes it: for the job's device too (MI50 here), not the arch it was trained with
+    r = run_cli("stage=export", "op=miopen/fwd", "op.dtype=fp32", "arch=gfx906", "arch.num_cus=60",
+                f"export.model_dir={GPUS}", f"export.output={tmp_path / 'c60'}", "export.build=false",
+                f"hydra.run.dir={tmp_path / 'x60'}")
+    assert r.returncode == 0 and "is a model across GPUs: exporting it for MI50 (gfx906, 60 CUs)" in r.stdout, r.stderr
+    source = (tmp_path / "c60" / "miopen_fwd_fp32_gfx906.c").read_text()
+    cus = [line.split()[-1] for line in source.splitlines() if "define CKH_NUM_CUS" in line]
+    assert cus == [float.hex(60.0)] and not any(f'"{name}"' in source for name in
+                                                set(table_names("fwd", "gfx942")) - set(table_names("fwd", "gfx906")))
     # gfx908's ``serving`` (gfx90a's bundle, what export is given): checked in the test above, on its composed job
 
 

@@ -40,10 +40,12 @@ def run(cfg: Any, ctx: Context) -> dict:
     if not model_dir.is_dir():
         raise StageError(f"model dir {model_dir} not found: train one (stage=train) or give export.model_dir=")
     spec = load_spec(model_dir)  # (the export loads the whole bundle)
-    if other_device_of_arch(spec, job):  # GPU descriptors as features, made for another device: as predict ranks
-        print(f"export: {model_dir} was made for {device_label(spec['arch'])}: exporting it for "
-              f"{device_label(job.arch)}, its descriptors, as stage=predict ranks with it")
-        return _device_export(cfg, job, model_dir, answers=True)
+    # GPU descriptors as features, for any GPU or made for another device of the arch: as predict ranks with it
+    if spec.get("across_gpus") or other_device_of_arch(spec, job):
+        what = "a model across GPUs" if spec.get("across_gpus") else f"made for {device_label(spec['arch'])}"
+        print(f"export: {model_dir} is {what}: exporting it for {device_label(job.arch)}, its descriptors and its "
+              f"table's solvers, as stage=predict ranks with it")
+        return _device_export(cfg, job, model_dir, answers=not spec.get("across_gpus"))
     if not opts.model_dir:  # the arch's own bundle, which another device of the arch may have learned from
         words = sibling_words(job, spec.get("trained_devices") or [], spec.get("trained_archs") or [],
                               bundle_file(model_dir, ANSWERS) is not None)

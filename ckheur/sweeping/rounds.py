@@ -98,17 +98,15 @@ def _load_ranker(path: str, job: Any) -> Any:
     """The bundle of ``sweep.active.ranker`` as a selector of the job's op and arch (a model across
     GPUs with the job's device's descriptors; a SweepError names the option when it is not one)."""
     from ckheur.errors import UserError
+    from ckheur.learn.bundle import load_spec
     from ckheur.selection.selector import Selector
-
-    from ckheur.families.hardware import WithHardware
 
     if path == SERVED:  # resolved by stage=sweep, which knows paths.models
         raise SweepError(f"sweep.active.ranker={SERVED}: resolve it first (served_ranker(job, models, sim_models) "
                          "gives the bundle's folder)")
     try:
-        ranker = Selector.load(path)
-        if isinstance(ranker.engine, WithHardware):  # a model across GPUs: it ranks for this sweep's device
-            ranker = Selector.load(path, arch=job.arch)
+        # GPU descriptors as features (a model across GPUs, a bring-up's): it ranks for this sweep's device
+        ranker = Selector.load(path, **({"arch": job.arch} if load_spec(path).get("hardware") else {}))
     except (UserError, OSError) as e:
         raise SweepError(f"sweep.active.ranker={path}: not a bundle ckheur can load ({str(e)[:300]})") from None
     if (ranker.family.name, ranker.direction, ranker.dtype) != (job.family.name, job.direction, job.dtype):
