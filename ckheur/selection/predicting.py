@@ -35,14 +35,10 @@ def filtered_pool(job: Job) -> list[str] | None:
     return [k.name for k in job.pool.kernels]
 
 
-def check_bundle_op(selector: Any, job: Job, field: str) -> None:
-    """UserError when a bundle given by path (``field``) is of another op or data type than the job's:
-    its kernels and features would rank nothing of the job's, or rank it as another op."""
-    _check_op((selector.family.name, selector.direction, selector.dtype), job, field)
-
-
-def _check_op(theirs: tuple[str, str, str], job: Job, field: str) -> None:
-    """check_bundle_op on a bundle's (family, direction, dtype)."""
+def check_bundle_op(theirs: tuple[str, str, str], job: Job, field: str) -> None:
+    """UserError when a bundle given by path (``field``) is of another op or data type than the job's
+    (``theirs``: its family, direction and dtype): its kernels and features would rank nothing of the
+    job's, or rank it as another op."""
     if theirs != (job.family.name, job.direction, job.dtype):
         raise UserError(f"{field}: a bundle of {theirs[0]}/{theirs[1]} {theirs[2]}, the job is {job.family.name}/"
                         f"{job.direction} {job.dtype}: give that op's bundle, or set op= and op.dtype= to the bundle's")
@@ -87,7 +83,7 @@ def bundle_selector(job: Job, path: Path, field: str, **load: Any) -> Any:
     from ckheur.selection.selector import Selector
 
     spec = load_spec(path)
-    _check_op((family_of(spec).name, spec["op"]["direction"], spec["op"]["dtype"]), job, field)
+    check_bundle_op((family_of(spec).name, spec["op"]["direction"], spec["op"]["dtype"]), job, field)
     if spec.get("across_gpus"):  # a model for any GPU named by path: for the job's device
         return across_gpus_selector(job, path, served=False, **load)
     device = {"arch": job.arch} if other_device_of_arch(spec, job) else {}

@@ -77,7 +77,7 @@ def run(cfg: Any, ctx: Context) -> dict:
     from ckheur.evaluation.scoring import COLUMNS, check_options, evaluate
     from ckheur.evaluation.report import write_report
     from ckheur.learn.bundle import resolve_model_dir
-    from ckheur.selection.predicting import bundle_selector, check_bundle_op, nearest_bundle, served_without_bundle
+    from ckheur.selection.predicting import bundle_selector, nearest_bundle, served_without_bundle
     from ckheur.selection.selector import Selector
     from ckheur.stages.common import note_available
 
@@ -130,9 +130,8 @@ def run(cfg: Any, ctx: Context) -> dict:
     if near is not None:
         baselines[f"{near[1]} bundle as is (the nearest other GPU with one)"] = Selector.load(
             near[0], kernels=[k.name for k in selector.kernels])
-    gate_against = Selector.load(ev.baseline) if ev.baseline else None
-    if gate_against is not None:
-        check_bundle_op(gate_against, job, f"evaluate.baseline={ev.baseline}")
+    gate_against = (bundle_selector(job, resolve_model_dir(ev.baseline), f"evaluate.baseline={ev.baseline}", **cascade)
+                    if ev.baseline else None)  # ranked as the model it gates is, for the job's device
     fields = list(job.family.problems.FIELDS)
     df = keep_shard(read_dataset(paths, columns=[*COLUMNS, *fields]), plain(cfg.data.shard), job.family)
     metrics, scored = evaluate(
