@@ -75,6 +75,8 @@ bench_logo's own set, to check that it reproduces bench_logo's figure.
     LOGO_DATA=<bench_logo.py's --data> python bench/bench_fewshot_levers.py --cells fwd:fp32:Vega56+MI60 \
         [--max-problems 1500] [--threads 1] [--rows current prior-all ... (default every row)] [--out levers.json]
     python bench/bench_fewshot_levers.py --table levers1.json levers2.json   # the tables of runs
+    python bench/bench_fewshot_levers.py --gap rounds-own-wide-more ceiling-wide-more \
+        --table seed0_a.json seed0_b.json --table seed1_a.json seed1_b.json   # a row's gap to a ceiling, per seed
 """
 
 from __future__ import annotations
@@ -505,6 +507,51 @@ def tables_md(results: dict) -> list[str]:
     return lines
 
 
+CDNA = ("MI300X", "MI210")  # the gap's groups: the CDNA GPUs and the four older ones
+
+
+def gap_md(groups: list[dict], row: str, ceiling: str) -> list[str]:
+    """``row``'s gap to ``ceiling`` (efficiency / top-1 points) over the cells of each group of runs
+    (a seed): means over all cells, the CDNA GPUs' and the older ones', per held-out GPU, the run's
+    pairs and problems; with several groups, their mean over the cells they share."""
+    pct = lambda rs, n, k: 100 * np.mean([r[n][k] for r in rs])  # noqa: E731
+    gaps = lambda rs, k: np.array([100 * (r[ceiling][k] - r[row][k]) for r in rs])  # noqa: E731
+    se = lambda x: x.std(ddof=1) / np.sqrt(len(x)) if len(x) > 1 else 0.0  # noqa: E731
+    lines = [f"row: {row}; ceiling: {ceiling}", "", "| seed (group) | cells | row: top-1 / efficiency / unlisted % | "
+             "ceiling | gap: efficiency / top-1 (standard error) | cells within 1 / 3 | worst efficiency gap |",
+             "| --- | --- | --- | --- | --- | --- | --- |"]
+    for i, results in enumerate(groups):
+        both = {c: r for c, r in results.items() if row in r and ceiling in r}
+        for name, keep in (("all", lambda c: True), ("MI300X and MI210", lambda c: c.endswith(CDNA)),
+                           ("the four older GPUs", lambda c: not c.endswith(CDNA))):
+            rs = [r for c, r in both.items() if keep(c)]
+            if not rs:
+                continue
+            e, t = gaps(rs, "efficiency"), gaps(rs, "top1")
+            lines.append(f"| {i} ({name}) | {len(rs)} | " + " | ".join(
+                f"{pct(rs, n, 'top1'):.1f} / {pct(rs, n, 'efficiency'):.2f} / {pct(rs, n, 'not_listed'):.2f}"
+                for n in (row, ceiling)) + f" | {e.mean():.2f} ({se(e):.2f}) / {t.mean():.2f} ({se(t):.2f}) | "
+                f"{(e <= 1).sum()} / {(t <= 3).sum()} | {e.max():.2f} |")
+        per = {d: [r for c, r in both.items() if c.endswith(" " + d)] for d in DEVICES}
+        lines.append(f"| {i}, per GPU: efficiency / top-1 gap | | " + ", ".join(
+            f"{d} {gaps(rs, 'efficiency').mean():.2f} / {gaps(rs, 'top1').mean():.1f}" for d, rs in per.items() if rs)
+            + " | | | | |")
+        metas = [r["_meta"] for r in both.values()]
+        if metas:
+            lines.append(f"| {i}, per cell: pairs timed, problems swept, problems scored | | " + ", ".join(
+                f"{np.mean([m[k] for m in metas]):.0f}" for k in ("pairs", "problems_swept", "scored_problems"))
+                + " | | | | |")
+    shared = [c for c in groups[0] if all(row in g.get(c, {}) and ceiling in g.get(c, {}) for g in groups)]
+    if len(groups) > 1 and shared:
+        e = np.array([[100 * (g[c][ceiling]["efficiency"] - g[c][row]["efficiency"]) for c in shared] for g in groups])
+        t = np.array([[100 * (g[c][ceiling]["top1"] - g[c][row]["top1"]) for c in shared] for g in groups])
+        lines += ["", f"{len(groups)} groups, the {len(shared)} cells they share: gap {e.mean():.2f} / {t.mean():.2f} "
+                  f"(per group {', '.join(f'{x:.2f}' for x in e.mean(1))} / {', '.join(f'{x:.2f}' for x in t.mean(1))}); "
+                  f"standard error of the cells' means {se(e.mean(0)):.2f} / {se(t.mean(0)):.2f}; cells whose mean is "
+                  f"within 1 / 3: {(e.mean(0) <= 1).sum()} / {(t.mean(0) <= 3).sum()}"]
+    return lines
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--data", default=os.environ.get("LOGO_DATA", "/tmp/ckheur_logo_data"),
@@ -517,14 +564,24 @@ def main() -> None:
                     "times (issue 49's few-shot target: 0.05)")
     ap.add_argument("--rows", nargs="+", default=None, choices=list(KEYS), help="only these rows (default every row)")
     ap.add_argument("--out", default=None, help="write the results as JSON (kept after each cell)")
-    ap.add_argument("--table", nargs="+", default=None, help="print the tables of these JSON results, run nothing")
+    ap.add_argument("--table", nargs="+", action="append", default=None, help="print the tables of these JSON "
+                    "results, run nothing; given again, another group of runs (another seed, for --gap)")
+    ap.add_argument("--gap", nargs=2, default=None, choices=list(KEYS), metavar=("ROW", "CEILING"),
+                    help="with --table: ROW's gap to CEILING per group, not the tables against the current recipe")
     args = ap.parse_args()
     wanted = EVERY if args.rows is None else tuple(KEYS[r] for r in args.rows)
     results: dict = {}
-    if args.table:
-        for f in args.table:  # rows of the same cell from several runs side by side (each row is one fit)
+    groups: list[dict] = []
+    for files in args.table or []:
+        groups.append({})
+        for f in files:  # rows of the same cell from several runs side by side (each row is one fit)
             for cell, rows in json.loads(Path(f).read_text()).items():
+                groups[-1].setdefault(cell, {}).update(rows)
                 results.setdefault(cell, {}).update(rows)
+    if args.gap:
+        for line in gap_md(groups, KEYS[args.gap[0]], KEYS[args.gap[1]]):
+            print(line)
+        return
 
     def keep(cell: str, rows: dict) -> None:
         results[cell] = rows
