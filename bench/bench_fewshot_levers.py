@@ -494,6 +494,8 @@ def tables_md(results: dict) -> list[str]:
               "(efficiency / top-1, the cells with both) |", "| --- | --- | --- | --- | --- | --- | --- | --- |"]
     for n in names:
         cells_n = [r for r in results.values() if n in r and CURRENT in r]
+        if not cells_n:  # a run without the current recipe: --gap compares its rows
+            continue
         both = [r for r in cells_n if CEILING in r]
         gap = lambda k: 100 * np.mean([r[CEILING][k] - r[n][k] for r in both])  # noqa: E731
         e = np.array([r[n]["efficiency"] - r[CURRENT]["efficiency"] for r in cells_n]) * 100
