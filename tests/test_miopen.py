@@ -1034,12 +1034,13 @@ def test_a_gpu_without_a_model_is_served_by_the_nearest_gpus_on_the_solvers_it_r
     """arch=gfx908 (MI100 has no bundle), BF16 (no model across GPUs is shipped for it): predict ranks
     with the bundle of the GPU nearest by
     hardware descriptors (MI210/250's, not MI300X's), drops that GPU's remembered answers, says so
-    and how many of gfx908's own solvers it cannot rank; a bundle asked for some kernels ranks
-    only those."""
+    and how many of gfx908's own solvers it cannot rank, and never picks a solver that takes BF16 on
+    gfx90a but not on gfx908 (gfx90a's pick there); a bundle asked for some kernels ranks only those."""
     from ckheur import Selector
     from ckheur.job import Job
     from ckheur.learn.bundle import load_bundle
     from ckheur.selection.predicting import nearest_bundle
+    from ckheur.selection.selector import as_problem
     from ckheur.stages import compose_config
 
     job = Job.from_config(compose_config(["op=miopen/bwd_weight", "op.dtype=bf16", "arch=gfx908"]))
@@ -1057,6 +1058,14 @@ def test_a_gpu_without_a_model_is_served_by_the_nearest_gpus_on_the_solvers_it_r
             "no model across GPUs of bwd_weight bf16 is shipped") in r.stdout
     assert f"{own} solvers of gfx908's table it never measured are not ranked" in r.stdout
     assert "(tier: model)" in r.stdout  # not gfx90a's remembered answer
+    # gfx90a's pick there (its NHWC assembly GEMM) takes BF16 on gfx90a, not on gfx908 (MIOpen's IsApplicable)
+    nhwc = "ConvAsmImplicitGemmGTCDynamicWrwXdlopsNHWC"
+    on_90a = Job.from_config(compose_config(["op=miopen/bwd_weight", "op.dtype=bf16", "arch=gfx90a"]))
+    served_90a = Selector.load(path)
+    line = "convbfp16 -n 32 -c 256 -H 56 -W 56 -k 256 -y 3 -x 3 -p 1 -q 1 -F 4"
+    assert served_90a.rank(as_problem(line, served_90a.family, "bwd_weight", "bf16"), k=1)[0][0] == nhwc
+    assert nhwc in {k.name for k in on_90a.pool.kernels} and nhwc not in r.stdout
+    assert dict(job.pool.rejected)[nhwc] == "bf16 on gfx90a, gfx94*, gfx95* only (MIOpen's IsApplicable), not gfx908"
     r = run_cli("stage=predict", "op=miopen/bwd_weight", "op.dtype=bf16", "arch=gfx908", f"predict.find_db={MI210}",
                 "problem=convbfp16 -n 32 -c 256 -H 56 -W 56 -k 256 -y 3 -x 3 -p 1 -q 1 -F 4",
                 f"hydra.run.dir={tmp_path / 'q'}")

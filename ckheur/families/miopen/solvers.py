@@ -251,9 +251,36 @@ def resolved_op(op: Mapping[str, Any]) -> dict:
     return dict(op) if avail is None else {**op, "available": sorted(avail)}
 
 
+# A solver of an arch's table that takes a data type on some archs only: MIOpen's IsApplicable names
+# the devices (a trailing * is a name prefix).
+# - conv_asm_implicit_gemm_gtc_{fwd,bwd,wrw}_nhwc.cpp: BF16 on gfx90a only, then also gfx94* and later
+#   gfx95*; never on gfx908, which runs them in FP32 and FP16 (gfx90a's bundles pick them first for
+#   20-41% of its BF16 problems);
+# - conv_winoRxS.cpp (IsApplicableBase, also ConvBinWinogradRxSf2x3g1's): FP16 on these archs only, not
+#   gfx900 (Vega 56's find-db lists them in FP32 and never in FP16); conv_bin_winoRxS.cpp: FP16 on
+#   gfx906 and gfx908 only.
+_WINO_RXS_FP16 = ("gfx906", "gfx908", "gfx90a", "gfx94*", "gfx95*", "gfx1011", "gfx1012", "gfx103*", "gfx11*")
+DTYPE_ARCHS = {**{f"ConvAsmImplicitGemmGTCDynamic{d}XdlopsNHWC": {"bf16": ("gfx90a", "gfx94*", "gfx95*")}
+                  for d in ("Fwd", "Bwd", "Wrw")},
+               **{n: {"fp16": _WINO_RXS_FP16} for n in ("ConvBinWinogradRxSf2x3", "ConvBinWinogradRxSf3x2",
+                                                        "ConvBinWinogradRxSf2x3g1")},
+               "ConvBinWinogradRxS": {"fp16": ("gfx906", "gfx908")}}
+
+
+def _on(arch: str, archs: Sequence[str]) -> bool:
+    return any(arch == a or (a.endswith("*") and arch.startswith(a[:-1])) for a in archs)
+
+
 def rejections(kernels: Sequence[Solver], op: Mapping[str, Any], arch: Mapping[str, Any]) -> list[list[str]]:
-    """No code-generation rules apply to solvers: the declared table is the pool."""
-    return [[] for _ in kernels]
+    """Why a solver of the arch's table cannot take the op's data type there (DTYPE_ARCHS); no
+    code-generation rules apply to solvers: otherwise the declared table is the pool."""
+    dtype, name = op.get("dtype"), arch["name"]
+    out = []
+    for k in kernels:
+        archs = DTYPE_ARCHS.get(k.name, {}).get(dtype)
+        out.append([] if archs is None or _on(name, archs) else
+                   [f"{dtype} on {', '.join(archs)} only (MIOpen's IsApplicable), not {name}"])
+    return out
 
 
 def parse_name(name: str, op: Mapping[str, Any] | None = None, arch: Mapping[str, Any] | None = None) -> Solver:
