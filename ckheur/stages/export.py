@@ -39,7 +39,7 @@ def run(cfg: Any, ctx: Context) -> dict:
         return _device_export(cfg, job, served.path, answers=False)
     if not model_dir.is_dir():
         raise StageError(f"model dir {model_dir} not found: train one (stage=train) or give export.model_dir=")
-    spec = load_spec(model_dir)  # (the export loads the whole bundle)
+    spec = load_spec(model_dir)  # decides how it is exported; the export then loads the whole bundle once
     # GPU descriptors as features, for any GPU or made for another device of the arch: as predict ranks with it
     if spec.get("across_gpus") or other_device_of_arch(spec, job):
         what = "a model across GPUs" if spec.get("across_gpus") else f"made for {device_label(spec['arch'])}"

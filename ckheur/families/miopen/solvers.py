@@ -252,7 +252,7 @@ def resolved_op(op: Mapping[str, Any]) -> dict:
 
 
 # A solver of an arch's table that takes a data type on some archs only: MIOpen's IsApplicable names
-# the devices (a trailing * is a name prefix).
+# the devices (shell patterns: gfx94* is a name prefix).
 # - conv_asm_implicit_gemm_gtc_{fwd,bwd,wrw}_nhwc.cpp: BF16 on gfx90a only, then also gfx94* and later
 #   gfx95*; never on gfx908, which runs them in FP32 and FP16 (gfx90a's bundles pick them first for
 #   20-41% of its BF16 problems);
@@ -267,18 +267,16 @@ DTYPE_ARCHS = {**{f"ConvAsmImplicitGemmGTCDynamic{d}XdlopsNHWC": {"bf16": ("gfx9
                "ConvBinWinogradRxS": {"fp16": ("gfx906", "gfx908")}}
 
 
-def _on(arch: str, archs: Sequence[str]) -> bool:
-    return any(arch == a or (a.endswith("*") and arch.startswith(a[:-1])) for a in archs)
-
-
 def rejections(kernels: Sequence[Solver], op: Mapping[str, Any], arch: Mapping[str, Any]) -> list[list[str]]:
     """Why a solver of the arch's table cannot take the op's data type there (DTYPE_ARCHS); no
     code-generation rules apply to solvers: otherwise the declared table is the pool."""
+    from fnmatch import fnmatchcase
+
     dtype, name = op.get("dtype"), arch["name"]
     out = []
     for k in kernels:
         archs = DTYPE_ARCHS.get(k.name, {}).get(dtype)
-        out.append([] if archs is None or _on(name, archs) else
+        out.append([] if archs is None or any(fnmatchcase(name, a) for a in archs) else
                    [f"{dtype} on {', '.join(archs)} only (MIOpen's IsApplicable), not {name}"])
     return out
 
