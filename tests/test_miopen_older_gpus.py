@@ -13,15 +13,19 @@ from conftest import ROOT, run_cli
 SLICES = ROOT / "tests" / "data" / "miopen_fdb"
 OLDER = {"gfx906_60": ("gfx906", 60), "gfx906_64": ("gfx906", 64), "gfx900_56": ("gfx900", 56),
          "gfx1030_36": ("gfx1030", 36)}
+NEWER = {"gfx90a68": ("gfx90a", 104), "gfx942130": ("gfx942", 304)}  # MI210/250, MI300X: the newer format
+RXS = {"ConvBinWinogradRxSf2x3", "ConvBinWinogradRxSf3x2", "ConvBinWinogradRxSf2x3g1"}
 
 
-@pytest.mark.parametrize("stem", sorted(OLDER))
-def test_older_format_slices_parse_whole_into_their_arch_tables(stem):
+@pytest.mark.parametrize("stem", sorted({**OLDER, **NEWER}))
+def test_slices_parse_whole_into_their_arch_tables_and_pools(stem):
     """Every line of the slice is read (older entries: algo first, solver, time, workspace, library);
     every listed solver of every direction is in the arch's table: nothing is left out. Every one
     listed for a data type is in the arch's pool for it: the data types MIOpen takes per arch
-    (DTYPE_ARCHS) never leave out one the file lists; on gfx900 they leave out the Winograd solvers
-    the file lists in FP32 and never in FP16."""
+    (DTYPE_ARCHS, gfx90a's backward FP16: FP16_ALT_REJECTS) never leave out one the file lists for
+    that type. They do leave out solvers the file lists for another: the RxS Winograds in BF16 on
+    every arch and in FP16 on gfx900; on gfx90a, in backward FP16, the Winograds and xdlops GEMMs
+    its FP32 problems list (forward FP16 keeps the Winograds)."""
     from ckheur.config import known_archs, load_arch
     from ckheur.families.miopen.solvers import table_names
     from ckheur.kernels import enumerate_pool
@@ -29,7 +33,7 @@ def test_older_format_slices_parse_whole_into_their_arch_tables(stem):
 
     path = SLICES / f"{stem}.HIP.fdb.txt.bz2"
     arch, cus = arch_from_name(path, known_archs())
-    assert (arch, cus) == OLDER[stem]
+    assert (arch, cus) == {**OLDER, **NEWER}[stem]
     fdb = read_find_db(path, arch)
     r = fdb.report
     assert r["problems"] > 0.9 * r["lines"] and not r["skipped_entries"].get("entry not in either find-db format")
@@ -39,6 +43,7 @@ def test_older_format_slices_parse_whole_into_their_arch_tables(stem):
     direction = p.direction.to_numpy()[fdb.entries.problem.to_numpy()]
     dtype = p.dtype.to_numpy()[fdb.entries.problem.to_numpy()]
     left_out: dict = {}
+    pools: dict = {}
     for d in ("fwd", "bwd_data", "bwd_weight"):
         listed = set(fdb.entries.solver[direction == d])
         assert listed and listed <= set(table_names(d, arch)), (d, listed - set(table_names(d, arch)))
@@ -47,10 +52,18 @@ def test_older_format_slices_parse_whole_into_their_arch_tables(stem):
             of_dtype = set(fdb.entries.solver[(direction == d) & (dtype == t)])
             assert of_dtype <= {k.name for k in pool.kernels}, (d, t, of_dtype - {k.name for k in pool.kernels})
             left_out[d, t] = {name for name, _ in pool.rejected} & listed
-    if arch == "gfx900":
-        assert left_out["fwd", "fp16"] >= {"ConvBinWinogradRxSf3x2", "ConvBinWinogradRxSf2x3g1"}
-    else:
-        assert not any(left_out.values()), left_out
+            pools[d, t] = {k.name for k in pool.kernels}
+    assert left_out["fwd", "bf16"] >= RXS & set(fdb.entries.solver[(direction == "fwd") & (dtype == "fp32")])
+    assert left_out["fwd", "bf16"] & RXS
+    assert bool(left_out["fwd", "fp16"] & RXS) == (arch == "gfx900")
+    if arch == "gfx90a":
+        assert left_out["bwd_weight", "fp16"] >= {"ConvBinWinogradRxSf2x3", "ConvAsmBwdWrW1x1", "ConvHipImplicitGemmV4R1WrW",
+                                                  "ConvHipImplicitGemmWrwV4R4Xdlops", "ConvWinograd3x3MultipassWrW<3-2>"}
+        assert left_out["bwd_data", "fp16"] >= {"ConvAsm1x1U", "ConvBinWinogradRxSf3x2"}
+    elif "ConvAsmBwdWrW1x1" in table_names("bwd_weight", arch):  # the FP16-alt rule is gfx90a's alone
+        assert "ConvAsmBwdWrW1x1" in pools["bwd_weight", "fp16"]
+    if arch in ("gfx900", "gfx906"):  # FP32 only: the dynamic assembly GEMMs
+        assert left_out["bwd_weight", "fp16"] >= {"ConvAsmImplicitGemmV4R1DynamicWrw"}
 
 
 def test_an_older_solver_name_is_mapped_and_a_gpu_without_a_bundle_is_evaluated_as_predict_serves_it(tmp_path):

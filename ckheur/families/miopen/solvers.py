@@ -252,32 +252,65 @@ def resolved_op(op: Mapping[str, Any]) -> dict:
 
 
 # A solver of an arch's table that takes a data type on some archs only: MIOpen's IsApplicable names
-# the devices (shell patterns: gfx94* is a name prefix).
+# the devices (shell patterns: gfx94* is a name prefix; none: on no arch). Each agrees with the six
+# find-dbs: none lists a solver for a data type its rule here leaves out.
 # - conv_asm_implicit_gemm_gtc_{fwd,bwd,wrw}_nhwc.cpp: BF16 on gfx90a only, then also gfx94* and later
 #   gfx95*; never on gfx908, which runs them in FP32 and FP16 (gfx90a's bundles pick them first for
 #   20-41% of its BF16 problems);
-# - conv_winoRxS.cpp (IsApplicableBase, also ConvBinWinogradRxSf2x3g1's): FP16 on these archs only, not
-#   gfx900 (Vega 56's find-db lists them in FP32 and never in FP16); conv_bin_winoRxS.cpp: FP16 on
-#   gfx906 and gfx908 only.
+# - conv_winoRxS.cpp (IsApplicableBase, also ConvBinWinogradRxSf2x3g1's): FP32 and FP16 only, FP16 on
+#   these archs only, not gfx900 (Vega 56's find-db lists them in FP32 and never in FP16);
+#   conv_bin_winoRxS.cpp: FP16 on gfx906 and gfx908 only, never BF16 (a structure below);
+# - conv_asm_implicit_gemm_{,bwd_,wrw_}v4r1_dynamic.cpp: FP32 only (gfx900 and gfx906: their tables);
+# - the MLIR implicit GEMMs (conv_mlir_igemm_*.cpp) pass BF16 to rocMLIR, whose applicability check
+#   (rocmlir-lib.cpp, RockEnabled) refuses it: no find-db lists one in BF16;
+# - conv_multipass_wino3x3WrW.cpp: F3x4, F3x5 and F3x6 in FP16 on gfx906 and gfx908 only with a
+#   debug variable set (WORKAROUND_SWDEV_234193), off by default; MI50's and MI60's files never list
+#   them in FP16, the other multipass variants they do.
 _WINO_RXS_FP16 = ("gfx906", "gfx908", "gfx90a", "gfx94*", "gfx95*", "gfx1011", "gfx1012", "gfx103*", "gfx11*")
+_NONE: tuple[str, ...] = ()
 DTYPE_ARCHS = {**{f"ConvAsmImplicitGemmGTCDynamic{d}XdlopsNHWC": {"bf16": ("gfx90a", "gfx94*", "gfx95*")}
                   for d in ("Fwd", "Bwd", "Wrw")},
-               **{n: {"fp16": _WINO_RXS_FP16} for n in ("ConvBinWinogradRxSf2x3", "ConvBinWinogradRxSf3x2",
-                                                        "ConvBinWinogradRxSf2x3g1")},
-               "ConvBinWinogradRxS": {"fp16": ("gfx906", "gfx908")}}
+               **{n: {"fp16": _WINO_RXS_FP16, "bf16": _NONE} for n in ("ConvBinWinogradRxSf2x3",
+                                                                        "ConvBinWinogradRxSf3x2",
+                                                                        "ConvBinWinogradRxSf2x3g1")},
+               "ConvBinWinogradRxS": {"fp16": ("gfx906", "gfx908")},
+               **{f"ConvAsmImplicitGemmV4R1Dynamic{d}": {"fp16": _NONE, "bf16": _NONE}
+                  for d in ("Fwd", "Fwd_1x1", "Bwd", "Wrw")},
+               **{f"ConvMlirIgemm{d}{x}": {"bf16": _NONE} for d in ("Fwd", "Bwd", "WrW") for x in ("", "Xdlops")},
+               **{f"ConvWinograd3x3MultipassWrW<3-{f}>": {"fp16": ("gfx8*", "gfx900", "gfx90a")} for f in (4, 5, 6)}}
+# Solvers whose IsApplicable rejects gfx90a for a problem that needs MIOpen's FP16 "alternate
+# implementation" (IsGfx90aFp16altRequired; MI200's FP16 matrix instructions flush subnormals). MIOpen
+# engages it by default in backward data and backward weights (docs/MI200AlternateImplementation.md),
+# so these take no backward FP16 problem on gfx90a: conv_winoRxS.cpp, conv_asm_1x1u.cpp,
+# conv_asm_dir_BwdWrW1x1.cpp, conv_hip_implicit_gemm_fwd_v4r1.cpp (its WrW), the static-CK xdlops
+# solvers (..._wrw_v4r4_xdlops[_padded_gemm].cpp, ..._bwd_v4r1_xdlops.cpp, ..._bwd_v1r1_xdlops.cpp), CK's
+# NHWC one (conv_hip_implicit_gemm_bwd_data_xdlops.cpp) and the multipass Winograds. MI210/250's file
+# lists each in FP32 and none in backward FP16.
+FP16_ALT_REJECTS = frozenset({"ConvBinWinogradRxSf2x3", "ConvBinWinogradRxSf3x2", "ConvBinWinogradRxSf2x3g1",
+                              "ConvAsm1x1U", "ConvAsmBwdWrW1x1", "ConvHipImplicitGemmV4R1WrW",
+                              "ConvHipImplicitGemmWrwV4R4Xdlops", "ConvHipImplicitGemmWrwV4R4Xdlops_Padded_Gemm",
+                              "ConvHipImplicitGemmBwdDataV4R1Xdlops", "ConvHipImplicitGemmBwdDataV1R1Xdlops",
+                              "ConvHipImplicitGemmBwdXdlops", "ConvWinograd3x3MultipassWrW"})
 
 
 def rejections(kernels: Sequence[Solver], op: Mapping[str, Any], arch: Mapping[str, Any]) -> list[list[str]]:
-    """Why a solver of the arch's table cannot take the op's data type there (DTYPE_ARCHS); no
-    code-generation rules apply to solvers: otherwise the declared table is the pool."""
+    """Why a solver of the arch's table cannot take the op's data type there (DTYPE_ARCHS, and
+    gfx90a's backward FP16: FP16_ALT_REJECTS); no code-generation rules apply to solvers: otherwise
+    the declared table is the pool."""
     from fnmatch import fnmatchcase
 
     dtype, name = op.get("dtype"), arch["name"]
+    alt = dtype == "fp16" and name == "gfx90a" and op.get("direction") in ("bwd_data", "bwd_weight")
     out = []
     for k in kernels:
         archs = DTYPE_ARCHS.get(k.name, {}).get(dtype)
-        out.append([] if archs is None or any(fnmatchcase(name, a) for a in archs) else
-                   [f"{dtype} on {', '.join(archs)} only (MIOpen's IsApplicable), not {name}"])
+        why = [] if archs is None or any(fnmatchcase(name, a) for a in archs) else \
+            [f"{dtype} on {', '.join(archs)} only (MIOpen's IsApplicable), not {name}" if archs else
+             f"no {dtype} on any arch (MIOpen's IsApplicable)"]
+        if alt and k.name.split("<", 1)[0] in FP16_ALT_REJECTS:
+            why.append("not gfx90a's backward fp16, which runs MIOpen's FP16 alternate implementation by default "
+                       "(IsGfx90aFp16altRequired)")
+        out.append(why)
     return out
 
 
