@@ -1077,18 +1077,23 @@ def test_a_gpu_without_a_model_is_served_by_the_nearest_gpus_on_the_solvers_it_r
 
 def test_bring_up_sweep_draws_problems_at_random_within_its_budget(tmp_path, miopen_slices):
     """The bring-up's sweep as the docs give it (a find-db replayed as the new GPU, problems drawn at
-    random, sweep.strategy=random): every problem it picks has every solver of the table that
+    random, sweep.strategy=random): every problem it picks has every solver of the pool (the table's solvers that take the data type there) that
     MIOpen's rules keep timed (listed ones ok, the others censored, as MIOpen's find reports them),
     the budget is never exceeded, and the seed fixes the draw. (A small ensemble: in a random sweep
     it only estimates the gain, and these runs check the draw and what is timed; three rounds, the
     first and two more, of 0.25 and 0.375 of the budget.)"""
     from ckheur.data.dataset import read_dataset
     from ckheur.families.miopen.problems import FIELDS, problem_from_dict
-    from ckheur.families.miopen.solvers import rule_rejections, table_names
+    from ckheur.config import load_arch
+    from ckheur.families.miopen.solvers import rule_rejections
+    from ckheur.kernels import enumerate_pool
 
     whole = miopen_slices / "miopen_bwd_weight_fp16_gfx90a" / "gfx90a68.parquet"
     file_keys = {tuple(k) for k in read_dataset(whole)[list(FIELDS)].drop_duplicates().itertuples(index=False)}
-    drawn, names = [], table_names("bwd_weight", "gfx90a")  # (one read of the table's YAML)
+    # the pool: the table's solvers that take backward-weights FP16 on gfx90a (14 of its 34)
+    names = [k.name for k in enumerate_pool({"family": "miopen", "direction": "bwd_weight", "dtype": "fp16"},
+                                            load_arch("gfx90a")).kernels]
+    drawn = []
     for run, seed in (("a", 0), ("b", 0), ("c", 1)):
         out = tmp_path / run / "drill.parquet"
         r = run_cli("stage=sweep", "op=miopen/bwd_weight", "op.dtype=fp16", "arch=gfx90a", "backend=replay",
@@ -1112,7 +1117,7 @@ def test_bring_up_sweep_draws_problems_at_random_within_its_budget(tmp_path, mio
     assert drawn[0] == drawn[1] != drawn[2]
     # With a ranker (a new GPU's model across the other GPUs; here the shipped bundle), each problem
     # gets floor(sqrt(n)) solvers plus half that (rounded up) at random, n the solvers MIOpen's rules
-    # keep (of the table's 34): more problems, same budget; the first round's are the ranker's
+    # keep (of the pool's 14): more problems, same budget; the first round's are the ranker's
     # best (later rounds take the ensemble's, once it is trained on them).
     from ckheur import Selector
 
