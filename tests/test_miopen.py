@@ -1077,8 +1077,9 @@ def test_a_gpu_without_a_model_is_served_by_the_nearest_gpus_on_the_solvers_it_r
 
 def test_bring_up_sweep_draws_problems_at_random_within_its_budget(tmp_path, miopen_slices):
     """The bring-up's sweep as the docs give it (a find-db replayed as the new GPU, problems drawn at
-    random, sweep.strategy=random): every problem it picks has every solver of the pool (the table's solvers that take the data type there) that
-    MIOpen's rules keep timed (listed ones ok, the others censored, as MIOpen's find reports them),
+    random, sweep.strategy=random): every problem it picks has every solver of the pool (the table's
+    solvers that take the data type there) that MIOpen's rules keep timed (listed ones ok, the others
+    censored, as MIOpen's find reports them),
     the budget is never exceeded, and the seed fixes the draw. (A small ensemble: in a random sweep
     it only estimates the gain, and these runs check the draw and what is timed; three rounds, the
     first and two more, of 0.25 and 0.375 of the budget.)"""
