@@ -871,7 +871,8 @@ def test_solver_tables_are_subsets_of_miopens_registry_with_gfx908s_own_solvers(
     """Each direction's registry lists every solver MIOpen registers for it once (ids and MIOpen's
     ids unique); every arch table is a subset with the same ids and traits; the ids the shipped
     bundles use are unchanged (the first 68); gfx908 gets its own solvers (the NCHW GTC xdlops and
-    the old Winograd binaries, which IsApplicable restricts to it) and not the gfx900/906-only ones."""
+    the old Winograd binaries, which IsApplicable restricts to it) and not the gfx900/906-only ones,
+    the MLIR GEMMs without matrix cores, or the backward-data GEMMs MIOpen keeps off by default."""
     from ckheur.families.miopen.solvers import solver_tables
 
     shipped_ids = {"ConvAsm1x1U": 0, "ConvAsmImplicitGemmGTCDynamicFwdXdlopsNHWC": 5, "GemmFwdRest": 46, "fft": 49,
@@ -893,6 +894,9 @@ def test_solver_tables_are_subsets_of_miopens_registry_with_gfx908s_own_solvers(
         tables = {arch: {s["name"] for s in t} for arch, t in op["solvers"].items()}
         assert own[direction] <= tables["gfx908"] and not own[direction] & (tables["gfx90a"] | tables["gfx942"])
         assert not any("V4R1Dynamic" in n for n in tables["gfx908"])
+        # no MLIR GEMM without matrix cores where the xdlops ones run, no debug-gated static-CK backward data
+        assert not {"ConvMlirIgemmFwd", "ConvMlirIgemmBwd", "ConvMlirIgemmWrW", "ConvHipImplicitGemmBwdDataV4R1",
+                    "ConvHipImplicitGemmBwdDataV1R1Xdlops"} & tables["gfx908"]
         assert tables["gfx90a"] | tables["gfx942"] <= tables["gfx908"]  # what its xdlops siblings list runs on it
         for s in registry.values():
             assert names_everywhere.setdefault(s["name"], s["id"]) == s["id"]

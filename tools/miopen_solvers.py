@@ -107,6 +107,13 @@ ONLY_ON = {
     "ConvCkIgemmFwdV6r1DlopsNchw": ("gfx900", "gfx906", "gfx1030"), "ConvAsmImplicitGemmGTCDynamicFwdDlopsNCHWC": ("gfx1030",),
     "ConvWinoFuryRxSf2x3": (),
     "GemmFwd1x1_0_1_int8": (),  # int8 only: no op of ours
+    # the MLIR implicit GEMMs without matrix cores: off wherever IsXdlopsSupport holds (gfx908 and
+    # later CDNA; conv_mlir_igemm_{fwd,bwd,wrw}.cpp), and not on gfx900; their xdlops twins serve there
+    **{f"ConvMlirIgemm{d}": ("gfx906", "gfx1030") for d in ("Fwd", "Bwd", "WrW")},
+    # static-CK backward data kept off by default in every MIOpen version read (WORKAROUND_SWDEV_229277_227616_229195
+    # in conv_hip_implicit_gemm_bwd_v4r1.cpp, WORKAROUND_SWDEV_251757 in ..._bwd_v1r1_xdlops.cpp: a debug
+    # variable enables them); no find-db here lists either
+    "ConvHipImplicitGemmBwdDataV4R1": (), "ConvHipImplicitGemmBwdDataV1R1Xdlops": (),
 }
 # A solver new to the tables asks for a workspace like its kin: the GTC xdlops kernels (as their
 # NHWC versions in the find-dbs) and GEMMs that transform; a guess, until a find-db lists it.
