@@ -485,6 +485,7 @@ def summary(results: list) -> list[str]:
                 f"{d} {100 * np.mean(v):+.2f}" for d, v in per.items() if v))
             top = [res[z]["top1"] - res[single]["top1"] for _, _, res in rows if single in res and z in res]
             out.append(f"  top-1 minus the best single solver: mean {100 * np.mean(top):+.1f} points")
+    out += mlir_only_lines(rows)
     for tag in ("1%", "5%"):
         few, ceil = f"few-shot {tag}, on the ceiling's unmeasured 20%", f"ceiling, on the same problems (few-shot {tag})"
         gaps = [(res[ceil]["efficiency"] - res[few]["efficiency"], res[ceil]["top1"] - res[few]["top1"])
@@ -501,6 +502,38 @@ def summary(results: list) -> list[str]:
         if d:
             out.append(f"{a} held out: zero-shot (adopted) minus {sib}, mean efficiency {100 * np.mean(d):+.2f} points "
                        f"(worst {100 * min(d):+.2f})")
+    return out
+
+
+def mlir_only_lines(rows: list) -> list[str]:
+    """Where a held-out file lists an MLIR implicit GEMM and nothing else for some problems (MI50's),
+    the zero-shot rows on its other problems, and the means over every cell with those problems left
+    out of that file's (runs before ``mlir_only`` have no such lines)."""
+    hit = sorted({d for _, d, res in rows for x in res.values() if x.get("mlir_only", 0) > 0})
+    if not hit:
+        return []
+    out = ["\nProblems whose entry lists an MLIR implicit GEMM and nothing else (no other solver, not even a "
+           "GEMM: the file says nothing of the others there, and any other pick counts 0):"]
+    for d in hit:
+        cells = [res for _, e, res in rows if e == d]
+        share = np.mean([next(iter(res.values()))["mlir_only"] for res in cells])
+        out.append(f"  {d}: {100 * share:.1f}% of its problems (mean over its {len(cells)} cells); on its other problems "
+                   "(top-1 / efficiency / unlisted %):")
+        for n in (ZERO, FALLBACK, AS_SERVED):
+            got = [res[n].get("without_mlir_only", res[n]) for res in cells if n in res]
+            if got:
+                out.append(f"    {n}: " + " / ".join(f"{100 * np.mean([g[k] for g in got]):.{1 if k == 'top1' else 2}f}"
+                                                    for k in ("top1", "efficiency", "not_listed")))
+    for n in (AS_SERVED,):
+        got = [res[n].get("without_mlir_only", res[n]) for _, _, res in rows if n in res]
+        base = [res[FALLBACK].get("without_mlir_only", res[FALLBACK]) for _, _, res in rows if n in res and FALLBACK in res]
+        if got:
+            line = (f"  every cell, those problems left out: {n}: "
+                    + " / ".join(f"{100 * np.mean([g[k] for g in got]):.{1 if k == 'top1' else 2}f}"
+                                 for k in ("top1", "efficiency", "not_listed")))
+            if len(base) == len(got):
+                line += f"; minus today's fallback {100 * np.mean([g['efficiency'] - b['efficiency'] for g, b in zip(got, base)]):+.2f}"
+            out.append(line)
     return out
 
 

@@ -101,7 +101,10 @@ def report(tb, rows: np.ndarray, scores: np.ndarray) -> dict:
     """Open-protocol top-1, mean efficiency and unlisted-pick rate of ``scores`` on some rows, and
     the share of problems whose unlisted pick lost its algorithm's slot (``slot_lost``: the file
     lists another solver of the pick's algorithm for the problem; MIOpen's older find-db entries
-    keep one solver per algorithm, so such a pick would run, at an unknown time)."""
+    keep one solver per algorithm, so such a pick would run, at an unknown time). ``mlir_only``: the
+    share of problems whose entry lists an MLIR implicit GEMM and nothing else (MI50's file: no other
+    solver, not even a GEMM, so it says nothing of the others), and ``without_mlir_only`` the three
+    figures on the other problems."""
     from ckheur.metrics import best_first, censored_choice_report
 
     time_ms = np.where(tb.tflops[rows] > 0, tb.flops_over_tflops[rows], np.nan)
@@ -113,8 +116,20 @@ def report(tb, rows: np.ndarray, scores: np.ndarray) -> dict:
     has = {int(p) for p in pid[listed]}
     lost = [not listed[r] and np.isfinite(scores[r]) and (int(pid[r]), algo[r]) in slots
             for r in order[start] if int(pid[r]) in has]
-    return {"problems": o["problems"], "top1": o["top1"], "efficiency": o["efficiency"]["mean"],
-            "not_listed": o["picks_outside_listed"], "slot_lost": float(np.mean(lost)) if lost else float("nan")}
+    mlir = np.array([k.name.startswith("ConvMlirIgemm") for k in tb.kernels])[tb.kid[rows]]
+    other = np.zeros(int(pid.max()) + 1 if len(pid) else 0, dtype=bool)
+    other[pid[listed & ~mlir]] = True  # problems whose entry lists a solver that is no MLIR GEMM
+    only = np.array(sorted(has))
+    only = only[~other[only]] if len(only) else only
+    out = {"problems": o["problems"], "top1": o["top1"], "efficiency": o["efficiency"]["mean"],
+           "not_listed": o["picks_outside_listed"], "slot_lost": float(np.mean(lost)) if lost else float("nan"),
+           "mlir_only": len(only) / max(1, len(has))}
+    keep = ~np.isin(pid, only)
+    if len(only) and keep.any():
+        w = censored_choice_report(pid[keep], scores[keep], time_ms[keep])["open"]
+        out["without_mlir_only"] = {"problems": w["problems"], "top1": w["top1"], "efficiency": w["efficiency"]["mean"],
+                                    "not_listed": w["picks_outside_listed"]}
+    return out
 
 
 def predict_rows(booster, tb, rows: np.ndarray) -> np.ndarray:
