@@ -69,6 +69,9 @@ def test_explain_a_gemm_pick_says_which_kernels_do_not_support_the_problem():
     fits = {k.name for k in job.pool.kernels if k.pad_m or 1000 % k.tile_m == 0}  # N, K: every tile divides 4096
     assert {r.kernel for r in rows if r.applies} == fits and 0 < len(fits) < len(rows)
     assert all(r.rank is None and r.score is None for r in rows if not r.applies)
+    # each says why: its tile_m and no padding of M (every tile divides N and K)
+    assert all(r.why.startswith("M=1000 is no multiple of its tile_m=") and r.why.endswith("does not pad M")
+               for r in rows if not r.applies)
 
 
 def test_explain_a_miopen_pick_beside_the_find_db():
@@ -92,6 +95,10 @@ def test_explain_a_miopen_pick_beside_the_find_db():
     assert {r.kernel for r in rows if r.applies} == set(listed) & pool
     # The bundle ranks with op.applicability=both, learned from this file: what it masks, the file never lists.
     assert {r.kernel for r in rows if r.applies is False}.isdisjoint(listed)
+    # each masked solver says why: a rule of MIOpen's IsApplicable, or the kinds the file lists it for
+    masked = [r.why for r in rows if r.applies is False]
+    assert masked and all(w.startswith(("MIOpen's IsApplicable: ", "op.listed: not listed for NCHW/fp16/"))
+                          for w in masked), masked
     assert rows[0].tier == "find_db" and rows[0].kernel == min((s for s in listed if s in pool), key=listed.get)
     # From the command line, with the problem as a MIOpenDriver line.
     assert from_text(to_driver_line(problem, "fp16"), "fwd", "fp16") == problem

@@ -18,7 +18,7 @@ OPS = {"grouped_conv": ("grouped_conv/fwd", "gfx950"), "gemm": ("gemm/universal"
 
 PROBLEMS = ("FIELDS", "DEFAULTS", "BATCH_FIELD", "SLICES", "SOURCES", "problem_from_dict", "generate", "generate_group")
 KERNELS = ("COLUMNS", "TABLE", "parse_name", "from_traits", "candidates", "rejections", "support_arrays",
-           "support_mask")
+           "support_mask", "support_reasons")
 FEATURES = ("ENCODING_VERSION", "ANALYTIC_MODEL", "CATEGORICAL", "PROBLEM_FEATURES", "KERNEL_FEATURES",
             "HARDWARE_FEATURES", "feature_names", "problem_arrays", "kernel_arrays", "features")
 
@@ -83,6 +83,18 @@ def test_kernel_names_and_traits_read_back(member):
         assert family.kernels.parse_name(k.name, op, arch) == k
         assert family.kernels.from_traits(k.traits()) == k
         assert set(family.kernels.COLUMNS) <= set(k.traits())
+
+
+def test_a_kernel_has_a_reason_exactly_where_the_support_mask_leaves_it_out(member):
+    family, op, arch, kernels, problems = member
+    support = family.kernels.support_arrays(kernels)
+    left_out = 0
+    for p in problems:
+        mask, _ = family.kernels.support_mask(p, support, op)
+        reasons = family.kernels.support_reasons(p, support, op)
+        assert len(reasons) == len(kernels) and [not r for r in reasons] == [bool(m) for m in mask]
+        left_out += int(len(mask) - sum(bool(m) for m in mask))
+    assert left_out or family.name == "grouped_conv"  # its kernels take every valid problem
 
 
 def test_features_are_as_many_as_their_names(member):

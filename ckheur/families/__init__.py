@@ -6,7 +6,8 @@ Problem modules provide FIELDS, DEFAULTS, FIELD_MIN, BATCH_FIELD, problem_from_d
 generate_group, SLICES, SOURCES (extra source kinds) and, where problems have a text form,
 from_text and to_driver_line; kernel modules provide COLUMNS (dataset columns), TABLE,
 parse_name(name, op, arch), from_traits, candidates, rejections (why each candidate is illegal on
-the arch), support_arrays and support_mask; feature modules are engines
+the arch), support_arrays, support_mask and support_reasons (why each kernel is not a candidate for
+a problem); feature modules are engines
 (ckheur/families/engines.py) that say whether ckheur.sim models the family (ANALYTIC_MODEL).
 tests/test_families.py checks every registered family against this contract.
 """

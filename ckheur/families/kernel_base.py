@@ -148,6 +148,11 @@ def all_support_mask(problem: Any, kernels: Mapping, op: Mapping) -> tuple[Any, 
     return np.ones(kernels["n"], dtype=bool), ""
 
 
+def all_support_reasons(problem: Any, kernels: Mapping, op: Mapping) -> list[str]:
+    """Why each kernel is not a candidate for the problem: never (see :func:`all_support_arrays`)."""
+    return [""] * kernels["n"]
+
+
 def tile_rejections(kernels: Sequence[Any], op: Mapping[str, Any], arch: Mapping[str, Any]) -> list[list[str]]:
     """Why each tile-based kernel (conv, GEMM) is illegal on the arch ([] if legal): the dtype's
     MFMA tiles, tile divisibility, the pipeline's LDS budget, intrawave-only compute pipelines,

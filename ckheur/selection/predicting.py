@@ -445,6 +445,8 @@ def explain(selector: Any, problem: Any, *, find_db: str | Path | None = None) -
     pool = selector._pools.get(p.group)
     mask, reason = selector.family.kernels.support_mask(p, pool.support, selector.op) if pool else (None, "")
     supported = {k.name: bool(ok) for k, ok in zip(pool.kernels, mask)} if pool else {}
+    reasons = dict(zip((k.name for k in pool.kernels), selector.family.kernels.support_reasons(
+        p, pool.support, selector.op))) if pool and not all(mask) else {}
     rows = []
     for k in selector.kernels:
         i = at.get(k.name)
@@ -452,7 +454,7 @@ def explain(selector: Any, problem: Any, *, find_db: str | Path | None = None) -
         if k.name not in supported:
             applies, why = False, f"for {k.group} problems, not {p.group}"
         elif not supported[k.name]:
-            applies, why = False, reason or "the family's support rules exclude it for this problem"
+            applies, why = False, reasons.get(k.name) or reason or "the family's support rules exclude it for this problem"
         elif selector.family.name != "miopen":
             applies, why = True, "legal in the pool and supports the problem" + \
                 ("" if i is not None else "; not scored: below the analytic pre-ranking's top (cascade)")

@@ -174,3 +174,19 @@ def support_mask(problem: Any, kernels: Mapping[str, np.ndarray], op: Mapping[st
             "vector loads need (op.min_contiguous_elems)")
     reason = "" if ok.any() else f"no kernel in the pool pads {p.describe()} where its tiles do not divide it"
     return ok, reason
+
+
+def support_reasons(problem: Any, kernels: Mapping[str, np.ndarray], op: Mapping[str, Any]) -> list[str]:
+    """Why each kernel cannot run the problem ('' where it can), by :func:`support_mask`'s rules."""
+    ok, reason = support_mask(problem, kernels, op)
+    p = problem
+    sizes = {"M": p.M, "N": p.N, "K": p.K}
+    steps = {"M": kernels["tile_m"], "N": kernels["tile_n"], "K": kernels["tile_k"] * p.split_k}
+    out = []
+    for i, fine in enumerate(ok):
+        why = [] if fine else [
+            f"{d}={sizes[d]} is no multiple of its {'tile_k x split_k' if d == 'K' else 'tile_' + d.lower()}="
+            f"{steps[d][i]} and it does not pad {d}" for d in "MNK" if not kernels[f"pad_{d.lower()}"][i]
+            and sizes[d] % steps[d][i]]
+        out.append("; ".join(why) or ("" if fine else reason))
+    return out

@@ -16,7 +16,7 @@ from functools import cached_property
 from typing import Any, Mapping
 
 from ckheur.families.kernel_base import (DTYPE_BYTES, TILE_MAX, WARP_TILE_MAX, WAVE_MAX, KernelError,
-                                        all_support_arrays, all_support_mask, checked_traits, field_values,
+                                        all_support_arrays, all_support_mask, all_support_reasons, checked_traits, field_values,
                                         tile_problems)
 from ckheur.families.kernel_base import tile_rejections as rejections  # noqa: F401 - the family's legality rules
 
@@ -115,7 +115,7 @@ def from_traits(d: Mapping, op: Mapping[str, Any] | None = None) -> ConvKernel:
 
 
 # Every kernel of the problem's dimensionality runs every valid problem (CK pads internally).
-support_arrays, support_mask = all_support_arrays, all_support_mask
+support_arrays, support_mask, support_reasons = all_support_arrays, all_support_mask, all_support_reasons
 
 
 def parse_name(name: str, op: Mapping[str, Any] | None = None, arch: Mapping[str, Any] | None = None) -> ConvKernel:

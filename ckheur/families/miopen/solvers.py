@@ -890,6 +890,19 @@ def support_mask(problem: Any, kernels: Mapping[str, Any], op: Mapping[str, Any]
     return ok, ""
 
 
+def support_reasons(problem: Any, kernels: Mapping[str, Any], op: Mapping[str, Any]) -> list[str]:
+    """Why each solver is not ranked for the problem ('' where it is): the rules MIOpen's
+    ``IsApplicable`` gives (:func:`rule_rejections`), else the kinds of problem ``op.listed`` lists it for."""
+    ok, reason = support_mask(problem, kernels, op)
+    rules = applicability_mode(op) in ("rules", "both")
+    out = []
+    for fine, (structure, rule) in zip(ok, kernels["checks"]):
+        why = [] if fine or not rules else _rejections(structure, rule, problem, op["direction"], op["dtype"])
+        out.append("" if fine else f"MIOpen's IsApplicable: {'; '.join(why)}" if why else reason or
+                   f"op.listed: not listed for {problem_kind(problem, op['dtype'])} problems")
+    return out
+
+
 def kind_code(kind: Any, solver: str) -> tuple[int, str]:
     """A kind of ``op.listed`` (``layout/dtype/group/filter``) as the C export codes it: (layout x
     group x filter as one number below 36, its data type); a KernelError names what is allowed."""
