@@ -13,6 +13,10 @@ bench_logo's "today's fallback" and "zero-shot: model across the other five"):
 - **filled in**: the bundle's order, and each solver it does not know (its GPU never listed it)
   placed by the model across the five: after as many of the bundle's solvers as that model ranks
   above it. Where the bundle knows every solver, it is the bundle.
+- **filled in, pool**: the same, also placing each solver the bundle's own arch refuses for the
+  op (``ckheur.families.miopen.solvers.rejections``: gfx90a's backward FP16 and its FP16 alternate
+  implementation), whose rows the bundle only ever saw unlisted; where its arch refuses none, it is
+  the row above.
 
     python bench/bench_logo_blend.py [--data DIR] [--max-problems 1500] [--jobs 2] [--threads 1] [--out blend.json]
 
@@ -39,6 +43,7 @@ from bench_unseen import bundle_scores, fit_on, predict_rows, ranked_rows, repor
 HELD = ("MI300X", "MI210")  # matrix cores, wave 64: the nearest bundle is the other CDNA GPU's
 BLEND = "rank blend: mean of the nearest bundle's and the model across the five's ranks"
 FILL = "filled in: the nearest bundle's order, each solver it does not know placed by the model across the five"
+FILL_POOL = "filled in, pool: also each solver the bundle's arch refuses for the op placed by the model across the five"
 
 
 def ranks(pid: np.ndarray, scores: np.ndarray) -> np.ndarray:
@@ -72,6 +77,8 @@ def filled(pid: np.ndarray, bundle: np.ndarray, zero: np.ndarray, unknown: np.nd
 def one_op(args: tuple) -> dict:
     """The two CDNA devices held out, one direction and dtype."""
     data, direction, dtype, max_problems, seed, threads = args
+    from ckheur.config import load_arch
+    from ckheur.kernels import enumerate_pool
     from ckheur.learn.training import concat_tables
 
     t0 = time.perf_counter()
@@ -88,11 +95,14 @@ def one_op(args: tuple) -> dict:
         b = bundle_scores(bundle, tb)[0]
         own = {k["name"] for k in json.loads((bundle / "kernels.json").read_text())}
         unknown = np.array([k.name not in own for k in tb.kernels])[tb.kid]
+        refused = {name for name, _ in enumerate_pool(tb.op, load_arch(DEVICES[near][0])).rejected}
+        unseen = unknown | np.array([k.name in refused for k in tb.kernels])[tb.kid]
         listed = tb.listed[tb.kid]
         b, z = np.where(listed, b, -np.inf), np.where(listed, z, -np.inf)  # as bench_logo scores its rows
         out["held_out"][held] = {FALLBACK: report(tb, rows, b), ZERO: report(tb, rows, z),
                                  BLEND: report(tb, rows, blend(tb.pid, b, z)),
-                                 FILL: report(tb, rows, filled(tb.pid, b, z, unknown))}
+                                 FILL: report(tb, rows, filled(tb.pid, b, z, unknown)),
+                                 FILL_POOL: report(tb, rows, filled(tb.pid, np.where(unseen, -np.inf, b), z, unseen))}
         print(f"{direction} {dtype} {held} ({time.perf_counter() - t0:.0f} s): " + "; ".join(
             f"{n}: {100 * r['top1']:.1f} / {100 * r['efficiency']:.2f}" for n, r in out["held_out"][held].items()),
             flush=True)
@@ -124,8 +134,9 @@ def main() -> None:
 def tables(results: list) -> None:
     """The per-cell table and each row's difference from the nearest bundle."""
     cells = [(r["direction"], r["dtype"], d, res) for r in results for d, res in r["held_out"].items()]
-    rows = [n for n in (FALLBACK, ZERO, BLEND, FILL) if all(n in res for *_, res in cells)]
-    short = {FALLBACK: "nearest bundle", ZERO: "model across the five", BLEND: "rank blend", FILL: "filled in"}
+    rows = [n for n in (FALLBACK, ZERO, BLEND, FILL, FILL_POOL) if all(n in res for *_, res in cells)]
+    short = {FALLBACK: "nearest bundle", ZERO: "model across the five", BLEND: "rank blend", FILL: "filled in",
+             FILL_POOL: "filled in, pool"}
     print("\n| direction | dtype | held out | " + " | ".join(short[n] for n in rows) + " | "
           + " | ".join(f"{short[n]} - bundle" for n in rows[2:]) + " |")
     print("| --- " * (1 + 2 * len(rows)) + "|")
