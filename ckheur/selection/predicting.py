@@ -454,7 +454,8 @@ def explain(selector: Any, problem: Any, *, find_db: str | Path | None = None) -
         if k.name not in supported:
             applies, why = False, f"for {k.group} problems, not {p.group}"
         elif not supported[k.name]:
-            applies, why = False, reasons.get(k.name) or reason or "the family's support rules exclude it for this problem"
+            applies = False
+            why = reasons.get(k.name) or reason or "the family's support rules exclude it for this problem"
         elif selector.family.name != "miopen":
             applies, why = True, "legal in the pool and supports the problem" + \
                 ("" if i is not None else "; not scored: below the analytic pre-ranking's top (cascade)")

@@ -16,8 +16,8 @@ from functools import cached_property
 from typing import Any, Mapping
 
 from ckheur.families.kernel_base import (DTYPE_BYTES, TILE_MAX, WARP_TILE_MAX, WAVE_MAX, KernelError,
-                                        all_support_arrays, all_support_mask, all_support_reasons, checked_traits, field_values,
-                                        tile_problems)
+                                        all_support_arrays, all_support_mask, all_support_reasons, checked_traits,
+                                        field_values, tile_problems)
 from ckheur.families.kernel_base import tile_rejections as rejections  # noqa: F401 - the family's legality rules
 
 VARIANTS = {"fwd": "forward", "bwd_data": "bwd_data", "bwd_weight": "bwd_weight"}
