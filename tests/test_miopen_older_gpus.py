@@ -84,6 +84,12 @@ def test_an_older_solver_name_is_mapped_and_a_gpu_without_a_bundle_is_evaluated_
     ok = df[(df.status == "ok") & (df.kernel == "ConvOclDirectFwd")]
     assert "ConvOclDirectFwdFused" not in set(df.kernel.astype(str))
     assert ((ok.C == 128) & (ok.K == 256) & (ok.Hi == 3)).sum() >= 4  # the four lines that listed only the old name
+    # the problems whose entry lists one solver alone, counted in what was written
+    from ckheur.families.miopen.problems import FIELDS
+
+    alone = sum(int((read_dataset(f).query("status == 'ok'").groupby(list(FIELDS), dropna=False).size() == 1).sum())
+                for f in data.glob("miopen_*_gfx1030/gfx1030_36.parquet"))
+    assert alone and f"import: {alone} of the " in r.stdout and "problems list one solver alone (" in r.stdout
     r = run_cli("stage=evaluate", "op=miopen/fwd", "op.dtype=bf16", "arch=gfx1030", "evaluate.plots=false",
                 f"data.eval_paths=[{data / 'miopen_fwd_bf16_gfx1030' / 'gfx1030_36.parquet'}]",
                 f"hydra.run.dir={tmp_path / 'e'}")

@@ -54,6 +54,12 @@ def import_find_db_file(src: Path, *, data_root: str | Path, arch: Mapping[str, 
             "ckheur.integrations.miopen.find_db.OLDER_NAMES says why)")
     for reason, n in {**rep["skipped_keys"], **rep["skipped_entries"]}.items():
         log(f"import: skipped {n}: {reason}")
+    alone = fdb.entries.groupby("problem", sort=False).solver.transform("size") == 1
+    if alone.any():  # MIOpen lists the fastest solver of each algorithm it ran: one alone says no other ran
+        top = fdb.entries.solver[alone].value_counts()
+        log(f"import: {int(alone.sum())} of the {rep['problems']} problems list one solver alone ("
+            + ", ".join(f"{name} {n}" for name, n in top.head(3).items()) + (", ..." if len(top) > 3 else "")
+            + "): every other solver of the table reads censored there, as if none applied or ran faster")
     if rep.get("problems_out_of_time_order"):
         log(f"import: {rep['problems_out_of_time_order']} problems listed their solvers out of time order (sorted)")
     if not rep["problems"]:
