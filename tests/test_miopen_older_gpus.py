@@ -1,7 +1,8 @@
 """The four older GPUs (MI50, MI60, Vega 56, an RDNA2 Radeon): their find-dbs in MIOpen's older
-entry format and solver names import whole into their arch's solver tables; a device is an arch
-plus its CU count (MI60 is gfx906 with 64). Real data: slices of the shared files
-(tests/data/miopen_fdb, a few hundred lines each)."""
+entry format and solver names import whole into their arch's solver tables (and, with MI210/250's
+and MI300X's, into the pools of each data type); a device is an arch plus its CU count (MI60 is
+gfx906 with 64). Real data: slices of the shared files (tests/data/miopen_fdb, a few hundred lines
+each)."""
 
 from __future__ import annotations
 
