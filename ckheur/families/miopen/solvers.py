@@ -307,7 +307,7 @@ def rejections(kernels: Sequence[Solver], op: Mapping[str, Any], arch: Mapping[s
         why = [] if archs is None or any(fnmatchcase(name, a) for a in archs) else \
             [f"{dtype} on {', '.join(archs)} only (MIOpen's IsApplicable), not {name}" if archs else
              f"no {dtype} on any arch (MIOpen's IsApplicable)"]
-        if alt and k.name.split("<", 1)[0] in FP16_ALT_REJECTS:
+        if alt and solver_class(k.name) in FP16_ALT_REJECTS:
             why.append("not gfx90a's backward fp16, which runs MIOpen's FP16 alternate implementation by default "
                        "(IsGfx90aFp16altRequired)")
         out.append(why)
@@ -816,9 +816,15 @@ STRUCTURES = {
 }
 
 
+def solver_class(name: str) -> str:
+    """A solver's class in MIOpen's sources: its name without template arguments
+    (``ConvOclBwdWrW2<16>`` is ``ConvOclBwdWrW2``)."""
+    return name.split("<", 1)[0]
+
+
 def structure_of(name: str) -> Structure | None:
     """A solver's :class:`Structure` (its class's, for a name with template arguments), or None."""
-    return STRUCTURES.get(name.split("<", 1)[0])
+    return STRUCTURES.get(solver_class(name))
 
 
 def rule_rejections(name: str, p: Any, direction: str, dtype: str) -> list[str]:
@@ -895,11 +901,14 @@ def support_reasons(problem: Any, kernels: Mapping[str, Any], op: Mapping[str, A
     ``IsApplicable`` gives (:func:`rule_rejections`), else the kinds of problem ``op.listed`` lists it for."""
     ok, reason = support_mask(problem, kernels, op)
     rules = applicability_mode(op) in ("rules", "both")
+    unlisted = reason or f"op.listed: not listed for {problem_kind(problem, op['dtype'])} problems"
     out = []
     for fine, (structure, rule) in zip(ok, kernels["checks"]):
-        why = [] if fine or not rules else _rejections(structure, rule, problem, op["direction"], op["dtype"])
-        out.append("" if fine else f"MIOpen's IsApplicable: {'; '.join(why)}" if why else reason or
-                   f"op.listed: not listed for {problem_kind(problem, op['dtype'])} problems")
+        if fine:
+            out.append("")
+            continue
+        why = _rejections(structure, rule, problem, op["direction"], op["dtype"]) if rules else []
+        out.append(f"MIOpen's IsApplicable: {'; '.join(why)}" if why else unlisted)
     return out
 
 
