@@ -907,8 +907,9 @@ def test_solver_tables_are_subsets_of_miopens_registry_with_gfx908s_own_solvers(
 
 def test_gfx908_tables_are_what_the_registry_in_tools_gives(monkeypatch):
     """The gfx908 tables and registries of the shipped solver tables are in step with tools/miopen_solvers.py's
-    hand-kept registry (an edit of one without regenerating the other fails here)."""
-    from ckheur.families.miopen.solvers import solver_tables
+    hand-kept registry (an edit of one without regenerating the other fails here); the registry's
+    device rules (``only_on``) give gfx908 its table, and keep every solver each find-db lists."""
+    from ckheur.families.miopen.solvers import registry_table, solver_tables
 
     monkeypatch.syspath_prepend(str(ROOT / "tools"))
     import miopen_solvers
@@ -916,6 +917,9 @@ def test_gfx908_tables_are_what_the_registry_in_tools_gives(monkeypatch):
     for direction, (rows, table) in miopen_solvers.registry_tables("gfx908", miopen_solvers.declared()).items():
         op = solver_tables(direction)
         assert op["solvers"]["gfx908"] == table and sorted(op["registry"], key=lambda s: s["miopen_id"]) == rows
+        assert registry_table(direction, "gfx908") == table  # what an arch without a shipped table is served
+        for arch, measured in op["solvers"].items():  # the device rules never refuse what a find-db lists
+            assert {s["name"] for s in measured} <= {s["name"] for s in registry_table(direction, arch)}, arch
 
 
 MI210_DEVICE, MI300X_DEVICE = "MI210 (gfx90a, 104 CUs)", "MI300X (gfx942, 304 CUs)"  # the slices' devices

@@ -185,17 +185,31 @@ def test_evaluate_and_export_serve_a_gpu_without_a_bundle_as_predict_does(gfx906
     # gfx908's ``serving`` (gfx90a's bundle, what export is given): checked in the test above, on its composed job
 
 
-def test_an_arch_without_solver_tables_is_refused_saying_how_to_make_them(tmp_path):
-    """An arch config of the user's own (a Hydra search path) serves CK's ops, but a MIOpen op on it
-    needs its solver tables: exit 2 naming the tool and its registry option, not a traceback."""
+def test_an_arch_of_the_users_own_is_served_miopens_registry_without_a_clone(tmp_path):
+    """An arch config of the user's own (a Hydra search path) is all a MIOpen op needs: its table is
+    MIOpen's registry cut by IsApplicable's device rules, said in one line; the model across GPUs
+    ranks it as never measured, ``op.available`` narrows it, and an RDNA arch gets no matrix-core
+    (xdlops) solver."""
     (tmp_path / "conf" / "arch").mkdir(parents=True)
-    text = (ROOT / "conf" / "arch" / "gfx942.yaml").read_text().replace("name: gfx942", "name: gfx943")
-    (tmp_path / "conf" / "arch" / "gfx943.yaml").write_text(text)
-    r = run_cli("stage=predict", "op=miopen/fwd", "op.dtype=fp32", "arch=gfx943",
-                f"hydra.searchpath=[file://{tmp_path / 'conf'}]", "problem=conv -n 8 -c 64 -H 56 -W 56 -k 64 -y 3 -x 3")
-    assert r.returncode == 2 and "declares no solvers for arch gfx943" in r.stderr, r.stderr
-    assert "tools/miopen_solvers.py" in r.stderr and "--registry-archs gfx908 gfx943" in r.stderr
-    assert "Traceback" not in r.stderr
+    for new, old in (("gfx943", "gfx942"), ("gfx1100", "gfx1030")):
+        text = (ROOT / "conf" / "arch" / f"{old}.yaml").read_text().replace(f"name: {old}", f"name: {new}")
+        (tmp_path / "conf" / "arch" / f"{new}.yaml").write_text(text)
+    search = f"hydra.searchpath=[file://{tmp_path / 'conf'}]"
+    r = run_cli("stage=predict", "op=miopen/fwd", "op.dtype=fp32", "arch=gfx943", search,
+                "problem=conv -n 8 -c 64 -H 56 -W 56 -k 64 -y 3 -x 3")
+    assert r.returncode == 0, r.stderr
+    assert "op=miopen/fwd on gfx943: no solver table measured for it; MIOpen's registry gives" in r.stdout
+    assert "MODEL ACROSS GPUS" in r.stdout and "(gfx943, 304 CUs) was NEVER MEASURED" in r.stdout
+    r = run_cli("stage=predict", "op=miopen/fwd", "op.dtype=fp32", "arch=gfx943", search,
+                "op.available=[GemmFwdRest,ConvHipImplicitGemmFwdXdlops]", "problem=conv -n 8 -c 64 -H 56 -W 56 -k 64 -y 3 -x 3")
+    assert r.returncode == 0 and "op.available: keeps 2 of the" in r.stdout, r.stderr
+    picked = next(line for line in r.stdout.splitlines() if line.startswith("selected: ")).split()[1]
+    assert picked in {"GemmFwdRest", "ConvHipImplicitGemmFwdXdlops"}
+    for direction in ("fwd", "bwd_data", "bwd_weight"):
+        r = run_cli("stage=list", f"op=miopen/{direction}", "op.dtype=fp16", "arch=gfx1100", search)
+        assert r.returncode == 0 and f"op=miopen/{direction} on gfx1100: no solver table measured" in r.stdout, r.stderr
+        assert "GemmFwdRest" in r.stdout or "GemmBwdRest" in r.stdout or "GemmWrwUniversal" in r.stdout
+        assert "xdlops" not in r.stdout.lower()
 
 
 def test_the_shipped_models_across_gpus_name_the_find_dbs_they_were_trained_on():

@@ -115,6 +115,27 @@ ONLY_ON = {
     # variable enables them); no find-db here lists either
     "ConvHipImplicitGemmBwdDataV4R1": (), "ConvHipImplicitGemmBwdDataV1R1Xdlops": (),
 }
+# The matrix-core (xdlops) solvers run where MIOpen's IsXdlopsSupport holds: CDNA, gfx908 and later
+# (implicitgemm_util.hpp names gfx908, gfx90a, gfx942 and gfx950; the MLIR, assembly and CK xdlops
+# solvers check the same devices their own ways). Patterns as fnmatch takes them.
+XDLOPS_ARCHS = ("gfx908", "gfx90a", "gfx94*", "gfx95*")
+
+
+def runs_on(name: str) -> tuple[str, ...] | None:
+    """The archs (patterns) MIOpen's IsApplicable keeps ``name`` to, or None where it names none."""
+    if name in ONLY_ON:
+        return ONLY_ON[name]
+    return XDLOPS_ARCHS if "xdlops" in name.lower() else None
+
+
+def runs(name: str, arch: str) -> bool:
+    """Whether the registry's rules run ``name`` on ``arch``."""
+    from fnmatch import fnmatchcase
+
+    where = runs_on(name)
+    return where is None or any(fnmatchcase(arch, w) for w in where)
+
+
 # A solver new to the tables asks for a workspace like its kin: the GTC xdlops kernels (as their
 # NHWC versions in the find-dbs) and GEMMs that transform; a guess, until a find-db lists it.
 NEW_WORKSPACE = {"ConvAsmImplicitGemmGTCDynamicFwdXdlops", "ConvAsmImplicitGemmGTCDynamicBwdXdlops",
@@ -123,7 +144,8 @@ NEW_WORKSPACE = {"ConvAsmImplicitGemmGTCDynamicFwdXdlops", "ConvAsmImplicitGemmG
 
 def registry_tables(arch: str, declared: dict) -> dict:
     """{direction: (registry rows, ``arch``'s table)} from REGISTRY: every registered solver of
-    the direction (``miopen_id`` beside ours), and those that run on ``arch``; a solver an op file
+    the direction (``miopen_id`` beside ours; ``only_on``: :func:`runs_on`), and those that run on
+    ``arch``; a solver an op file
     already declares keeps its id and traits, a new one takes the next free id."""
     from ckheur.families.miopen.solvers import implementation_of
 
@@ -141,7 +163,9 @@ def registry_tables(arch: str, declared: dict) -> dict:
                              "algorithm": known.get("algorithm", algorithm),
                              "implementation": known.get("implementation", implementation_of(name)),
                              "workspace": known.get("workspace", name in NEW_WORKSPACE)})
-        table = [r for r in rows if arch in ONLY_ON.get(r["name"], (arch,))]
+                if runs_on(name) is not None:
+                    rows[-1]["only_on"] = list(runs_on(name))
+        table = [{k: v for k, v in r.items() if k != "only_on"} for r in rows if runs(r["name"], arch)]
         out[direction] = (rows, table)
     return out
 
@@ -170,8 +194,7 @@ def tables(paths: list[str]) -> dict:
     for arch, parts in frames.items():
         e = pd.concat(parts, ignore_index=True)
         for (direction, solver), g in e.groupby(["direction", "solver"]):
-            if letters[direction] not in registered.get(solver, letters[direction]) or \
-                    arch not in ONLY_ON.get(solver, (arch,)):
+            if letters[direction] not in registered.get(solver, letters[direction]) or not runs(solver, arch):
                 print(f"# {arch} {direction}: {solver} is listed, but MIOpen's registry (REGISTRY, ONLY_ON) "
                       "does not run it there: check both")
             if solver not in registered:
@@ -216,7 +239,8 @@ def as_yaml(table: dict, registry: list) -> str:
     """The ``solvers:`` and ``registry:`` nodes of one direction's solver-tables file."""
     row = lambda s: (f"{{name: {s['name']}, id: {s['id']}, algorithm: {s['algorithm']}, "  # noqa: E731
                      f"implementation: {s['implementation']}, workspace: {str(s['workspace']).lower()}"
-                     + (f", miopen_id: {s['miopen_id']}}}" if "miopen_id" in s else "}"))
+                     + (f", miopen_id: {s['miopen_id']}" if "miopen_id" in s else "")
+                     + (f", only_on: [{', '.join(s['only_on'])}]" if "only_on" in s else "") + "}")
     lines = ["solvers:"]
     for arch in sorted(table):
         lines.append(f"  {arch}:")
@@ -224,7 +248,9 @@ def as_yaml(table: dict, registry: list) -> str:
             why = f"listed for {s['problems']} problems" if "problems" in s else "runs on it per MIOpen's registry"
             lines.append(f"    - {row(s)}  # {why}")
     lines.append("# Every solver MIOpen registers for this direction (tools/miopen_solvers.py REGISTRY), with")
-    lines.append("# MIOpen's registry id; the arch tables above are subsets, with the same ids.")
+    lines.append("# MIOpen's registry id; the arch tables above are subsets, with the same ids. only_on: the archs")
+    lines.append("# (fnmatch patterns) its IsApplicable keeps it to; an arch with no table above is served")
+    lines.append("# every solver whose only_on names it or that has none.")
     lines.append("registry:")
     lines += [f"  - {row(s)}" for s in sorted(registry, key=lambda s: s["miopen_id"])]
     return "\n".join(lines) + "\n"

@@ -120,15 +120,38 @@ def solver_tables(direction: str) -> dict:
 
 def _table(op: Mapping[str, Any], arch: Mapping[str, Any]) -> list:
     """The arch's solver table: the op's own (``op.solvers.<arch>``: a bundle's, or the command
-    line's), else the shipped one."""
-    table = (op.get("solvers") or {}).get(arch["name"]) or _declared(op["direction"]).get(arch["name"])
+    line's), else :func:`arch_table`."""
+    return list((op.get("solvers") or {}).get(arch["name"]) or arch_table(op["direction"], arch["name"]))
+
+
+def registry_table(direction: str, arch: str) -> list[dict]:
+    """The solvers of the direction's registry that MIOpen's IsApplicable lets run on ``arch``:
+    every one whose ``only_on`` (fnmatch patterns, from tools/miopen_solvers.py) names it or that
+    has none. The table of an arch the shipped tables do not declare."""
+    from fnmatch import fnmatchcase
+
+    return [{k: v for k, v in s.items() if k != "only_on"} for s in solver_tables(direction).get("registry") or []
+            if s.get("only_on") is None or any(fnmatchcase(arch, w) for w in s["only_on"])]
+
+
+def arch_table(direction: str, arch: str) -> list[dict]:
+    """The shipped table of ``arch`` (from its find-db, or for gfx908 the registry), else
+    :func:`registry_table`; KernelError for a direction with neither."""
+    table = _declared(direction).get(arch) or registry_table(direction, arch)
     if not table:
-        declared = sorted({*(op.get("solvers") or {}), *_declared(op["direction"])})
-        raise KernelError(f"op {op['family']}/{op['direction']} declares no solvers for arch {arch['name']}; "
-                          f"declared: {', '.join(declared) or 'none'}. A new GPU's tables come from "
-                          f"tools/miopen_solvers.py (its find-db, or MIOpen's registry: --registry-archs gfx908 "
-                          f"{arch['name']}; docs/miopen.md, \"An arch ckheur does not know\")")
+        raise KernelError(f"no MIOpen solver table for direction {direction!r} on arch {arch!r} "
+                          "(ckheur/families/miopen/solver_tables/<fwd|bwd_data|bwd_weight>.yaml declares them)")
     return list(table)
+
+
+def table_source(op: Mapping[str, Any], arch: Mapping[str, Any]) -> str:
+    """Where the arch's table comes from, in words, where the shipped tables do not declare it ('' else)."""
+    name = arch["name"]
+    if (op.get("solvers") or {}).get(name) or _declared(op["direction"]).get(name):
+        return ""
+    return (f"op=miopen/{op['direction']} on {name}: no solver table measured for it; MIOpen's registry gives "
+            f"{len(registry_table(op['direction'], name))} solvers whose IsApplicable does not keep them to other "
+            "GPUs (op.available=<your MIOpen's db folder> keeps those your MIOpen ships)")
 
 
 def _declared(direction: str) -> dict[str, list]:
@@ -141,13 +164,9 @@ def _declared_names(direction: str) -> dict[str, tuple[str, ...]]:
 
 
 def table_names(direction: str, arch: str) -> list[str]:
-    """The solver names this ckheur declares for a direction on an arch (``solver_tables/<direction>.yaml``):
-    the only names an outside file (a find-db, a bundle) may give; KernelError when there is no table."""
-    table = _declared_names(direction).get(arch)
-    if not table:
-        raise KernelError(f"no MIOpen solver table for direction {direction!r} on arch {arch!r} "
-                          "(ckheur/families/miopen/solver_tables/<fwd|bwd_data|bwd_weight>.yaml declares them per arch)")
-    return list(table)
+    """The solver names of the arch's table (:func:`arch_table`): the only names an outside file
+    (a find-db, a bundle) may give; KernelError when there is none."""
+    return [str(s["name"]) for s in arch_table(direction, arch)]
 
 
 def candidates(op: Mapping[str, Any], arch: Mapping[str, Any]) -> tuple[list, list]:
@@ -234,15 +253,17 @@ def available_table(op: Mapping[str, Any], arch: Mapping[str, Any]) -> tuple[lis
 
 
 def available_note(op: Mapping[str, Any], arch: Mapping[str, Any]) -> str:
-    """What ``op.available`` keeps of the arch's table, in words ('' when it is not set)."""
-    if op.get("available") is None:
-        return ""
-    table, dropped = available_table(op, arch)
-    if not dropped:
-        return f"op.available: every one of the {len(table)} solvers of the {arch['name']} {op['direction']} table"
-    shown = ", ".join(dropped[:8]) + (f" and {len(dropped) - 8} more" if len(dropped) > 8 else "")
-    return (f"op.available: keeps {len(table)} of the {len(table) + len(dropped)} solvers of the {arch['name']} "
-            f"{op['direction']} table; not in the MIOpen given: {shown}")
+    """Where the arch's table comes from (:func:`table_source`) and what ``op.available`` keeps of
+    it, in words ('' when the table is shipped and ``op.available`` is not set)."""
+    lines = [table_source(op, arch)]
+    if op.get("available") is not None:
+        table, dropped = available_table(op, arch)
+        shown = ", ".join(dropped[:8]) + (f" and {len(dropped) - 8} more" if len(dropped) > 8 else "")
+        lines.append(f"op.available: every one of the {len(table)} solvers of the {arch['name']} {op['direction']} "
+                     "table" if not dropped else
+                     f"op.available: keeps {len(table)} of the {len(table) + len(dropped)} solvers of the "
+                     f"{arch['name']} {op['direction']} table; not in the MIOpen given: {shown}")
+    return "\n".join(filter(None, lines))
 
 
 def resolved_op(op: Mapping[str, Any]) -> dict:

@@ -15,7 +15,7 @@ def import_find_db_file(src: Path, *, data_root: str | Path, arch: Mapping[str, 
     from ckheur.data.dataset import dataset_dir
     from ckheur.data.importing import ImportRefused, ImportTransaction, begin_import, import_report, plan_import
     from ckheur.integrations.miopen.find_db import FindDbError, arch_from_name, dataset_rows, read_find_db
-    from ckheur.families.miopen.solvers import solver_tables
+    from ckheur.families.miopen.solvers import arch_table
     from ckheur.files import read_regular
 
     known = known_archs()
@@ -67,10 +67,7 @@ def import_find_db_file(src: Path, *, data_root: str | Path, arch: Mapping[str, 
     ops = {}
     for direction, dtype in sorted(tuple(k.split("/")) for k in rep["by_direction_dtype"]):
         op = {**load_option(f"op/miopen/{direction}"), "direction": direction, "dtype": dtype}
-        op["solvers"] = {file_arch: (solver_tables(direction).get("solvers") or {}).get(file_arch)}
-        if not op["solvers"][file_arch]:
-            raise ImportRefused(f"ckheur/families/miopen/solver_tables/{direction}.yaml has no solver table for "
-                                f"{file_arch}; tools/miopen_solvers.py derives one from find-db files")
+        op["solvers"] = {file_arch: arch_table(direction, file_arch)}
         ops[dataset_dir(data_root, op, file_arch, name, field="import.dataset")] = op
     plan = plan_import(data_root, name, sha, src.name, list(ops), overwrite)
     with ImportTransaction(plan) as txn:
