@@ -210,6 +210,17 @@ def test_an_arch_of_the_users_own_is_served_miopens_registry_without_a_clone(tmp
         assert r.returncode == 0 and f"op=miopen/{direction} on gfx1100: no solver table measured" in r.stdout, r.stderr
         assert "GemmFwdRest" in r.stdout or "GemmBwdRest" in r.stdout or "GemmWrwUniversal" in r.stdout
         assert "xdlops" not in r.stdout.lower()
+    # its find-db imports (a user find-db of MIOpen's Find runs on it): what the file lists is kept, a
+    # solver the registry's device rules leave out too (CK's dlops GEMM: gfx900, gfx906 and gfx1030 there)
+    src = tmp_path / "gfx1100_36.HIP.fdb.txt.bz2"
+    src.write_bytes((ROOT / "tests" / "data" / "miopen_fdb" / "gfx1030_36.HIP.fdb.txt.bz2").read_bytes())
+    r = run_cli("stage=import", f"import.path={src}", "arch=gfx1100", search, f"paths.data={tmp_path / 'data'}")
+    assert r.returncode == 0 and "(gfx1100, 72 CUs: arch=gfx1100)" in r.stdout, r.stderr
+    import pandas as pd
+
+    parts = sorted((tmp_path / "data" / "miopen_fwd_fp32_gfx1100" / "gfx1100_36.parquet").glob("*.parquet"))
+    rows = pd.concat(map(pd.read_parquet, parts))
+    assert set(rows.arch) == {"gfx1100"} and (rows[rows.status == "ok"].kernel == "ConvCkIgemmFwdV6r1DlopsNchw").any()
 
 
 def test_the_shipped_models_across_gpus_name_the_find_dbs_they_were_trained_on():

@@ -8,7 +8,7 @@ from __future__ import annotations
 import functools
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any, Mapping, Sequence
+from typing import Any, Collection, Mapping, Sequence
 
 
 from ckheur.families.kernel_base import KernelError, checked_traits
@@ -124,20 +124,21 @@ def _table(op: Mapping[str, Any], arch: Mapping[str, Any]) -> list:
     return list((op.get("solvers") or {}).get(arch["name"]) or arch_table(op["direction"], arch["name"]))
 
 
-def registry_table(direction: str, arch: str) -> list[dict]:
+def registry_table(direction: str, arch: str, measured: Collection[str] = ()) -> list[dict]:
     """The solvers of the direction's registry that MIOpen's IsApplicable lets run on ``arch``:
     every one whose ``only_on`` (fnmatch patterns, from tools/miopen_solvers.py) names it or that
-    has none. The table of an arch the shipped tables do not declare."""
+    has none, and those ``measured`` there (a find-db of the arch lists them). The table of an arch
+    the shipped tables do not declare."""
     from fnmatch import fnmatchcase
 
     return [{k: v for k, v in s.items() if k != "only_on"} for s in solver_tables(direction).get("registry") or []
-            if s.get("only_on") is None or any(fnmatchcase(arch, w) for w in s["only_on"])]
+            if s.get("only_on") is None or any(fnmatchcase(arch, w) for w in s["only_on"]) or s["name"] in measured]
 
 
-def arch_table(direction: str, arch: str) -> list[dict]:
+def arch_table(direction: str, arch: str, measured: Collection[str] = ()) -> list[dict]:
     """The shipped table of ``arch`` (from its find-db, or for gfx908 the registry), else
     :func:`registry_table`; KernelError for a direction with neither."""
-    table = _declared(direction).get(arch) or registry_table(direction, arch)
+    table = _declared(direction).get(arch) or registry_table(direction, arch, measured)
     if not table:
         raise KernelError(f"no MIOpen solver table for direction {direction!r} on arch {arch!r} "
                           "(ckheur/families/miopen/solver_tables/<fwd|bwd_data|bwd_weight>.yaml declares them)")

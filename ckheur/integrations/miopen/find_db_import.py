@@ -18,7 +18,7 @@ def import_find_db_file(src: Path, *, data_root: str | Path, arch: Mapping[str, 
     from ckheur.families.miopen.solvers import arch_table
     from ckheur.files import read_regular
 
-    known = known_archs()
+    known = sorted({*known_archs(), str(arch["name"])})  # the job's arch: a user's own config too
     t0 = time.perf_counter()
     try:
         if find_db_arch:
@@ -36,8 +36,9 @@ def import_find_db_file(src: Path, *, data_root: str | Path, arch: Mapping[str, 
         raise ImportRefused(str(e)) from None
     except (OSError, EOFError) as e:
         raise ImportRefused(f"{src}: cannot be read ({e})") from None
-    arch_cfg = dict(arch) if arch.get("name") == file_arch else load_option(f"arch/{file_arch}")
-    device = find_db_device(load_option(f"arch/{file_arch}"), cus) if cus is not None else None
+    shipped = load_option(f"arch/{file_arch}") if file_arch in known_archs() else dict(arch)
+    arch_cfg = dict(arch) if arch.get("name") == file_arch else shipped
+    device = find_db_device(shipped, cus) if cus is not None else None
     if device is not None:
         log(f"import: measured on {device.get('product', file_arch)} ({file_arch}, {device['num_cus']} CUs: "
             f"arch={file_arch}" + (f" arch.num_cus={device['num_cus']}" if device["num_cus"] != arch_cfg["num_cus"]
@@ -67,7 +68,8 @@ def import_find_db_file(src: Path, *, data_root: str | Path, arch: Mapping[str, 
     ops = {}
     for direction, dtype in sorted(tuple(k.split("/")) for k in rep["by_direction_dtype"]):
         op = {**load_option(f"op/miopen/{direction}"), "direction": direction, "dtype": dtype}
-        op["solvers"] = {file_arch: arch_table(direction, file_arch)}
+        listed = fdb.entries.solver[(fdb.problems.direction.to_numpy() == direction)[fdb.entries.problem.to_numpy()]]
+        op["solvers"] = {file_arch: arch_table(direction, file_arch, measured=set(listed))}
         ops[dataset_dir(data_root, op, file_arch, name, field="import.dataset")] = op
     plan = plan_import(data_root, name, sha, src.name, list(ops), overwrite)
     with ImportTransaction(plan) as txn:
