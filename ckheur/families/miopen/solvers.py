@@ -124,25 +124,33 @@ def _table(op: Mapping[str, Any], arch: Mapping[str, Any]) -> list:
     return list((op.get("solvers") or {}).get(arch["name"]) or arch_table(op["direction"], arch["name"]))
 
 
-def registry_table(direction: str, arch: str, measured: Collection[str] = ()) -> list[dict]:
+def registry_table(direction: str, arch: str) -> list[dict]:
     """The solvers of the direction's registry that MIOpen's IsApplicable lets run on ``arch``:
     every one whose ``only_on`` (fnmatch patterns, from tools/miopen_solvers.py) names it or that
-    has none, and those ``measured`` there (a find-db of the arch lists them). The table of an arch
-    the shipped tables do not declare."""
+    has none. The table of an arch the shipped tables do not declare."""
     from fnmatch import fnmatchcase
 
-    return [{k: v for k, v in s.items() if k != "only_on"} for s in solver_tables(direction).get("registry") or []
-            if s.get("only_on") is None or any(fnmatchcase(arch, w) for w in s["only_on"]) or s["name"] in measured]
+    return [_registry_row(s) for s in solver_tables(direction).get("registry") or []
+            if s.get("only_on") is None or any(fnmatchcase(arch, w) for w in s["only_on"])]
+
+
+def _registry_row(s: Mapping[str, Any]) -> dict:
+    return {k: v for k, v in s.items() if k != "only_on"}
 
 
 def arch_table(direction: str, arch: str, measured: Collection[str] = ()) -> list[dict]:
     """The shipped table of ``arch`` (from its find-db, or for gfx908 the registry), else
-    :func:`registry_table`; KernelError for a direction with neither."""
-    table = _declared(direction).get(arch) or registry_table(direction, arch, measured)
+    :func:`registry_table`; with the registry's solvers ``measured`` there that it lacks (a find-db
+    of the arch lists them: they run there, whatever the table says). KernelError for a direction
+    with neither."""
+    table = list(_declared(direction).get(arch) or registry_table(direction, arch))
+    have = {s["name"] for s in table}
+    table += [_registry_row(s) for s in solver_tables(direction).get("registry") or []
+              if s["name"] in measured and s["name"] not in have]
     if not table:
         raise KernelError(f"no MIOpen solver table for direction {direction!r} on arch {arch!r} "
                           "(ckheur/families/miopen/solver_tables/<fwd|bwd_data|bwd_weight>.yaml declares them)")
-    return list(table)
+    return table
 
 
 def table_source(op: Mapping[str, Any], arch: Mapping[str, Any]) -> str:
