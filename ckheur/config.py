@@ -37,7 +37,8 @@ def load_arch(name: str) -> dict:
 
     known = known_archs()
     if name not in known:
-        raise UserError(f"arch {name!r}: no conf/arch/{name}.yaml; known archs: {', '.join(known)}")
+        raise UserError(f"arch {name!r}: no conf/arch/{name}.yaml; known archs: {', '.join(known)} (an arch config "
+                        "of your own, through hydra.searchpath, is read only as the job's arch=)")
     st = (CONF_DIR / "arch" / f"{name}.yaml").stat()
     return copy.deepcopy(_checked_arch(name, st.st_mtime_ns, st.st_size))
 
