@@ -62,6 +62,7 @@ import sys
 import time
 from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
+from typing import Sequence
 
 import numpy as np
 
@@ -113,8 +114,11 @@ def ceiling_split(problems: int, seed: int) -> np.ndarray:
     return np.random.default_rng(seed + 7).random(problems) < 0.2
 
 
-def load_device(data: Path, device: str, direction: str, dtype: str, max_problems: int, seed: int):
-    """A device's table of one direction and dtype, at most ``max_problems`` problems drawn at random."""
+def load_device(data: Path, device: str, direction: str, dtype: str, max_problems: int, seed: int,
+                unlisted: Sequence[str] = ()):
+    """A device's table of one direction and dtype, at most ``max_problems`` problems drawn at random;
+    with ``unlisted`` (registry solvers its arch's table lacks) those in the table too, censored on
+    every problem: what it would be offered, and not measured on, were its table MIOpen's registry."""
     from ckheur.families.engines import get_engine
     from ckheur.kernels import enumerate_pool
     from ckheur.learn.training import build_table
@@ -124,6 +128,8 @@ def load_device(data: Path, device: str, direction: str, dtype: str, max_problem
     cfg = compose_config([f"op=miopen/{direction}", f"arch={arch}", f"op.dtype={dtype}"])
     op, arch_cfg = plain(cfg.op), device_config(device)
     df, total = device_rows(data, device, direction, dtype, max_problems, seed)
+    if unlisted:
+        df, op = with_unlisted(df, op, arch, unlisted)
     tb = build_table(df, op, arch_cfg, enumerate_pool(op, arch_cfg).kernels, get_engine("miopen"), None)
     flops = np.array([p.flops for p in tb.problems], dtype=float)[tb.pid]
     tb.flops_over_tflops = np.where(tb.tflops > 0, flops / np.maximum(tb.tflops, 1e-30) * 1e-9, np.nan)
@@ -133,6 +139,36 @@ def load_device(data: Path, device: str, direction: str, dtype: str, max_problem
     # lists for most problems): never tried there, not "slower or not applicable": not trained on.
     tb.listed = np.bincount(tb.kid[tb.tflops > 0], minlength=len(tb.kernels)) > 0
     return tb
+
+
+def with_unlisted(df, op: dict, arch: str, names: Sequence[str]) -> tuple:
+    """The rows with each solver of ``names`` censored on every problem (as an import reads a
+    solver the file never lists), and the op with the arch's table holding them."""
+    import pandas as pd
+
+    from ckheur.families.miopen.problems import FIELDS
+    from ckheur.families.miopen.solvers import arch_table, solver_tables
+
+    registry = {s["name"]: s for s in solver_tables(op["direction"])["registry"]}
+    first = df.drop_duplicates(list(FIELDS))
+    added = [first.assign(kernel=n, solver_id=registry[n]["id"], algorithm=registry[n]["algorithm"],
+                          implementation=registry[n]["implementation"], workspace=registry[n]["workspace"],
+                          latency_ms=np.nan, latency_spread_ms=np.nan, tflops=np.nan, status="censored",
+                          error="not in the arch's measured table", workspace_bytes=-1) for n in names]
+    table = arch_table(op["direction"], arch, measured=set(names))
+    return pd.concat([df.astype({"kernel": str}), *added], ignore_index=True), {**op, "solvers": {arch: table}}
+
+
+def registry_unlisted(tables: dict, held: str, direction: str) -> list[str]:
+    """The solvers a held-out device would be offered beside its arch's table were that table MIOpen's
+    registry (``ckheur.families.miopen.solvers.registry_table``: an arch ckheur ships no table of)
+    and that another of the six lists somewhere (a model across GPUs ranks no solver none of its
+    GPUs measured)."""
+    from ckheur.families.miopen.solvers import registry_table
+
+    mine = {k.name for k in tables[held].kernels}
+    seen = {k.name for d in DEVICES if d != held for k, ok in zip(tables[d].kernels, tables[d].listed) if ok}
+    return sorted(({s["name"] for s in registry_table(direction, DEVICES[held][0])} - mine) & seen)
 
 
 def with_hw(tb, cfg: dict, dtype: str, union: list, kinds: bool = False):
@@ -296,28 +332,37 @@ def zero_only(data, direction: str, dtype: str, max_problems: int, seed: int, th
     never measured has no file to say which solvers its MIOpen runs), and in the product's with
     ``op.available`` given the held-out GPU's own find-db (``held_out_available``: of those, the
     solvers that file names, as ``ckheur.families.miopen.solvers.available_of`` reads it: what a
-    user who knows their MIOpen gets)."""
+    user who knows their MIOpen gets). ``held_out_registry``: the product's, were the held-out arch
+    one ckheur ships no table of: its table is then MIOpen's registry cut by the device rules
+    (``registry_table``), so the registry's solvers its file never lists are candidates too, each
+    scored 0 where picked (``registry_unlisted``: those another of the six lists, which a model
+    across GPUs ranks)."""
     from bench_unseen import bundle_scores
 
     from ckheur.families.miopen.solvers import available_of
     from ckheur.learn.training import concat_tables
 
     t0 = time.perf_counter()
-    model, cfgs, tables, _, hw, trained = device_tables(data, direction, dtype, max_problems, seed, threads, recipe)
+    model, cfgs, tables, union, hw, trained = device_tables(data, direction, dtype, max_problems, seed, threads, recipe)
     out = {"direction": direction, "dtype": dtype, "problems": {d: len(t.problems) for d, t in tables.items()},
            "total_problems": {d: t.total_problems for d, t in tables.items()}, "held_out": {}, "held_out_product": {},
-           "held_out_available": {}, "available_dropped": {}}
+           "held_out_available": {}, "available_dropped": {}, "held_out_registry": {}, "registry_unlisted": {}}
     for held in DEVICES:
         tb, mine, others, rows, kept = held_out(tables, hw, held)
         zero, _ = fit_on(concat_tables([trained[d] for d in others]), None, model, seed)
         single = best_single([tables[d] for d in others])
-        scored = [(ZERO, np.where(kept, predict_rows(zero, mine, rows), -np.inf), {}),
-                  ("best single solver of the five", np.array([1.0 if tb.kernels[k].name == single else 0.0
-                                                               for k in tb.kid]), {"solver": single})]
         fallback = nearest(held, [d for d in others if DEVICES[d][0] in BUNDLED], cfgs, dtype)
         bundle = ROOT / "models" / f"miopen_{direction}_{dtype}_{DEVICES[fallback][0]}"
-        if bundle.is_dir():
-            scored.append((FALLBACK, bundle_scores(bundle, tb)[0], {"bundle": fallback}))
+
+        def rows_scored(tb, mine, rows, kept):
+            scored = [(ZERO, np.where(kept, predict_rows(zero, mine, rows), -np.inf), {}),
+                      ("best single solver of the five", np.array([1.0 if tb.kernels[k].name == single else 0.0
+                                                                   for k in tb.kid]), {"solver": single})]
+            if bundle.is_dir():
+                scored.append((FALLBACK, bundle_scores(bundle, tb)[0], {"bundle": fallback}))
+            return scored
+
+        scored = rows_scored(tb, mine, rows, kept)
         shipped = available_of({"direction": direction, "available": str(Path(fdb) / f"{DEVICES[held][2]}.HIP.fdb.txt.bz2")})
         out["available_dropped"][held] = sorted(k.name for k in tb.kernels if k.name not in shipped)
         available = np.array([tb.kernels[k].name in shipped for k in tb.kid])
@@ -328,6 +373,14 @@ def zero_only(data, direction: str, dtype: str, max_problems: int, seed: int, th
             if as_served(res, held, cfgs) is not None:
                 res[AS_SERVED] = as_served(res, held, cfgs)
             out[key][held] = res
+        unlisted = out["registry_unlisted"][held] = registry_unlisted(tables, held, direction)
+        reg = load_device(Path(data), held, direction, dtype, max_problems, seed, unlisted) if unlisted else tb
+        reg_rows = np.arange(len(reg.pid))
+        res = {name: {**report(reg, reg_rows, scores), **extra} for name, scores, extra in
+               rows_scored(reg, with_hw(reg, cfgs[held], dtype, union), reg_rows, ranked_rows(reg, reg.op, reg_rows))}
+        if as_served(res, held, cfgs) is not None:
+            res[AS_SERVED] = as_served(res, held, cfgs)
+        out["held_out_registry"][held] = res
         print(f"{direction} {dtype} {held} ({time.perf_counter() - t0:.0f} s): " + "; ".join(
             f"{n}: {100 * r['efficiency']:.2f} (bench) / {100 * out['held_out_product'][held][n]['efficiency']:.2f} "
             f"(product) / {100 * out['held_out_available'][held][n]['efficiency']:.2f} (product, op.available)"
@@ -552,6 +605,16 @@ def print_tables(results: list) -> None:
         print("\nThe same rows in the product's protocol with op.available set to the held-out GPU's own find-db "
               "(the table's solvers its file names):")
         for line in [*table_md(available), *summary(available)]:
+            print(line)
+    registry = [{**r, "held_out": r["held_out_registry"]} for r in results if "held_out_registry" in r]
+    if registry:
+        print("\nThe same rows in the product's protocol, were each held-out arch one ckheur ships no table of (its "
+              "table MIOpen's registry cut by the device rules; its solvers the file never lists, which another of "
+              "the six does, are candidates scored 0):")
+        for r in registry:
+            print(f"  {r['direction']} {r['dtype']}: " + "; ".join(
+                f"{held} +{len(names)}" for held, names in r["registry_unlisted"].items()))
+        for line in [*table_md(registry), *summary(registry)]:
             print(line)
 
 

@@ -908,7 +908,8 @@ def test_solver_tables_are_subsets_of_miopens_registry_with_gfx908s_own_solvers(
 def test_gfx908_tables_are_what_the_registry_in_tools_gives(monkeypatch):
     """The gfx908 tables and registries of the shipped solver tables are in step with tools/miopen_solvers.py's
     hand-kept registry (an edit of one without regenerating the other fails here); the registry's
-    device rules (``only_on``) give gfx908 its table, and keep every solver each find-db lists."""
+    device rules (``only_on``) give gfx908 its table, keep every solver each find-db lists, and give
+    gfx942 the very table MI300X's find-db measured."""
     from ckheur.families.miopen.solvers import registry_table, solver_tables
 
     monkeypatch.syspath_prepend(str(ROOT / "tools"))
@@ -920,6 +921,8 @@ def test_gfx908_tables_are_what_the_registry_in_tools_gives(monkeypatch):
         assert registry_table(direction, "gfx908") == table  # what an arch without a shipped table is served
         for arch, measured in op["solvers"].items():  # the device rules never refuse what a find-db lists
             assert {s["name"] for s in measured} <= {s["name"] for s in registry_table(direction, arch)}, arch
+        # and, read in MIOpen's sources alone, they give gfx942 exactly what MI300X's file lists
+        assert {s["name"] for s in registry_table(direction, "gfx942")} == {s["name"] for s in op["solvers"]["gfx942"]}
 
 
 MI210_DEVICE, MI300X_DEVICE = "MI210 (gfx90a, 104 CUs)", "MI300X (gfx942, 304 CUs)"  # the slices' devices

@@ -89,9 +89,12 @@ REGISTRY = [
     (155, "ConvHipImplicitGemmGroupBwdXdlops", "B", "implicit_gemm"),
     (156, "ConvHipImplicitGemmGroupWrwXdlops", "W", "implicit_gemm"),
 ]
-# Solvers whose IsApplicable names the devices they run on (read in MIOpen's sources), where that
-# decides a table here: only these archs of ours. Every other solver is taken to run on gfx908
-# (an xdlops GPU of the gfx9 family, like gfx90a).
+# Solvers whose IsApplicable names the devices they run on (read in MIOpen's sources, the newest
+# stored; device names as fnmatch patterns: gfx90* is gfx900-gfx90a, not gfx94x). They decide
+# gfx908's table and the table of an arch ckheur ships none of (the solver tables' ``only_on``); each
+# agrees with the six find-dbs (a solver a file lists for its arch runs there; tables() checks).
+_GCN_ASM = ("gfx8*", "gfx90*")  # GCN assembly: no gfx94x/gfx95x, no RDNA
+_OCL = ("gfx8*", "gfx90*", "gfx103*")  # the OpenCL direct kernels
 ONLY_ON = {
     # gfx803/gfx900/gfx906/gfx908 binaries (conv_bin_wino3x3U.cpp, conv_bin_winoRxS.cpp)
     "ConvBinWinograd3x3U": ("gfx900", "gfx906", "gfx908"), "ConvBinWinogradRxS": ("gfx900", "gfx906", "gfx908"),
@@ -103,17 +106,53 @@ ONLY_ON = {
                        "ConvAsmImplicitGemmV4R1DynamicBwd", "ConvAsmImplicitGemmV4R1DynamicWrw")},
     # dot-product (dlops) kernels: CK's v6r1 NCHW where CK runs (conv_ck_igemm_fwd_v6r1_dlops_nchw.cpp,
     # IsComposableKernelSupportedHardware; the find-dbs list it on gfx906 and gfx1030; the gfx908 table,
-    # derived before, leaves it out), the NCHWC assembly on gfx1030 only; Winograd "Fury": RDNA3 and later
+    # derived before, leaves it out), the NCHWC assembly on gfx1030 only; Winograd "Fury": FP16 on
+    # gfx11 and gfx12 only (conv_wino_fury_RxS.cpp)
     "ConvCkIgemmFwdV6r1DlopsNchw": ("gfx900", "gfx906", "gfx1030"), "ConvAsmImplicitGemmGTCDynamicFwdDlopsNCHWC": ("gfx1030",),
-    "ConvWinoFuryRxSf2x3": (),
+    "ConvWinoFuryRxSf2x3": ("gfx11*", "gfx12*"),
     "GemmFwd1x1_0_1_int8": (),  # int8 only: no op of ours
     # the MLIR implicit GEMMs without matrix cores: off wherever IsXdlopsSupport holds (gfx908 and
-    # later CDNA; conv_mlir_igemm_{fwd,bwd,wrw}.cpp), and not on gfx900; their xdlops twins serve there
-    **{f"ConvMlirIgemm{d}": ("gfx906", "gfx1030") for d in ("Fwd", "Bwd", "WrW")},
+    # later CDNA; conv_mlir_igemm_{fwd,bwd,wrw}.cpp), and not on gfx900: rocMLIR's list leaves gfx803,
+    # gfx906 and RDNA2; their xdlops twins serve gfx908, gfx90a and gfx942 (not gfx950, not in that list)
+    **{f"ConvMlirIgemm{d}": ("gfx803", "gfx906", "gfx103*") for d in ("Fwd", "Bwd", "WrW")},
+    **{f"ConvMlirIgemm{d}Xdlops": ("gfx908", "gfx90a", "gfx942") for d in ("Fwd", "Bwd", "WrW")},
     # static-CK backward data kept off by default in every MIOpen version read (WORKAROUND_SWDEV_229277_227616_229195
     # in conv_hip_implicit_gemm_bwd_v4r1.cpp, WORKAROUND_SWDEV_251757 in ..._bwd_v1r1_xdlops.cpp: a debug
     # variable enables them); no find-db here lists either
     "ConvHipImplicitGemmBwdDataV4R1": (), "ConvHipImplicitGemmBwdDataV1R1Xdlops": (),
+    # the GCN assembly direct kernels (conv_asm_1x1u.cpp, ..._1x1u_stride2.cpp, conv_asm_3x3u.cpp,
+    # conv_asm_dir_BwdWrW1x1.cpp: gfx8 and gfx90x); 5x10, 7x7 and WrW3x3 not on gfx90a either
+    # (conv_asm_5x10u2v2{f,b}1.cpp, conv_asm_7x7c3h224w224k64u2v2p3q3f1.cpp name their devices;
+    # conv_asm_dir_BwdWrW3x3.cpp keeps gfx90a behind a debug variable)
+    **{n: _GCN_ASM for n in ("ConvAsm1x1U", "ConvAsm1x1UV2", "ConvAsm3x3U", "ConvAsmBwdWrW1x1")},
+    **{n: ("gfx8*", "gfx900", "gfx904", "gfx906", "gfx908") for n in (
+        "ConvAsm5x10u2v2f1", "ConvAsm5x10u2v2b1", "ConvAsm7x7c3h224w224k64u2v2p3q3f1", "ConvAsmBwdWrW3x3")},
+    # the OpenCL direct kernels (conv_ocl_dir2D*.cpp: gfx8, gfx90x and RDNA2); the 1x1 ones keep RDNA2
+    # behind a debug variable
+    **{n: _OCL for n in ("ConvOclDirectFwd", "ConvOclDirectFwd11x11", "ConvOclDirectFwdGen", "ConvOclBwdWrW2NonTunable",
+                         "ConvOclBwdWrW53", *(f"ConvOclBwdWrW2<{n}>" for n in (1, 2, 4, 8, 16)))},
+    "ConvOclDirectFwd1x1": _GCN_ASM, "ConvOclBwdWrW1x1": _GCN_ASM,
+    # the static-CK implicit GEMMs (conv_hip_implicit_gemm_*_v4r1.cpp, *_v4r4.cpp, bwd_v1r1.cpp: their
+    # device lists); their xdlops versions on gfx908 and gfx90a only
+    **{n: ("gfx8*", "gfx90*", "gfx103*", "gfx12*") for n in (
+        "ConvHipImplicitGemmV4R1Fwd", "ConvHipImplicitGemmV4R1WrW", "ConvHipImplicitGemmBwdDataV1R1")},
+    **{n: _OCL for n in ("ConvHipImplicitGemmV4R4Fwd", "ConvHipImplicitGemmV4R4WrW")},
+    **{n: ("gfx908", "gfx90a") for n in (
+        "ConvHipImplicitGemmForwardV4R4Xdlops", "ConvHipImplicitGemmForwardV4R4Xdlops_Padded_Gemm",
+        "ConvHipImplicitGemmForwardV4R5Xdlops", "ConvHipImplicitGemmWrwV4R4Xdlops",
+        "ConvHipImplicitGemmWrwV4R4Xdlops_Padded_Gemm", "ConvHipImplicitGemmBwdDataV4R1Xdlops")},
+    # Winograds: the bidirectional ones on gfx900-gfx908 (instructions gfx90a and gfx942 lack;
+    # conv_MP_bidirectional_winograd.cpp), their xdlops versions on gfx908; the multipass backward
+    # weights on gfx8 and gfx90x (conv_multipass_wino3x3WrW.cpp)
+    **{f"ConvMPBidirectWinograd<{t}-3>": ("gfx900", "gfx906", "gfx908") for t in range(2, 7)},
+    **{f"ConvMPBidirectWinograd_xdlops<{t}-3>": ("gfx908",) for t in range(2, 7)},
+    **{f"ConvWinograd3x3MultipassWrW<{t}>": _GCN_ASM for t in (
+        "3-2", "3-3", "3-4", "3-5", "3-6", "5-3", "5-4", "7-2", "7-3", "7-2-1-1", "7-3-1-1", "1-1-7-2", "1-1-7-3")},
+    # CK's grouped GEMMs: CK's list, RDNA3/4 too (not gfx1103) for forward, backward data and 3D
+    # forward (conv_hip_implicit_gemm_grouped_{fwd,bwd}_xdlops.cpp, ..._3d_grouped_fwd_xdlops.cpp);
+    # the others, matrix cores only (below)
+    **{n: ("gfx908", "gfx90a", "gfx94*", "gfx95*", "gfx1100", "gfx1101", "gfx1102", "gfx115*", "gfx12*") for n in (
+        "ConvHipImplicitGemmGroupFwdXdlops", "ConvHipImplicitGemmGroupBwdXdlops", "ConvHipImplicitGemm3DGroupFwdXdlops")},
 }
 # The matrix-core (xdlops) solvers run where MIOpen's IsXdlopsSupport holds: CDNA, gfx908 and later
 # (implicitgemm_util.hpp names gfx908, gfx90a, gfx942 and gfx950; the MLIR, assembly and CK xdlops

@@ -295,7 +295,8 @@ def resolved_op(op: Mapping[str, Any]) -> dict:
 #   (rocmlir-lib.cpp, RockEnabled) refuses it: no find-db lists one in BF16;
 # - conv_multipass_wino3x3WrW.cpp: F3x4, F3x5 and F3x6 in FP16 on gfx906 and gfx908 only with a
 #   debug variable set (WORKAROUND_SWDEV_234193), off by default; MI50's and MI60's files never list
-#   them in FP16, the other multipass variants they do.
+#   them in FP16, the other multipass variants they do;
+# - conv_wino_fury_RxS.cpp: FP16 only (gfx11 and gfx12, the registry's only_on).
 _WINO_RXS_FP16 = ("gfx906", "gfx908", "gfx90a", "gfx94*", "gfx95*", "gfx1011", "gfx1012", "gfx103*", "gfx11*")
 _NONE: tuple[str, ...] = ()
 DTYPE_ARCHS = {**{f"ConvAsmImplicitGemmGTCDynamic{d}XdlopsNHWC": {"bf16": ("gfx90a", "gfx94*", "gfx95*")}
@@ -307,7 +308,8 @@ DTYPE_ARCHS = {**{f"ConvAsmImplicitGemmGTCDynamic{d}XdlopsNHWC": {"bf16": ("gfx9
                **{f"ConvAsmImplicitGemmV4R1Dynamic{d}": {"fp16": _NONE, "bf16": _NONE}
                   for d in ("Fwd", "Fwd_1x1", "Bwd", "Wrw")},
                **{f"ConvMlirIgemm{d}{x}": {"bf16": _NONE} for d in ("Fwd", "Bwd", "WrW") for x in ("", "Xdlops")},
-               **{f"ConvWinograd3x3MultipassWrW<3-{f}>": {"fp16": ("gfx8*", "gfx900", "gfx90a")} for f in (4, 5, 6)}}
+               **{f"ConvWinograd3x3MultipassWrW<3-{f}>": {"fp16": ("gfx8*", "gfx900", "gfx90a")} for f in (4, 5, 6)},
+               "ConvWinoFuryRxSf2x3": {"fp32": _NONE, "bf16": _NONE}}
 # Solvers whose IsApplicable rejects gfx90a for a problem that needs MIOpen's FP16 "alternate
 # implementation" (IsGfx90aFp16altRequired; MI200's FP16 matrix instructions flush subnormals). MIOpen
 # engages it by default in backward data and backward weights (docs/MI200AlternateImplementation.md),
