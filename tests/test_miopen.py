@@ -909,7 +909,7 @@ def test_gfx908_tables_are_what_the_registry_in_tools_gives(monkeypatch):
     """The gfx908 tables and registries of the shipped solver tables are in step with tools/miopen_solvers.py's
     hand-kept registry (an edit of one without regenerating the other fails here); the registry's
     device rules (``only_on``) give gfx908 its table, keep every solver each find-db lists, and give
-    gfx942 the very table MI300X's find-db measured."""
+    gfx942 the very table MI300X's find-db measured, and the MLIR GEMM MIOpen's MLIR builds add."""
     from ckheur.families.miopen.solvers import registry_table, solver_tables
 
     monkeypatch.syspath_prepend(str(ROOT / "tools"))
@@ -921,8 +921,10 @@ def test_gfx908_tables_are_what_the_registry_in_tools_gives(monkeypatch):
         assert registry_table(direction, "gfx908") == table  # what an arch without a shipped table is served
         for arch, measured in op["solvers"].items():  # the device rules never refuse what a find-db lists
             assert {s["name"] for s in measured} <= {s["name"] for s in registry_table(direction, arch)}, arch
-        # and, read in MIOpen's sources alone, they give gfx942 exactly what MI300X's file lists
-        assert {s["name"] for s in registry_table(direction, "gfx942")} == {s["name"] for s in op["solvers"]["gfx942"]}
+        # and, read in MIOpen's sources alone, they give gfx942 what MI300X's file lists and the MLIR
+        # GEMM that MIOpen's MLIR builds run there (that file lists no MLIR solver)
+        mlir = {f"ConvMlirIgemm{d}Xdlops" for d in ("Fwd", "Bwd", "WrW")}
+        assert {s["name"] for s in registry_table(direction, "gfx942")} - mlir == {s["name"] for s in op["solvers"]["gfx942"]}
 
 
 MI210_DEVICE, MI300X_DEVICE = "MI210 (gfx90a, 104 CUs)", "MI300X (gfx942, 304 CUs)"  # the slices' devices
