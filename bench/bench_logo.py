@@ -373,8 +373,9 @@ def zero_only(data, direction: str, dtype: str, max_problems: int, seed: int, th
             if as_served(res, held, cfgs) is not None:
                 res[AS_SERVED] = as_served(res, held, cfgs)
             out[key][held] = res
-        unlisted = out["registry_unlisted"][held] = registry_unlisted(tables, held, direction)
+        unlisted = registry_unlisted(tables, held, direction)
         reg = load_device(Path(data), held, direction, dtype, max_problems, seed, unlisted) if unlisted else tb
+        out["registry_unlisted"][held] = sorted({k.name for k in reg.kernels} - {k.name for k in tb.kernels})
         reg_rows = np.arange(len(reg.pid))
         res = {name: {**report(reg, reg_rows, scores), **extra} for name, scores, extra in
                rows_scored(reg, with_hw(reg, cfgs[held], dtype, union), reg_rows, ranked_rows(reg, reg.op, reg_rows))}
@@ -610,7 +611,7 @@ def print_tables(results: list) -> None:
     if registry:
         print("\nThe same rows in the product's protocol, were each held-out arch one ckheur ships no table of (its "
               "table MIOpen's registry cut by the device rules; its solvers the file never lists, which another of "
-              "the six does, are candidates scored 0):")
+              "the six does, are candidates scored 0; +N: how many such solvers the data-type rules keep):")
         for r in registry:
             print(f"  {r['direction']} {r['dtype']}: " + "; ".join(
                 f"{held} +{len(names)}" for held, names in r["registry_unlisted"].items()))
