@@ -96,7 +96,7 @@ def test_available_restricts_predict_and_evaluate(tmp_path):
 
     from ckheur.data.dataset import write_part
     from ckheur.errors import UserError
-    from ckheur.families.miopen.solvers import available_table, solver_tables
+    from ckheur.families.miopen.solvers import available_note, available_table, solver_tables
     from ckheur.integrations.miopen.find_db import dataset_rows, read_find_db
 
     mine = run_cli("stage=predict", *MI60_JOB, PROBLEM, "predict.k=40", f"op.available={MI60}")
@@ -104,6 +104,10 @@ def test_available_restricts_predict_and_evaluate(tmp_path):
     assert "op.available: keeps 20 of the 29 solvers of the gfx906 fwd table; not in the MIOpen given: " \
            "ConvMlirIgemmFwd," in mine.stdout
     assert "ConvMlirIgemmFwd " not in mine.stdout and "ConvBinWinogradRxSf2x3g1 " in mine.stdout
+    # without the option, the job says it ranks gfx906's MLIR GEMM, which MI60's MIOpen lacks
+    assert "op.available is not set" not in mine.stdout
+    unset = available_note({"family": "miopen", "direction": "fwd", "dtype": "fp32"}, {"name": "gfx906"})
+    assert unset.startswith("op.available is not set: ConvMlirIgemmFwd ranked too")
 
     data = tmp_path / "miopen_fwd_fp32_gfx906" / "gfx906_64.parquet"
     rows, _ = dataset_rows(read_find_db(MI60, "gfx906"), "fwd", "fp32", "gfx906",

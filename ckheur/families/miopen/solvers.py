@@ -263,8 +263,13 @@ def available_table(op: Mapping[str, Any], arch: Mapping[str, Any]) -> tuple[lis
 
 def available_note(op: Mapping[str, Any], arch: Mapping[str, Any]) -> str:
     """Where the arch's table comes from (:func:`table_source`) and what ``op.available`` keeps of
-    it, in words ('' when the table is shipped and ``op.available`` is not set)."""
+    it, in words; unset, whether the table ranks MIOpen's MLIR GEMMs, which not every MIOpen build runs."""
     lines = [table_source(op, arch)]
+    mlir = [s["name"] for s in _table(op, arch) if str(s["name"]).startswith("ConvMlirIgemm")]
+    if op.get("available") is None and mlir:  # build-dependent: MI60's, MI300X's, RDNA2's files list none
+        lines.append(f"op.available is not set: {', '.join(mlir)} ranked too, which only MIOpen built with MLIR "
+                     "runs (MI60's file lists none of gfx906's); op.available=<your MIOpen's db folder> leaves out "
+                     "what yours lacks")
     if op.get("available") is not None:
         table, dropped = available_table(op, arch)
         shown = ", ".join(dropped[:8]) + (f" and {len(dropped) - 8} more" if len(dropped) > 8 else "")
