@@ -931,6 +931,24 @@ def test_gfx908_tables_are_what_the_registry_in_tools_gives(monkeypatch):
         assert extra("gfx1030") <= {"ConvAsmImplicitGemmGTCDynamicFwdDlopsNCHWC", "ConvBinWinogradRxSf2x3g1"}
 
 
+def test_a_bundle_of_an_arch_without_a_shipped_table_names_any_registered_solver():
+    """A bundle of a user's own arch keeps the table it was trained with: any solver MIOpen registers
+    for the direction loads there (the registry's device rules may have changed since), while a
+    shipped arch's bundle still names its table's solvers only, and no arch another direction's."""
+    from ckheur.families.kernel_base import KernelError
+    from ckheur.families.miopen.solvers import Solver, check_known, registry_table
+
+    asm = Solver(name="ConvAsm3x3U", direction="fwd", solver_id=2, algorithm="direct", implementation="asm",
+                 workspace=False)
+    assert "ConvAsm3x3U" not in {s["name"] for s in registry_table("fwd", "gfx1100")}  # GCN assembly: not RDNA3
+    check_known([asm], "fwd", "gfx1100")
+    check_known([asm], "fwd", ["gfx942", "gfx1100"])
+    with pytest.raises(KernelError, match="'ConvAsm3x3U' \\(fwd\\) is not a fwd solver of the gfx942 table"):
+        check_known([asm], "fwd", "gfx942")
+    with pytest.raises(KernelError, match="is not a bwd_data solver of the gfx1100 table"):
+        check_known([asm], "bwd_data", "gfx1100")
+
+
 MI210_DEVICE, MI300X_DEVICE = "MI210 (gfx90a, 104 CUs)", "MI300X (gfx942, 304 CUs)"  # the slices' devices
 
 

@@ -1045,10 +1045,13 @@ def _ranked(mode: str, op: Mapping[str, Any], kernels: Sequence[Any]) -> str:
 
 def check_known(kernels: Sequence[Any], direction: str, arch: str | Sequence[str]) -> None:
     """Loaded solvers must be solvers of this ckheur's table for ``direction`` and ``arch`` (or of
-    any of the tables of several archs: a model across GPUs; their names reach benchmark commands
-    and find-db lines): a KernelError names the first that is not."""
+    any of the tables of several archs: a model across GPUs; of the direction's registry for an arch
+    the tables do not declare; their names reach benchmark commands and find-db lines): a
+    KernelError names the first that is not."""
     archs = [arch] if isinstance(arch, str) else list(arch)
-    known = set(table_names(direction, archs[0])).union(*(_declared_names(direction).get(a, ()) for a in archs[1:]))
+    # an arch the shipped tables do not declare: any solver MIOpen registers for the direction (its
+    # registry table may have changed since the bundle was trained; the bundle keeps its own)
+    known = set().union(*(_declared_names(direction).get(a) or _registry_names(direction) for a in archs))
     for k in kernels:
         if k.name not in known or k.direction != direction:
             raise KernelError(f"solver {str(k.name)[:120]!r} ({k.direction}) is not a {direction} solver of "
