@@ -188,8 +188,9 @@ def test_evaluate_and_export_serve_a_gpu_without_a_bundle_as_predict_does(gfx906
 def test_an_arch_of_the_users_own_is_served_miopens_registry_without_a_clone(tmp_path):
     """An arch config of the user's own (a Hydra search path) is all a MIOpen op needs: its table is
     MIOpen's registry cut by IsApplicable's device rules, said in one line; the model across GPUs
-    ranks it as never measured, ``op.available`` narrows it, and an RDNA3 arch gets neither GCN
-    assembly nor matrix-core solvers, only the CK grouped GEMMs MIOpen's CK list lets run there."""
+    ranks it as never measured, ``op.available`` narrows it, and an arch named as RDNA3 gets neither
+    GCN assembly nor matrix-core solvers, only the CK grouped GEMMs MIOpen's CK list lets run there.
+    (The user's configs here are gfx942's and gfx1030's figures under new names: the rules go by name.)"""
     (tmp_path / "conf" / "arch").mkdir(parents=True)
     for new, old in (("gfx943", "gfx942"), ("gfx1100", "gfx1030")):
         text = (ROOT / "conf" / "arch" / f"{old}.yaml").read_text().replace(f"name: {old}", f"name: {new}")
@@ -213,8 +214,8 @@ def test_an_arch_of_the_users_own_is_served_miopens_registry_without_a_clone(tmp
         assert {n for n in names if "xdlops" in n.lower()} <= {"ConvHipImplicitGemmGroupFwdXdlops",
                                                                "ConvHipImplicitGemm3DGroupFwdXdlops",
                                                                "ConvHipImplicitGemmGroupBwdXdlops"}
-    # its find-db imports (a user find-db of MIOpen's Find runs on it): what the file lists is kept, a
-    # solver the registry's device rules leave out too (CK's dlops GEMM: gfx900, gfx906 and gfx1030 there)
+    # its find-db imports (RDNA2's slice, under the name its renamed config takes): what the file lists
+    # is kept, a solver the registry's device rules leave out too (CK's dlops GEMM: gfx900-gfx1030 there)
     src = tmp_path / "gfx1100_36.HIP.fdb.txt.bz2"
     src.write_bytes((ROOT / "tests" / "data" / "miopen_fdb" / "gfx1030_36.HIP.fdb.txt.bz2").read_bytes())
     r = run_cli("stage=import", f"import.path={src}", "arch=gfx1100", search, f"paths.data={tmp_path / 'data'}")
