@@ -215,7 +215,7 @@ def test_an_arch_of_the_users_own_is_served_miopens_registry_without_a_clone(tmp
                                                                "ConvHipImplicitGemm3DGroupFwdXdlops",
                                                                "ConvHipImplicitGemmGroupBwdXdlops"}
     # its find-db imports (RDNA2's slice, under the name its renamed config takes): what the file lists
-    # is kept, a solver the registry's device rules leave out too (CK's dlops GEMM: gfx900-gfx1030 there)
+    # is kept, a solver the registry's device rules leave out too (CK's dlops GEMM: gfx900, gfx906, gfx1030)
     src = tmp_path / "gfx1100_36.HIP.fdb.txt.bz2"
     src.write_bytes((ROOT / "tests" / "data" / "miopen_fdb" / "gfx1030_36.HIP.fdb.txt.bz2").read_bytes())
     r = run_cli("stage=import", f"import.path={src}", "arch=gfx1100", search, f"paths.data={tmp_path / 'data'}")
