@@ -172,10 +172,9 @@ def runs_on(name: str) -> tuple[str, ...] | None:
 
 def runs(name: str, arch: str) -> bool:
     """Whether the registry's rules run ``name`` on ``arch``."""
-    from fnmatch import fnmatchcase
+    from ckheur.families.miopen.solvers import arch_in
 
-    where = runs_on(name)
-    return where is None or any(fnmatchcase(arch, w) for w in where)
+    return arch_in(arch, runs_on(name))
 
 
 # A solver new to the tables asks for a workspace like its kin: the GTC xdlops kernels (as their

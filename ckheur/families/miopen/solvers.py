@@ -124,14 +124,19 @@ def _table(op: Mapping[str, Any], arch: Mapping[str, Any]) -> list:
     return list((op.get("solvers") or {}).get(arch["name"]) or arch_table(op["direction"], arch["name"]))
 
 
-def registry_table(direction: str, arch: str) -> list[dict]:
-    """The solvers of the direction's registry that MIOpen's IsApplicable lets run on ``arch``:
-    every one whose ``only_on`` (fnmatch patterns, from tools/miopen_solvers.py) names it or that
-    has none. The table of an arch the shipped tables do not declare."""
+def arch_in(arch: str, patterns: Sequence[str] | None) -> bool:
+    """Whether device patterns (fnmatch's: ``gfx94*`` is a name prefix) name ``arch``; None names every arch."""
     from fnmatch import fnmatchcase
 
+    return patterns is None or any(fnmatchcase(arch, w) for w in patterns)
+
+
+def registry_table(direction: str, arch: str) -> list[dict]:
+    """The solvers of the direction's registry that MIOpen's IsApplicable lets run on ``arch``:
+    every one whose ``only_on`` (device patterns, from tools/miopen_solvers.py) names it or that
+    has none. The table of an arch the shipped tables do not declare."""
     return [_registry_row(s) for s in solver_tables(direction).get("registry") or []
-            if s.get("only_on") is None or any(fnmatchcase(arch, w) for w in s["only_on"])]
+            if arch_in(arch, s.get("only_on"))]
 
 
 def _registry_row(s: Mapping[str, Any]) -> dict:
@@ -265,12 +270,13 @@ def available_note(op: Mapping[str, Any], arch: Mapping[str, Any]) -> str:
     """Where the arch's table comes from (:func:`table_source`) and what ``op.available`` keeps of
     it, in words; unset, whether the table ranks MIOpen's MLIR GEMMs, which not every MIOpen build runs."""
     lines = [table_source(op, arch)]
-    mlir = [s["name"] for s in _table(op, arch) if str(s["name"]).startswith("ConvMlirIgemm")]
-    if op.get("available") is None and mlir:  # build-dependent: MI60's, MI300X's, RDNA2's files list none
-        lines.append(f"op.available is not set: {', '.join(mlir)} ranked too, which only MIOpen built with MLIR "
-                     "runs (MI60's file lists none of gfx906's); op.available=<your MIOpen's db folder> leaves out "
-                     "what yours lacks")
-    if op.get("available") is not None:
+    if op.get("available") is None:  # the MLIR GEMMs depend on MIOpen's build: MI60's, MI300X's, RDNA2's files list none
+        mlir = [s["name"] for s in _table(op, arch) if str(s["name"]).startswith("ConvMlirIgemm")]
+        if mlir:
+            lines.append(f"op.available is not set: {', '.join(mlir)} ranked too, which only MIOpen built with MLIR "
+                         "runs (MI60's file lists none of gfx906's); op.available=<your MIOpen's db folder> leaves "
+                         "out what yours lacks")
+    else:
         table, dropped = available_table(op, arch)
         shown = ", ".join(dropped[:8]) + (f" and {len(dropped) - 8} more" if len(dropped) > 8 else "")
         lines.append(f"op.available: every one of the {len(table)} solvers of the {arch['name']} {op['direction']} "
@@ -334,14 +340,12 @@ def rejections(kernels: Sequence[Solver], op: Mapping[str, Any], arch: Mapping[s
     """Why a solver of the arch's table cannot take the op's data type there (DTYPE_ARCHS, and
     gfx90a's backward FP16: FP16_ALT_REJECTS); no code-generation rules apply to solvers: otherwise
     the declared table is the pool."""
-    from fnmatch import fnmatchcase
-
     dtype, name = op.get("dtype"), arch["name"]
     alt = dtype == "fp16" and name == "gfx90a" and op.get("direction") in ("bwd_data", "bwd_weight")
     out = []
     for k in kernels:
         archs = DTYPE_ARCHS.get(k.name, {}).get(dtype)
-        why = [] if archs is None or any(fnmatchcase(name, a) for a in archs) else \
+        why = [] if arch_in(name, archs) else \
             [f"{dtype} on {', '.join(archs)} only (MIOpen's IsApplicable), not {name}" if archs else
              f"no {dtype} on any arch (MIOpen's IsApplicable)"]
         if alt and solver_class(k.name) in FP16_ALT_REJECTS:

@@ -18,7 +18,8 @@ def import_find_db_file(src: Path, *, data_root: str | Path, arch: Mapping[str, 
     from ckheur.families.miopen.solvers import arch_table
     from ckheur.files import read_regular
 
-    known = sorted({*known_archs(), str(arch["name"])})  # the job's arch: a user's own config too
+    shipped_archs = known_archs()
+    known = sorted({*shipped_archs, str(arch["name"])})  # the job's arch: a user's own config too
     t0 = time.perf_counter()
     try:
         if find_db_arch:
@@ -36,7 +37,7 @@ def import_find_db_file(src: Path, *, data_root: str | Path, arch: Mapping[str, 
         raise ImportRefused(str(e)) from None
     except (OSError, EOFError) as e:
         raise ImportRefused(f"{src}: cannot be read ({e})") from None
-    shipped = load_option(f"arch/{file_arch}") if file_arch in known_archs() else dict(arch)
+    shipped = load_option(f"arch/{file_arch}") if file_arch in shipped_archs else dict(arch)
     arch_cfg = dict(arch) if arch.get("name") == file_arch else shipped
     device = find_db_device(shipped, cus) if cus is not None else None
     if device is not None:
@@ -66,10 +67,11 @@ def import_find_db_file(src: Path, *, data_root: str | Path, arch: Mapping[str, 
     if not rep["problems"]:
         raise ImportRefused(f"{src}: no problem left to import (every line was skipped, above); nothing was written")
     ops = {}
+    entry_direction = fdb.problems.direction.to_numpy()[fdb.entries.problem.to_numpy()]
     for direction, dtype in sorted(tuple(k.split("/")) for k in rep["by_direction_dtype"]):
         op = {**load_option(f"op/miopen/{direction}"), "direction": direction, "dtype": dtype}
-        listed = fdb.entries.solver[(fdb.problems.direction.to_numpy() == direction)[fdb.entries.problem.to_numpy()]]
-        op["solvers"] = {file_arch: arch_table(direction, file_arch, measured=set(listed))}
+        listed = set(fdb.entries.solver[entry_direction == direction])  # measured there: kept, whatever the table
+        op["solvers"] = {file_arch: arch_table(direction, file_arch, measured=listed)}
         ops[dataset_dir(data_root, op, file_arch, name, field="import.dataset")] = op
     plan = plan_import(data_root, name, sha, src.name, list(ops), overwrite)
     with ImportTransaction(plan) as txn:
